@@ -1,0 +1,261 @@
+/*
+ * nicsim host interface, ABI version 1: the structures a host driver and the
+ * emulated NIC share.  This header is the single source of truth for the
+ * layouts described in docs/hardware-interface.md; every size and offset a
+ * driver depends on is checked below with _Static_assert.
+ *
+ * Transport:
+ *   - Attach: a SOCK_SEQPACKET UNIX socket "nic-<addr>.sock" in the NIC's run
+ *     directory.  The host sends struct nic_hello; the NIC answers with
+ *     struct nic_hello_reply and, for NIC_ROLE_HOST, three descriptors passed
+ *     with SCM_RIGHTS in this order: the context segment (a memfd), the
+ *     doorbell eventfd (host -> NIC) and the interrupt eventfd (NIC -> host).
+ *     The socket stays open for the life of the context: when it closes (the
+ *     host exited or died), the NIC tears the context down.
+ *   - Context segment: struct nic_ctx_hdr at offset 0, then the command ring
+ *     and the completion ring at the offsets the header gives.
+ *
+ * Rings: power-of-two depth, free-running 32-bit indices, producer and
+ * consumer index on separate cache lines, each index written by exactly one
+ * side.  A producer fills the entry, then publishes the index with a release
+ * store; a consumer observes the index with an acquire load, then reads the
+ * entry.  The NIC copies every command out of shared memory before it looks at
+ * it and treats every field, and every index the host owns, as hostile.
+ *
+ * All multi-byte fields are little-endian (the host and NIC share a machine).
+ */
+#ifndef NICSIM_ABI_H
+#define NICSIM_ABI_H
+
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
+#define NIC_ABI_VERSION 1u
+#define NIC_CACHELINE 64
+
+/* Socket file of the NIC with address A (dotted quad) inside its run directory. */
+#define NIC_SOCK_PREFIX "nic-"
+#define NIC_SOCK_SUFFIX ".sock"
+#define NIC_PID_SUFFIX ".pid"
+
+/* ---- Attach handshake -------------------------------------------------- */
+
+enum nic_role {
+	NIC_ROLE_HOST = 1, /* a host process: gets a context (protection domain) */
+	NIC_ROLE_MGMT = 2, /* a management client (the nicsim CLI): see nicsim_mgmt.h */
+};
+
+/* Host -> NIC, first message on the socket. */
+struct nic_hello {
+	uint32_t magic;       /* NIC_ABI_MAGIC */
+	uint16_t abi_version; /* NIC_ABI_VERSION */
+	uint16_t role;        /* enum nic_role */
+	uint32_t pid;         /* informational only: the NIC uses SO_PEERCRED */
+	uint32_t reserved0;   /* must be 0 */
+	uint8_t reserved[48]; /* must be 0 */
+};
+
+/* NIC capabilities (nic_hello_reply.caps, QUERY_DEVICE). */
+#define NIC_CAP_MW 0x1u        /* memory windows: remote access revocable alone */
+#define NIC_CAP_RDMA_READ 0x2u /* the NIC serves RDMA READ requests */
+
+/* NIC -> host, answer to struct nic_hello.  status is an enum nic_status. */
+struct nic_hello_reply {
+	uint32_t magic;
+	uint16_t abi_version;
+	uint16_t status;
+	uint32_t nic_pid;      /* for prctl(PR_SET_PTRACER) */
+	uint32_t ctx_id;       /* context (protection domain) number, 0 for mgmt */
+	uint32_t nic_addr;     /* IPv4 address, network byte order */
+	uint32_t caps;         /* NIC_CAP_* */
+	uint32_t tpt_capacity; /* entries */
+	uint32_t page_size;    /* bytes */
+	uint64_t max_reg_len;  /* largest single registration, bytes */
+	uint64_t seg_size;     /* size of the context segment (memfd) */
+	uint8_t reserved[16];
+};
+
+/* ---- Status codes (commands and handshake) ------------------------------ */
+
+enum nic_status {
+	NIC_STATUS_OK = 0,
+	NIC_STATUS_BAD_OPCODE = 1,  /* unknown opcode */
+	NIC_STATUS_BAD_FIELD = 2,   /* a reserved field or flag not zero */
+	NIC_STATUS_BAD_ACCESS = 3,  /* unknown access bit or invalid combination */
+	NIC_STATUS_BAD_RANGE = 4,   /* zero length, or va + len wraps */
+	NIC_STATUS_TOO_LARGE = 5,   /* longer than max_reg_len */
+	NIC_STATUS_TPT_FULL = 6,    /* no free TPT entry */
+	NIC_STATUS_BAD_KEY = 7,     /* index out of range, stale key, or not this PD's */
+	NIC_STATUS_BAD_STATE = 8,   /* entry not in a state that allows the command */
+	NIC_STATUS_BUSY = 9,        /* entry in use (windows bound to a region) */
+	NIC_STATUS_BAD_VERSION = 10, /* handshake: ABI version not supported */
+	NIC_STATUS_BAD_HELLO = 11,  /* handshake: malformed hello */
+	NIC_STATUS_NO_RESOURCES = 12, /* handshake: NIC cannot create a context */
+	NIC_STATUS_NOT_SUPPORTED = 13, /* capability switched off on this NIC */
+	NIC_STATUS_MAX_
+};
+
+/* ---- TPT keys and access ----------------------------------------------- */
+
+/*
+ * A key is (24-bit index << 8) | 8-bit key byte.  Index 0 is never used, so 0
+ * is never a valid key.  The key byte changes each time an index is reused
+ * (registration, window bind), so a stale key never matches a live entry
+ * until the byte wraps after 256 reuses of the same index (as on hardware).
+ */
+#define NIC_KEY_INDEX(k) ((uint32_t)(k) >> 8)
+#define NIC_KEY_BYTE(k) ((uint32_t)(k) & 0xffu)
+#define NIC_KEY_MAKE(idx, b) (((uint32_t)(idx) << 8) | ((uint32_t)(b) & 0xffu))
+#define NIC_TPT_MAX_CAPACITY ((1u << 24) - 1u)
+
+/* Access bits; local read is always implied. */
+#define NIC_ACCESS_LOCAL_WRITE 0x1u
+#define NIC_ACCESS_REMOTE_READ 0x2u
+#define NIC_ACCESS_REMOTE_WRITE 0x4u
+#define NIC_ACCESS_MW_BIND 0x8u /* windows may be bound to this region */
+#define NIC_ACCESS_ALL 0xfu
+
+/* Connection number meaning "no connection" (a window not yet bound to one). */
+#define NIC_QPN_NONE 0u
+
+/* ---- Commands ---------------------------------------------------------- */
+
+enum nic_opcode {
+	NIC_CMD_NOP = 0,          /* completes with OK; for liveness and latency */
+	NIC_CMD_QUERY_DEVICE = 1, /* -> cpl.query_device */
+	NIC_CMD_REG_MR = 2,       /* register a region of the host's address space */
+	NIC_CMD_DEREG_MR = 3,     /* invalidate a region (drains DMA first) */
+	NIC_CMD_ALLOC_MW = 4,     /* allocate an unbound memory window */
+	NIC_CMD_BIND_MW = 5,      /* bind a window to part of a region: new key */
+	NIC_CMD_INVALIDATE_MW = 6, /* revoke the window's remote access at once */
+	NIC_CMD_DEALLOC_MW = 7,   /* free a window */
+	NIC_CMD_MAX_
+};
+
+struct nic_cmd_reg_mr {
+	uint64_t va;     /* start of the region in the host's address space */
+	uint64_t len;    /* bytes, > 0, va + len must not wrap */
+	uint32_t access; /* NIC_ACCESS_* */
+	uint32_t reserved;
+};
+
+struct nic_cmd_key {
+	uint32_t key; /* DEREG_MR, INVALIDATE_MW, DEALLOC_MW: the entry's key */
+	uint32_t reserved;
+};
+
+struct nic_cmd_bind_mw {
+	uint32_t mw_key; /* window from ALLOC_MW or a previous bind */
+	uint32_t mr_key; /* region the window is bound to; needs NIC_ACCESS_MW_BIND */
+	uint64_t va;     /* window start, inside the region */
+	uint64_t len;    /* window length, > 0, inside the region */
+	uint32_t access; /* NIC_ACCESS_REMOTE_READ and/or _REMOTE_WRITE only */
+	uint32_t qpn;    /* connection allowed to use it; NIC_QPN_NONE = none yet */
+};
+
+/* One command: 64 bytes.  tag is echoed in the completion. */
+struct nic_cmd {
+	uint16_t opcode; /* enum nic_opcode */
+	uint16_t flags;  /* must be 0 */
+	uint32_t reserved0;
+	uint64_t tag;
+	union {
+		struct nic_cmd_reg_mr reg_mr;
+		struct nic_cmd_key key;
+		struct nic_cmd_bind_mw bind_mw;
+		uint8_t raw[48]; /* bytes past the opcode's fields must be 0 */
+	} u;
+};
+
+struct nic_cpl_query_device {
+	uint32_t abi_version;
+	uint32_t caps;
+	uint32_t tpt_capacity;
+	uint32_t tpt_in_use;
+	uint64_t max_reg_len;
+	uint32_t page_size;
+	uint32_t ctx_id;
+	uint32_t nic_addr; /* network byte order */
+	uint8_t reserved[12];
+};
+
+/* One completion: 64 bytes. */
+struct nic_cpl {
+	uint64_t tag;    /* the command's tag */
+	uint16_t opcode; /* the command's opcode (as read) */
+	uint16_t status; /* enum nic_status */
+	uint32_t key;    /* REG_MR, ALLOC_MW, BIND_MW: the new key */
+	union {
+		struct nic_cpl_query_device query_device;
+		uint8_t raw[48];
+	} u;
+};
+
+/* ---- Context segment ---------------------------------------------------- */
+
+/* Index pair of one ring; the producer owns prod, the consumer owns cons. */
+struct nic_ring_idx {
+	alignas(NIC_CACHELINE) uint32_t prod;
+	alignas(NIC_CACHELINE) uint32_t cons;
+};
+
+/* Context state, written by the NIC only. */
+enum nic_ctx_state {
+	NIC_CTX_OK = 0,
+	NIC_CTX_CMDQ_ERROR = 1, /* the host broke the command ring protocol */
+};
+
+struct nic_ctx_hdr {
+	uint32_t magic;
+	uint32_t abi_version;
+	uint64_t seg_size;
+	uint32_t ctx_id;
+	uint32_t cmdq_depth; /* entries in the command ring = completion ring */
+	uint64_t cmdq_off;   /* offset of struct nic_cmd[cmdq_depth] */
+	uint64_t cplq_off;   /* offset of struct nic_cpl[cmdq_depth] */
+	/* NIC-owned words. */
+	alignas(NIC_CACHELINE) uint32_t nic_state;  /* enum nic_ctx_state */
+	uint32_t nic_error;                          /* detail for nic_state */
+	alignas(NIC_CACHELINE) uint32_t nic_sleeping; /* 1: kick the doorbell */
+	/* Host-owned word. */
+	alignas(NIC_CACHELINE) uint32_t host_waiting; /* 1: raise the interrupt */
+	/* Host produces commands, NIC consumes them. */
+	struct nic_ring_idx cmdq;
+	/* NIC produces completions, host consumes them. */
+	struct nic_ring_idx cplq;
+};
+
+#define NIC_CMDQ_DEPTH 64u
+#define NIC_CTX_HDR_SIZE 4096u
+#define NIC_CTX_CMDQ_OFF NIC_CTX_HDR_SIZE
+#define NIC_CTX_CPLQ_OFF (NIC_CTX_CMDQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cmd))
+#define NIC_CTX_SEG_SIZE (NIC_CTX_CPLQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cpl))
+
+/* ---- Layout checks ------------------------------------------------------ */
+
+_Static_assert(sizeof(struct nic_hello) == 64, "nic_hello is 64 bytes");
+_Static_assert(sizeof(struct nic_hello_reply) == 64, "nic_hello_reply is 64 bytes");
+_Static_assert(offsetof(struct nic_hello_reply, max_reg_len) == 32, "max_reg_len at 32");
+_Static_assert(sizeof(struct nic_cmd_reg_mr) == 24, "reg_mr is 24 bytes");
+_Static_assert(sizeof(struct nic_cmd_bind_mw) == 32, "bind_mw is 32 bytes");
+_Static_assert(sizeof(struct nic_cmd) == 64, "nic_cmd is 64 bytes");
+_Static_assert(offsetof(struct nic_cmd, tag) == 8, "cmd tag at 8");
+_Static_assert(offsetof(struct nic_cmd, u) == 16, "cmd body at 16");
+_Static_assert(sizeof(struct nic_cpl_query_device) == 48, "query_device is 48 bytes");
+_Static_assert(sizeof(struct nic_cpl) == 64, "nic_cpl is 64 bytes");
+_Static_assert(offsetof(struct nic_cpl, key) == 12, "cpl key at 12");
+_Static_assert(offsetof(struct nic_cpl, u) == 16, "cpl body at 16");
+_Static_assert(sizeof(struct nic_ring_idx) == 128, "ring indices on two cache lines");
+_Static_assert(offsetof(struct nic_ring_idx, cons) == 64, "cons on its own line");
+_Static_assert(offsetof(struct nic_ctx_hdr, nic_state) == 64, "nic_state at 64");
+_Static_assert(offsetof(struct nic_ctx_hdr, nic_sleeping) == 128, "nic_sleeping at 128");
+_Static_assert(offsetof(struct nic_ctx_hdr, host_waiting) == 192, "host_waiting at 192");
+_Static_assert(offsetof(struct nic_ctx_hdr, cmdq) == 256, "cmdq indices at 256");
+_Static_assert(offsetof(struct nic_ctx_hdr, cplq) == 384, "cplq indices at 384");
+_Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
+_Static_assert((NIC_CMDQ_DEPTH & (NIC_CMDQ_DEPTH - 1)) == 0, "ring depth is a power of two");
+_Static_assert(NIC_CTX_SEG_SIZE == 4096 + 2 * 64 * 64, "segment is 12 KiB");
+
+#endif /* NICSIM_ABI_H */

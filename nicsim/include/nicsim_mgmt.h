@@ -1,0 +1,159 @@
+/*
+ * Management protocol: how the nicsim CLI reads a NIC's state.
+ *
+ * A management client connects to the NIC's socket, sends struct nic_hello
+ * with role NIC_ROLE_MGMT and reads struct nic_hello_reply (no descriptors).
+ * It then sends requests (struct nic_mgmt_req), each answered by one or more
+ * replies: a struct nic_mgmt_hdr followed by `count` records of the type the
+ * request names.  Listings are sent in several messages; the last one carries
+ * NIC_MGMT_F_LAST.  The socket is SOCK_SEQPACKET, so one message is one
+ * read.  Management is off the data path: the NIC serves it from its event
+ * loop between commands.
+ */
+#ifndef NICSIM_MGMT_H
+#define NICSIM_MGMT_H
+
+#include <stdint.h>
+
+#include "nicsim_abi.h"
+
+/* Counters of a NIC, in the order of the stats record.  X(name, description) */
+#define NIC_STATS(X)                                                            \
+	X(attaches, "host contexts created")                                    \
+	X(detaches, "host contexts torn down")                                  \
+	X(attach_refused, "attaches refused (bad hello, version, resources)")   \
+	X(mgmt_sessions, "management clients served")                           \
+	X(doorbells, "doorbell wake-ups")                                       \
+	X(interrupts, "interrupts raised to hosts")                             \
+	X(cmds, "commands executed")                                            \
+	X(cmds_failed, "commands completed with an error status")               \
+	X(cmd_nop, "NOP commands")                                              \
+	X(cmd_query_device, "QUERY_DEVICE commands")                            \
+	X(cmd_reg_mr, "REG_MR commands")                                        \
+	X(cmd_dereg_mr, "DEREG_MR commands")                                    \
+	X(cmd_alloc_mw, "ALLOC_MW commands")                                    \
+	X(cmd_bind_mw, "BIND_MW commands")                                      \
+	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                          \
+	X(cmd_dealloc_mw, "DEALLOC_MW commands")                                \
+	X(err_bad_opcode, "commands with an unknown opcode")                    \
+	X(err_bad_field, "commands with a non-zero reserved field")             \
+	X(err_bad_access, "commands with invalid access bits")                  \
+	X(err_bad_range, "commands with an empty or wrapping range")            \
+	X(err_too_large, "registrations over the size limit")                   \
+	X(err_tpt_full, "allocations refused: TPT full")                        \
+	X(err_bad_key, "commands naming an invalid, stale or foreign key")      \
+	X(err_bad_state, "commands on an entry in the wrong state")             \
+	X(err_busy, "commands on an entry still in use")                        \
+	X(err_not_supported, "commands for a capability switched off")          \
+	X(cmdq_errors, "contexts whose command ring protocol broke")            \
+	X(tpt_refusals, "TPT accesses refused")                                 \
+	X(tpt_in_use, "TPT entries in use now")                                 \
+	X(tpt_capacity, "TPT capacity")                                         \
+	X(tpt_high_water, "most TPT entries ever in use at once")               \
+	X(contexts, "host contexts attached now")
+
+struct nic_stats {
+#define NIC_STATS_FIELD(name, desc) uint64_t name;
+	NIC_STATS(NIC_STATS_FIELD)
+#undef NIC_STATS_FIELD
+};
+
+enum nic_mgmt_op {
+	NIC_MGMT_STATS = 1,  /* -> one struct nic_stats */
+	NIC_MGMT_TPT = 2,    /* -> struct nic_mgmt_tpt_rec listing, live entries */
+	NIC_MGMT_FAULTS = 3, /* -> struct nic_mgmt_fault_rec listing, oldest first */
+};
+
+struct nic_mgmt_req {
+	uint32_t magic; /* NIC_ABI_MAGIC */
+	uint16_t op;    /* enum nic_mgmt_op */
+	uint16_t reserved0;
+	uint8_t reserved[8];
+};
+
+#define NIC_MGMT_F_LAST 0x1u
+
+struct nic_mgmt_hdr {
+	uint32_t magic;
+	uint16_t op;     /* the request's op */
+	uint16_t status; /* enum nic_status; NIC_STATUS_BAD_OPCODE for an unknown op */
+	uint32_t count;  /* records that follow in this message */
+	uint32_t flags;  /* NIC_MGMT_F_LAST on the final message */
+};
+
+/* TPT entry types and states, as listed. */
+enum nic_tpt_type { NIC_TPT_MR = 1, NIC_TPT_MW = 2 };
+enum nic_tpt_state {
+	NIC_TPT_FREE = 0,
+	NIC_TPT_VALID = 1,
+	NIC_TPT_REVOKED = 2,      /* remote access revoked (window invalidated) */
+	NIC_TPT_INVALIDATING = 3, /* unpublished, draining DMA */
+};
+
+struct nic_mgmt_tpt_rec {
+	uint32_t key;
+	uint8_t type;   /* enum nic_tpt_type */
+	uint8_t state;  /* enum nic_tpt_state */
+	uint8_t access; /* NIC_ACCESS_* */
+	uint8_t reserved0;
+	uint64_t va;
+	uint64_t len;
+	uint32_t ctx_id;
+	uint32_t pid;      /* owner process */
+	char comm[16];     /* owner program name */
+	uint32_t qpn;      /* bound connection (windows) */
+	uint32_t mr_key;   /* region a window is bound to */
+	uint64_t reg_ns;   /* CLOCK_REALTIME of the registration or bind */
+	uint32_t inflight; /* DMA operations in flight */
+	uint32_t reserved1;
+};
+
+/* TPT refusal reasons, in check order. */
+#define NIC_TPT_REASONS(X)                                                     \
+	X(NONE, "no refusal")                                                  \
+	X(BAD_INDEX, "key index outside the table")                            \
+	X(STALE_KEY, "key byte does not match the entry (stale or forged key)") \
+	X(WRONG_PD, "entry belongs to another protection domain")              \
+	X(NO_ACCESS, "entry lacks a requested access right")                   \
+	X(BAD_STATE, "entry is not valid (deregistered, revoked, draining)")   \
+	X(WRONG_QP, "window is bound to another connection")                   \
+	X(OUT_OF_RANGE, "access outside the entry's range")
+
+enum nic_tpt_reason {
+#define NIC_TPT_REASON_ENUM(name, desc) NIC_TPT_R_##name,
+	NIC_TPT_REASONS(NIC_TPT_REASON_ENUM)
+#undef NIC_TPT_REASON_ENUM
+	NIC_TPT_R_MAX_
+};
+
+struct nic_mgmt_fault_rec {
+	uint64_t when_ns;    /* CLOCK_REALTIME of the refusal */
+	uint32_t key;        /* key presented */
+	uint16_t reason;     /* enum nic_tpt_reason */
+	uint8_t access;      /* access requested */
+	uint8_t entry_state; /* enum nic_tpt_state of the entry now */
+	uint64_t va;         /* range requested */
+	uint64_t len;
+	uint32_t ctx_id;     /* requester's context */
+	uint32_t pid;        /* requester's process */
+	uint32_t qpn;        /* requester's connection, NIC_QPN_NONE for local */
+	uint32_t entry_key;  /* the entry's current key (0: index out of range) */
+	uint64_t entry_va;   /* the entry's range */
+	uint64_t entry_len;
+	uint8_t entry_access;
+	uint8_t reserved0[3];
+	uint32_t entry_pid;  /* who last changed the entry */
+	uint64_t entry_changed_ns; /* when the entry's key last changed */
+	uint32_t entry_ctx_id;
+	uint32_t entry_qpn;
+};
+
+#define NIC_MGMT_MSG_MAX 65536u
+
+_Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
+_Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
+_Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
+_Static_assert(sizeof(struct nic_mgmt_fault_rec) == 88, "fault rec is 88 bytes");
+_Static_assert(sizeof(struct nic_stats) % 8 == 0, "stats are u64s");
+
+#endif /* NICSIM_MGMT_H */

@@ -1,0 +1,310 @@
+#include "nstest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef NICSIM_BUILD_BIN_DIR
+#define NICSIM_BUILD_BIN_DIR "."
+#endif
+
+int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
+	     int (*init)(void), int (*clean)(void))
+{
+	const char *filter = argc > 1 ? argv[1] : NULL;
+	unsigned failed, run, asserts_failed;
+	CU_pSuite s;
+
+	/* A reader that goes away must not kill a test with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 2;
+	s = CU_add_suite(suite, init, clean);
+	if (!s)
+		goto fail;
+	for (const struct nst_test *t = tests; t->name; t++) {
+		if (filter && !strstr(t->name, filter))
+			continue;
+		if (!CU_add_test(s, t->name, t->fn))
+			goto fail;
+	}
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	if (CU_basic_run_tests() != CUE_SUCCESS)
+		goto fail;
+	run = CU_get_number_of_tests_run();
+	failed = CU_get_number_of_tests_failed();
+	asserts_failed = CU_get_number_of_failures();
+	/* A suite whose init failed runs nothing: that is a failure, not a pass. */
+	if (CU_get_number_of_suites_failed() > 0 || run == 0) {
+		fprintf(stderr, "%s: suite set-up failed or no test ran\n", suite);
+		failed = failed ? failed : 1;
+	}
+	CU_cleanup_registry();
+	return failed || asserts_failed ? 1 : 0;
+fail:
+	fprintf(stderr, "%s: CUnit error: %s\n", suite, CU_get_error_msg());
+	CU_cleanup_registry();
+	return 2;
+}
+
+int nst_tmpdir(char *buf, size_t size, const char *tag)
+{
+	const char *base = getenv("TMPDIR");
+	int n;
+
+	if (!base || !*base)
+		base = "/tmp";
+	/* Short names: UNIX socket paths inside must fit in 108 bytes. */
+	n = snprintf(buf, size, "%s/ns-%s-XXXXXX", base, tag ? tag : "t");
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	if (!mkdtemp(buf))
+		return -errno;
+	return 0;
+}
+
+static int rm_entry(int dirfd, const char *name, int depth)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode) && depth < 16) {
+		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+		DIR *d;
+		struct dirent *e;
+
+		if (fd < 0)
+			return -errno;
+		d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -errno;
+		}
+		while ((e = readdir(d))) {
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				rm_entry(fd, e->d_name, depth + 1);
+		}
+		closedir(d);
+		return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+	}
+	return unlinkat(dirfd, name, 0) < 0 ? -errno : 0;
+}
+
+void nst_rmtree(const char *dir)
+{
+	if (dir && *dir)
+		rm_entry(AT_FDCWD, dir, 0);
+}
+
+const char *nst_bin(const char *name)
+{
+	static char path[PATH_MAX];
+	const char *dir = getenv("NICSIM_BIN_DIR");
+
+	if (!dir || !*dir)
+		dir = NICSIM_BUILD_BIN_DIR;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+uint64_t nst_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+int nst_wait(pid_t pid, int timeout_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int status, delay = 1;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (nst_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		sleep_ms(delay);
+		if (delay < 20)
+			delay *= 2;
+	}
+}
+
+int nst_stop(pid_t pid, int timeout_ms)
+{
+	int status;
+
+	if (pid <= 0)
+		return -1;
+	if (kill(pid, SIGTERM) < 0 && errno == ESRCH)
+		return -1;
+	status = nst_wait(pid, timeout_ms);
+	if (status == -ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		status = nst_wait(pid, 5000);
+	}
+	return status < 0 ? -1 : status;
+}
+
+/* True once a connection to the UNIX socket at path is accepted. */
+static bool sock_accepts(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, ok;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra, int timeout_ms)
+{
+	char sock[PATH_MAX], log[PATH_MAX];
+	const char *argv[40];
+	size_t n = 0;
+	uint64_t deadline;
+	pid_t pid;
+
+	snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, addr);
+	snprintf(log, sizeof(log), "%s/nicsimd-%s.log", dir, addr);
+	argv[n++] = nst_bin("nicsimd");
+	argv[n++] = "--dir";
+	argv[n++] = dir;
+	argv[n++] = "--addr";
+	argv[n++] = addr;
+	for (; extra && *extra && n < 38; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	while (!sock_accepts(sock)) {
+		int status;
+
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			fprintf(stderr, "nicsimd %s exited early (status 0x%x); see %s\n", addr, status,
+				log);
+			return -ECHILD;
+		}
+		if (nst_now_ns() >= deadline) {
+			fprintf(stderr, "nicsimd %s not ready after %d ms; see %s\n", addr, timeout_ms,
+				log);
+			nst_stop(pid, 2000);
+			return -ETIMEDOUT;
+		}
+		sleep_ms(5);
+	}
+	return pid;
+}
+
+int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
+{
+	int pipefd[2], status;
+	size_t len = 0;
+	uint64_t deadline;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		dup2(pipefd[1], STDOUT_FILENO);
+		dup2(pipefd[1], STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		uint64_t now = nst_now_ns();
+		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
+		char sink[4096];
+		ssize_t r;
+
+		if (now >= deadline) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
+			continue;
+		if (out && len + 1 < size)
+			r = read(pipefd[0], out + len, size - len - 1);
+		else
+			r = read(pipefd[0], sink, sizeof(sink));
+		if (r <= 0)
+			break;
+		if (out && len + 1 < size)
+			len += (size_t)r;
+	}
+	close(pipefd[0]);
+	if (out && size)
+		out[len] = '\0';
+	status = nst_wait(pid, 5000);
+	if (status == -ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		status = nst_wait(pid, 5000);
+	}
+	if (status < 0)
+		return status;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+pid_t nst_fork(int (*fn)(void *), void *arg)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(fn(arg) & 0xff);
+	return pid < 0 ? -errno : pid;
+}

@@ -1,0 +1,115 @@
+/*
+ * Test support for nicsim's CUnit programs: a common main, assertions that
+ * print both values, a private temporary directory per test program, and
+ * starting, waiting for and stopping the processes a test owns, by pid, with
+ * every wait bounded.
+ */
+#ifndef NSTEST_H
+#define NSTEST_H
+
+#include <CUnit/Basic.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ---- Assertions that print both sides on failure ---------------------- */
+
+#define NST_CHECK_(cond, fatal, ...)                                                 \
+	do {                                                                         \
+		char nst_msg_[512];                                                  \
+		snprintf(nst_msg_, sizeof(nst_msg_), __VA_ARGS__);                   \
+		CU_assertImplementation((cond), __LINE__, nst_msg_, __FILE__, "", fatal); \
+	} while (0)
+
+/* Signed and unsigned integer comparisons: "a == b (got X, want Y)". */
+#define NST_EQ(a, b)                                                                 \
+	do {                                                                         \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+		NST_CHECK_(nst_a_ == nst_b_, CU_FALSE, "%s == %s (got %lld, want %lld)", #a, #b, \
+			   nst_a_, nst_b_);                                          \
+	} while (0)
+#define NST_NE(a, b)                                                                 \
+	do {                                                                         \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+		NST_CHECK_(nst_a_ != nst_b_, CU_FALSE, "%s != %s (both %lld)", #a, #b, nst_a_); \
+	} while (0)
+#define NST_EQ_U(a, b)                                                               \
+	do {                                                                         \
+		unsigned long long nst_a_ = (unsigned long long)(a),                 \
+				   nst_b_ = (unsigned long long)(b);                 \
+		NST_CHECK_(nst_a_ == nst_b_, CU_FALSE, "%s == %s (got 0x%llx, want 0x%llx)", #a, \
+			   #b, nst_a_, nst_b_);                                      \
+	} while (0)
+#define NST_TRUE(c) NST_CHECK_((c), CU_FALSE, "%s", #c)
+/* Fatal variants end the test function at once. */
+#define NST_REQUIRE(c) NST_CHECK_((c), CU_TRUE, "required: %s", #c)
+#define NST_REQUIRE_EQ(a, b)                                                         \
+	do {                                                                         \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+		NST_CHECK_(nst_a_ == nst_b_, CU_TRUE, "required: %s == %s (got %lld, want %lld)", \
+			   #a, #b, nst_a_, nst_b_);                                  \
+	} while (0)
+
+/* ---- Main --------------------------------------------------------------- */
+
+struct nst_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+/*
+ * Runs one suite of tests (the array ends with {NULL, NULL}) with CUnit's
+ * basic interface in verbose mode; init/clean may be NULL.  Returns the exit
+ * status for main: 0 only if every test ran and passed.  A command-line
+ * argument selects tests whose name contains it.
+ */
+int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
+	     int (*init)(void), int (*clean)(void));
+
+/* ---- Files and processes ------------------------------------------------ */
+
+/* A new private (0700) directory under $TMPDIR or /tmp; path in buf. */
+int nst_tmpdir(char *buf, size_t size, const char *tag);
+/* Remove a directory tree made by nst_tmpdir (best effort). */
+void nst_rmtree(const char *dir);
+
+/* Path of a nicsim binary (nicsimd, nicsim, ...): $NICSIM_BIN_DIR or the build's bin/. */
+const char *nst_bin(const char *name);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t nst_now_ns(void);
+
+/*
+ * Start nicsimd in dir with address addr (dotted quad) and extra arguments
+ * (NULL-terminated list, may be NULL); stderr goes to dir/nicsimd-<addr>.log.
+ * Waits up to timeout_ms until the NIC accepts attaches.  Returns the pid or
+ * a negative errno (-ETIMEDOUT; the child is then stopped).
+ */
+pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra, int timeout_ms);
+
+/*
+ * Stop a process this test started: SIGTERM, wait up to timeout_ms, then
+ * SIGKILL and reap.  Returns the wait status, or -1 if it was not our child.
+ */
+int nst_stop(pid_t pid, int timeout_ms);
+
+/* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
+int nst_wait(pid_t pid, int timeout_ms);
+
+/*
+ * Run argv (argv[0] a path), capturing stdout and stderr together into out
+ * (NUL-terminated, truncated to size).  Kills it after timeout_ms.  Returns
+ * the exit code, 128 + signal if it was killed, or a negative errno.
+ */
+int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms);
+
+/*
+ * Fork a child that runs fn(arg) and exits with its return value; the
+ * child's exit status is collected with nst_wait.  Returns the pid.
+ */
+pid_t nst_fork(int (*fn)(void *), void *arg);
+
+#endif /* NSTEST_H */
