@@ -1,0 +1,212 @@
+#include "cmd.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+/* True if bytes [from, 48) of the command body are all zero. */
+static bool body_zero_from(const struct nic_cmd *cmd, size_t from)
+{
+	for (size_t i = from; i < sizeof(cmd->u.raw); i++) {
+		if (cmd->u.raw[i])
+			return false;
+	}
+	return true;
+}
+
+/* Bytes of the body each opcode uses; the rest must be zero. */
+static size_t body_len(uint16_t opcode)
+{
+	switch (opcode) {
+	case NIC_CMD_REG_MR: return sizeof(struct nic_cmd_reg_mr);
+	case NIC_CMD_DEREG_MR:
+	case NIC_CMD_ALLOC_MW:
+	case NIC_CMD_INVALIDATE_MW:
+	case NIC_CMD_DEALLOC_MW: return sizeof(struct nic_cmd_key);
+	case NIC_CMD_BIND_MW: return sizeof(struct nic_cmd_bind_mw);
+	default: return 0;
+	}
+}
+
+/* Non-empty, and the end address va + len is representable (as in the TPT). */
+static bool range_ok(uint64_t va, uint64_t len)
+{
+	return len > 0 && va <= UINT64_MAX - len;
+}
+
+uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
+{
+	const bool mw = env->caps & NIC_CAP_MW;
+
+	if (cmd->opcode >= NIC_CMD_MAX_)
+		return NIC_STATUS_BAD_OPCODE;
+	if (cmd->flags || cmd->reserved0 || !body_zero_from(cmd, body_len(cmd->opcode)))
+		return NIC_STATUS_BAD_FIELD;
+
+	switch (cmd->opcode) {
+	case NIC_CMD_REG_MR: {
+		const struct nic_cmd_reg_mr *r = &cmd->u.reg_mr;
+
+		if (r->reserved)
+			return NIC_STATUS_BAD_FIELD;
+		if (r->access & ~NIC_ACCESS_ALL)
+			return NIC_STATUS_BAD_ACCESS;
+		/* As on InfiniBand, remote write needs local write. */
+		if ((r->access & NIC_ACCESS_REMOTE_WRITE) && !(r->access & NIC_ACCESS_LOCAL_WRITE))
+			return NIC_STATUS_BAD_ACCESS;
+		if ((r->access & NIC_ACCESS_MW_BIND) && !mw)
+			return NIC_STATUS_NOT_SUPPORTED;
+		if (!range_ok(r->va, r->len))
+			return NIC_STATUS_BAD_RANGE;
+		if (r->len > env->max_reg_len)
+			return NIC_STATUS_TOO_LARGE;
+		return NIC_STATUS_OK;
+	}
+	case NIC_CMD_ALLOC_MW:
+		if (cmd->u.key.key || cmd->u.key.reserved)
+			return NIC_STATUS_BAD_FIELD;
+		return mw ? NIC_STATUS_OK : NIC_STATUS_NOT_SUPPORTED;
+	case NIC_CMD_DEREG_MR:
+	case NIC_CMD_INVALIDATE_MW:
+	case NIC_CMD_DEALLOC_MW:
+		if (cmd->u.key.reserved)
+			return NIC_STATUS_BAD_FIELD;
+		if (cmd->opcode != NIC_CMD_DEREG_MR && !mw)
+			return NIC_STATUS_NOT_SUPPORTED;
+		return NIC_STATUS_OK;
+	case NIC_CMD_BIND_MW: {
+		const struct nic_cmd_bind_mw *b = &cmd->u.bind_mw;
+		const uint32_t remote = NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE;
+
+		if (!mw)
+			return NIC_STATUS_NOT_SUPPORTED;
+		if (!b->access || (b->access & ~remote))
+			return NIC_STATUS_BAD_ACCESS;
+		if (!range_ok(b->va, b->len))
+			return NIC_STATUS_BAD_RANGE;
+		return NIC_STATUS_OK;
+	}
+	default: return NIC_STATUS_OK;
+	}
+}
+
+/* Map a TPT error to the status of the command that caused it. */
+static uint16_t tpt_status(uint16_t opcode, int err)
+{
+	switch (err) {
+	case 0: return NIC_STATUS_OK;
+	case -ENOSPC: return NIC_STATUS_TPT_FULL;
+	case -ENOENT: return NIC_STATUS_BAD_KEY;
+	case -EBUSY: return NIC_STATUS_BUSY;
+	case -EACCES: return NIC_STATUS_BAD_ACCESS;
+	case -EINVAL:
+		/* A registration or a bind names a range the TPT refuses; other
+		 * commands name a key of the wrong kind (a window for DEREG_MR, a
+		 * region for a window command). */
+		return opcode == NIC_CMD_BIND_MW || opcode == NIC_CMD_REG_MR ? NIC_STATUS_BAD_RANGE
+									     : NIC_STATUS_BAD_KEY;
+	default: return NIC_STATUS_BAD_STATE;
+	}
+}
+
+static void count_status(struct nic_stats *s, uint16_t status)
+{
+	switch (status) {
+	case NIC_STATUS_OK: return;
+	case NIC_STATUS_BAD_OPCODE: s->err_bad_opcode++; break;
+	case NIC_STATUS_BAD_FIELD: s->err_bad_field++; break;
+	case NIC_STATUS_BAD_ACCESS: s->err_bad_access++; break;
+	case NIC_STATUS_BAD_RANGE: s->err_bad_range++; break;
+	case NIC_STATUS_TOO_LARGE: s->err_too_large++; break;
+	case NIC_STATUS_TPT_FULL: s->err_tpt_full++; break;
+	case NIC_STATUS_BAD_KEY: s->err_bad_key++; break;
+	case NIC_STATUS_BUSY: s->err_busy++; break;
+	case NIC_STATUS_NOT_SUPPORTED: s->err_not_supported++; break;
+	default: s->err_bad_state++; break;
+	}
+	s->cmds_failed++;
+}
+
+static void count_opcode(struct nic_stats *s, uint16_t opcode)
+{
+	switch (opcode) {
+	case NIC_CMD_NOP: s->cmd_nop++; break;
+	case NIC_CMD_QUERY_DEVICE: s->cmd_query_device++; break;
+	case NIC_CMD_REG_MR: s->cmd_reg_mr++; break;
+	case NIC_CMD_DEREG_MR: s->cmd_dereg_mr++; break;
+	case NIC_CMD_ALLOC_MW: s->cmd_alloc_mw++; break;
+	case NIC_CMD_BIND_MW: s->cmd_bind_mw++; break;
+	case NIC_CMD_INVALIDATE_MW: s->cmd_invalidate_mw++; break;
+	case NIC_CMD_DEALLOC_MW: s->cmd_dealloc_mw++; break;
+	default: break;
+	}
+}
+
+/* Deregistration of an entry without DMA in flight completes at once; the
+ * NIC has no DMA engine yet, so -EINPROGRESS cannot arise here. */
+static int done_or_drained(int err)
+{
+	return err == -EINPROGRESS ? 0 : err;
+}
+
+void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner,
+		 const struct nic_cmd *cmd, struct nic_cpl *cpl)
+{
+	uint16_t status = cmd_validate(env, cmd);
+	uint32_t key = 0;
+	int err = 0;
+
+	memset(cpl, 0, sizeof(*cpl));
+	cpl->tag = cmd->tag;
+	cpl->opcode = cmd->opcode;
+	env->stats->cmds++;
+	count_opcode(env->stats, cmd->opcode);
+	if (status != NIC_STATUS_OK)
+		goto out;
+
+	switch (cmd->opcode) {
+	case NIC_CMD_NOP: break;
+	case NIC_CMD_QUERY_DEVICE: {
+		struct nic_cpl_query_device *q = &cpl->u.query_device;
+
+		q->abi_version = NIC_ABI_VERSION;
+		q->caps = env->caps;
+		q->tpt_capacity = tpt_capacity(env->tpt);
+		q->tpt_in_use = tpt_in_use(env->tpt);
+		q->max_reg_len = env->max_reg_len;
+		q->page_size = env->page_size;
+		q->ctx_id = owner->ctx_id;
+		q->nic_addr = env->nic_addr;
+		break;
+	}
+	case NIC_CMD_REG_MR:
+		err = tpt_reg_mr(env->tpt, owner, cmd->u.reg_mr.va, cmd->u.reg_mr.len,
+				 cmd->u.reg_mr.access, &key);
+		break;
+	case NIC_CMD_DEREG_MR:
+		err = done_or_drained(tpt_dereg_mr(env->tpt, owner->ctx_id, cmd->u.key.key));
+		break;
+	case NIC_CMD_ALLOC_MW: err = tpt_alloc_mw(env->tpt, owner, &key); break;
+	case NIC_CMD_BIND_MW: {
+		const struct nic_cmd_bind_mw *b = &cmd->u.bind_mw;
+
+		err = tpt_bind_mw(env->tpt, owner, b->mw_key, b->mr_key, b->va, b->len, b->access,
+				  b->qpn, &key);
+		break;
+	}
+	case NIC_CMD_INVALIDATE_MW:
+		err = tpt_invalidate_mw(env->tpt, owner->ctx_id, cmd->u.key.key);
+		break;
+	case NIC_CMD_DEALLOC_MW:
+		err = done_or_drained(tpt_dealloc_mw(env->tpt, owner->ctx_id, cmd->u.key.key));
+		break;
+	default: status = NIC_STATUS_BAD_OPCODE; break;
+	}
+	if (status == NIC_STATUS_OK)
+		status = tpt_status(cmd->opcode, err);
+	if (status == NIC_STATUS_OK)
+		cpl->key = key;
+out:
+	cpl->status = status;
+	count_status(env->stats, status);
+}

@@ -1,0 +1,291 @@
+/*
+ * Host contexts: creation at attach, the command ring, and teardown.
+ *
+ * A context is one host attachment and one protection domain.  Its segment
+ * is a sealed memfd (the host cannot shrink it under the NIC and make the
+ * NIC fault), mapped by both sides.  The NIC keeps its own copies of the
+ * indices it owns and treats the indices and entries the host writes as
+ * hostile: a producer index more than a ring ahead, or a completion consumer
+ * index the NIC never produced, puts the context in NIC_CTX_CMDQ_ERROR and
+ * the NIC stops reading its ring; every command is copied out before it is
+ * looked at.
+ */
+#include "nic_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nicsim_abi_util.h"
+#include "nicsim_ring.h"
+
+/* Commands executed per context per pass, so that one busy host cannot
+ * starve the others. */
+#define CTX_BUDGET 16u
+
+struct nic_ctx *ctx_find(struct nic *nic, uint32_t id)
+{
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		if (c->id == id)
+			return c;
+	}
+	return NULL;
+}
+
+/* The program name of pid, as the kernel knows it (not as the host says). */
+static void read_comm(uint32_t pid, char comm[16])
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(comm, 16, "?");
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(comm, 16, f))
+		comm[strcspn(comm, "\n")] = '\0';
+	fclose(f);
+}
+
+static uint32_t next_id(struct nic *nic)
+{
+	for (;;) {
+		uint32_t id = nic->next_ctx_id++;
+
+		if (id && !ctx_find(nic, id))
+			return id;
+	}
+}
+
+static int create_segment(struct nic_ctx *c)
+{
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	struct nic_ctx_hdr *h;
+
+	c->memfd = memfd_create("nicsim-ctx", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (c->memfd < 0)
+		return -errno;
+	if (ftruncate(c->memfd, NIC_CTX_SEG_SIZE) < 0 || fcntl(c->memfd, F_ADD_SEALS, seals) < 0)
+		return -errno;
+	h = mmap(NULL, NIC_CTX_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	c->hdr = h;
+	c->cmdq = (struct nic_cmd *)((char *)h + NIC_CTX_CMDQ_OFF);
+	c->cplq = (struct nic_cpl *)((char *)h + NIC_CTX_CPLQ_OFF);
+	h->magic = NIC_ABI_MAGIC;
+	h->abi_version = NIC_ABI_VERSION;
+	h->seg_size = NIC_CTX_SEG_SIZE;
+	h->ctx_id = c->id;
+	h->cmdq_depth = NIC_CMDQ_DEPTH;
+	h->cmdq_off = NIC_CTX_CMDQ_OFF;
+	h->cplq_off = NIC_CTX_CPLQ_OFF;
+	h->nic_state = NIC_CTX_OK;
+	return 0;
+}
+
+static int send_reply_fds(struct nic *nic, struct nic_ctx *c)
+{
+	struct nic_hello_reply r;
+	int fds[3] = {c->memfd, c->doorbell, c->irq};
+	union {
+		char buf[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm;
+
+	nic_fill_reply(nic, &r, NIC_STATUS_OK, c->id);
+	memset(u.buf, 0, sizeof(u.buf));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	return sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(r) ? 0 : -EIO;
+}
+
+static void ctx_free(struct nic_ctx *c)
+{
+	if (c->hdr)
+		munmap(c->hdr, NIC_CTX_SEG_SIZE);
+	if (c->memfd >= 0)
+		close(c->memfd);
+	if (c->doorbell >= 0)
+		close(c->doorbell);
+	if (c->irq >= 0)
+		close(c->irq);
+	if (c->sock >= 0)
+		close(c->sock);
+	free(c);
+}
+
+int ctx_attach(struct nic *nic, int fd, uint32_t pid)
+{
+	struct nic_ctx *c;
+	int err;
+
+	if (nic->nctx >= NIC_MAX_CONTEXTS) {
+		nic->stats.attach_refused++;
+		nic_warn(&nic->log, "refused attach from pid %u: %u contexts already", pid, nic->nctx);
+		nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
+		return -ENOSPC;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->sock = -1; /* the caller closes fd on failure */
+	c->memfd = c->doorbell = c->irq = -1;
+	c->id = next_id(nic);
+	c->pid = pid;
+	read_comm(pid, c->comm);
+	err = create_segment(c);
+	if (err < 0)
+		goto fail;
+	c->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->irq = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->doorbell < 0 || c->irq < 0) {
+		err = -errno;
+		goto fail;
+	}
+	c->sock_src = (struct nic_src){.type = NIC_SRC_CTX, .obj = c};
+	c->bell_src = (struct nic_src){.type = NIC_SRC_DOORBELL, .obj = c};
+	c->sock = fd;
+	err = send_reply_fds(nic, c);
+	if (err < 0)
+		goto fail_sock;
+	err = nic_epoll_add(nic, fd, EPOLLIN | EPOLLRDHUP, &c->sock_src);
+	if (err < 0)
+		goto fail_sock;
+	err = nic_epoll_add(nic, c->doorbell, EPOLLIN, &c->bell_src);
+	if (err < 0)
+		goto fail_sock;
+	c->next = nic->ctxs;
+	nic->ctxs = c;
+	nic->nctx++;
+	nic->stats.attaches++;
+	nic_info(&nic->log, "context %u attached: pid %u (%s)", c->id, c->pid, c->comm);
+	return 0;
+fail_sock:
+	c->sock = -1; /* closed by the caller */
+	epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+fail:
+	nic->stats.attach_refused++;
+	nic_warn(&nic->log, "attach from pid %u failed: %s", pid, strerror(-err));
+	nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
+	ctx_free(c);
+	return err;
+}
+
+void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
+{
+	uint32_t released;
+
+	for (struct nic_ctx **p = &nic->ctxs; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	nic->nctx--;
+	nic->stats.detaches++;
+	released = tpt_release_owner(nic->tpt, c->id);
+	nic_info(&nic->log, "context %u detached: pid %u (%s), %s; released %u TPT entries", c->id,
+		 c->pid, c->comm, why, released);
+	/* Closing the descriptors removes them from the epoll set. */
+	ctx_free(c);
+}
+
+void ctx_set_sleeping(struct nic *nic, uint32_t v)
+{
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
+		ring_flag_set(&c->hdr->nic_sleeping, v);
+	ring_fence();
+}
+
+static void ctx_fault(struct nic *nic, struct nic_ctx *c, uint32_t detail, const char *what)
+{
+	c->broken = true;
+	__atomic_store_n(&c->hdr->nic_error, detail, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->hdr->nic_state, NIC_CTX_CMDQ_ERROR, __ATOMIC_RELEASE);
+	nic->stats.cmdq_errors++;
+	nic_warn(&nic->log, "context %u (pid %u %s): command ring error: %s; ring stopped", c->id,
+		 c->pid, c->comm, what);
+	/* Wake a host that waits for a completion so that it sees the error. */
+	if (write(c->irq, &(uint64_t){1}, sizeof(uint64_t)) > 0)
+		nic->stats.interrupts++;
+}
+
+unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
+{
+	struct nic_ctx_hdr *h = c->hdr;
+	const uint32_t mask = NIC_CMDQ_DEPTH - 1;
+	const struct tpt_owner owner = {.ctx_id = c->id, .pid = c->pid};
+	uint32_t prod, pending, cpl_cons, unread, n;
+	char what[128];
+
+	if (c->broken)
+		return 0;
+	prod = ring_observe(&h->cmdq.prod);
+	pending = ring_count(prod, c->cmd_cons);
+	if (pending == 0)
+		return 0;
+	if (pending > NIC_CMDQ_DEPTH) {
+		snprintf(what, sizeof(what),
+			 "producer index %u is ahead of consumer %u by more than the ring", prod,
+			 c->cmd_cons);
+		ctx_fault(nic, c, 1, what);
+		return 0;
+	}
+	cpl_cons = ring_observe(&h->cplq.cons);
+	unread = ring_count(c->cpl_prod, cpl_cons);
+	if (unread > NIC_CMDQ_DEPTH) {
+		snprintf(what, sizeof(what),
+			 "completion consumer index %u was never produced (producer %u)", cpl_cons,
+			 c->cpl_prod);
+		ctx_fault(nic, c, 2, what);
+		return 0;
+	}
+	/* Back-pressure: a host that does not consume completions stalls only
+	 * its own ring. */
+	n = NIC_CMDQ_DEPTH - unread;
+	if (n > pending)
+		n = pending;
+	if (n > CTX_BUDGET)
+		n = CTX_BUDGET;
+	for (uint32_t i = 0; i < n; i++) {
+		struct nic_cmd cmd;
+		struct nic_cpl cpl;
+
+		memcpy(&cmd, &c->cmdq[c->cmd_cons & mask], sizeof(cmd));
+		c->cmd_cons++;
+		cmd_execute(&nic->env, &owner, &cmd, &cpl);
+		if (cpl.status != NIC_STATUS_OK)
+			nic_dbg(&nic->log, "context %u: command %u tag %llu failed: %s", c->id,
+				cmd.opcode, (unsigned long long)cmd.tag, nic_status_str(cpl.status));
+		memcpy(&c->cplq[c->cpl_prod & mask], &cpl, sizeof(cpl));
+		c->cpl_prod++;
+	}
+	if (n == 0)
+		return 0;
+	ring_publish(&h->cmdq.cons, c->cmd_cons);
+	ring_publish(&h->cplq.prod, c->cpl_prod);
+	ring_fence();
+	if (ring_flag_get(&h->host_waiting)) {
+		if (write(c->irq, &(uint64_t){1}, sizeof(uint64_t)) > 0)
+			nic->stats.interrupts++;
+	}
+	return n;
+}

@@ -1,0 +1,511 @@
+#include "nic_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fab_addr.h"
+#include "nicsim_abi_util.h"
+
+/* How often the spinning loop still looks at sockets and signals. */
+#define NIC_EPOLL_EVERY_NS 200000u
+/* Polls of the rings between two sched_yield() calls while spinning. */
+#define NIC_SPIN_BATCH 32u
+
+void nic_opts_default(struct nic_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->addr = fab_addr_host(1);
+	o->tpt_capacity = TPT_DEFAULT_CAPACITY;
+	o->max_reg_len = NIC_DEFAULT_MAX_REG;
+	o->caps = NIC_CAP_MW | NIC_CAP_RDMA_READ;
+	o->spin_us = NIC_DEFAULT_SPIN_US;
+	o->log_level = NIC_LOG_INFO;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = src};
+
+	return epoll_ctl(nic->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+void nic_fill_reply(struct nic *nic, struct nic_hello_reply *r, uint16_t status, uint32_t ctx_id)
+{
+	memset(r, 0, sizeof(*r));
+	r->magic = NIC_ABI_MAGIC;
+	r->abi_version = NIC_ABI_VERSION;
+	r->status = status;
+	r->nic_pid = (uint32_t)getpid();
+	r->ctx_id = ctx_id;
+	r->nic_addr = nic->opts.addr;
+	r->caps = nic->opts.caps;
+	r->tpt_capacity = tpt_capacity(nic->tpt);
+	r->page_size = nic->env.page_size;
+	r->max_reg_len = nic->opts.max_reg_len;
+	r->seg_size = status == NIC_STATUS_OK && ctx_id ? NIC_CTX_SEG_SIZE : 0;
+}
+
+int nic_send_reply(struct nic *nic, int fd, uint16_t status, uint32_t ctx_id)
+{
+	struct nic_hello_reply r;
+
+	nic_fill_reply(nic, &r, status, ctx_id);
+	return send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(r) ? 0
+											 : -EIO;
+}
+
+void nic_conn_close(struct nic *nic, struct nic_conn *conn)
+{
+	for (struct nic_conn **p = &nic->conns; *p; p = &(*p)->next) {
+		if (*p == conn) {
+			*p = conn->next;
+			break;
+		}
+	}
+	close(conn->fd); /* also removes it from the epoll set */
+	free(conn);
+}
+
+static bool hello_reserved_zero(const struct nic_hello *h)
+{
+	if (h->reserved0)
+		return false;
+	for (size_t i = 0; i < sizeof(h->reserved); i++) {
+		if (h->reserved[i])
+			return false;
+	}
+	return true;
+}
+
+/* First message of a new connection: decides host context or management. */
+static void serve_hello(struct nic *nic, struct nic_conn *conn)
+{
+	struct nic_hello h;
+	ssize_t n = recv(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_TRUNC);
+	uint16_t status = NIC_STATUS_OK;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		nic_conn_close(nic, conn);
+		return;
+	}
+	if ((size_t)n != sizeof(h) || h.magic != NIC_ABI_MAGIC || !hello_reserved_zero(&h))
+		status = NIC_STATUS_BAD_HELLO;
+	else if (h.abi_version != NIC_ABI_VERSION)
+		status = NIC_STATUS_BAD_VERSION;
+	else if (h.role != NIC_ROLE_HOST && h.role != NIC_ROLE_MGMT)
+		status = NIC_STATUS_BAD_HELLO;
+	if (status != NIC_STATUS_OK) {
+		nic->stats.attach_refused++;
+		nic_warn(&nic->log, "refused a connection from pid %u: %s", conn->pid,
+			 nic_status_str(status));
+		nic_send_reply(nic, conn->fd, status, 0);
+		nic_conn_close(nic, conn);
+		return;
+	}
+	if (h.role == NIC_ROLE_MGMT) {
+		if (nic_send_reply(nic, conn->fd, NIC_STATUS_OK, 0) < 0) {
+			nic_conn_close(nic, conn);
+			return;
+		}
+		nic->stats.mgmt_sessions++;
+		conn->src.type = NIC_SRC_MGMT;
+		/* Replies are sent blocking, bounded by SO_SNDTIMEO (mgmt.c). */
+		fcntl(conn->fd, F_SETFL, fcntl(conn->fd, F_GETFL) & ~O_NONBLOCK);
+		return;
+	}
+	/* A host: the context takes the socket over. */
+	{
+		int fd = conn->fd;
+		uint32_t pid = conn->pid;
+
+		epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+		conn->fd = -1;
+		for (struct nic_conn **p = &nic->conns; *p; p = &(*p)->next) {
+			if (*p == conn) {
+				*p = conn->next;
+				break;
+			}
+		}
+		free(conn);
+		if (ctx_attach(nic, fd, pid) < 0)
+			close(fd);
+	}
+}
+
+static void accept_new(struct nic *nic)
+{
+	for (;;) {
+		int fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct nic_conn *conn;
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				nic_warn(&nic->log, "accept: %s", strerror(errno));
+			return;
+		}
+		conn = calloc(1, sizeof(*conn));
+		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+			free(conn);
+			close(fd);
+			continue;
+		}
+		conn->fd = fd;
+		conn->pid = (uint32_t)cred.pid;
+		conn->src.type = NIC_SRC_NEW;
+		conn->src.obj = conn;
+		if (nic_epoll_add(nic, fd, EPOLLIN | EPOLLRDHUP, &conn->src) < 0) {
+			close(fd);
+			free(conn);
+			continue;
+		}
+		conn->next = nic->conns;
+		nic->conns = conn;
+	}
+}
+
+static void serve_signal(struct nic *nic)
+{
+	struct signalfd_siginfo si;
+
+	while (read(nic->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		nic_info(&nic->log, "signal %u from pid %u: shutting down", si.ssi_signo,
+			 si.ssi_pid);
+		nic->stop = true;
+	}
+}
+
+static void serve_event(struct nic *nic, const struct epoll_event *ev)
+{
+	struct nic_src *src = ev->data.ptr;
+
+	switch (src->type) {
+	case NIC_SRC_LISTEN: accept_new(nic); break;
+	case NIC_SRC_SIGNAL: serve_signal(nic); break;
+	case NIC_SRC_NEW: serve_hello(nic, src->obj); break;
+	case NIC_SRC_MGMT:
+		if (ev->events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP) && !(ev->events & EPOLLIN))
+			nic_conn_close(nic, src->obj);
+		else
+			mgmt_serve(nic, src->obj);
+		break;
+	case NIC_SRC_CTX: {
+		struct nic_ctx *c = src->obj;
+		char sink[256];
+		ssize_t n;
+
+		/* Nothing is expected on the socket after the hello; end of file
+		 * or an error means the host has gone. */
+		n = recv(c->sock, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+		    (ev->events & (EPOLLHUP | EPOLLERR)))
+			ctx_detach(nic, c, "host closed its connection");
+		break;
+	}
+	case NIC_SRC_DOORBELL: {
+		struct nic_ctx *c = src->obj;
+		uint64_t v;
+
+		if (read(c->doorbell, &v, sizeof(v)) == (ssize_t)sizeof(v))
+			nic->stats.doorbells++;
+		break;
+	}
+	}
+}
+
+/* Handle the epoll events that are ready, waiting up to timeout_ms. */
+static int poll_events(struct nic *nic, int timeout_ms)
+{
+	struct epoll_event evs[32];
+	int n = epoll_wait(nic->epoll_fd, evs, 32, timeout_ms);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	/* Serving an event may free another event's context (a hang-up), so
+	 * contexts are looked up through their source, which ctx_detach
+	 * invalidates by removing it from epoll before freeing it; the events
+	 * already fetched for it are skipped by checking it is still listed. */
+	for (int i = 0; i < n; i++) {
+		struct nic_src *src = evs[i].data.ptr;
+
+		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL) {
+			bool live = false;
+
+			for (struct nic_ctx *c = nic->ctxs; c && !live; c = c->next)
+				live = c == src->obj;
+			if (!live)
+				continue;
+		}
+		serve_event(nic, &evs[i]);
+	}
+	return n;
+}
+
+static unsigned poll_rings(struct nic *nic)
+{
+	unsigned work = 0;
+
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
+		work += ctx_poll(nic, c);
+	return work;
+}
+
+int nic_run(struct nic *nic)
+{
+	const uint64_t spin_ns = (uint64_t)nic->opts.spin_us * 1000u;
+	uint64_t last_work = now_ns(), last_epoll = 0;
+	unsigned idle_polls = 0;
+	int err = 0;
+
+	nic_info(&nic->log, "serving on %s (TPT %u entries, max registration %llu bytes, caps%s%s)",
+		 nic->sock_path, tpt_capacity(nic->tpt), (unsigned long long)nic->opts.max_reg_len,
+		 nic->opts.caps & NIC_CAP_MW ? " mw" : "",
+		 nic->opts.caps & NIC_CAP_RDMA_READ ? " rdma-read" : "");
+	while (!nic->stop) {
+		uint64_t now;
+
+		if (poll_rings(nic)) {
+			last_work = now_ns();
+			idle_polls = 0;
+		}
+		now = now_ns();
+		if (now - last_work < spin_ns) {
+			if (now - last_epoll >= NIC_EPOLL_EVERY_NS) {
+				last_epoll = now;
+				err = poll_events(nic, 0);
+				if (err < 0)
+					break;
+			}
+			/* Two cores are shared by every process in a test: give
+			 * the CPU away regularly while spinning. */
+			if (++idle_polls % NIC_SPIN_BATCH == 0)
+				sched_yield();
+			continue;
+		}
+		/* Going to sleep: announce it, then look once more (a host that
+		 * published before seeing the flag is caught here). */
+		ctx_set_sleeping(nic, 1);
+		if (poll_rings(nic)) {
+			ctx_set_sleeping(nic, 0);
+			last_work = now_ns();
+			continue;
+		}
+		err = poll_events(nic, -1);
+		ctx_set_sleeping(nic, 0);
+		if (err < 0)
+			break;
+		last_work = now_ns();
+		last_epoll = last_work;
+	}
+	if (err < 0)
+		nic_err(&nic->log, "event loop failed: %s", strerror(-err));
+	return err < 0 ? err : 0;
+}
+
+/* Is a NIC already answering on path?  Removes a stale socket file. */
+static int claim_socket_path(struct nic *nic, const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? -EADDRINUSE : -errno;
+	close(fd);
+	if (err == -EADDRINUSE)
+		return err;
+	if (err == -ECONNREFUSED) {
+		nic_warn(&nic->log, "removing stale socket %s", sa->sun_path);
+		if (unlink(sa->sun_path) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}
+
+static int write_pid_file(struct nic *nic)
+{
+	char tmp[PATH_MAX + 8], text[32];
+	int fd, n = snprintf(text, sizeof(text), "%d\n", (int)getpid());
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", nic->pid_path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, (size_t)n) != n) {
+		close(fd);
+		unlink(tmp);
+		return -EIO;
+	}
+	close(fd);
+	if (rename(tmp, nic->pid_path) < 0) {
+		unlink(tmp);
+		return -errno;
+	}
+	return 0;
+}
+
+static int open_listener(struct nic *nic)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char addr[FAB_ADDR_STRLEN];
+	int err;
+
+	err = nic_sock_path(nic->sock_path, sizeof(nic->sock_path), nic->opts.dir, nic->opts.addr);
+	if (err < 0) {
+		nic_err(&nic->log, "run directory %s is too long for a UNIX socket path (max %zu)",
+			nic->opts.dir, sizeof(sa.sun_path) - 24);
+		return err;
+	}
+	fab_addr_format(nic->opts.addr, addr, sizeof(addr));
+	if (snprintf(nic->pid_path, sizeof(nic->pid_path), "%s/" NIC_SOCK_PREFIX "%s" NIC_PID_SUFFIX,
+		     nic->opts.dir, addr) >= (int)sizeof(nic->pid_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, nic->sock_path);
+	err = claim_socket_path(nic, &sa);
+	if (err == -EADDRINUSE) {
+		nic_err(&nic->log, "another NIC already serves %s in %s", addr, nic->opts.dir);
+		return err;
+	}
+	if (err < 0)
+		return err;
+	nic->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (nic->listen_fd < 0)
+		return -errno;
+	if (bind(nic->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		err = -errno;
+		nic_err(&nic->log, "bind %s: %s", sa.sun_path, strerror(errno));
+		return err;
+	}
+	nic->own_files = true;
+	if (listen(nic->listen_fd, 128) < 0)
+		return -errno;
+	nic->listen_src.type = NIC_SRC_LISTEN;
+	err = nic_epoll_add(nic, nic->listen_fd, EPOLLIN, &nic->listen_src);
+	if (err < 0)
+		return err;
+	err = write_pid_file(nic);
+	if (err < 0)
+		nic_err(&nic->log, "cannot write %s: %s", nic->pid_path, strerror(-err));
+	return err;
+}
+
+int nic_create(const struct nic_opts *o, struct nic **out)
+{
+	struct nic *nic = calloc(1, sizeof(*nic));
+	char addr[FAB_ADDR_STRLEN];
+	sigset_t mask;
+	long page = sysconf(_SC_PAGESIZE);
+	int err;
+
+	if (!nic)
+		return -ENOMEM;
+	nic->opts = *o;
+	nic->listen_fd = nic->epoll_fd = nic->signal_fd = -1;
+	nic->next_ctx_id = 1;
+	nic->log.level = o->log_level;
+	snprintf(nic->log.prefix, sizeof(nic->log.prefix), "nicsimd[%s]",
+		 fab_addr_format(o->addr, addr, sizeof(addr)));
+	if (!fab_addr_valid(o->addr) || o->max_reg_len == 0) {
+		err = -EINVAL;
+		goto fail;
+	}
+	err = tpt_create(&nic->tpt, o->tpt_capacity, (uint32_t)page);
+	if (err < 0) {
+		nic_err(&nic->log, "cannot create a TPT of %u entries: %s", o->tpt_capacity,
+			strerror(-err));
+		goto fail;
+	}
+	nic->env = (struct cmd_env){.tpt = nic->tpt,
+				    .stats = &nic->stats,
+				    .caps = o->caps,
+				    .max_reg_len = o->max_reg_len,
+				    .page_size = (uint32_t)page,
+				    .nic_addr = o->addr};
+
+	nic->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (nic->epoll_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	nic->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (nic->signal_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	nic->signal_src.type = NIC_SRC_SIGNAL;
+	err = nic_epoll_add(nic, nic->signal_fd, EPOLLIN, &nic->signal_src);
+	if (err < 0)
+		goto fail;
+	err = open_listener(nic);
+	if (err < 0)
+		goto fail;
+	*out = nic;
+	return 0;
+fail:
+	nic_destroy(nic);
+	return err;
+}
+
+/* Remove the pid file only if it still names this process. */
+static void remove_pid_file(const struct nic *nic)
+{
+	char text[32] = "";
+	FILE *f = fopen(nic->pid_path, "re");
+
+	if (!f)
+		return;
+	if (fgets(text, sizeof(text), f) && atoi(text) == (int)getpid())
+		unlink(nic->pid_path);
+	fclose(f);
+}
+
+void nic_destroy(struct nic *nic)
+{
+	if (!nic)
+		return;
+	while (nic->ctxs)
+		ctx_detach(nic, nic->ctxs, "NIC shutting down");
+	while (nic->conns)
+		nic_conn_close(nic, nic->conns);
+	if (nic->listen_fd >= 0)
+		close(nic->listen_fd);
+	if (nic->own_files) {
+		unlink(nic->sock_path);
+		remove_pid_file(nic);
+	}
+	if (nic->signal_fd >= 0)
+		close(nic->signal_fd);
+	if (nic->epoll_fd >= 0)
+		close(nic->epoll_fd);
+	tpt_destroy(nic->tpt);
+	free(nic);
+}

@@ -1,0 +1,52 @@
+/*
+ * The emulated NIC daemon object: one per emulated host.
+ *
+ * nic_create() sets up the TPT and the attach socket in the run directory
+ * (refusing if another NIC already serves that address there), nic_run()
+ * serves host contexts and management clients on one event-loop thread until
+ * SIGTERM or SIGINT, and nic_destroy() tears every context down and removes
+ * the socket and pid files.
+ *
+ * Waiting: while commands keep arriving the loop polls the command rings,
+ * yielding the CPU between polls; after spin_us without work it tells every
+ * context it is going to sleep (nic_sleeping) and blocks in epoll until a
+ * doorbell, an attach, a hang-up or a signal.
+ */
+#ifndef NICSIM_NIC_H
+#define NICSIM_NIC_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define NIC_DEFAULT_MAX_REG (1ull << 30)
+#define NIC_DEFAULT_SPIN_US 50u
+#define NIC_MAX_CONTEXTS 1024u
+
+struct nic_opts {
+	uint32_t addr;         /* network byte order, in 198.18.0.0/15 */
+	char dir[PATH_MAX];    /* run directory (must exist) */
+	uint32_t tpt_capacity; /* entries */
+	uint64_t max_reg_len;  /* bytes */
+	uint32_t caps;         /* NIC_CAP_* */
+	uint32_t spin_us;      /* idle polling before sleeping */
+	enum nic_log_level log_level;
+};
+
+struct nic;
+
+/* Defaults: capacity TPT_DEFAULT_CAPACITY, 1 GiB registrations, all caps. */
+void nic_opts_default(struct nic_opts *o);
+
+/* 0 or -errno (-EADDRINUSE: another NIC serves the address in that dir). */
+int nic_create(const struct nic_opts *o, struct nic **out);
+
+/* Serve until SIGTERM/SIGINT (blocked by nic_create and read through a
+ * signalfd).  Returns 0, or -errno on a fatal error of the loop itself. */
+int nic_run(struct nic *nic);
+
+/* Accepts NULL. */
+void nic_destroy(struct nic *nic);
+
+#endif /* NICSIM_NIC_H */

@@ -1,0 +1,130 @@
+/* nicsimd: one emulated NIC.  Parses options and runs struct nic. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fab_addr.h"
+#include "nic.h"
+#include "opts.h"
+#include "rundir.h"
+#include "tpt.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nicsimd [--addr A] [--dir D] [options]\n"
+		"\n"
+		"Runs one emulated SAN NIC. Host processes attach through the socket\n"
+		"D/nic-A.sock; the pid is written to D/nic-A.pid. Stops on SIGTERM or SIGINT.\n"
+		"\n"
+		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1)\n"
+		"  --dir D            run directory (default $NICSIM_DIR, else\n"
+		"                     $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID)\n"
+		"  --tpt-capacity N   TPT entries, 1..%u (default %u)\n"
+		"  --max-reg SIZE     largest registration, e.g. 4096, 64K, 1G (default 1G)\n"
+		"  --no-mw            no memory windows: remote access cannot be revoked alone\n"
+		"  --no-rdma-read     the NIC does not serve RDMA READ\n"
+		"  --spin-us N        poll this long after the last command before sleeping\n"
+		"                     (default %u)\n"
+		"  --log-level L      error, warn, info (default) or debug\n"
+		"  --help             this text\n"
+		"  --version          version\n",
+		NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"addr", required_argument, NULL, 'a'},
+		{"dir", required_argument, NULL, 'd'},
+		{"tpt-capacity", required_argument, NULL, 't'},
+		{"max-reg", required_argument, NULL, 'm'},
+		{"no-mw", no_argument, NULL, 'W'},
+		{"no-rdma-read", no_argument, NULL, 'R'},
+		{"spin-us", required_argument, NULL, 's'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *dir_opt = NULL;
+	struct nic_opts o;
+	struct nic *nic;
+	uint64_t v;
+	int c, err;
+
+	nic_opts_default(&o);
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			err = fab_addr_parse(optarg, &o.addr);
+			if (err < 0) {
+				fprintf(stderr, "nicsimd: --addr %s: %s\n", optarg,
+					err == -EADDRNOTAVAIL ? "not in 198.18.0.0/15"
+							      : "not an IPv4 address");
+				return 2;
+			}
+			break;
+		case 'd': dir_opt = optarg; break;
+		case 't':
+			if (opts_parse_u64(optarg, &v) < 0 || v < 1 || v > NIC_TPT_MAX_CAPACITY) {
+				fprintf(stderr, "nicsimd: --tpt-capacity %s: want 1..%u\n", optarg,
+					NIC_TPT_MAX_CAPACITY);
+				return 2;
+			}
+			o.tpt_capacity = (uint32_t)v;
+			break;
+		case 'm':
+			if (opts_parse_size(optarg, &v) < 0 || v == 0) {
+				fprintf(stderr, "nicsimd: --max-reg %s: want a size such as 65536, 64K, 1G\n",
+					optarg);
+				return 2;
+			}
+			o.max_reg_len = v;
+			break;
+		case 'W': o.caps &= ~NIC_CAP_MW; break;
+		case 'R': o.caps &= ~NIC_CAP_RDMA_READ; break;
+		case 's':
+			if (opts_parse_u64(optarg, &v) < 0 || v > 1000000) {
+				fprintf(stderr, "nicsimd: --spin-us %s: want 0..1000000\n", optarg);
+				return 2;
+			}
+			o.spin_us = (uint32_t)v;
+			break;
+		case 'l':
+			if (nic_log_level_parse(optarg, &o.log_level) < 0) {
+				fprintf(stderr, "nicsimd: --log-level %s: want error, warn, info or debug\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("nicsimd %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "nicsimd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	err = nic_run_dir(o.dir, sizeof(o.dir), dir_opt);
+	if (err == 0)
+		err = nic_run_dir_make(o.dir);
+	if (err < 0) {
+		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n", o.dir[0] ? o.dir : "?",
+			strerror(-err));
+		return 1;
+	}
+	err = nic_create(&o, &nic);
+	if (err < 0) {
+		fprintf(stderr, "nicsimd: cannot start: %s\n", strerror(-err));
+		return 1;
+	}
+	err = nic_run(nic);
+	nic_destroy(nic);
+	return err < 0 ? 1 : 0;
+}
