@@ -1,0 +1,926 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fab_addr.h"
+#include "log.h"
+#include "mgmt_client.h"
+#include "nicsim_abi_util.h"
+#include "nicsim_mgmt.h"
+#include "opts.h"
+#include "rundir.h"
+
+#ifndef NICSIM_VERSION
+#define NICSIM_VERSION "unknown"
+#endif
+
+/* ---- Options and commands ------------------------------------------------ */
+
+enum opt_id {
+	OPT_DIR,
+	OPT_NIC,
+	OPT_JSON,
+	OPT_HOSTS,
+	OPT_TPT_CAPACITY,
+	OPT_MAX_REG,
+	OPT_NO_MW,
+	OPT_NO_RDMA_READ,
+	OPT_LOG_LEVEL,
+	OPT_TIMEOUT,
+	OPT_HELP,
+	OPT_VERSION,
+	OPT_COUNT_
+};
+
+#define OPT_BIT(id) (1u << (id))
+
+struct opt_spec {
+	const char *name; /* spelled --name */
+	enum opt_id id;
+	const char *arg; /* what the value is, NULL for a flag */
+	const char *help;
+};
+
+static const struct opt_spec opt_specs[] = {
+    {"dir", OPT_DIR, "D",
+     "run directory (default: $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID)"},
+    {"nic", OPT_NIC, "ADDR", "only the NIC with this address (in 198.18.0.0/15)"},
+    {"json", OPT_JSON, NULL, "print one JSON document instead of text"},
+    {"hosts", OPT_HOSTS, "N", "start N NICs, 198.18.0.1 .. 198.18.0.N (default 2)"},
+    {"tpt-capacity", OPT_TPT_CAPACITY, "N", "TPT entries per NIC (default: nicsimd's)"},
+    {"max-reg", OPT_MAX_REG, "SIZE", "largest registration, e.g. 65536, 64K, 1G"},
+    {"no-mw", OPT_NO_MW, NULL, "NICs without memory windows"},
+    {"no-rdma-read", OPT_NO_RDMA_READ, NULL, "NICs that do not serve RDMA READ"},
+    {"log-level", OPT_LOG_LEVEL, "L", "nicsimd log level: error, warn, info or debug"},
+    {"timeout-ms", OPT_TIMEOUT, "T", "bound on each wait for a NIC, in ms"},
+    {"help", OPT_HELP, NULL, "show help and exit"},
+    {"version", OPT_VERSION, NULL, "show the version and exit"},
+};
+
+static int run_show_tpt(struct cli_opts *o);
+static int run_show_faults(struct cli_opts *o);
+static int run_stats(struct cli_opts *o);
+
+#define QUERY_OPTS (OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_JSON) | OPT_BIT(OPT_TIMEOUT))
+
+struct cmd_spec {
+	const char *name; /* as typed: "up", "show tpt" */
+	int (*run)(struct cli_opts *o);
+	unsigned opts; /* OPT_BIT()s it accepts besides --help */
+	const char *summary;
+	const char *text;
+};
+
+static const struct cmd_spec cmd_specs[] = {
+    {"up", cli_up,
+     OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
+	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_LOG_LEVEL) |
+	 OPT_BIT(OPT_TIMEOUT),
+     "start NICs (default: 2 in the default run directory)",
+     "Creates the run directory and starts one nicsimd per NIC, detached, logging\n"
+     "to D/nic-ADDR.log. Returns once every NIC answers (bounded by --timeout-ms,\n"
+     "default 10000); if one does not, stops them all and shows its log. Refuses to\n"
+     "start a NIC whose address is already served in the directory."},
+    {"down", cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
+     "stop the NICs of a run directory",
+     "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
+     "waits up to --timeout-ms (default 5000) for each to exit, then SIGKILLs it.\n"
+     "Removes the pid and socket files of daemons that are gone."},
+    {"show tpt", run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",
+     "One line per live entry of each NIC's translation/protection table: key, type,\n"
+     "state, owner context, range, access (lw local write, rr remote read, rw remote\n"
+     "write, bind windows; lr when only the implied local read), the window's region\n"
+     "and connection, and the owner's pid and program."},
+    {"show faults", run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
+     "The most recent accesses each NIC's TPT refused, oldest first: when, who, which\n"
+     "key, which rule refused it, what was asked, and what the entry holds now."},
+    {"stats", run_stats, QUERY_OPTS, "print every counter of each NIC",
+     "Every counter of each NIC with its description; --json prints\n"
+     "{\"nics\":[{\"addr\":...,\"stats\":{...}}]}."},
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("nicsim: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t size)
+{
+	char a[FAB_ADDR_STRLEN];
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	int rc;
+
+	rc = nic_sock_path(buf, size, o->dir, addr);
+	if (rc) {
+		fab_addr_format(addr, a, sizeof(a));
+		cli_err("socket path %s/" NIC_SOCK_PREFIX "%s" NIC_SOCK_SUFFIX
+			" is too long for a UNIX socket (at most %zu bytes); use a shorter --dir",
+			o->dir, a, max);
+	}
+	return rc;
+}
+
+static const struct opt_spec *find_opt(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(opt_specs); i++)
+		if (strlen(opt_specs[i].name) == len && !strncmp(opt_specs[i].name, name, len))
+			return &opt_specs[i];
+	return NULL;
+}
+
+static const struct cmd_spec *find_cmd(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cmd_specs); i++)
+		if (!strcmp(cmd_specs[i].name, name))
+			return &cmd_specs[i];
+	return NULL;
+}
+
+/* One option of a help text; the description wraps at 80 columns. */
+static void print_opt(FILE *f, const struct opt_spec *s)
+{
+	enum { INDENT = 23, WIDTH = 80 - INDENT };
+	const char *text = s->help, *cut;
+	char left[40];
+	int len;
+
+	snprintf(left, sizeof(left), "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+	fprintf(f, "  %-20s ", left);
+	while (strlen(text) > WIDTH) {
+		for (cut = text + WIDTH; cut > text && *cut != ' '; cut--)
+			;
+		if (cut == text)
+			break;
+		len = (int)(cut - text);
+		fprintf(f, "%.*s\n%*s", len, text, INDENT, "");
+		text = cut + 1;
+	}
+	fprintf(f, "%s\n", text);
+}
+
+static void usage_top(FILE *f)
+{
+	char dir[PATH_MAX];
+	size_t i;
+
+	fprintf(f, "usage: nicsim [--dir D] [--nic ADDR] COMMAND [OPTIONS]\n"
+		   "\n"
+		   "Starts, stops and inspects emulated nicsim NICs (nicsimd daemons). The NICs\n"
+		   "of a run directory are found like the provider finds them: --dir D, else\n"
+		   "$NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID.\n");
+	if (nic_run_dir(dir, sizeof(dir), NULL) == 0)
+		fprintf(f, "Here and now that is %s.\n", dir);
+	fprintf(f, "\nCommands:\n");
+	for (i = 0; i < ARRAY_SIZE(cmd_specs); i++)
+		fprintf(f, "  %-20s %s\n", cmd_specs[i].name, cmd_specs[i].summary);
+	fprintf(f, "  %-20s %s\n", "help [COMMAND]", "show help for a command");
+	fprintf(f, "\nCommon options (before or after the command):\n");
+	print_opt(f, &opt_specs[OPT_DIR]);
+	print_opt(f, &opt_specs[OPT_NIC]);
+	print_opt(f, &opt_specs[OPT_HELP]);
+	print_opt(f, &opt_specs[OPT_VERSION]);
+	fprintf(f, "\nExit status: 0 success, 1 failure, 2 usage error.\n");
+}
+
+static void usage_cmd(FILE *f, const struct cmd_spec *c)
+{
+	size_t i;
+
+	fprintf(f, "usage: nicsim %s [OPTIONS]\n\n%s\n\n%s\n\nOptions:\n", c->name, c->summary,
+		c->text);
+	for (i = 0; i < ARRAY_SIZE(opt_specs); i++)
+		if (c->opts & OPT_BIT(opt_specs[i].id))
+			print_opt(f, &opt_specs[i]);
+	print_opt(f, &opt_specs[OPT_HELP]);
+}
+
+static void usage_show(FILE *f)
+{
+	fprintf(f,
+		"usage: nicsim show tpt|faults [OPTIONS]\n\n"
+		"  show tpt     %s\n  show faults  %s\n\n"
+		"'nicsim show tpt --help' and 'nicsim show faults --help' describe them.\n",
+		find_cmd("show tpt")->summary, find_cmd("show faults")->summary);
+}
+
+/* ---- Parsing ------------------------------------------------------------- */
+
+struct cmdline {
+	const char *words[8];
+	size_t nwords;
+	const char *val[OPT_COUNT_]; /* value, or "" for a flag that was given */
+};
+
+/* Split argv into command words and options; returns 0 or CLI_EXIT_USAGE. */
+static int split_args(int argc, char **argv, struct cmdline *cl)
+{
+	const struct opt_spec *s;
+	const char *arg, *eq, *val;
+	bool words_only = false;
+	int i;
+
+	memset(cl, 0, sizeof(*cl));
+	for (i = 1; i < argc; i++) {
+		arg = argv[i];
+		if (words_only || arg[0] != '-' || !arg[1]) {
+			if (cl->nwords == ARRAY_SIZE(cl->words)) {
+				cli_err("too many arguments ('%s'); run 'nicsim help'", arg);
+				return CLI_EXIT_USAGE;
+			}
+			cl->words[cl->nwords++] = arg;
+			continue;
+		}
+		if (!strcmp(arg, "--")) {
+			words_only = true;
+			continue;
+		}
+		if (!strcmp(arg, "-h")) {
+			cl->val[OPT_HELP] = "";
+			continue;
+		}
+		if (arg[1] != '-') {
+			cli_err("unknown option '%s'; run 'nicsim help'", arg);
+			return CLI_EXIT_USAGE;
+		}
+		eq = strchr(arg + 2, '=');
+		s = find_opt(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));
+		if (!s) {
+			cli_err("unknown option '%.*s'; run 'nicsim help'",
+				eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+			return CLI_EXIT_USAGE;
+		}
+		if (!s->arg) {
+			if (eq) {
+				cli_err("option --%s takes no value", s->name);
+				return CLI_EXIT_USAGE;
+			}
+			val = "";
+		} else if (eq) {
+			val = eq + 1;
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			cli_err("option --%s needs a value (%s)", s->name, s->arg);
+			return CLI_EXIT_USAGE;
+		}
+		cl->val[s->id] = val;
+	}
+	return 0;
+}
+
+/* Parse an unsigned number within [min, max]; prints the error itself. */
+static int parse_num(const char *opt, const char *text, uint64_t min, uint64_t max, uint64_t *v)
+{
+	if (opts_parse_u64(text, v) < 0 || *v < min || *v > max) {
+		cli_err("--%s %s: expected a number from %llu to %llu", opt, text,
+			(unsigned long long)min, (unsigned long long)max);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Check and convert the option values for command c; returns 0 or an exit status. */
+static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct cli_opts *o)
+{
+	enum nic_log_level level;
+	uint64_t v;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < ARRAY_SIZE(opt_specs); i++) {
+		enum opt_id id = opt_specs[i].id;
+
+		if (cl->val[id] && id != OPT_HELP && id != OPT_VERSION &&
+		    !(c->opts & OPT_BIT(id))) {
+			cli_err("option --%s does not apply to 'nicsim %s'; see 'nicsim %s --help'",
+				opt_specs[i].name, c->name, c->name);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (cl->val[OPT_NIC]) {
+		rc = fab_addr_parse(cl->val[OPT_NIC], &o->nic);
+		if (rc == -EADDRNOTAVAIL) {
+			cli_err("--nic %s: address outside 198.18.0.0/15, where nicsim NICs live "
+				"(198.18.0.1, 198.18.0.2, ...)",
+				cl->val[OPT_NIC]);
+			return CLI_EXIT_USAGE;
+		}
+		if (rc) {
+			cli_err("--nic %s: not an IPv4 address (expected e.g. 198.18.0.1)",
+				cl->val[OPT_NIC]);
+			return CLI_EXIT_USAGE;
+		}
+		o->nic_set = true;
+	}
+	o->json = cl->val[OPT_JSON] != NULL;
+	o->hosts = CLI_DEFAULT_HOSTS;
+	if (cl->val[OPT_HOSTS]) {
+		rc = parse_num("hosts", cl->val[OPT_HOSTS], 1, CLI_MAX_HOSTS, &v);
+		if (rc)
+			return rc;
+		o->hosts = (unsigned)v;
+	}
+	if (cl->val[OPT_TPT_CAPACITY]) {
+		rc = parse_num("tpt-capacity", cl->val[OPT_TPT_CAPACITY], 1, NIC_TPT_MAX_CAPACITY,
+			       &v);
+		if (rc)
+			return rc;
+		o->tpt_capacity = cl->val[OPT_TPT_CAPACITY];
+	}
+	if (cl->val[OPT_MAX_REG]) {
+		if (opts_parse_size(cl->val[OPT_MAX_REG], &v) < 0 || v == 0) {
+			cli_err("--max-reg %s: expected a size such as 65536, 64K or 1G",
+				cl->val[OPT_MAX_REG]);
+			return CLI_EXIT_USAGE;
+		}
+		o->max_reg = cl->val[OPT_MAX_REG];
+	}
+	if (cl->val[OPT_LOG_LEVEL]) {
+		if (nic_log_level_parse(cl->val[OPT_LOG_LEVEL], &level) < 0) {
+			cli_err("--log-level %s: expected error, warn, info or debug",
+				cl->val[OPT_LOG_LEVEL]);
+			return CLI_EXIT_USAGE;
+		}
+		o->log_level = cl->val[OPT_LOG_LEVEL];
+	}
+	o->no_mw = cl->val[OPT_NO_MW] != NULL;
+	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
+	if (cl->val[OPT_TIMEOUT]) {
+		rc = parse_num("timeout-ms", cl->val[OPT_TIMEOUT], 1, 3600000, &v);
+		if (rc)
+			return rc;
+		o->timeout_ms = (int)v;
+	}
+	rc = nic_run_dir(o->dir, sizeof(o->dir), cl->val[OPT_DIR]);
+	if (rc == -EINVAL) {
+		cli_err("--dir needs a directory path");
+		return CLI_EXIT_USAGE;
+	}
+	if (rc) {
+		cli_err("run directory path too long: %s",
+			cl->val[OPT_DIR] ? cl->val[OPT_DIR] : "");
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cli_main(int argc, char **argv)
+{
+	const struct cmd_spec *c;
+	struct cmdline cl;
+	struct cli_opts *o;
+	char name[32];
+	size_t used;
+	int rc;
+
+	rc = split_args(argc, argv, &cl);
+	if (rc)
+		return rc;
+	if (cl.val[OPT_VERSION]) {
+		printf("nicsim %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);
+		return CLI_EXIT_OK;
+	}
+	if (cl.nwords == 0) {
+		if (cl.val[OPT_HELP]) {
+			usage_top(stdout);
+			return CLI_EXIT_OK;
+		}
+		cli_err("no command given");
+		usage_top(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (!strcmp(cl.words[0], "help")) {
+		if (cl.nwords == 1) {
+			usage_top(stdout);
+			return CLI_EXIT_OK;
+		}
+		if (!strcmp(cl.words[1], "show") && cl.nwords == 2) {
+			usage_show(stdout);
+			return CLI_EXIT_OK;
+		}
+		snprintf(name, sizeof(name), "%s%s%s", cl.words[1], cl.nwords > 2 ? " " : "",
+			 cl.nwords > 2 ? cl.words[2] : "");
+		c = cl.nwords <= 3 ? find_cmd(name) : NULL;
+		if (!c) {
+			cli_err("no help for unknown command '%s'; run 'nicsim help'", name);
+			return CLI_EXIT_USAGE;
+		}
+		usage_cmd(stdout, c);
+		return CLI_EXIT_OK;
+	}
+	if (!strcmp(cl.words[0], "show")) {
+		if (cl.nwords < 2) {
+			if (cl.val[OPT_HELP]) {
+				usage_show(stdout);
+				return CLI_EXIT_OK;
+			}
+			cli_err("show what? 'nicsim show tpt' or 'nicsim show faults'");
+			return CLI_EXIT_USAGE;
+		}
+		if (strcmp(cl.words[1], "tpt") && strcmp(cl.words[1], "faults")) {
+			cli_err("cannot show '%s': 'nicsim show tpt' or 'nicsim show faults'",
+				cl.words[1]);
+			return CLI_EXIT_USAGE;
+		}
+		snprintf(name, sizeof(name), "show %s", cl.words[1]);
+		used = 2;
+	} else {
+		snprintf(name, sizeof(name), "%s", cl.words[0]);
+		used = 1;
+	}
+	c = find_cmd(name);
+	if (!c) {
+		cli_err("unknown command '%s'; run 'nicsim help'", cl.words[0]);
+		return CLI_EXIT_USAGE;
+	}
+	if (cl.val[OPT_HELP]) {
+		usage_cmd(stdout, c);
+		return CLI_EXIT_OK;
+	}
+	if (cl.nwords > used) {
+		cli_err("unexpected argument '%s' to 'nicsim %s'", cl.words[used], c->name);
+		return CLI_EXIT_USAGE;
+	}
+	/* struct cli_opts holds a PATH_MAX buffer: keep it off the stack. */
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		cli_err("out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	rc = apply_opts(&cl, c, o);
+	if (!rc)
+		rc = c->run(o);
+	free(o);
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		cli_err("cannot write the output: %s", strerror(errno));
+		rc = CLI_EXIT_FAIL;
+	}
+	return rc;
+}
+
+/* ---- Formatting ---------------------------------------------------------- */
+
+static const char *access_str(unsigned access, char *buf, size_t size)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} bits[] = {
+	    {NIC_ACCESS_LOCAL_WRITE, "lw"},
+	    {NIC_ACCESS_REMOTE_READ, "rr"},
+	    {NIC_ACCESS_REMOTE_WRITE, "rw"},
+	    {NIC_ACCESS_MW_BIND, "bind"},
+	};
+	size_t i, len = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < ARRAY_SIZE(bits); i++)
+		if (access & bits[i].bit)
+			len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? "," : "",
+						bits[i].name);
+	if (access & ~NIC_ACCESS_ALL)
+		len += (size_t)snprintf(buf + len, size - len, "%s0x%x", len ? "," : "",
+					access & ~NIC_ACCESS_ALL);
+	if (!len)
+		snprintf(buf, size, "lr");
+	return buf;
+}
+
+static const char *type_str(unsigned type)
+{
+	switch (type) {
+	case NIC_TPT_MR: return "mr";
+	case NIC_TPT_MW: return "mw";
+	default: return "unknown";
+	}
+}
+
+static const char *state_str(unsigned state)
+{
+	switch (state) {
+	case NIC_TPT_FREE: return "free";
+	case NIC_TPT_VALID: return "valid";
+	case NIC_TPT_REVOKED: return "revoked";
+	case NIC_TPT_INVALIDATING: return "invalidating";
+	default: return "unknown";
+	}
+}
+
+static const char *const reason_names[] = {
+#define REASON_NAME(name, desc) #name,
+    NIC_TPT_REASONS(REASON_NAME)
+#undef REASON_NAME
+};
+
+static const char *const reason_texts[] = {
+#define REASON_TEXT(name, desc) desc,
+    NIC_TPT_REASONS(REASON_TEXT)
+#undef REASON_TEXT
+};
+
+/* A program name from a NIC record: at most 16 bytes, maybe unterminated,
+ * with control characters shown as '?'. */
+static const char *comm_str(const char comm[16], char buf[17])
+{
+	size_t i;
+
+	for (i = 0; i < 16 && comm[i]; i++)
+		buf[i] = (unsigned char)comm[i] < 0x20 || comm[i] == 0x7f ? '?' : comm[i];
+	buf[i] = '\0';
+	return buf;
+}
+
+/* "2026-11-21 14:02:03.123456" (local time), or the time of day alone. */
+static const char *time_str(uint64_t ns, bool with_date, char *buf, size_t size)
+{
+	time_t s = (time_t)(ns / 1000000000u);
+	struct tm tm;
+	size_t len;
+
+	if (!localtime_r(&s, &tm)) {
+		snprintf(buf, size, "@%llu", (unsigned long long)ns);
+		return buf;
+	}
+	len = strftime(buf, size, with_date ? "%Y-%m-%d %H:%M:%S" : "%H:%M:%S", &tm);
+	snprintf(buf + len, size - len, ".%06u", (unsigned)(ns % 1000000000u / 1000u));
+	return buf;
+}
+
+static bool same_day(uint64_t a_ns, uint64_t b_ns)
+{
+	time_t a = (time_t)(a_ns / 1000000000u), b = (time_t)(b_ns / 1000000000u);
+	struct tm ta, tb;
+
+	if (!localtime_r(&a, &ta) || !localtime_r(&b, &tb))
+		return false;
+	return ta.tm_year == tb.tm_year && ta.tm_yday == tb.tm_yday;
+}
+
+/* A JSON string: escapes quotes, backslashes, control characters and bytes
+ * over 0x7e (read as Latin-1), so that the document is valid UTF-8. */
+static void json_str(const char *s, size_t max)
+{
+	size_t i;
+
+	putchar('"');
+	for (i = 0; i < max && s[i]; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20 || ch > 0x7e)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+/* ---- Talking to the NICs ------------------------------------------------- */
+
+/* What one command does with one NIC: fetch, then print (nothing printed
+ * when the fetch fails).  Returns 0 or the client's negative errno. */
+typedef int (*nic_query_fn)(const struct cli_opts *o, struct mgmt_client *c, const char *addr);
+
+/* The NICs a query command addresses, sorted; prints why there are none. */
+static int query_targets(const struct cli_opts *o, uint32_t **addrs, size_t *n)
+{
+	int rc;
+
+	if (o->nic_set) {
+		*addrs = malloc(sizeof(**addrs));
+		if (!*addrs) {
+			cli_err("out of memory");
+			return CLI_EXIT_FAIL;
+		}
+		**addrs = o->nic;
+		*n = 1;
+		return 0;
+	}
+	rc = nic_run_dir_list(o->dir, NIC_SOCK_SUFFIX, addrs, n);
+	if (rc == -ENOENT) {
+		cli_err("no NICs in %s: the directory does not exist; 'nicsim up --dir %s' "
+			"starts them",
+			o->dir, o->dir);
+		return CLI_EXIT_FAIL;
+	}
+	if (rc) {
+		cli_err("cannot read run directory %s: %s", o->dir, strerror(-rc));
+		return CLI_EXIT_FAIL;
+	}
+	if (*n == 0) {
+		cli_err("no NICs in %s (no " NIC_SOCK_PREFIX "*" NIC_SOCK_SUFFIX
+			" there); 'nicsim up --dir %s' starts them",
+			o->dir, o->dir);
+		return CLI_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* Describe a failed exchange with the NIC at addr in words, on stderr and
+ * into buf (for --json). */
+static void report_failure(const struct cli_opts *o, const struct mgmt_client *c, int rc,
+			   const char *addr, const char *path, char *buf, size_t size)
+{
+	if (rc == -ENOENT)
+		snprintf(buf, size,
+			 "no NIC %s in %s (no " NIC_SOCK_PREFIX "%s" NIC_SOCK_SUFFIX
+			 " there); 'nicsim up' starts NICs",
+			 addr, o->dir, addr);
+	else if (rc == -ECONNREFUSED)
+		snprintf(buf, size,
+			 "NIC %s not answering: nobody listens on %s (a stale socket; "
+			 "'nicsim down' removes it)",
+			 addr, path);
+	else if (rc == -ETIMEDOUT)
+		snprintf(buf, size, "NIC %s not answering within %d ms: %s", addr, c->timeout_ms,
+			 c->what ? c->what : "timed out");
+	else if (c->status != NIC_STATUS_OK)
+		snprintf(buf, size, "NIC %s: %s: %s", addr, c->what ? c->what : "refused",
+			 nic_status_str(c->status));
+	else
+		snprintf(buf, size, "NIC %s: %s (%s)", addr, c->what ? c->what : "failed",
+			 strerror(-rc));
+	cli_err("%s", buf);
+}
+
+/* Run fn on every addressed NIC; --json wraps the results in one document. */
+static int for_each_nic(struct cli_opts *o, nic_query_fn fn)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], addr[FAB_ADDR_STRLEN];
+	char why[PATH_MAX + 512];
+	struct mgmt_client c;
+	uint32_t *addrs;
+	size_t i, n;
+	int rc, status = CLI_EXIT_OK;
+
+	if (!o->timeout_ms)
+		o->timeout_ms = CLI_TIMEOUT_MS;
+	rc = query_targets(o, &addrs, &n);
+	if (rc)
+		return rc;
+	/* Check every path before printing anything. */
+	for (i = 0; i < n; i++) {
+		if (cli_sock_path(o, addrs[i], path, sizeof(path))) {
+			free(addrs);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (o->json)
+		printf("{\"nics\":[");
+	for (i = 0; i < n; i++) {
+		fab_addr_format(addrs[i], addr, sizeof(addr));
+		cli_sock_path(o, addrs[i], path, sizeof(path));
+		if (o->json && i)
+			putchar(',');
+		if (o->json)
+			putchar('\n');
+		rc = mgmt_client_open(&c, path, o->timeout_ms);
+		if (!rc) {
+			rc = fn(o, &c, addr);
+			mgmt_client_close(&c);
+		}
+		if (!rc)
+			continue;
+		report_failure(o, &c, rc, addr, path, why, sizeof(why));
+		if (o->json) {
+			printf("{\"addr\":\"%s\",\"error\":", addr);
+			json_str(why, sizeof(why));
+			putchar('}');
+		}
+		status = CLI_EXIT_FAIL;
+	}
+	if (o->json)
+		printf("\n]}\n");
+	free(addrs);
+	return status;
+}
+
+/* ---- stats --------------------------------------------------------------- */
+
+static const struct stat_desc {
+	const char *name;
+	const char *desc;
+	size_t off;
+} stat_descs[] = {
+#define STAT_DESC(name, desc) {#name, desc, offsetof(struct nic_stats, name)},
+    NIC_STATS(STAT_DESC)
+#undef STAT_DESC
+};
+
+static uint64_t stat_value(const struct nic_stats *s, const struct stat_desc *d)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)s + d->off, sizeof(v));
+	return v;
+}
+
+static int query_stats(const struct cli_opts *o, struct mgmt_client *c, const char *addr)
+{
+	struct nic_stats s;
+	int name_w = 0, val_w = 1, w;
+	char num[24];
+	size_t i;
+	int rc;
+
+	rc = mgmt_client_stats(c, &s);
+	if (rc)
+		return rc;
+	if (o->json) {
+		printf("{\"addr\":\"%s\",\"pid\":%u,\"stats\":{", addr, (unsigned)c->hello.nic_pid);
+		for (i = 0; i < ARRAY_SIZE(stat_descs); i++)
+			printf("%s\"%s\":%llu", i ? "," : "", stat_descs[i].name,
+			       (unsigned long long)stat_value(&s, &stat_descs[i]));
+		printf("}}");
+		return 0;
+	}
+	for (i = 0; i < ARRAY_SIZE(stat_descs); i++) {
+		w = (int)strlen(stat_descs[i].name);
+		name_w = w > name_w ? w : name_w;
+		w = snprintf(num, sizeof(num), "%llu",
+			     (unsigned long long)stat_value(&s, &stat_descs[i]));
+		val_w = w > val_w ? w : val_w;
+	}
+	printf("nic %s (pid %u)\n", addr, (unsigned)c->hello.nic_pid);
+	for (i = 0; i < ARRAY_SIZE(stat_descs); i++)
+		printf("  %-*s %*llu  %s\n", name_w, stat_descs[i].name, val_w,
+		       (unsigned long long)stat_value(&s, &stat_descs[i]), stat_descs[i].desc);
+	return 0;
+}
+
+static int run_stats(struct cli_opts *o)
+{
+	return for_each_nic(o, query_stats);
+}
+
+/* ---- show tpt ------------------------------------------------------------ */
+
+static int query_tpt(const struct cli_opts *o, struct mgmt_client *c, const char *addr)
+{
+	struct nic_mgmt_tpt_rec *recs, *r;
+	char acc[48], comm[17];
+	size_t i, n;
+	int rc;
+
+	rc = mgmt_client_tpt(c, &recs, &n);
+	if (rc)
+		return rc;
+	if (o->json)
+		printf("{\"addr\":\"%s\",\"pid\":%u,\"tpt\":[", addr, (unsigned)c->hello.nic_pid);
+	else if (n == 0)
+		printf("nic %s: no live TPT entries\n", addr);
+	for (i = 0; i < n; i++) {
+		r = &recs[i];
+		access_str(r->access, acc, sizeof(acc));
+		if (o->json) {
+			printf("%s\n {\"key\":%u,\"type\":\"%s\",\"state\":\"%s\",\"ctx\":%u,"
+			       "\"va\":%llu,\"len\":%llu,\"access\":\"%s\"",
+			       i ? "," : "", r->key, type_str(r->type), state_str(r->state),
+			       r->ctx_id, (unsigned long long)r->va, (unsigned long long)r->len,
+			       acc);
+			if (r->type == NIC_TPT_MW)
+				printf(",\"mr\":%u,\"qpn\":%u", r->mr_key, r->qpn);
+			printf(",\"inflight\":%u,\"reg_ns\":%llu,\"pid\":%u,\"comm\":", r->inflight,
+			       (unsigned long long)r->reg_ns, r->pid);
+			json_str(r->comm, sizeof(r->comm));
+			putchar('}');
+			continue;
+		}
+		printf("nic %s key 0x%06x type %s state %s ctx %u va 0x%llx len %llu access %s",
+		       addr, r->key, type_str(r->type), state_str(r->state), r->ctx_id,
+		       (unsigned long long)r->va, (unsigned long long)r->len, acc);
+		if (r->type == NIC_TPT_MW && r->mr_key == 0)
+			printf(" unbound");
+		else if (r->type == NIC_TPT_MW && r->qpn == NIC_QPN_NONE)
+			printf(" mr 0x%06x qpn none", r->mr_key);
+		else if (r->type == NIC_TPT_MW)
+			printf(" mr 0x%06x qpn %u", r->mr_key, r->qpn);
+		if (r->inflight)
+			printf(" inflight %u", r->inflight);
+		/* The program name goes last: it may contain spaces. */
+		printf(" pid %u comm %s\n", r->pid, comm_str(r->comm, comm));
+	}
+	if (o->json)
+		printf("]}");
+	free(recs);
+	return 0;
+}
+
+static int run_show_tpt(struct cli_opts *o)
+{
+	return for_each_nic(o, query_tpt);
+}
+
+/* ---- show faults --------------------------------------------------------- */
+
+static void print_fault_json(const struct nic_mgmt_fault_rec *f)
+{
+	char when[64], acc[48];
+
+	printf("{\"time\":\"%s\",\"when_ns\":%llu,\"pid\":%u,\"ctx\":%u,\"qpn\":%u,\"key\":%u,",
+	       time_str(f->when_ns, true, when, sizeof(when)), (unsigned long long)f->when_ns,
+	       f->pid, f->ctx_id, f->qpn, f->key);
+	printf("\"reason\":\"%s\",\"reason_text\":\"%s\",",
+	       f->reason < NIC_TPT_R_MAX_ ? reason_names[f->reason] : "UNKNOWN",
+	       f->reason < NIC_TPT_R_MAX_ ? reason_texts[f->reason] : "unknown reason");
+	printf("\"access\":\"%s\",\"va\":%llu,\"len\":%llu,",
+	       access_str(f->access, acc, sizeof(acc)), (unsigned long long)f->va,
+	       (unsigned long long)f->len);
+	printf("\"entry\":{\"key\":%u,\"state\":\"%s\",\"ctx\":%u,\"qpn\":%u,\"va\":%llu,"
+	       "\"len\":%llu,\"access\":\"%s\",\"pid\":%u,\"changed_ns\":%llu}}",
+	       f->entry_key, state_str(f->entry_state), f->entry_ctx_id, f->entry_qpn,
+	       (unsigned long long)f->entry_va, (unsigned long long)f->entry_len,
+	       access_str(f->entry_access, acc, sizeof(acc)), f->entry_pid,
+	       (unsigned long long)f->entry_changed_ns);
+}
+
+/*
+ * One refusal in words: when, who, which key, the rule that refused it, what
+ * was asked, and what the entry holds now, e.g.
+ *   198.18.0.1 2026-11-21 14:02:03.123456 pid 4242 (ctx 3) key 0x000105: key
+ *   byte does not match the entry (stale or forged key); wanted rr va 0x...
+ *   len 4096; entry now key 0x000106 state valid ctx 3 va 0x... len ...
+ *   access lw,rr; key changed 14:01:59.000001 by pid 4242
+ */
+static void print_fault_text(const char *addr, const struct nic_mgmt_fault_rec *f)
+{
+	char when[64], changed[64], acc[48];
+
+	printf("%s %s pid %u (ctx %u", addr, time_str(f->when_ns, true, when, sizeof(when)), f->pid,
+	       f->ctx_id);
+	if (f->qpn != NIC_QPN_NONE)
+		printf(", qpn %u", f->qpn);
+	printf(") key 0x%06x: ", f->key);
+	if (f->reason < NIC_TPT_R_MAX_)
+		printf("%s", reason_texts[f->reason]);
+	else
+		printf("unknown reason %u", f->reason);
+	printf("; wanted %s va 0x%llx len %llu", access_str(f->access, acc, sizeof(acc)),
+	       (unsigned long long)f->va, (unsigned long long)f->len);
+	if (f->entry_key == 0) {
+		printf("; no entry at index %u\n", NIC_KEY_INDEX(f->key));
+		return;
+	}
+	printf("; entry now key 0x%06x state %s ctx %u va 0x%llx len %llu access %s", f->entry_key,
+	       state_str(f->entry_state), f->entry_ctx_id, (unsigned long long)f->entry_va,
+	       (unsigned long long)f->entry_len, access_str(f->entry_access, acc, sizeof(acc)));
+	if (f->entry_qpn != NIC_QPN_NONE)
+		printf(" qpn %u", f->entry_qpn);
+	if (f->entry_changed_ns)
+		printf("; key changed %s by pid %u",
+		       time_str(f->entry_changed_ns, !same_day(f->entry_changed_ns, f->when_ns),
+				changed, sizeof(changed)),
+		       f->entry_pid);
+	putchar('\n');
+}
+
+static int query_faults(const struct cli_opts *o, struct mgmt_client *c, const char *addr)
+{
+	struct nic_mgmt_fault_rec *recs;
+	size_t i, n;
+	int rc;
+
+	rc = mgmt_client_faults(c, &recs, &n);
+	if (rc)
+		return rc;
+	if (o->json) {
+		printf("{\"addr\":\"%s\",\"pid\":%u,\"faults\":[", addr,
+		       (unsigned)c->hello.nic_pid);
+		for (i = 0; i < n; i++) {
+			printf("%s\n ", i ? "," : "");
+			print_fault_json(&recs[i]);
+		}
+		printf("]}");
+	} else if (n == 0) {
+		printf("nic %s: no TPT refusals recorded\n", addr);
+	} else {
+		for (i = 0; i < n; i++)
+			print_fault_text(addr, &recs[i]);
+	}
+	free(recs);
+	return 0;
+}
+
+static int run_show_faults(struct cli_opts *o)
+{
+	return for_each_nic(o, query_faults);
+}

@@ -1,0 +1,71 @@
+/*
+ * The nicsim command-line tool: start, stop and inspect the emulated NICs of
+ * a run directory (rundir.h).
+ *
+ *   nicsim [--dir D] [--nic ADDR] COMMAND [OPTIONS]
+ *     up, down, show tpt, show faults, stats, help
+ *
+ * cli_main() parses the command line and runs one command; cli.c holds the
+ * parser, the help and the read-only commands (show, stats), updown.c starts
+ * and stops daemons.  Options may come before or after the command.
+ *
+ * Exit status: 0 success, 1 a runtime failure (a NIC not answering, a daemon
+ * that would not start), 2 a usage error (unknown command or option, a bad
+ * value, an address outside 198.18.0.0/15, a run directory whose socket
+ * paths do not fit a UNIX socket address).  Errors go to stderr, naming
+ * what was wrong.
+ */
+#ifndef NICSIM_CLI_H
+#define NICSIM_CLI_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* Bounds on the waits for NICs, in milliseconds. */
+#define CLI_TIMEOUT_MS 5000     /* one management exchange */
+#define CLI_UP_TIMEOUT_MS 10000 /* `nicsim up`: every NIC answering */
+#define CLI_DOWN_TERM_MS 5000   /* `nicsim down`: SIGTERM to exit */
+#define CLI_DEFAULT_HOSTS 2u
+#define CLI_MAX_HOSTS 1000u
+
+/* The parsed command line.  Values passed on to nicsimd stay text; they are
+ * checked here with the parsers nicsimd uses (opts.h, log.h). */
+struct cli_opts {
+	char dir[PATH_MAX]; /* run directory, resolved with nic_run_dir() */
+	bool nic_set;       /* --nic given */
+	uint32_t nic;       /* its address, network byte order */
+	bool json;
+	unsigned hosts;
+	const char *tpt_capacity;
+	const char *max_reg;
+	const char *log_level;
+	bool no_mw;
+	bool no_rdma_read;
+	int timeout_ms; /* --timeout-ms, or 0 for the command's default */
+};
+
+/* Run the nicsim tool; returns the exit status. */
+int cli_main(int argc, char **argv);
+
+/* ---- Shared by cli.c and updown.c ---------------------------------------- */
+
+/* "nicsim: <message>\n" on stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Socket path of the NIC with address addr in o->dir.  When it does not fit
+ * a sockaddr_un, prints why and returns -ENAMETOOLONG.
+ */
+int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t size);
+
+/* `nicsim up` and `nicsim down`; they return the exit status. */
+int cli_up(struct cli_opts *o);
+int cli_down(struct cli_opts *o);
+
+#endif /* NICSIM_CLI_H */
