@@ -196,7 +196,7 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 	pid_t pid;
 
 	snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, addr);
-	snprintf(log, sizeof(log), "%s/nicsimd-%s.log", dir, addr);
+	snprintf(log, sizeof(log), "%s/nic-%s.log", dir, addr);
 	argv[n++] = nst_bin("nicsimd");
 	argv[n++] = "--dir";
 	argv[n++] = dir;

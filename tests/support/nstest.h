@@ -84,7 +84,7 @@ uint64_t nst_now_ns(void);
 
 /*
  * Start nicsimd in dir with address addr (dotted quad) and extra arguments
- * (NULL-terminated list, may be NULL); stderr goes to dir/nicsimd-<addr>.log.
+ * (NULL-terminated list, may be NULL); stderr goes to dir/nic-<addr>.log.
  * Waits up to timeout_ms until the NIC accepts attaches.  Returns the pid or
  * a negative errno (-ETIMEDOUT; the child is then stopped).
  */
