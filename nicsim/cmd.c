@@ -90,6 +90,15 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 	}
 }
 
+/* True unless key names a live entry of another type (the TPT itself
+ * refuses keys that are invalid, stale or foreign). */
+static bool key_is(const struct tpt *t, uint32_t key, enum nic_tpt_type type)
+{
+	struct tpt_entry_view v;
+
+	return tpt_lookup(t, key, &v) < 0 || v.type == type;
+}
+
 /* Map a TPT error to the status of the command that caused it. */
 static uint16_t tpt_status(uint16_t opcode, int err)
 {
@@ -100,9 +109,10 @@ static uint16_t tpt_status(uint16_t opcode, int err)
 	case -EBUSY: return NIC_STATUS_BUSY;
 	case -EACCES: return NIC_STATUS_BAD_ACCESS;
 	case -EINVAL:
-		/* A registration or a bind names a range the TPT refuses; other
-		 * commands name a key of the wrong kind (a window for DEREG_MR, a
-		 * region for a window command). */
+		/* A registration or a bind names a range the TPT refuses (kinds
+		 * of bind keys are checked before); other commands name a key of
+		 * the wrong kind (a window for DEREG_MR, a region for a window
+		 * command). */
 		return opcode == NIC_CMD_BIND_MW || opcode == NIC_CMD_REG_MR ? NIC_STATUS_BAD_RANGE
 									     : NIC_STATUS_BAD_KEY;
 	default: return NIC_STATUS_BAD_STATE;
@@ -190,6 +200,13 @@ void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner,
 	case NIC_CMD_BIND_MW: {
 		const struct nic_cmd_bind_mw *b = &cmd->u.bind_mw;
 
+		/* A key of the wrong kind is a bad key, as for the other
+		 * commands; tpt_bind_mw's -EINVAL then means a bad range. */
+		if (!key_is(env->tpt, b->mw_key, NIC_TPT_MW) ||
+		    !key_is(env->tpt, b->mr_key, NIC_TPT_MR)) {
+			err = -ENOENT;
+			break;
+		}
 		err = tpt_bind_mw(env->tpt, owner, b->mw_key, b->mr_key, b->va, b->len, b->access,
 				  b->qpn, &key);
 		break;

@@ -119,7 +119,8 @@ void mgmt_serve(struct nic *nic, struct nic_conn *conn)
 		nic_conn_close(nic, conn);
 		return;
 	}
-	if ((size_t)n != sizeof(req) || req.magic != NIC_ABI_MAGIC) {
+	if ((size_t)n != sizeof(req) || req.magic != NIC_ABI_MAGIC || req.reserved0 ||
+	    memcmp(req.reserved, (uint8_t[sizeof(req.reserved)]){0}, sizeof(req.reserved))) {
 		nic_warn(&nic->log, "management client pid %u sent a malformed request", conn->pid);
 		send_msg(conn->fd, 0, NIC_STATUS_BAD_FIELD, NULL, 0, 0, true);
 		nic_conn_close(nic, conn);

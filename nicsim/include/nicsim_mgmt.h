@@ -7,8 +7,14 @@
  * replies: a struct nic_mgmt_hdr followed by `count` records of the type the
  * request names.  Listings are sent in several messages; the last one carries
  * NIC_MGMT_F_LAST.  The socket is SOCK_SEQPACKET, so one message is one
- * read.  Management is off the data path: the NIC serves it from its event
- * loop between commands.
+ * read.  A reply with a status other than NIC_STATUS_OK carries no records
+ * and NIC_MGMT_F_LAST.  A message without NIC_MGMT_F_LAST always carries at
+ * least one record.  Management is off the data path: the NIC serves it from
+ * its event loop between commands.
+ *
+ * The records have the layout of this ABI version; a NIC that adds a counter
+ * to NIC_STATS or a field to a record raises NIC_ABI_VERSION, which the hello
+ * exchange checks.
  */
 #ifndef NICSIM_MGMT_H
 #define NICSIM_MGMT_H
@@ -86,7 +92,7 @@ enum nic_tpt_type { NIC_TPT_MR = 1, NIC_TPT_MW = 2 };
 enum nic_tpt_state {
 	NIC_TPT_FREE = 0,
 	NIC_TPT_VALID = 1,
-	NIC_TPT_REVOKED = 2,      /* remote access revoked (window invalidated) */
+	NIC_TPT_REVOKED = 2,      /* window invalidated, or allocated and never bound */
 	NIC_TPT_INVALIDATING = 3, /* unpublished, draining DMA */
 };
 
@@ -141,7 +147,8 @@ struct nic_mgmt_fault_rec {
 	uint64_t entry_va;   /* the entry's range */
 	uint64_t entry_len;
 	uint8_t entry_access;
-	uint8_t reserved0[3];
+	uint8_t entry_type;  /* enum nic_tpt_type, 0 if index out of range */
+	uint8_t reserved0[2];
 	uint32_t entry_pid;  /* who last changed the entry */
 	uint64_t entry_changed_ns; /* when the entry's key last changed */
 	uint32_t entry_ctx_id;

@@ -234,6 +234,13 @@ static void test_windows(void)
 	c.u.bind_mw.access = NIC_ACCESS_REMOTE_READ;
 	c.u.bind_mw.len = 4 * PAGE;
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_RANGE);
+	/* Keys of the wrong kind: a region as the window, a window as the region. */
+	c.u.bind_mw.len = PAGE;
+	c.u.bind_mw.mw_key = mr;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_KEY);
+	c.u.bind_mw.mw_key = mw;
+	c.u.bind_mw.mr_key = mw;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_KEY);
 	/* The region cannot go while a window is bound to it. */
 	c = key_cmd(NIC_CMD_DEREG_MR, mr);
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BUSY);
@@ -247,7 +254,7 @@ static void test_windows(void)
 	c = key_cmd(NIC_CMD_DEREG_MR, mr);
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
 	NST_EQ(tpt_in_use(tpt), 0);
-	NST_EQ(stats.cmd_bind_mw, 4);
+	NST_EQ(stats.cmd_bind_mw, 6);
 	NST_EQ(stats.cmd_alloc_mw, 1);
 }
 
