@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# Shared by scripts/bootstrap and scripts/test (sourced, not run).
+#
+# ns_install_missing  installs, with apt-get, the Debian packages nicsim needs
+#                     that dpkg does not list as installed.
+# ns_configure DIR ARGS...  configures a CMake build tree (Ninja for a new one).
+# ns_build DIR        builds it with NS_JOBS jobs.
+
+NS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NS_JOBS=${NS_JOBS:-2}
+
+# Everything a fresh Debian machine needs to build nicsim and run its tests.
+NS_PACKAGES=(
+	build-essential cmake ninja-build pkg-config
+	clang clang-format
+	libcunit1-dev libpcap-dev
+	valgrind
+)
+
+ns_say() {
+	printf '==> %s\n' "$*"
+}
+
+ns_die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+ns_install_missing() {
+	local pkg missing=() sudo=()
+
+	if ! command -v dpkg-query >/dev/null; then
+		ns_say "not a Debian system: make sure these are installed: ${NS_PACKAGES[*]}"
+		return 0
+	fi
+	for pkg in "${NS_PACKAGES[@]}"; do
+		if [[ $(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) != installed ]]; then
+			missing+=("$pkg")
+		fi
+	done
+	if ((${#missing[@]} == 0)); then
+		ns_say "packages: all ${#NS_PACKAGES[@]} present"
+		return 0
+	fi
+	if ((EUID != 0)); then
+		command -v sudo >/dev/null || ns_die "not root and no sudo: install ${missing[*]}"
+		sudo=(sudo)
+	fi
+	ns_say "packages: installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+ns_configure() {
+	local dir=$1 gen=()
+
+	shift
+	# Keep the generator of an existing tree; use Ninja for a new one.
+	if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja >/dev/null; then
+		gen=(-G Ninja)
+	fi
+	cmake -S "$NS_ROOT" -B "$dir" "${gen[@]}" -DNICSIM_WERROR=ON "$@"
+}
+
+ns_build() {
+	cmake --build "$1" --parallel "$NS_JOBS"
+}
