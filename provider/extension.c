@@ -1,0 +1,178 @@
+/*
+ * WSPIoctl (SIO_GET_EXTENSION_FUNCTION_POINTER) and the extension functions
+ * that have no work to do until sockets can connect.
+ *
+ * WSPRdmaWrite and WSPRdmaRead validate their arguments and then fail with
+ * WSAENOTCONN on every valid socket: that is the honest answer, because no
+ * socket can be connected yet (connections come with the next issue).
+ *
+ * WSPMemoryRegistrationCacheCallback fails with WSAEINVAL ("never cached"):
+ * this provider caches nothing yet, every deregistration releases at once,
+ * so no range it is asked about was ever cached.
+ */
+#include <string.h>
+
+#include "prov.h"
+
+_Static_assert(sizeof(GUID) == 16, "GUID has no padding");
+
+static const struct extension {
+	GUID guid;
+	enum {
+		EXT_REG,
+		EXT_DEREG,
+		EXT_REG_RDMA,
+		EXT_DEREG_RDMA,
+		EXT_WRITE,
+		EXT_READ,
+		EXT_CACHE
+	} id;
+} extensions[] = {
+    {WSAID_REGISTERMEMORY, EXT_REG},
+    {WSAID_DEREGISTERMEMORY, EXT_DEREG},
+    {WSAID_REGISTERRDMAMEMORY, EXT_REG_RDMA},
+    {WSAID_DEREGISTERRDMAMEMORY, EXT_DEREG_RDMA},
+    {WSAID_RDMAWRITE, EXT_WRITE},
+    {WSAID_RDMAREAD, EXT_READ},
+    {WSAID_MEMORYREGISTRATIONCACHECALLBACK, EXT_CACHE},
+};
+
+/* Write the function's address at out; function pointers are copied, not converted. */
+static void put_fn(void *out, int id)
+{
+	LPFN_WSPREGISTERMEMORY reg = WSPRegisterMemory;
+	LPFN_WSPDEREGISTERMEMORY dereg = WSPDeregisterMemory;
+	LPFN_WSPREGISTERRDMAMEMORY reg_rdma = WSPRegisterRdmaMemory;
+	LPFN_WSPDEREGISTERRDMAMEMORY dereg_rdma = WSPDeregisterRdmaMemory;
+	LPFN_WSPRDMAWRITE wr = WSPRdmaWrite;
+	LPFN_WSPRDMAREAD rd = WSPRdmaRead;
+	LPFN_WSPMEMORYREGISTRATIONCACHECALLBACK cache = WSPMemoryRegistrationCacheCallback;
+
+	switch (id) {
+	case EXT_REG: memcpy(out, &reg, sizeof(reg)); break;
+	case EXT_DEREG: memcpy(out, &dereg, sizeof(dereg)); break;
+	case EXT_REG_RDMA: memcpy(out, &reg_rdma, sizeof(reg_rdma)); break;
+	case EXT_DEREG_RDMA: memcpy(out, &dereg_rdma, sizeof(dereg_rdma)); break;
+	case EXT_WRITE: memcpy(out, &wr, sizeof(wr)); break;
+	case EXT_READ: memcpy(out, &rd, sizeof(rd)); break;
+	default: memcpy(out, &cache, sizeof(cache)); break;
+	}
+}
+
+static int get_extension(const struct prov_sock *sk, const void *in, DWORD in_len, void *out,
+			 DWORD out_len, LPDWORD returned)
+{
+	GUID guid;
+
+	if (!in || in_len != sizeof(GUID) || !out || out_len < sizeof(void (*)(void)) || !returned)
+		return -EFAULT;
+	memcpy(&guid, in, sizeof(guid));
+	for (size_t i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++) {
+		if (memcmp(&guid, &extensions[i].guid, sizeof(guid)))
+			continue;
+		/*
+		 * RDMA read needs a NIC that serves it.  An unbound socket has no
+		 * NIC yet: it gets the pointer, and WSPRdmaRead refuses later.
+		 */
+		if (extensions[i].id == EXT_READ && sk->nic && !(sk->nic->caps & NIC_CAP_RDMA_READ))
+			return -EOPNOTSUPP;
+		put_fn(out, extensions[i].id);
+		*returned = sizeof(void (*)(void));
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int WSPAPI WSPIoctl(SOCKET s, DWORD dwIoControlCode, LPVOID lpvInBuffer, DWORD cbInBuffer,
+		    LPVOID lpvOutBuffer, DWORD cbOutBuffer, LPDWORD lpcbBytesReturned,
+		    LPWSAOVERLAPPED lpOverlapped,
+		    LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
+		    LPWSATHREADID lpThreadId, LPINT lpErrno)
+{
+	struct prov *p = prov_lock();
+	struct prov_sock *sk;
+	int err = prov_sock_get(p, s, &sk);
+
+	/* Every code served completes at once: nothing to signal. */
+	(void)lpOverlapped;
+	(void)lpCompletionRoutine;
+	(void)lpThreadId;
+	if (!err && dwIoControlCode != SIO_GET_EXTENSION_FUNCTION_POINTER)
+		err = -EINVAL;
+	if (!err)
+		err = get_extension(sk, lpvInBuffer, cbInBuffer, lpvOutBuffer, cbOutBuffer,
+				    lpcbBytesReturned);
+	prov_unlock(p);
+	return err ? prov_fail(err, lpErrno) : 0;
+}
+
+/* Arguments shared by both RDMA directions; then WSAENOTCONN (see the top). */
+static int rdma_op(SOCKET s, LPWSABUFEX bufs, DWORD count, const void *desc, DWORD desc_len,
+		   bool read)
+{
+	struct prov *p = prov_lock();
+	struct prov_sock *sk;
+	int err = prov_sock_get(p, s, &sk);
+
+	if (!err && !bufs)
+		err = -EFAULT;
+	else if (!err && !count)
+		err = -EINVAL;
+	else if (!err && !desc)
+		err = -EFAULT;
+	else if (!err && desc_len != NICSIM_RDMA_DESC_SIZE)
+		err = -EINVAL;
+	else if (!err && sk->nic && read && !(sk->nic->caps & NIC_CAP_RDMA_READ))
+		err = -EOPNOTSUPP;
+	else if (!err)
+		err = -ENOTCONN;
+	prov_unlock(p);
+	return err;
+}
+
+int WSPAPI WSPRdmaWrite(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
+			LPVOID lpTargetBufferDescriptor, DWORD dwTargetDescriptorLength,
+			DWORD dwTargetBufferOffset, LPDWORD lpdwNumberOfBytesWritten, DWORD dwFlags,
+			LPWSAOVERLAPPED lpOverlapped,
+			LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
+			LPWSATHREADID lpThreadId, LPINT lpErrno)
+{
+	(void)dwTargetBufferOffset;
+	(void)lpdwNumberOfBytesWritten;
+	(void)dwFlags;
+	(void)lpOverlapped;
+	(void)lpCompletionRoutine;
+	(void)lpThreadId;
+	return prov_fail(rdma_op(s, lpBuffers, dwBufferCount, lpTargetBufferDescriptor,
+				 dwTargetDescriptorLength, false),
+			 lpErrno);
+}
+
+int WSPAPI WSPRdmaRead(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
+		       LPVOID lpTargetBufferDescriptor, DWORD dwTargetDescriptorLength,
+		       DWORD dwTargetBufferOffset, LPDWORD lpdwNumberOfBytesRead, DWORD dwFlags,
+		       LPWSAOVERLAPPED lpOverlapped,
+		       LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
+		       LPWSATHREADID lpThreadId, LPINT lpErrno)
+{
+	(void)dwTargetBufferOffset;
+	(void)lpdwNumberOfBytesRead;
+	(void)dwFlags;
+	(void)lpOverlapped;
+	(void)lpCompletionRoutine;
+	(void)lpThreadId;
+	return prov_fail(rdma_op(s, lpBuffers, dwBufferCount, lpTargetBufferDescriptor,
+				 dwTargetDescriptorLength, true),
+			 lpErrno);
+}
+
+int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno)
+{
+	struct prov *p = prov_lock();
+	int err = p->starts ? -EINVAL : -PROV_ENOTINIT;
+
+	(void)lpvAddress;
+	(void)Size;
+	prov_unlock(p);
+	return prov_fail(err, lpErrno);
+}

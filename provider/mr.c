@@ -1,0 +1,143 @@
+/*
+ * Regions: one NIC registration of [va, va + len) with its pinned pages.
+ *
+ * prov_mr_create() is the only place that pins and registers: record, then
+ * REG_MR posted and the pages pinned while the NIC works, then the hash
+ * insert.  Every step that can fail comes before the hash insert (which
+ * cannot fail), so a failure unwinds completely.
+ * Removal is split in two so that callers can keep "nothing changed" on a
+ * refusal: prov_mr_dereg() asks the NIC (and may be refused with -EBUSY),
+ * prov_mr_free() then drops the local state and unpins.
+ */
+#include "prov.h"
+
+static uint64_t mr_hash(const struct prov_nic *nic, uint64_t va, uint64_t len, uint32_t flags,
+			uint32_t kind)
+{
+	uint64_t h = prov_hash_mix((uintptr_t)nic, va);
+
+	h = prov_hash_mix(h, len);
+	return prov_hash_mix(h, (uint64_t)flags << 8 | kind);
+}
+
+int prov_check_buffer(const struct prov_sock *sk, const void *buf, uint32_t len, uint32_t flags)
+{
+	if (!sk->nic)
+		return -ENOTCONN;
+	if (flags != MEM_READ && flags != MEM_WRITE && flags != MEM_READWRITE)
+		return -EINVAL;
+	if (!buf)
+		return -EFAULT;
+	if (!len)
+		return -EINVAL;
+	if (len - 1 > UINTPTR_MAX - (uintptr_t)buf)
+		return -EFAULT;
+	if (sk->nic->down)
+		return -ENETDOWN;
+	return 0;
+}
+
+struct prov_mr *prov_mr_find(struct prov *p, const struct prov_nic *nic, uint64_t va, uint64_t len,
+			     uint32_t flags, uint32_t kind)
+{
+	uint64_t h = mr_hash(nic, va, len, flags, kind);
+
+	for (struct prov_hnode *n = prov_hash_chain(&p->mr_hash, h); n; n = n->next) {
+		struct prov_mr *mr = prov_container_of(n, struct prov_mr, hnode);
+
+		if (n->hash == h && mr->nic == nic && mr->va == va && mr->len == len &&
+		    mr->flags == flags && mr->kind == kind)
+			return mr;
+	}
+	return NULL;
+}
+
+int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len, uint32_t flags,
+		   uint32_t kind, uint32_t access, bool nic_writes, struct prov_mr **out)
+{
+	struct nic_cmd cmd = {.opcode = NIC_CMD_REG_MR};
+	struct prov_mr *mr;
+	uint32_t key;
+	int err, pin_err;
+
+	/* Refuse before pinning what the NIC would refuse anyway. */
+	if (len > nic->max_reg_len)
+		return -ENOBUFS;
+	mr = prov_slot_alloc(&p->mrs);
+	if (!mr)
+		return -ENOBUFS;
+	/*
+	 * The NIC executes REG_MR while this thread pins the pages, which hides
+	 * the round trip behind the mlock.  Nobody knows the key before both
+	 * are done, so no DMA can reach the pages before they are pinned; if
+	 * pinning fails, the fresh entry is deregistered again.
+	 */
+	cmd.u.reg_mr.va = va;
+	cmd.u.reg_mr.len = len;
+	cmd.u.reg_mr.access = access;
+	err = prov_nic_post(nic, &cmd);
+	if (err)
+		goto free_mr;
+	pin_err = prov_pin(&p->pins, (uintptr_t)va, (size_t)len, nic_writes);
+	err = prov_nic_wait(nic, &cmd, &key);
+	if (pin_err) {
+		if (!err) {
+			struct nic_cmd dereg = {.opcode = NIC_CMD_DEREG_MR};
+
+			dereg.u.key.key = key;
+			prov_nic_exec(nic, &dereg, NULL);
+		}
+		err = pin_err;
+		goto free_mr;
+	}
+	if (err) {
+		/* TPT full, too large, NIC out of memory: all are "no resources". */
+		if (err == -ENOSPC || err == -E2BIG || err == -ENOMEM)
+			err = -ENOBUFS;
+		goto unpin;
+	}
+	mr->nic = nic;
+	mr->va = va;
+	mr->len = len;
+	mr->flags = flags;
+	mr->kind = kind;
+	mr->access = access;
+	mr->key = key;
+	if (kind != PROV_MR_PRIVATE)
+		prov_hash_insert(&p->mr_hash, &mr->hnode, mr_hash(nic, va, len, flags, kind));
+	*out = mr;
+	return 0;
+
+unpin:
+	prov_unpin(&p->pins, (uintptr_t)va, (size_t)len);
+free_mr:
+	prov_slot_free(&p->mrs, mr);
+	return err;
+}
+
+int prov_mr_dereg(struct prov *p, struct prov_mr *mr, bool force)
+{
+	struct nic_cmd cmd = {.opcode = NIC_CMD_DEREG_MR};
+	int err;
+
+	(void)p;
+	cmd.u.key.key = mr->key;
+	err = prov_nic_exec(mr->nic, &cmd, NULL);
+	/*
+	 * -EBUSY: DMA or windows still use it; the caller reports WSAEINVAL and
+	 * changes nothing, unless it must release anyway (socket close, cleanup:
+	 * the entry then stays until the context is torn down).  Any other
+	 * failure means the entry (-ENOENT) or the NIC (-ENETDOWN) is gone.
+	 */
+	if (err == -EBUSY && !force)
+		return -EBUSY;
+	return 0;
+}
+
+void prov_mr_free(struct prov *p, struct prov_mr *mr)
+{
+	if (mr->kind != PROV_MR_PRIVATE)
+		prov_hash_remove(&p->mr_hash, &mr->hnode);
+	prov_unpin(&p->pins, (uintptr_t)mr->va, (size_t)mr->len);
+	prov_slot_free(&p->mrs, mr);
+}

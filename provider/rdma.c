@@ -1,0 +1,295 @@
+/*
+ * Remote registrations: WSPRegisterRdmaMemory and WSPDeregisterRdmaMemory.
+ *
+ * Each socket exposing a buffer gets an exposure (prov_win) with a remote key
+ * of its own, so that the descriptor works only for that socket's peer (R4)
+ * and revoking it touches no other socket:
+ *   - NIC with memory windows (NIC_CAP_MW): the pages are registered once per
+ *     (NIC, buffer, length, flags) as a shared region with NIC_ACCESS_MW_BIND
+ *     (prov_mr kind RDMA), and each exposure is a window: ALLOC_MW, then
+ *     BIND_MW over the whole buffer with the remote access and no connection
+ *     yet (NIC_QPN_NONE; the next issue binds it to the socket's QP).  The
+ *     window's key is the rkey.
+ *   - NIC without windows: each exposure registers a region of its own
+ *     (prov_mr kind PRIVATE) with the remote access bits; its key is the
+ *     rkey.  The per-page pin counts keep the shared pages pinned once.
+ * The same buffer exposed again on the same socket returns the same
+ * descriptor and counts a reference (R2).  The last deregistration deallocates
+ * the window (if any), deregisters the region when nothing else uses it, and
+ * unpins.
+ *
+ * Access: MEM_READ lets the peer RDMA-read (REMOTE_READ), MEM_WRITE lets it
+ * RDMA-write (REMOTE_WRITE, which needs LOCAL_WRITE), MEM_READWRITE both.
+ */
+#include <string.h>
+
+#include "prov.h"
+
+static uint64_t win_hash(const struct prov_sock *sk, uint64_t va, uint64_t len, uint32_t flags)
+{
+	uint64_t h = prov_hash_mix((uintptr_t)sk, va);
+
+	h = prov_hash_mix(h, len);
+	return prov_hash_mix(h, flags);
+}
+
+static struct prov_win *win_find(struct prov *p, const struct prov_sock *sk, uint64_t va,
+				 uint64_t len, uint32_t flags)
+{
+	uint64_t h = win_hash(sk, va, len, flags);
+
+	for (struct prov_hnode *n = prov_hash_chain(&p->win_hash, h); n; n = n->next) {
+		struct prov_win *w = prov_container_of(n, struct prov_win, hnode);
+
+		if (n->hash == h && w->sock == sk && w->va == va && w->len == len &&
+		    w->flags == flags)
+			return w;
+	}
+	return NULL;
+}
+
+static uint32_t remote_access(uint32_t flags)
+{
+	uint32_t a = 0;
+
+	if (flags & MEM_READ)
+		a |= NIC_ACCESS_REMOTE_READ;
+	if (flags & MEM_WRITE)
+		a |= NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_LOCAL_WRITE;
+	return a;
+}
+
+static void fill_desc(const struct prov_win *w, struct nicsim_rdma_desc *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->magic = NICSIM_RDMA_DESC_MAGIC;
+	d->version = NICSIM_RDMA_DESC_VERSION;
+	d->access = (uint16_t)w->flags;
+	d->nic_addr = w->mr->nic->addr;
+	d->rkey = w->rkey;
+	d->va = w->va;
+	d->len = w->len;
+}
+
+/* Run a command on a key (DEALLOC_MW, ...): as prov_nic_exec. */
+static int key_cmd(struct prov_nic *nic, uint16_t opcode, uint32_t key)
+{
+	struct nic_cmd cmd = {.opcode = opcode};
+
+	cmd.u.key.key = key;
+	return prov_nic_exec(nic, &cmd, NULL);
+}
+
+/* Window over a shared region: *mr and *mw_key, *rkey on success, nothing otherwise. */
+static int expose_mw(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len,
+		     uint32_t flags, struct prov_mr **mrp, uint32_t *mw_key, uint32_t *rkey)
+{
+	uint32_t remote = remote_access(flags);
+	struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
+	struct nic_cmd alloc = {.opcode = NIC_CMD_ALLOC_MW};
+	struct prov_mr *mr;
+	bool created = false;
+	int err;
+
+	mr = prov_mr_find(p, nic, va, len, flags, PROV_MR_RDMA);
+	if (mr && mr->refs == UINT32_MAX)
+		return -ENOBUFS;
+	if (!mr) {
+		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_RDMA,
+				     remote | NIC_ACCESS_MW_BIND, (flags & MEM_WRITE) != 0, &mr);
+		if (err)
+			return err;
+		created = true;
+	}
+	err = prov_nic_exec(nic, &alloc, mw_key);
+	if (err)
+		goto undo_mr;
+	bind.u.bind_mw.mw_key = *mw_key;
+	bind.u.bind_mw.mr_key = mr->key;
+	bind.u.bind_mw.va = va;
+	bind.u.bind_mw.len = len;
+	bind.u.bind_mw.access = remote & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	bind.u.bind_mw.qpn = NIC_QPN_NONE;
+	err = prov_nic_exec(nic, &bind, rkey);
+	if (err)
+		goto dealloc;
+	/* Binding gave the window a new key byte: the old key is stale now. */
+	*mw_key = *rkey;
+	mr->refs++;
+	*mrp = mr;
+	return 0;
+
+dealloc:
+	key_cmd(nic, NIC_CMD_DEALLOC_MW, *mw_key);
+undo_mr:
+	if (created) {
+		prov_mr_dereg(p, mr, true);
+		prov_mr_free(p, mr);
+	}
+	return err;
+}
+
+int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
+		  struct nicsim_rdma_desc *desc)
+{
+	uint64_t va = (uintptr_t)buf;
+	struct prov_nic *nic;
+	struct prov_win *w;
+	int err;
+
+	err = prov_check_buffer(sk, buf, len, flags);
+	if (err)
+		return err;
+	nic = sk->nic;
+	w = win_find(p, sk, va, len, flags);
+	if (w) {
+		if (w->refs == UINT32_MAX)
+			return -ENOBUFS;
+		w->refs++;
+		fill_desc(w, desc);
+		return 0;
+	}
+
+	w = prov_slot_alloc(&p->wins);
+	if (!w)
+		return -ENOBUFS;
+	if (nic->caps & NIC_CAP_MW) {
+		err = expose_mw(p, nic, va, len, flags, &w->mr, &w->mw_key, &w->rkey);
+	} else {
+		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_PRIVATE, remote_access(flags),
+				     (flags & MEM_WRITE) != 0, &w->mr);
+		if (!err) {
+			w->mr->refs = 1;
+			w->rkey = w->mr->key;
+		}
+	}
+	if (err) {
+		prov_slot_free(&p->wins, w);
+		/* TPT full or NIC out of memory for the window: no resources. */
+		return err == -ENOSPC || err == -ENOMEM ? -ENOBUFS : err;
+	}
+	w->sock = sk;
+	w->va = va;
+	w->len = len;
+	w->flags = flags;
+	w->refs = 1;
+	prov_hash_insert(&p->win_hash, &w->hnode, win_hash(sk, va, len, flags));
+	w->sk_prev = NULL;
+	w->sk_next = sk->wins;
+	if (sk->wins)
+		sk->wins->sk_prev = w;
+	sk->wins = w;
+	fill_desc(w, desc);
+	return 0;
+}
+
+/*
+ * Remove an exposure.  Unless force, a NIC refusing because the memory is in
+ * use gives -EBUSY with nothing changed; the window goes first, so that is
+ * decided before anything is torn down.
+ */
+static int win_release(struct prov *p, struct prov_win *w, bool force)
+{
+	struct prov_mr *mr = w->mr;
+	int err;
+
+	if (w->mw_key) {
+		err = key_cmd(mr->nic, NIC_CMD_DEALLOC_MW, w->mw_key);
+		if (err == -EBUSY && !force)
+			return -EBUSY;
+		/*
+		 * The window is gone; a region still busy after it is left to the
+		 * context teardown rather than failing a half-done release.
+		 */
+		if (--mr->refs == 0) {
+			prov_mr_dereg(p, mr, true);
+			prov_mr_free(p, mr);
+		}
+	} else {
+		err = prov_mr_dereg(p, mr, force);
+		if (err)
+			return err;
+		prov_mr_free(p, mr);
+	}
+	prov_hash_remove(&p->win_hash, &w->hnode);
+	if (w->sk_prev)
+		w->sk_prev->sk_next = w->sk_next;
+	else
+		w->sock->wins = w->sk_next;
+	if (w->sk_next)
+		w->sk_next->sk_prev = w->sk_prev;
+	prov_slot_free(&p->wins, w);
+	return 0;
+}
+
+int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rdma_desc *d)
+{
+	struct prov_win *w;
+
+	if (d->magic != NICSIM_RDMA_DESC_MAGIC || d->version != NICSIM_RDMA_DESC_VERSION)
+		return -EINVAL;
+	if (!sk->nic || d->nic_addr != sk->nic->addr)
+		return -EINVAL;
+	w = win_find(p, sk, d->va, d->len, d->access);
+	/* The rkey changes with every registration: an old descriptor is stale. */
+	if (!w || w->rkey != d->rkey)
+		return -EINVAL;
+	if (w->refs > 1) {
+		w->refs--;
+		return 0;
+	}
+	return win_release(p, w, false) ? -EINVAL : 0;
+}
+
+void prov_sock_release_wins(struct prov *p, struct prov_sock *sk)
+{
+	while (sk->wins)
+		win_release(p, sk->wins, true);
+}
+
+int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, DWORD dwFlags,
+				 LPVOID lpRdmaBufferDescriptor, LPDWORD lpdwDescriptorLength,
+				 LPINT lpErrno)
+{
+	struct prov *p = prov_lock();
+	struct nicsim_rdma_desc desc;
+	struct prov_sock *sk;
+	int err = prov_sock_get(p, s, &sk);
+
+	/* The size query comes first: a switch asks it with a short buffer. */
+	if (!err && !lpdwDescriptorLength) {
+		err = -EFAULT;
+	} else if (!err && *lpdwDescriptorLength < NICSIM_RDMA_DESC_SIZE) {
+		*lpdwDescriptorLength = NICSIM_RDMA_DESC_SIZE;
+		err = -EFAULT;
+	} else if (!err && !lpRdmaBufferDescriptor) {
+		err = -EFAULT;
+	}
+	if (!err)
+		err = prov_reg_rdma(p, sk, lpBuffer, dwBufferLength, dwFlags, &desc);
+	prov_unlock(p);
+	if (err)
+		return prov_fail(err, lpErrno);
+	memcpy(lpRdmaBufferDescriptor, &desc, sizeof(desc));
+	*lpdwDescriptorLength = NICSIM_RDMA_DESC_SIZE;
+	return 0;
+}
+
+int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
+				   DWORD dwDescriptorLength, LPINT lpErrno)
+{
+	struct prov *p = prov_lock();
+	struct nicsim_rdma_desc desc;
+	struct prov_sock *sk;
+	int err = prov_sock_get(p, s, &sk);
+
+	if (!err && (!lpRdmaBufferDescriptor || dwDescriptorLength != NICSIM_RDMA_DESC_SIZE))
+		err = -EINVAL;
+	if (!err) {
+		/* Copy first: the caller's bytes are read once. */
+		memcpy(&desc, lpRdmaBufferDescriptor, sizeof(desc));
+		err = prov_dereg_rdma(p, sk, &desc);
+	}
+	prov_unlock(p);
+	return err ? prov_fail(err, lpErrno) : 0;
+}

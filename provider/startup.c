@@ -1,0 +1,164 @@
+/*
+ * WSPStartupEx and WSPCleanup, and the provider's one instance.
+ *
+ * Why one process-wide instance: the SPI has no context parameter.  A switch
+ * calls WSPStartupEx, then WSPSocket, WSPRegisterMemory and the rest as plain
+ * functions (the extension functions are even handed out as bare pointers),
+ * so the state they share has to be found without one.  Conventions forbid
+ * scattered globals, so all of it lives in the single struct prov below,
+ * guarded by its one mutex; WSPStartupEx/WSPCleanup reference-count it the
+ * way Winsock does.
+ *
+ * The process-wide state is not fork-safe: a child must not use sockets or
+ * registrations its parent made (mlock is not inherited and the NIC knows
+ * the child as nobody).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prov.h"
+
+#define PROV_TAG_SOCK 0x53 /* 'S': SOCKET handles */
+#define PROV_TAG_MR 0x4d   /* 'M': WSPRegisterMemory handles */
+#define PROV_TAG_WIN 0x57  /* 'W': never handed out */
+
+static struct prov prov_instance = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct prov *prov_lock(void)
+{
+	pthread_mutex_lock(&prov_instance.lock);
+	return &prov_instance;
+}
+
+void prov_unlock(struct prov *p)
+{
+	pthread_mutex_unlock(&p->lock);
+}
+
+int prov_run_dir(char *buf, size_t size)
+{
+	const char *d = getenv("NICSIM_DIR");
+	int n;
+
+	if (d && *d) {
+		n = snprintf(buf, size, "%s", d);
+	} else if ((d = getenv("XDG_RUNTIME_DIR")) && *d) {
+		n = snprintf(buf, size, "%s/nicsim", d);
+	} else {
+		n = snprintf(buf, size, "/tmp/nicsim-%u", (unsigned)getuid());
+	}
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Undo start(); also cleans up after a start() that failed half way. */
+static void stop(struct prov *p)
+{
+	prov_sock_close_all(p);
+	/* Every NIC reference belongs to a socket, so none is left; be safe. */
+	while (p->nics) {
+		struct prov_nic *nic = p->nics;
+
+		nic->users = 1;
+		prov_nic_put(p, nic);
+	}
+	prov_reg_fini(p);
+	prov_pins_fini(&p->pins);
+	prov_hash_fini(&p->win_hash);
+	prov_hash_fini(&p->mr_hash);
+	prov_slots_fini(&p->wins);
+	prov_slots_fini(&p->mrs);
+	prov_slots_fini(&p->socks);
+	memset(p->dir, 0, sizeof(p->dir));
+}
+
+static int start(struct prov *p)
+{
+	/* Handles of an earlier start/cleanup cycle must not come back. */
+	uint32_t seed = ++p->epoch * 0x9e3779b9u;
+	int err;
+
+	/* An unusable directory is not fatal: binding then finds no NIC. */
+	if (prov_run_dir(p->dir, sizeof(p->dir)))
+		p->dir[0] = '\0';
+	prov_slots_init(&p->socks, sizeof(struct prov_sock), PROV_TAG_SOCK, seed);
+	prov_slots_init(&p->mrs, sizeof(struct prov_mr), PROV_TAG_MR, seed);
+	prov_slots_init(&p->wins, sizeof(struct prov_win), PROV_TAG_WIN, seed);
+	err = prov_hash_init(&p->mr_hash, 256);
+	if (!err)
+		err = prov_hash_init(&p->win_hash, 64);
+	if (!err)
+		err = prov_pins_init(&p->pins);
+	if (err)
+		stop(p);
+	return err;
+}
+
+static void fill_wspdata(LPWSPDATA d)
+{
+	static const char desc[] = "nicsim SAN service provider (emulated RDMA NIC)";
+
+	memset(d, 0, sizeof(*d));
+	d->wVersion = MAKEWORD(2, 2);
+	d->wHighVersion = MAKEWORD(2, 2);
+	for (size_t i = 0; i < sizeof(desc) - 1 && i < WSPDESCRIPTION_LEN; i++)
+		d->szDescription[i] = (WCHAR)desc[i];
+}
+
+/* The calls implemented so far; every other slot stays NULL. */
+static void fill_proc_table(LPWSPPROC_TABLE t)
+{
+	memset(t, 0, sizeof(*t));
+	t->lpWSPBind = WSPBind;
+	t->lpWSPCleanup = WSPCleanup;
+	t->lpWSPCloseSocket = WSPCloseSocket;
+	t->lpWSPIoctl = WSPIoctl;
+	t->lpWSPSocket = WSPSocket;
+}
+
+int WSPAPI WSPStartupEx(WORD wVersionRequested, LPWSPDATA lpWSPData,
+			LPWSAPROTOCOL_INFOW lpProtocolInfo, LPWSPUPCALLTABLEEX lpUpcallTable,
+			LPWSPPROC_TABLE lpProcTable)
+{
+	BYTE major = LOBYTE(wVersionRequested), minor = HIBYTE(wVersionRequested);
+	struct prov *p;
+	int err = 0;
+
+	/* The protocol info and the upcall table are not needed (ws2san.h). */
+	(void)lpProtocolInfo;
+	(void)lpUpcallTable;
+	if (!lpWSPData || !lpProcTable)
+		return prov_wsa_error(-EFAULT);
+	if (major < 2 || (major == 2 && minor < 2))
+		return prov_wsa_error(-PROV_EVERSION);
+
+	p = prov_lock();
+	if (p->starts == UINT32_MAX)
+		err = -ENOBUFS;
+	else if (p->starts == 0)
+		err = start(p);
+	if (!err)
+		p->starts++;
+	prov_unlock(p);
+	if (err)
+		return prov_wsa_error(err);
+	fill_wspdata(lpWSPData);
+	fill_proc_table(lpProcTable);
+	return 0;
+}
+
+int WSPAPI WSPCleanup(LPINT lpErrno)
+{
+	struct prov *p = prov_lock();
+	int err = 0;
+
+	if (!p->starts)
+		err = -PROV_ENOTINIT;
+	else if (--p->starts == 0)
+		stop(p);
+	prov_unlock(p);
+	return err ? prov_fail(err, lpErrno) : 0;
+}
