@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ static uint32_t next_id(struct nic *nic)
 	}
 }
 
-static int create_segment(struct nic_ctx *c)
+static int create_segment(struct nic_ctx *c, uint32_t nic_cpu)
 {
 	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	struct nic_ctx_hdr *h;
@@ -89,6 +90,7 @@ static int create_segment(struct nic_ctx *c)
 	h->cmdq_off = NIC_CTX_CMDQ_OFF;
 	h->cplq_off = NIC_CTX_CPLQ_OFF;
 	h->nic_state = NIC_CTX_OK;
+	h->nic_cpu = nic_cpu;
 	return 0;
 }
 
@@ -151,7 +153,7 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 	c->id = next_id(nic);
 	c->pid = pid;
 	read_comm(pid, c->comm);
-	err = create_segment(c);
+	err = create_segment(c, nic->cpu);
 	if (err < 0)
 		goto fail;
 	c->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -213,6 +215,27 @@ void ctx_set_sleeping(struct nic *nic, uint32_t v)
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
 		ring_flag_set(&c->hdr->nic_sleeping, v);
 	ring_fence();
+}
+
+/*
+ * Publish the CPU the NIC polls on (when it changed) and tell whether a host
+ * that waits for a completion is on the same CPU: spinning would then only
+ * delay it.
+ */
+bool ctx_share_cpu(struct nic *nic)
+{
+	int cpu = sched_getcpu();
+	uint32_t me = cpu < 0 ? 0 : (uint32_t)cpu + 1;
+	bool shared = false;
+
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		if (me != nic->cpu)
+			ring_flag_set(&c->hdr->nic_cpu, me);
+		if (me && ring_flag_get(&c->hdr->host_cpu) == me)
+			shared = true;
+	}
+	nic->cpu = me;
+	return shared;
 }
 
 static void ctx_fault(struct nic *nic, struct nic_ctx *c, uint32_t detail, const char *what)

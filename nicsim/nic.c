@@ -300,8 +300,9 @@ int nic_run(struct nic *nic)
 					break;
 			}
 			/* Two cores are shared by every process in a test: give
-			 * the CPU away regularly while spinning. */
-			if (++idle_polls % NIC_SPIN_BATCH == 0)
+			 * the CPU away regularly while spinning, and at once when
+			 * a host waits on this very CPU. */
+			if (++idle_polls % NIC_SPIN_BATCH == 0 || ctx_share_cpu(nic))
 				sched_yield();
 			continue;
 		}

@@ -78,6 +78,7 @@ struct nic {
 	uint32_t nctx;
 	uint32_t next_ctx_id;
 	struct nic_conn *conns; /* new and management connections */
+	uint32_t cpu;           /* CPU last published in nic_cpu, plus 1 */
 	bool stop;
 };
 
@@ -86,6 +87,7 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid);
 void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why);
 unsigned ctx_poll(struct nic *nic, struct nic_ctx *c);
 void ctx_set_sleeping(struct nic *nic, uint32_t v);
+bool ctx_share_cpu(struct nic *nic);
 struct nic_ctx *ctx_find(struct nic *nic, uint32_t id);
 
 /* mgmt.c */

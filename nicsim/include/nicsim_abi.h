@@ -22,6 +22,12 @@
  * entry.  The NIC copies every command out of shared memory before it looks at
  * it and treats every field, and every index the host owns, as hostile.
  *
+ * Spinning: a side that waits for the other polls briefly before it sleeps,
+ * which is cheap only while the two run on different CPUs.  Each side
+ * publishes the CPU it last ran on (nic_cpu, host_cpu); a side that finds the
+ * other on its own CPU yields the CPU at every poll instead of spinning, so
+ * that the other side runs at once.
+ *
  * All multi-byte fields are little-endian (the host and NIC share a machine).
  */
 #ifndef NICSIM_ABI_H
@@ -219,8 +225,10 @@ struct nic_ctx_hdr {
 	alignas(NIC_CACHELINE) uint32_t nic_state;  /* enum nic_ctx_state */
 	uint32_t nic_error;                          /* detail for nic_state */
 	alignas(NIC_CACHELINE) uint32_t nic_sleeping; /* 1: kick the doorbell */
-	/* Host-owned word. */
+	uint32_t nic_cpu; /* hint: CPU the NIC last polled on, plus 1; 0 unknown */
+	/* Host-owned words. */
 	alignas(NIC_CACHELINE) uint32_t host_waiting; /* 1: raise the interrupt */
+	uint32_t host_cpu; /* hint: CPU the host last waited on, plus 1; 0 unknown */
 	/* Host produces commands, NIC consumes them. */
 	struct nic_ring_idx cmdq;
 	/* NIC produces completions, host consumes them. */
@@ -251,7 +259,9 @@ _Static_assert(sizeof(struct nic_ring_idx) == 128, "ring indices on two cache li
 _Static_assert(offsetof(struct nic_ring_idx, cons) == 64, "cons on its own line");
 _Static_assert(offsetof(struct nic_ctx_hdr, nic_state) == 64, "nic_state at 64");
 _Static_assert(offsetof(struct nic_ctx_hdr, nic_sleeping) == 128, "nic_sleeping at 128");
+_Static_assert(offsetof(struct nic_ctx_hdr, nic_cpu) == 132, "nic_cpu at 132");
 _Static_assert(offsetof(struct nic_ctx_hdr, host_waiting) == 192, "host_waiting at 192");
+_Static_assert(offsetof(struct nic_ctx_hdr, host_cpu) == 196, "host_cpu at 196");
 _Static_assert(offsetof(struct nic_ctx_hdr, cmdq) == 256, "cmdq indices at 256");
 _Static_assert(offsetof(struct nic_ctx_hdr, cplq) == 384, "cplq indices at 384");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
