@@ -1,0 +1,342 @@
+/*
+ * A real nicsimd against hosts that misbehave: random commands through the
+ * ring, random bytes over the whole shared segment and into the doorbell,
+ * malformed hellos, silent connections, and hosts killed while they register.
+ * After each, the NIC must still be alive, serve a well-behaved host, and its
+ * TPT occupancy must return to what it was.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nicsim_host.h"
+#include "nstest.h"
+
+#define ADDR "198.18.0.1"
+#define WAIT_MS 5000
+
+static char dir[256];
+static char sock[300];
+static pid_t nic = -1;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	/* xorshift64*: reproducible from the seed printed at start. */
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545f4914f6cdd1dull;
+}
+
+static void rnd_fill(void *p, size_t n)
+{
+	unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)rnd();
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* TPT entries in use, asked through a context of our own (which holds none). */
+static int tpt_in_use(void)
+{
+	struct nic_host *h;
+	struct nic_cmd c = {.opcode = NIC_CMD_QUERY_DEVICE};
+	struct nic_cpl cpl;
+	int n = -1;
+
+	if (nic_host_attach(sock, &h) < 0)
+		return -1;
+	if (nic_host_cmd(h, &c, &cpl, WAIT_MS) == 0 && cpl.status == NIC_STATUS_OK)
+		n = (int)cpl.u.query_device.tpt_in_use;
+	nic_host_detach(h);
+	return n;
+}
+
+/* Wait (bounded) until occupancy is back at want; returns the last value seen. */
+static int wait_in_use(int want)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int n;
+
+	while ((n = tpt_in_use()) != want && nst_now_ns() < deadline)
+		sleep_ms(10);
+	return n;
+}
+
+/* A well-behaved host: register, query, deregister. */
+static void check_serves_good_host(void)
+{
+	static char buf[8192];
+	struct nic_host *h;
+	struct nic_cmd c = {.opcode = NIC_CMD_REG_MR};
+	struct nic_cpl cpl;
+	uint32_t key;
+
+	NST_REQUIRE_EQ(kill(nic, 0), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	c.u.reg_mr.va = (uintptr_t)buf;
+	c.u.reg_mr.len = sizeof(buf);
+	c.u.reg_mr.access = NIC_ACCESS_LOCAL_WRITE;
+	NST_EQ(nic_host_cmd(h, &c, &cpl, WAIT_MS), 0);
+	NST_EQ(cpl.status, NIC_STATUS_OK);
+	key = cpl.key;
+	c = (struct nic_cmd){.opcode = NIC_CMD_DEREG_MR};
+	c.u.key.key = key;
+	NST_EQ(nic_host_cmd(h, &c, &cpl, WAIT_MS), 0);
+	NST_EQ(cpl.status, NIC_STATUS_OK);
+	nic_host_detach(h);
+}
+
+static void test_random_commands(void)
+{
+	int base = tpt_in_use();
+	unsigned counts[NIC_STATUS_MAX_] = {0}, done = 0;
+	struct nic_host *h;
+	uint64_t end = nst_now_ns() + 1000000000ull;
+
+	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	while (nst_now_ns() < end) {
+		struct nic_cmd c;
+		struct nic_cpl cpl;
+		int err;
+
+		rnd_fill(&c, sizeof(c));
+		/* Mostly known opcodes, so that decoding goes past the opcode;
+		 * often clean reserved fields and plausible values, so that the
+		 * later checks and execution are reached too. */
+		if (rnd() % 4)
+			c.opcode = (uint16_t)(rnd() % (NIC_CMD_MAX_ + 1));
+		if (rnd() % 2) {
+			static const size_t used[NIC_CMD_MAX_ + 1] = {
+				[NIC_CMD_REG_MR] = 20, [NIC_CMD_DEREG_MR] = 4,
+				[NIC_CMD_INVALIDATE_MW] = 4, [NIC_CMD_DEALLOC_MW] = 4,
+				[NIC_CMD_BIND_MW] = 32};
+
+			size_t n = c.opcode <= NIC_CMD_MAX_ ? used[c.opcode] : 0;
+
+			c.flags = 0;
+			c.reserved0 = 0;
+			memset(c.u.raw + n, 0, sizeof(c.u.raw) - n);
+			if (rnd() % 2) {
+				c.u.reg_mr.len %= 1u << 21;
+				c.u.reg_mr.access &= NIC_ACCESS_ALL;
+				if (rnd() % 8 == 0)
+					c.u.reg_mr.len = 0;
+				if (rnd() % 8 == 0)
+					c.u.reg_mr.va = UINT64_MAX - rnd() % 65536;
+			}
+		}
+		err = nic_host_cmd(h, &c, &cpl, WAIT_MS);
+		NST_REQUIRE_EQ(err, 0);
+		NST_REQUIRE(cpl.status < NIC_STATUS_MAX_);
+		counts[cpl.status]++;
+		done++;
+	}
+	printf("\n    %u random commands: ok %u, bad opcode %u, bad field %u, bad access %u, "
+	       "bad range %u, too large %u, bad key %u\n",
+	       done, counts[NIC_STATUS_OK], counts[NIC_STATUS_BAD_OPCODE],
+	       counts[NIC_STATUS_BAD_FIELD], counts[NIC_STATUS_BAD_ACCESS],
+	       counts[NIC_STATUS_BAD_RANGE], counts[NIC_STATUS_TOO_LARGE],
+	       counts[NIC_STATUS_BAD_KEY]);
+	/* Every refusal class was reached, and some commands got through. */
+	NST_TRUE(counts[NIC_STATUS_OK] > 0);
+	NST_TRUE(counts[NIC_STATUS_BAD_OPCODE] > 0);
+	NST_TRUE(counts[NIC_STATUS_BAD_FIELD] > 0);
+	NST_TRUE(counts[NIC_STATUS_BAD_ACCESS] > 0);
+	NST_TRUE(counts[NIC_STATUS_BAD_RANGE] > 0);
+	NST_TRUE(counts[NIC_STATUS_BAD_KEY] > 0);
+	check_serves_good_host();
+	nic_host_detach(h);
+	NST_EQ(wait_in_use(base), base);
+}
+
+static void test_garbage_segment_and_doorbell(void)
+{
+	int base = tpt_in_use();
+	struct nic_host *h;
+	size_t size;
+	unsigned char *seg;
+	uint64_t end = nst_now_ns() + 1000000000ull;
+	unsigned rounds = 0;
+
+	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	seg = nic_host_segment(h, &size);
+	NST_REQUIRE(seg != NULL);
+	NST_REQUIRE_EQ(size, NIC_CTX_SEG_SIZE);
+	while (nst_now_ns() < end) {
+		uint64_t v = rnd();
+		size_t off = rnd() % size, n = 1 + rnd() % 512;
+
+		if (off + n > size)
+			n = size - off;
+		rnd_fill(seg + off, n);
+		/* Any value, including ones the eventfd refuses or that would
+		 * overflow it: the host's write fails, the NIC must not care. */
+		if (write(nic_host_doorbell_fd(h), &v, sizeof(v)) < 0 && errno != EINVAL &&
+		    errno != EAGAIN)
+			NST_TRUE(0);
+		if (++rounds % 64 == 0)
+			sleep_ms(1);
+	}
+	printf("\n    %u rounds of random bytes over the segment and doorbell\n", rounds);
+	check_serves_good_host();
+	nic_host_detach(h);
+	NST_EQ(wait_in_use(base), base);
+}
+
+/* Send raw bytes as a hello and read the reply's status (-1: no reply). */
+static int raw_hello(const void *msg, size_t len)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct nic_hello_reply r;
+	struct timeval tv = {.tv_sec = 5};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), status = -1;
+
+	strcpy(sa.sun_path, sock);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    send(fd, msg, len, MSG_NOSIGNAL) == (ssize_t)len &&
+	    recv(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r) && r.magic == NIC_ABI_MAGIC)
+		status = r.status;
+	close(fd);
+	return status;
+}
+
+static void test_bad_hellos(void)
+{
+	struct nic_hello good = {.magic = NIC_ABI_MAGIC,
+				 .abi_version = NIC_ABI_VERSION,
+				 .role = NIC_ROLE_HOST};
+	struct nic_hello h;
+	static unsigned char big[4096];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int silent;
+
+	/* A connection that never says hello does not hold the NIC up. */
+	strcpy(sa.sun_path, sock);
+	silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	NST_REQUIRE_EQ(connect(silent, (struct sockaddr *)&sa, sizeof(sa)), 0);
+
+	NST_EQ(raw_hello(&good, 10), NIC_STATUS_BAD_HELLO);
+	h = good;
+	h.magic ^= 1;
+	NST_EQ(raw_hello(&h, sizeof(h)), NIC_STATUS_BAD_HELLO);
+	h = good;
+	h.abi_version = 99;
+	NST_EQ(raw_hello(&h, sizeof(h)), NIC_STATUS_BAD_VERSION);
+	h = good;
+	h.role = 7;
+	NST_EQ(raw_hello(&h, sizeof(h)), NIC_STATUS_BAD_HELLO);
+	h = good;
+	h.reserved[47] = 1;
+	NST_EQ(raw_hello(&h, sizeof(h)), NIC_STATUS_BAD_HELLO);
+	memcpy(big, &good, sizeof(good));
+	NST_EQ(raw_hello(big, sizeof(big)), NIC_STATUS_BAD_HELLO);
+	for (int i = 0; i < 50; i++) {
+		rnd_fill(&h, sizeof(h));
+		NST_NE(raw_hello(&h, sizeof(h)), NIC_STATUS_OK);
+	}
+	check_serves_good_host();
+	close(silent);
+}
+
+static int churn(void *arg)
+{
+	static char buf[1 << 16];
+	struct nic_host *h;
+
+	(void)arg;
+	if (nic_host_attach(sock, &h) < 0)
+		return 1;
+	for (;;) {
+		struct nic_cmd c = {.opcode = NIC_CMD_REG_MR};
+		struct nic_cpl cpl;
+
+		c.u.reg_mr.va = (uintptr_t)buf + (rnd() % 4096);
+		c.u.reg_mr.len = 1 + rnd() % 4096;
+		if (nic_host_cmd(h, &c, &cpl, WAIT_MS) < 0)
+			return 2;
+		/* Leave about half registered, so that teardown has work. */
+		if (cpl.status == NIC_STATUS_OK && rnd() % 2) {
+			c = (struct nic_cmd){.opcode = NIC_CMD_DEREG_MR};
+			c.u.key.key = cpl.key;
+			if (nic_host_cmd(h, &c, &cpl, WAIT_MS) < 0)
+				return 3;
+		}
+	}
+}
+
+static void test_killed_while_registering(void)
+{
+	int base = tpt_in_use();
+
+	NST_REQUIRE(base >= 0);
+	for (int i = 0; i < 5; i++) {
+		pid_t child = nst_fork(churn, NULL);
+		int status;
+
+		NST_REQUIRE(child > 0);
+		sleep_ms(20 + (int)(rnd() % 60));
+		NST_EQ(kill(child, SIGKILL), 0);
+		status = nst_wait(child, WAIT_MS);
+		NST_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		NST_EQ(wait_in_use(base), base);
+	}
+	check_serves_good_host();
+}
+
+static int init(void)
+{
+	const char *seed = getenv("NICSIM_SEED");
+
+	if (seed)
+		rng = strtoull(seed, NULL, 0) | 1;
+	printf("seed 0x%llx (set NICSIM_SEED to replay)\n", (unsigned long long)rng);
+	if (nst_tmpdir(dir, sizeof(dir), "hostile") < 0)
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/nic-" ADDR ".sock", dir);
+	nic = nst_start_nic(dir, ADDR, (const char *const[]){"--tpt-capacity", "100000", NULL},
+			    WAIT_MS);
+	return nic > 0 ? 0 : -1;
+}
+
+static int clean(void)
+{
+	int status = nst_stop(nic, WAIT_MS);
+
+	/* The NIC must have survived everything and stopped cleanly. */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "nicsimd ended with status 0x%x; log in %s\n", status, dir);
+		return -1;
+	}
+	nst_rmtree(dir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+		{"random_commands", test_random_commands},
+		{"garbage_segment_and_doorbell", test_garbage_segment_and_doorbell},
+		{"bad_hellos", test_bad_hellos},
+		{"killed_while_registering", test_killed_while_registering},
+		{NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "hostile", tests, init, clean);
+}
