@@ -141,7 +141,8 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 
 	if (nic->nctx >= NIC_MAX_CONTEXTS) {
 		nic->stats.attach_refused++;
-		nic_warn(&nic->log, "refused attach from pid %u: %u contexts already", pid, nic->nctx);
+		nic_warn(&nic->log, "refused attach from pid %u: %u contexts already", pid,
+			 nic->nctx);
 		nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
 		return -ENOSPC;
 	}
@@ -297,7 +298,8 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 		cmd_execute(&nic->env, &owner, &cmd, &cpl);
 		if (cpl.status != NIC_STATUS_OK)
 			nic_dbg(&nic->log, "context %u: command %u tag %llu failed: %s", c->id,
-				cmd.opcode, (unsigned long long)cmd.tag, nic_status_str(cpl.status));
+				cmd.opcode, (unsigned long long)cmd.tag,
+				nic_status_str(cpl.status));
 		memcpy(&c->cplq[c->cpl_prod & mask], &cpl, sizeof(cpl));
 		c->cpl_prod++;
 	}

@@ -32,8 +32,8 @@ void nic_log_printf(const struct nic_log *log, enum nic_log_level level, const c
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-	n = snprintf(line, sizeof(line), "%s.%06ldZ %s %s: ", stamp, ts.tv_nsec / 1000,
-		     log->prefix, level_names[level]);
+	n = snprintf(line, sizeof(line), "%s.%06ldZ %s %s: ", stamp, ts.tv_nsec / 1000, log->prefix,
+		     level_names[level]);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	va_start(ap, fmt);

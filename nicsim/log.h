@@ -22,7 +22,7 @@ struct nic_log {
 int nic_log_level_parse(const char *text, enum nic_log_level *level);
 
 void nic_log_printf(const struct nic_log *log, enum nic_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #define nic_err(l, ...) nic_log_printf((l), NIC_LOG_ERROR, __VA_ARGS__)
 #define nic_warn(l, ...) nic_log_printf((l), NIC_LOG_WARN, __VA_ARGS__)

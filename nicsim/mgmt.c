@@ -63,8 +63,10 @@ static void tpt_rec(struct nic *nic, const struct tpt_entry_view *v, struct nic_
 
 static int send_tpt(struct nic *nic, int fd)
 {
-	enum { PER_MSG = (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) /
-			 sizeof(struct nic_mgmt_tpt_rec) };
+	enum {
+		PER_MSG = (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) /
+			  sizeof(struct nic_mgmt_tpt_rec)
+	};
 	struct tpt_entry_view *views = malloc(PER_MSG * sizeof(*views));
 	struct nic_mgmt_tpt_rec *recs = malloc(PER_MSG * sizeof(*recs));
 	uint32_t cursor = 0;

@@ -71,7 +71,7 @@ int nic_send_reply(struct nic *nic, int fd, uint16_t status, uint32_t ctx_id)
 
 	nic_fill_reply(nic, &r, status, ctx_id);
 	return send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(r) ? 0
-											 : -EIO;
+											  : -EIO;
 }
 
 void nic_conn_close(struct nic *nic, struct nic_conn *conn)
@@ -382,8 +382,9 @@ static int open_listener(struct nic *nic)
 		return err;
 	}
 	fab_addr_format(nic->opts.addr, addr, sizeof(addr));
-	if (snprintf(nic->pid_path, sizeof(nic->pid_path), "%s/" NIC_SOCK_PREFIX "%s" NIC_PID_SUFFIX,
-		     nic->opts.dir, addr) >= (int)sizeof(nic->pid_path))
+	if (snprintf(nic->pid_path, sizeof(nic->pid_path),
+		     "%s/" NIC_SOCK_PREFIX "%s" NIC_PID_SUFFIX, nic->opts.dir,
+		     addr) >= (int)sizeof(nic->pid_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, nic->sock_path);
 	err = claim_socket_path(nic, &sa);

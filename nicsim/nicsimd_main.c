@@ -38,17 +38,17 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"addr", required_argument, NULL, 'a'},
-		{"dir", required_argument, NULL, 'd'},
-		{"tpt-capacity", required_argument, NULL, 't'},
-		{"max-reg", required_argument, NULL, 'm'},
-		{"no-mw", no_argument, NULL, 'W'},
-		{"no-rdma-read", no_argument, NULL, 'R'},
-		{"spin-us", required_argument, NULL, 's'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"addr", required_argument, NULL, 'a'},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"tpt-capacity", required_argument, NULL, 't'},
+	    {"max-reg", required_argument, NULL, 'm'},
+	    {"no-mw", no_argument, NULL, 'W'},
+	    {"no-rdma-read", no_argument, NULL, 'R'},
+	    {"spin-us", required_argument, NULL, 's'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *dir_opt = NULL;
 	struct nic_opts o;
@@ -79,8 +79,10 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			if (opts_parse_size(optarg, &v) < 0 || v == 0) {
-				fprintf(stderr, "nicsimd: --max-reg %s: want a size such as 65536, 64K, 1G\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "nicsimd: --max-reg %s: want a size such as 65536, 64K, 1G\n",
+				    optarg);
 				return 2;
 			}
 			o.max_reg_len = v;
@@ -96,13 +98,17 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			if (nic_log_level_parse(optarg, &o.log_level) < 0) {
-				fprintf(stderr, "nicsimd: --log-level %s: want error, warn, info or debug\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "nicsimd: --log-level %s: want error, warn, info or debug\n",
+				    optarg);
 				return 2;
 			}
 			break;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("nicsimd %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION); return 0;
+		case 'V':
+			printf("nicsimd %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);
+			return 0;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -115,8 +121,8 @@ int main(int argc, char **argv)
 	if (err == 0)
 		err = nic_run_dir_make(o.dir);
 	if (err < 0) {
-		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n", o.dir[0] ? o.dir : "?",
-			strerror(-err));
+		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n",
+			o.dir[0] ? o.dir : "?", strerror(-err));
 		return 1;
 	}
 	err = nic_create(&o, &nic);

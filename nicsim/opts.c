@@ -41,7 +41,8 @@ int opts_parse_size(const char *text, uint64_t *out)
 	case 'T': shift = 40; break;
 	default: return -EINVAL;
 	}
-	if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'I' && end[2] == 'B' && !end[3]) &&
+	if (*end && end[1] &&
+	    !(toupper((unsigned char)end[1]) == 'I' && end[2] == 'B' && !end[3]) &&
 	    !(toupper((unsigned char)end[1]) == 'B' && !end[2]))
 		return -EINVAL;
 	if (shift && v > (~0ull >> shift))

@@ -58,22 +58,22 @@ struct tpt_entry_view {
 	uint32_t access;
 	uint64_t va, len;
 	uint32_t ctx_id, pid;
-	uint32_t qpn;          /* windows: bound connection */
-	uint32_t mr_key;       /* windows: region bound to, 0 if unbound */
-	uint64_t page_va;      /* page list: first page of the run */
-	uint64_t npages;       /* page list: pages in the run */
-	uint64_t reg_ns;       /* when registered or bound (CLOCK_REALTIME) */
-	uint64_t changed_ns;   /* when the key last changed */
-	uint32_t changed_pid;  /* who changed it */
+	uint32_t qpn;         /* windows: bound connection */
+	uint32_t mr_key;      /* windows: region bound to, 0 if unbound */
+	uint64_t page_va;     /* page list: first page of the run */
+	uint64_t npages;      /* page list: pages in the run */
+	uint64_t reg_ns;      /* when registered or bound (CLOCK_REALTIME) */
+	uint64_t changed_ns;  /* when the key last changed */
+	uint32_t changed_pid; /* who changed it */
 	uint32_t inflight;
 };
 
 /* Result of a successful check: what the DMA engine needs. */
 struct tpt_grant {
-	uint32_t index;  /* pass to tpt_put() when done */
-	uint64_t va;     /* start of the access in the owner's address space */
+	uint32_t index; /* pass to tpt_put() when done */
+	uint64_t va;    /* start of the access in the owner's address space */
 	uint64_t len;
-	uint32_t pid;    /* the owner process whose memory is reached */
+	uint32_t pid; /* the owner process whose memory is reached */
 };
 
 /*
@@ -115,9 +115,8 @@ int tpt_alloc_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t *key);
  * window / mr_key not a region; -EACCES: region lacks MW_BIND or the access;
  * -EBUSY: window has DMA in flight.
  */
-int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key,
-		uint32_t mr_key, uint64_t va, uint64_t len, uint32_t access, uint32_t qpn,
-		uint32_t *new_key);
+int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, uint32_t mr_key,
+		uint64_t va, uint64_t len, uint32_t access, uint32_t qpn, uint32_t *new_key);
 
 /*
  * Revoke a window's access at once (state REVOKED); the key stays so that a

@@ -87,18 +87,18 @@ struct nic_hello_reply {
 
 enum nic_status {
 	NIC_STATUS_OK = 0,
-	NIC_STATUS_BAD_OPCODE = 1,  /* unknown opcode */
-	NIC_STATUS_BAD_FIELD = 2,   /* a reserved field or flag not zero */
-	NIC_STATUS_BAD_ACCESS = 3,  /* unknown access bit or invalid combination */
-	NIC_STATUS_BAD_RANGE = 4,   /* zero length, or va + len wraps */
-	NIC_STATUS_TOO_LARGE = 5,   /* longer than max_reg_len */
-	NIC_STATUS_TPT_FULL = 6,    /* no free TPT entry */
-	NIC_STATUS_BAD_KEY = 7,     /* index out of range, stale key, or not this PD's */
-	NIC_STATUS_BAD_STATE = 8,   /* entry not in a state that allows the command */
-	NIC_STATUS_BUSY = 9,        /* entry in use (windows bound to a region) */
-	NIC_STATUS_BAD_VERSION = 10, /* handshake: ABI version not supported */
-	NIC_STATUS_BAD_HELLO = 11,  /* handshake: malformed hello */
-	NIC_STATUS_NO_RESOURCES = 12, /* handshake: NIC cannot create a context */
+	NIC_STATUS_BAD_OPCODE = 1,     /* unknown opcode */
+	NIC_STATUS_BAD_FIELD = 2,      /* a reserved field or flag not zero */
+	NIC_STATUS_BAD_ACCESS = 3,     /* unknown access bit or invalid combination */
+	NIC_STATUS_BAD_RANGE = 4,      /* zero length, or va + len wraps */
+	NIC_STATUS_TOO_LARGE = 5,      /* longer than max_reg_len */
+	NIC_STATUS_TPT_FULL = 6,       /* no free TPT entry */
+	NIC_STATUS_BAD_KEY = 7,        /* index out of range, stale key, or not this PD's */
+	NIC_STATUS_BAD_STATE = 8,      /* entry not in a state that allows the command */
+	NIC_STATUS_BUSY = 9,           /* entry in use (windows bound to a region) */
+	NIC_STATUS_BAD_VERSION = 10,   /* handshake: ABI version not supported */
+	NIC_STATUS_BAD_HELLO = 11,     /* handshake: malformed hello */
+	NIC_STATUS_NO_RESOURCES = 12,  /* handshake: NIC cannot create a context */
 	NIC_STATUS_NOT_SUPPORTED = 13, /* capability switched off on this NIC */
 	NIC_STATUS_MAX_
 };
@@ -112,8 +112,8 @@ enum nic_status {
  * until the byte wraps after 256 reuses of the same index (as on hardware).
  */
 #define NIC_KEY_INDEX(k) ((uint32_t)(k) >> 8)
-#define NIC_KEY_BYTE(k) ((uint32_t)(k) & 0xffu)
-#define NIC_KEY_MAKE(idx, b) (((uint32_t)(idx) << 8) | ((uint32_t)(b) & 0xffu))
+#define NIC_KEY_BYTE(k) ((uint32_t)(k)&0xffu)
+#define NIC_KEY_MAKE(idx, b) (((uint32_t)(idx) << 8) | ((uint32_t)(b)&0xffu))
 #define NIC_TPT_MAX_CAPACITY ((1u << 24) - 1u)
 
 /* Access bits; local read is always implied. */
@@ -129,14 +129,14 @@ enum nic_status {
 /* ---- Commands ---------------------------------------------------------- */
 
 enum nic_opcode {
-	NIC_CMD_NOP = 0,          /* completes with OK; for liveness and latency */
-	NIC_CMD_QUERY_DEVICE = 1, /* -> cpl.query_device */
-	NIC_CMD_REG_MR = 2,       /* register a region of the host's address space */
-	NIC_CMD_DEREG_MR = 3,     /* invalidate a region (drains DMA first) */
-	NIC_CMD_ALLOC_MW = 4,     /* allocate an unbound memory window */
-	NIC_CMD_BIND_MW = 5,      /* bind a window to part of a region: new key */
+	NIC_CMD_NOP = 0,           /* completes with OK; for liveness and latency */
+	NIC_CMD_QUERY_DEVICE = 1,  /* -> cpl.query_device */
+	NIC_CMD_REG_MR = 2,        /* register a region of the host's address space */
+	NIC_CMD_DEREG_MR = 3,      /* invalidate a region (drains DMA first) */
+	NIC_CMD_ALLOC_MW = 4,      /* allocate an unbound memory window */
+	NIC_CMD_BIND_MW = 5,       /* bind a window to part of a region: new key */
 	NIC_CMD_INVALIDATE_MW = 6, /* revoke the window's remote access at once */
-	NIC_CMD_DEALLOC_MW = 7,   /* free a window */
+	NIC_CMD_DEALLOC_MW = 7,    /* free a window */
 	NIC_CMD_MAX_
 };
 
@@ -222,8 +222,8 @@ struct nic_ctx_hdr {
 	uint64_t cmdq_off;   /* offset of struct nic_cmd[cmdq_depth] */
 	uint64_t cplq_off;   /* offset of struct nic_cpl[cmdq_depth] */
 	/* NIC-owned words. */
-	alignas(NIC_CACHELINE) uint32_t nic_state;  /* enum nic_ctx_state */
-	uint32_t nic_error;                          /* detail for nic_state */
+	alignas(NIC_CACHELINE) uint32_t nic_state;    /* enum nic_ctx_state */
+	uint32_t nic_error;                           /* detail for nic_state */
 	alignas(NIC_CACHELINE) uint32_t nic_sleeping; /* 1: kick the doorbell */
 	uint32_t nic_cpu; /* hint: CPU the NIC last polled on, plus 1; 0 unknown */
 	/* Host-owned words. */

@@ -24,38 +24,38 @@
 #include "nicsim_abi.h"
 
 /* Counters of a NIC, in the order of the stats record.  X(name, description) */
-#define NIC_STATS(X)                                                            \
-	X(attaches, "host contexts created")                                    \
-	X(detaches, "host contexts torn down")                                  \
-	X(attach_refused, "attaches refused (bad hello, version, resources)")   \
-	X(mgmt_sessions, "management clients served")                           \
-	X(doorbells, "doorbell wake-ups")                                       \
-	X(interrupts, "interrupts raised to hosts")                             \
-	X(cmds, "commands executed")                                            \
-	X(cmds_failed, "commands completed with an error status")               \
-	X(cmd_nop, "NOP commands")                                              \
-	X(cmd_query_device, "QUERY_DEVICE commands")                            \
-	X(cmd_reg_mr, "REG_MR commands")                                        \
-	X(cmd_dereg_mr, "DEREG_MR commands")                                    \
-	X(cmd_alloc_mw, "ALLOC_MW commands")                                    \
-	X(cmd_bind_mw, "BIND_MW commands")                                      \
-	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                          \
-	X(cmd_dealloc_mw, "DEALLOC_MW commands")                                \
-	X(err_bad_opcode, "commands with an unknown opcode")                    \
-	X(err_bad_field, "commands with a non-zero reserved field")             \
-	X(err_bad_access, "commands with invalid access bits")                  \
-	X(err_bad_range, "commands with an empty or wrapping range")            \
-	X(err_too_large, "registrations over the size limit")                   \
-	X(err_tpt_full, "allocations refused: TPT full")                        \
-	X(err_bad_key, "commands naming an invalid, stale or foreign key")      \
-	X(err_bad_state, "commands on an entry in the wrong state")             \
-	X(err_busy, "commands on an entry still in use")                        \
-	X(err_not_supported, "commands for a capability switched off")          \
-	X(cmdq_errors, "contexts whose command ring protocol broke")            \
-	X(tpt_refusals, "TPT accesses refused")                                 \
-	X(tpt_in_use, "TPT entries in use now")                                 \
-	X(tpt_capacity, "TPT capacity")                                         \
-	X(tpt_high_water, "most TPT entries ever in use at once")               \
+#define NIC_STATS(X)                                                          \
+	X(attaches, "host contexts created")                                  \
+	X(detaches, "host contexts torn down")                                \
+	X(attach_refused, "attaches refused (bad hello, version, resources)") \
+	X(mgmt_sessions, "management clients served")                         \
+	X(doorbells, "doorbell wake-ups")                                     \
+	X(interrupts, "interrupts raised to hosts")                           \
+	X(cmds, "commands executed")                                          \
+	X(cmds_failed, "commands completed with an error status")             \
+	X(cmd_nop, "NOP commands")                                            \
+	X(cmd_query_device, "QUERY_DEVICE commands")                          \
+	X(cmd_reg_mr, "REG_MR commands")                                      \
+	X(cmd_dereg_mr, "DEREG_MR commands")                                  \
+	X(cmd_alloc_mw, "ALLOC_MW commands")                                  \
+	X(cmd_bind_mw, "BIND_MW commands")                                    \
+	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                        \
+	X(cmd_dealloc_mw, "DEALLOC_MW commands")                              \
+	X(err_bad_opcode, "commands with an unknown opcode")                  \
+	X(err_bad_field, "commands with a non-zero reserved field")           \
+	X(err_bad_access, "commands with invalid access bits")                \
+	X(err_bad_range, "commands with an empty or wrapping range")          \
+	X(err_too_large, "registrations over the size limit")                 \
+	X(err_tpt_full, "allocations refused: TPT full")                      \
+	X(err_bad_key, "commands naming an invalid, stale or foreign key")    \
+	X(err_bad_state, "commands on an entry in the wrong state")           \
+	X(err_busy, "commands on an entry still in use")                      \
+	X(err_not_supported, "commands for a capability switched off")        \
+	X(cmdq_errors, "contexts whose command ring protocol broke")          \
+	X(tpt_refusals, "TPT accesses refused")                               \
+	X(tpt_in_use, "TPT entries in use now")                               \
+	X(tpt_capacity, "TPT capacity")                                       \
+	X(tpt_high_water, "most TPT entries ever in use at once")             \
 	X(contexts, "host contexts attached now")
 
 struct nic_stats {
@@ -115,21 +115,21 @@ struct nic_mgmt_tpt_rec {
 };
 
 /* TPT refusal reasons, in check order. */
-#define NIC_TPT_REASONS(X)                                                     \
-	X(NONE, "no refusal")                                                  \
-	X(BAD_INDEX, "key index outside the table")                            \
+#define NIC_TPT_REASONS(X)                                                      \
+	X(NONE, "no refusal")                                                   \
+	X(BAD_INDEX, "key index outside the table")                             \
 	X(STALE_KEY, "key byte does not match the entry (stale or forged key)") \
-	X(WRONG_PD, "entry belongs to another protection domain")              \
-	X(NO_ACCESS, "entry lacks a requested access right")                   \
-	X(BAD_STATE, "entry is not valid (deregistered, revoked, draining)")   \
-	X(WRONG_QP, "window is bound to another connection")                   \
+	X(WRONG_PD, "entry belongs to another protection domain")               \
+	X(NO_ACCESS, "entry lacks a requested access right")                    \
+	X(BAD_STATE, "entry is not valid (deregistered, revoked, draining)")    \
+	X(WRONG_QP, "window is bound to another connection")                    \
 	X(OUT_OF_RANGE, "access outside the entry's range")
 
 enum nic_tpt_reason {
 #define NIC_TPT_REASON_ENUM(name, desc) NIC_TPT_R_##name,
 	NIC_TPT_REASONS(NIC_TPT_REASON_ENUM)
 #undef NIC_TPT_REASON_ENUM
-	NIC_TPT_R_MAX_
+	    NIC_TPT_R_MAX_
 };
 
 struct nic_mgmt_fault_rec {
@@ -140,16 +140,16 @@ struct nic_mgmt_fault_rec {
 	uint8_t entry_state; /* enum nic_tpt_state of the entry now */
 	uint64_t va;         /* range requested */
 	uint64_t len;
-	uint32_t ctx_id;     /* requester's context */
-	uint32_t pid;        /* requester's process */
-	uint32_t qpn;        /* requester's connection, NIC_QPN_NONE for local */
-	uint32_t entry_key;  /* the entry's current key (0: index out of range) */
-	uint64_t entry_va;   /* the entry's range */
+	uint32_t ctx_id;    /* requester's context */
+	uint32_t pid;       /* requester's process */
+	uint32_t qpn;       /* requester's connection, NIC_QPN_NONE for local */
+	uint32_t entry_key; /* the entry's current key (0: index out of range) */
+	uint64_t entry_va;  /* the entry's range */
 	uint64_t entry_len;
 	uint8_t entry_access;
-	uint8_t entry_type;  /* enum nic_tpt_type, 0 if index out of range */
+	uint8_t entry_type; /* enum nic_tpt_type, 0 if index out of range */
 	uint8_t reserved0[2];
-	uint32_t entry_pid;  /* who last changed the entry */
+	uint32_t entry_pid;        /* who last changed the entry */
 	uint64_t entry_changed_ns; /* when the entry's key last changed */
 	uint32_t entry_ctx_id;
 	uint32_t entry_qpn;

@@ -55,14 +55,12 @@ const struct nic_hello_reply *nic_host_info(const struct nic_host *h);
  */
 int nic_host_cmd(struct nic_host *h, struct nic_cmd *cmd, struct nic_cpl *cpl, int timeout_ms);
 
-
 /*
  * Raw access for tests that play a hostile host: the mapped context segment,
  * its size, and the doorbell eventfd.
  */
 void *nic_host_segment(struct nic_host *h, size_t *size);
 int nic_host_doorbell_fd(const struct nic_host *h);
-
 
 #ifdef __cplusplus
 }

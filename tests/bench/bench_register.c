@@ -91,10 +91,10 @@ static void bench_cold_registration(void)
 	for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
 		size_t len = (size_t)pages[i] * PAGE;
 		size_t iters = pages[i] >= 4096 ? 15 : pages[i] >= 256 ? 101 : 2001;
-		char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-				 0);
-		char *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-				 0);
+		char *buf =
+		    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		char *dst =
+		    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		uint64_t *reg = calloc(iters, sizeof(uint64_t));
 		uint64_t *pin = calloc(iters, sizeof(uint64_t));
 		double r, p, mc, pv;
@@ -118,8 +118,8 @@ static void bench_cold_registration(void)
 		r = median_us(reg, iters);
 		p = median_us(pin, iters);
 		copy_refs(buf, dst, len, &mc, &pv);
-		printf("  %6u %10.2f %12.2f %10.2f %8.2f %10.2f %10.2f %9.1f\n", pages[i], r, p, r - p,
-		       r / p, mc, pv, r / pv);
+		printf("  %6u %10.2f %12.2f %10.2f %8.2f %10.2f %10.2f %9.1f\n", pages[i], r, p,
+		       r - p, r / p, mc, pv, r / pv);
 		if (pages[i] == 1)
 			one_page_overhead = r - p;
 		free(reg);
@@ -167,8 +167,7 @@ static void rss_at(uint32_t capacity, long *empty_kib, long *full_kib)
 
 	snprintf(cap, sizeof(cap), "%u", capacity);
 	snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, ADDR);
-	nic = nst_start_nic(dir, ADDR, (const char *const[]){"--tpt-capacity", cap, NULL},
-			    WAIT_MS);
+	nic = nst_start_nic(dir, ADDR, (const char *const[]){"--tpt-capacity", cap, NULL}, WAIT_MS);
 	NST_REQUIRE(nic > 0);
 	*empty_kib = rss_kib(nic);
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
@@ -218,9 +217,9 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-		{"cold_registration", bench_cold_registration},
-		{"nic_resident_memory", bench_nic_resident_memory},
-		{NULL, NULL},
+	    {"cold_registration", bench_cold_registration},
+	    {"nic_resident_memory", bench_nic_resident_memory},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "bench_register", tests, init, clean);

@@ -121,10 +121,11 @@ static void test_random_commands(void)
 		if (rnd() % 4)
 			c.opcode = (uint16_t)(rnd() % (NIC_CMD_MAX_ + 1));
 		if (rnd() % 2) {
-			static const size_t used[NIC_CMD_MAX_ + 1] = {
-				[NIC_CMD_REG_MR] = 20, [NIC_CMD_DEREG_MR] = 4,
-				[NIC_CMD_INVALIDATE_MW] = 4, [NIC_CMD_DEALLOC_MW] = 4,
-				[NIC_CMD_BIND_MW] = 32};
+			static const size_t used[NIC_CMD_MAX_ + 1] = {[NIC_CMD_REG_MR] = 20,
+								      [NIC_CMD_DEREG_MR] = 4,
+								      [NIC_CMD_INVALIDATE_MW] = 4,
+								      [NIC_CMD_DEALLOC_MW] = 4,
+								      [NIC_CMD_BIND_MW] = 32};
 
 			size_t n = c.opcode <= NIC_CMD_MAX_ ? used[c.opcode] : 0;
 
@@ -219,9 +220,8 @@ static int raw_hello(const void *msg, size_t len)
 
 static void test_bad_hellos(void)
 {
-	struct nic_hello good = {.magic = NIC_ABI_MAGIC,
-				 .abi_version = NIC_ABI_VERSION,
-				 .role = NIC_ROLE_HOST};
+	struct nic_hello good = {
+	    .magic = NIC_ABI_MAGIC, .abi_version = NIC_ABI_VERSION, .role = NIC_ROLE_HOST};
 	struct nic_hello h;
 	static unsigned char big[4096];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -331,11 +331,11 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-		{"random_commands", test_random_commands},
-		{"garbage_segment_and_doorbell", test_garbage_segment_and_doorbell},
-		{"bad_hellos", test_bad_hellos},
-		{"killed_while_registering", test_killed_while_registering},
-		{NULL, NULL},
+	    {"random_commands", test_random_commands},
+	    {"garbage_segment_and_doorbell", test_garbage_segment_and_doorbell},
+	    {"bad_hellos", test_bad_hellos},
+	    {"killed_while_registering", test_killed_while_registering},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "hostile", tests, init, clean);

@@ -348,9 +348,12 @@ static void test_bad_handles(void)
 	char *m = map(PAGE);
 	int base = in_use(sock_a), err = 0;
 	HANDLE h = WSPRegisterMemory(s, m, PAGE, MEM_READ, &err);
-	HANDLE forged[] = {NULL, (HANDLE)(uintptr_t)1, (HANDLE)((uintptr_t)h + 1),
-			   (HANDLE)((uintptr_t)h ^ ((uintptr_t)1 << 40)), (HANDLE)m,
-			   (HANDLE)~(uintptr_t)0};
+	HANDLE forged[] = {NULL,
+			   (HANDLE)(uintptr_t)1,
+			   (HANDLE)((uintptr_t)h + 1),
+			   (HANDLE)((uintptr_t)h ^ ((uintptr_t)1 << 40)),
+			   (HANDLE)m,
+			   (HANDLE) ~(uintptr_t)0};
 
 	NST_REQUIRE(h != NULL);
 	for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
@@ -562,13 +565,19 @@ static void test_close_releases(void)
 
 static void test_extension_pointers(void)
 {
-	static const GUID ids[] = {WSAID_REGISTERMEMORY,       WSAID_DEREGISTERMEMORY,
-				   WSAID_REGISTERRDMAMEMORY,   WSAID_DEREGISTERRDMAMEMORY,
-				   WSAID_RDMAWRITE,            WSAID_RDMAREAD,
+	static const GUID ids[] = {WSAID_REGISTERMEMORY,
+				   WSAID_DEREGISTERMEMORY,
+				   WSAID_REGISTERRDMAMEMORY,
+				   WSAID_DEREGISTERRDMAMEMORY,
+				   WSAID_RDMAWRITE,
+				   WSAID_RDMAREAD,
 				   WSAID_MEMORYREGISTRATIONCACHECALLBACK};
-	void *const fns[] = {(void *)WSPRegisterMemory,   (void *)WSPDeregisterMemory,
-			     (void *)WSPRegisterRdmaMemory, (void *)WSPDeregisterRdmaMemory,
-			     (void *)WSPRdmaWrite,          (void *)WSPRdmaRead,
+	void *const fns[] = {(void *)WSPRegisterMemory,
+			     (void *)WSPDeregisterMemory,
+			     (void *)WSPRegisterRdmaMemory,
+			     (void *)WSPDeregisterRdmaMemory,
+			     (void *)WSPRdmaWrite,
+			     (void *)WSPRdmaRead,
 			     (void *)WSPMemoryRegistrationCacheCallback};
 	GUID bogus = WSAID_REGISTERMEMORY, rdma_read = WSAID_RDMAREAD;
 	SOCKET a = bound_socket(ADDR_A), b = bound_socket(ADDR_B);
@@ -578,8 +587,8 @@ static void test_extension_pointers(void)
 
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 		fn = NULL;
-		NST_EQ(WSPIoctl(a, SIO_GET_EXTENSION_FUNCTION_POINTER, (void *)&ids[i], sizeof(GUID),
-				&fn, sizeof(fn), &got, NULL, NULL, NULL, &err),
+		NST_EQ(WSPIoctl(a, SIO_GET_EXTENSION_FUNCTION_POINTER, (void *)&ids[i],
+				sizeof(GUID), &fn, sizeof(fn), &got, NULL, NULL, NULL, &err),
 		       0);
 		NST_EQ_U((uintptr_t)fn, (uintptr_t)fns[i]);
 		NST_EQ(got, sizeof(fn));
@@ -626,7 +635,8 @@ static void test_show_tpt_names_the_owner(void)
 {
 	SOCKET s = bound_socket(ADDR_A);
 	char *m = map(PAGE), out[65536], want[64];
-	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "show", "tpt", NULL};
+	const char *argv[] = {
+	    nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "show", "tpt", NULL};
 	int err = 0;
 	HANDLE h = WSPRegisterMemory(s, m, PAGE, MEM_READ, &err);
 
@@ -668,7 +678,8 @@ static void test_killed_host_is_torn_down(void)
 {
 	int base = in_use(sock_a), fds[2];
 	char c, out[65536], want[64];
-	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "show", "tpt", NULL};
+	const char *argv[] = {
+	    nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "show", "tpt", NULL};
 	pid_t child;
 
 	NST_REQUIRE_EQ(pipe(fds), 0);
@@ -752,8 +763,9 @@ static int clean(void)
 	int sa = nst_stop(nic_a, WAIT_MS), sb = nst_stop(nic_b, WAIT_MS);
 
 	if (!ok || !WIFEXITED(sa) || WEXITSTATUS(sa) || !WIFEXITED(sb) || WEXITSTATUS(sb)) {
-		fprintf(stderr, "clean-up failed (cleanup %d, nic A 0x%x, nic B 0x%x); logs in %s\n",
-			ok, sa, sb, dir);
+		fprintf(stderr,
+			"clean-up failed (cleanup %d, nic A 0x%x, nic B 0x%x); logs in %s\n", ok,
+			sa, sb, dir);
 		return -1;
 	}
 	nst_rmtree(dir);
@@ -763,25 +775,25 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-		{"startup_arguments", test_startup_arguments},
-		{"extension_pointers", test_extension_pointers},
-		{"sizes_and_alignments", test_sizes_and_alignments},
-		{"r2_same_buffer_same_handle", test_r2_same_buffer_same_handle},
-		{"overlapping_pins_are_counted", test_overlapping_pins_are_counted},
-		{"rdma_descriptor", test_rdma_descriptor},
-		{"rdma_without_windows", test_rdma_without_windows},
-		{"bad_buffers", test_bad_buffers},
-		{"bad_flags", test_bad_flags},
-		{"bad_handles", test_bad_handles},
-		{"bad_sockets", test_bad_sockets},
-		{"tpt_full", test_tpt_full},
-		{"larger_than_nic_limit", test_larger_than_nic_limit},
-		{"pages_that_cannot_be_pinned", test_pages_that_cannot_be_pinned},
-		{"close_releases", test_close_releases},
-		{"show_tpt_names_the_owner", test_show_tpt_names_the_owner},
-		{"killed_host_is_torn_down", test_killed_host_is_torn_down},
-		{"killed_while_registering", test_killed_while_registering},
-		{NULL, NULL},
+	    {"startup_arguments", test_startup_arguments},
+	    {"extension_pointers", test_extension_pointers},
+	    {"sizes_and_alignments", test_sizes_and_alignments},
+	    {"r2_same_buffer_same_handle", test_r2_same_buffer_same_handle},
+	    {"overlapping_pins_are_counted", test_overlapping_pins_are_counted},
+	    {"rdma_descriptor", test_rdma_descriptor},
+	    {"rdma_without_windows", test_rdma_without_windows},
+	    {"bad_buffers", test_bad_buffers},
+	    {"bad_flags", test_bad_flags},
+	    {"bad_handles", test_bad_handles},
+	    {"bad_sockets", test_bad_sockets},
+	    {"tpt_full", test_tpt_full},
+	    {"larger_than_nic_limit", test_larger_than_nic_limit},
+	    {"pages_that_cannot_be_pinned", test_pages_that_cannot_be_pinned},
+	    {"close_releases", test_close_releases},
+	    {"show_tpt_names_the_owner", test_show_tpt_names_the_owner},
+	    {"killed_host_is_torn_down", test_killed_host_is_torn_down},
+	    {"killed_while_registering", test_killed_while_registering},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "register", tests, init, clean);

@@ -224,13 +224,13 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 		int status;
 
 		if (waitpid(pid, &status, WNOHANG) == pid) {
-			fprintf(stderr, "nicsimd %s exited early (status 0x%x); see %s\n", addr, status,
-				log);
+			fprintf(stderr, "nicsimd %s exited early (status 0x%x); see %s\n", addr,
+				status, log);
 			return -ECHILD;
 		}
 		if (nst_now_ns() >= deadline) {
-			fprintf(stderr, "nicsimd %s not ready after %d ms; see %s\n", addr, timeout_ms,
-				log);
+			fprintf(stderr, "nicsimd %s not ready after %d ms; see %s\n", addr,
+				timeout_ms, log);
 			nst_stop(pid, 2000);
 			return -ETIMEDOUT;
 		}

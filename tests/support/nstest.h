@@ -17,40 +17,40 @@
 
 /* ---- Assertions that print both sides on failure ---------------------- */
 
-#define NST_CHECK_(cond, fatal, ...)                                                 \
-	do {                                                                         \
-		char nst_msg_[512];                                                  \
-		snprintf(nst_msg_, sizeof(nst_msg_), __VA_ARGS__);                   \
+#define NST_CHECK_(cond, fatal, ...)                                                      \
+	do {                                                                              \
+		char nst_msg_[512];                                                       \
+		snprintf(nst_msg_, sizeof(nst_msg_), __VA_ARGS__);                        \
 		CU_assertImplementation((cond), __LINE__, nst_msg_, __FILE__, "", fatal); \
 	} while (0)
 
 /* Signed and unsigned integer comparisons: "a == b (got X, want Y)". */
-#define NST_EQ(a, b)                                                                 \
-	do {                                                                         \
-		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+#define NST_EQ(a, b)                                                                             \
+	do {                                                                                     \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                      \
 		NST_CHECK_(nst_a_ == nst_b_, CU_FALSE, "%s == %s (got %lld, want %lld)", #a, #b, \
-			   nst_a_, nst_b_);                                          \
+			   nst_a_, nst_b_);                                                      \
 	} while (0)
-#define NST_NE(a, b)                                                                 \
-	do {                                                                         \
-		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+#define NST_NE(a, b)                                                                            \
+	do {                                                                                    \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                     \
 		NST_CHECK_(nst_a_ != nst_b_, CU_FALSE, "%s != %s (both %lld)", #a, #b, nst_a_); \
 	} while (0)
-#define NST_EQ_U(a, b)                                                               \
-	do {                                                                         \
-		unsigned long long nst_a_ = (unsigned long long)(a),                 \
-				   nst_b_ = (unsigned long long)(b);                 \
+#define NST_EQ_U(a, b)                                                                           \
+	do {                                                                                     \
+		unsigned long long nst_a_ = (unsigned long long)(a),                             \
+				   nst_b_ = (unsigned long long)(b);                             \
 		NST_CHECK_(nst_a_ == nst_b_, CU_FALSE, "%s == %s (got 0x%llx, want 0x%llx)", #a, \
-			   #b, nst_a_, nst_b_);                                      \
+			   #b, nst_a_, nst_b_);                                                  \
 	} while (0)
 #define NST_TRUE(c) NST_CHECK_((c), CU_FALSE, "%s", #c)
 /* Fatal variants end the test function at once. */
 #define NST_REQUIRE(c) NST_CHECK_((c), CU_TRUE, "required: %s", #c)
-#define NST_REQUIRE_EQ(a, b)                                                         \
-	do {                                                                         \
-		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);          \
+#define NST_REQUIRE_EQ(a, b)                                                                      \
+	do {                                                                                      \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                       \
 		NST_CHECK_(nst_a_ == nst_b_, CU_TRUE, "required: %s == %s (got %lld, want %lld)", \
-			   #a, #b, nst_a_, nst_b_);                                  \
+			   #a, #b, nst_a_, nst_b_);                                               \
 	} while (0)
 
 /* ---- Main --------------------------------------------------------------- */

@@ -211,8 +211,9 @@ static void test_windows(void)
 	uint32_t mr, mw;
 
 	setup(NIC_CAP_MW, 16);
-	mr = reg(0x10000, 4 * PAGE, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE |
-					   NIC_ACCESS_REMOTE_READ | NIC_ACCESS_MW_BIND);
+	mr = reg(0x10000, 4 * PAGE,
+		 NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ |
+		     NIC_ACCESS_MW_BIND);
 	NST_EQ(run(&me, &c, &cpl), NIC_STATUS_OK);
 	mw = cpl.key;
 	c = (struct nic_cmd){.opcode = NIC_CMD_BIND_MW, .tag = 4};
@@ -301,16 +302,16 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-		{"unknown_opcode", test_unknown_opcode},
-		{"reserved_fields", test_reserved_fields},
-		{"reg_access_bits", test_reg_access_bits},
-		{"reg_ranges", test_reg_ranges},
-		{"tpt_full_then_recovers", test_tpt_full_then_recovers},
-		{"dereg_keys", test_dereg_keys},
-		{"windows", test_windows},
-		{"without_windows", test_without_windows},
-		{"query_device", test_query_device},
-		{NULL, NULL},
+	    {"unknown_opcode", test_unknown_opcode},
+	    {"reserved_fields", test_reserved_fields},
+	    {"reg_access_bits", test_reg_access_bits},
+	    {"reg_ranges", test_reg_ranges},
+	    {"tpt_full_then_recovers", test_tpt_full_then_recovers},
+	    {"dereg_keys", test_dereg_keys},
+	    {"windows", test_windows},
+	    {"without_windows", test_without_windows},
+	    {"query_device", test_query_device},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "cmd", tests, NULL, clean);
