@@ -342,7 +342,14 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 		return -EINVAL;
 	if (len == 0 || !range_inside(r->va, r->len, va, len))
 		return -EINVAL;
-	if (!(r->access & NIC_ACCESS_MW_BIND) || (access & ~(uint32_t)r->access) != 0)
+	/*
+	 * As on InfiniBand, the window's remote rights do not come from the
+	 * region's remote bits (a region behind windows should have none, or its
+	 * own key would reach it over any connection): the region must allow
+	 * binding, and local write for a remotely writable window.
+	 */
+	if (!(r->access & NIC_ACCESS_MW_BIND) ||
+	    ((access & NIC_ACCESS_REMOTE_WRITE) && !(r->access & NIC_ACCESS_LOCAL_WRITE)))
 		return -EACCES;
 	if (w->inflight != 0)
 		return -EBUSY;

@@ -108,11 +108,12 @@ int tpt_alloc_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t *key);
 
 /*
  * Bind a window to [va, va + len) of a region with remote access bits
- * (REMOTE_READ/REMOTE_WRITE only, at least one, each also granted by the
- * region), usable by connection qpn.  The window gets a new key byte:
+ * (REMOTE_READ/REMOTE_WRITE only, at least one), usable by connection qpn.
+ * The region needs MW_BIND, and LOCAL_WRITE for a window with REMOTE_WRITE;
+ * its own remote bits play no part (a region behind windows has none).  The window gets a new key byte:
  * *new_key.  Binding a bound window rebinds it.  -ENOENT: either key invalid
  * or foreign; -EINVAL: range outside the region, bad access, or mw_key not a
- * window / mr_key not a region; -EACCES: region lacks MW_BIND or the access;
+ * window / mr_key not a region; -EACCES: region lacks MW_BIND, or LOCAL_WRITE for REMOTE_WRITE;
  * -EBUSY: window has DMA in flight.
  */
 int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, uint32_t mr_key,

@@ -3,8 +3,8 @@
  * that have no work to do until sockets can connect.
  *
  * WSPRdmaWrite and WSPRdmaRead validate their arguments and then fail with
- * WSAENOTCONN on every valid socket: that is the honest answer, because no
- * socket can be connected yet (connections come with the next issue).
+ * WSAENOTCONN on every valid socket: that is the honest answer, because this
+ * provider does not connect sockets yet.
  *
  * WSPMemoryRegistrationCacheCallback fails with WSAEINVAL ("never cached"):
  * this provider caches nothing yet, every deregistration releases at once,

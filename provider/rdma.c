@@ -6,10 +6,10 @@
  * and revoking it touches no other socket:
  *   - NIC with memory windows (NIC_CAP_MW): the pages are registered once per
  *     (NIC, buffer, length, flags) as a shared region with NIC_ACCESS_MW_BIND
- *     (prov_mr kind RDMA), and each exposure is a window: ALLOC_MW, then
- *     BIND_MW over the whole buffer with the remote access and no connection
- *     yet (NIC_QPN_NONE; the next issue binds it to the socket's QP).  The
- *     window's key is the rkey.
+ *     and no remote bits of its own (prov_mr kind RDMA), and each exposure
+ *     is a window: ALLOC_MW, then BIND_MW over the whole buffer with the
+ *     remote access, bound to no connection while the socket has none
+ *     (NIC_QPN_NONE).  The window's key is the rkey.
  *   - NIC without windows: each exposure registers a region of its own
  *     (prov_mr kind PRIVATE) with the remote access bits; its key is the
  *     rkey.  The per-page pin counts keep the shared pages pinned once.
@@ -95,8 +95,11 @@ static int expose_mw(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t
 	if (mr && mr->refs == UINT32_MAX)
 		return -ENOBUFS;
 	if (!mr) {
+		/* No remote bits on the region: only the windows reach it
+		 * remotely, each for its own connection (R4). */
 		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_RDMA,
-				     remote | NIC_ACCESS_MW_BIND, (flags & MEM_WRITE) != 0, &mr);
+				     (remote & NIC_ACCESS_LOCAL_WRITE) | NIC_ACCESS_MW_BIND,
+				     (flags & MEM_WRITE) != 0, &mr);
 		if (err)
 			return err;
 		created = true;

@@ -4,8 +4,8 @@
  * A SOCKET is a slot-table handle (slot.h), never a file descriptor and never
  * a pointer: every call validates it against the table first.  Binding picks
  * the NIC by address and attaches to it (nic.c); registrations need a bound
- * socket, since the NIC is what they are registered with.  Connections come
- * with the next issue.
+ * socket, since the NIC is what they are registered with.  This provider
+ * does not connect sockets yet.
  */
 #include <arpa/inet.h>
 #include <string.h>

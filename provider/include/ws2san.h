@@ -13,8 +13,8 @@
  *
  * Linux equivalents of Windows plumbing:
  *   - WSAEVENT, an event object, is an eventfd file descriptor stored in an
- *     intptr_t; WSA_INVALID_EVENT is -1.  (Used from the next issue on by
- *     WSPEventSelect and WSAOVERLAPPED.hEvent.)
+ *     intptr_t; WSA_INVALID_EVENT is -1.  (For WSPEventSelect and
+ *     WSAOVERLAPPED.hEvent, which this provider does not serve yet.)
  *   - Upcalls (WSPUPCALLTABLEEX) are never called: the provider completes
  *     overlapped operations by writing the WSAOVERLAPPED bookkeeping fields
  *     (Internal, InternalHigh, Offset, OffsetHigh) and signalling hEvent.
@@ -100,7 +100,7 @@ typedef struct _GUID {
 #define MEM_WRITE 2
 #define MEM_READWRITE 3
 
-/* Socket options (level SOL_SOCKET), served from the next issue on. */
+/* Socket options (level SOL_SOCKET); not served yet. */
 #define SO_MAX_RDMA_SIZE 0x700D
 #define SO_RDMA_THRESHOLD_SIZE 0x700E
 
@@ -570,8 +570,8 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
 				   DWORD dwDescriptorLength, LPINT lpErrno);
 
 /*
- * RDMA write/read.  No socket can be connected yet (connections come with the
- * next issue), so after validating the arguments both fail with WSAENOTCONN.
+ * RDMA write/read.  This provider does not connect sockets yet, so after
+ * validating the arguments both fail with WSAENOTCONN.
  * Argument errors: WSAENOTSOCK, WSAEFAULT (lpBuffers or the descriptor NULL),
  * WSAEINVAL (no buffers, descriptor length not NICSIM_RDMA_DESC_SIZE),
  * WSAEOPNOTSUPP (WSPRdmaRead on a NIC without RDMA read).

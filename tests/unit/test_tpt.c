@@ -740,6 +740,7 @@ static void test_window_bind_errors_change_nothing(void)
 	struct tpt *t = make_tpt(16);
 	uint32_t mr = reg(t, &owner_a, MR_VA, MR_LEN, MR_ACCESS);
 	uint32_t mr_nobind = reg(t, &owner_a, MR_VA, MR_LEN, NIC_ACCESS_ALL & ~NIC_ACCESS_MW_BIND);
+	uint32_t mr_readonly = reg(t, &owner_a, MR_VA, MR_LEN, NIC_ACCESS_MW_BIND);
 	uint32_t mr_b = reg(t, &owner_b, MR_VA, MR_LEN, MR_ACCESS);
 	uint32_t mw = alloc_mw(t, &owner_a);
 	uint32_t mw_b = alloc_mw(t, &owner_b);
@@ -766,7 +767,9 @@ static void test_window_bind_errors_change_nothing(void)
 	NST_EQ(tpt_bind_mw(t, &owner_a, mw, mr, MR_VA + MR_LEN - 8, 16, rr, QP_A, &out), -EINVAL);
 	NST_EQ(tpt_bind_mw(t, &owner_a, mw, mr, MR_VA + 8, UINT64_MAX, rr, QP_A, &out), -EINVAL);
 	NST_EQ(tpt_bind_mw(t, &owner_a, mw, mr_nobind, MW_VA, MW_LEN, rr, QP_A, &out), -EACCES);
-	NST_EQ(tpt_bind_mw(t, &owner_a, mw, mr, MW_VA, MW_LEN, NIC_ACCESS_REMOTE_WRITE, QP_A, &out),
+	/* A remotely writable window needs a locally writable region. */
+	NST_EQ(tpt_bind_mw(t, &owner_a, mw, mr_readonly, MW_VA, MW_LEN, NIC_ACCESS_REMOTE_WRITE,
+			   QP_A, &out),
 	       -EACCES);
 	NST_EQ_U(out, 0x5a5a5a5a);
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &after), 0);
@@ -775,6 +778,7 @@ static void test_window_bind_errors_change_nothing(void)
 	NST_EQ_U(after.mr_key, 0);
 	NST_EQ(tpt_dereg_mr(t, 1, mr), 0);
 	NST_EQ(tpt_dereg_mr(t, 1, mr_nobind), 0);
+	NST_EQ(tpt_dereg_mr(t, 1, mr_readonly), 0);
 
 	/* A window with DMA in flight cannot be rebound. */
 	mr = reg(t, &owner_a, MR_VA, MR_LEN, MR_ACCESS);
@@ -1113,8 +1117,32 @@ static void test_list_visits_live_entries_in_index_order_with_cursor(void)
 	tpt_destroy(t);
 }
 
+/* R4 at the TPT: behind a window, the region's own key reaches nothing remotely. */
+static void test_window_grants_remote_access_its_region_lacks(void)
+{
+	struct tpt *t = make_tpt(16);
+	const uint32_t rw = NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE;
+	uint32_t mr = reg(t, &owner_a, MR_VA, MR_LEN, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	uint32_t mw = bind_mw(t, &owner_a, alloc_mw(t, &owner_a), mr, MW_VA, MW_LEN, rw, QP_A);
+
+	NST_EQ(try_access(t, &owner_a, mw, NIC_ACCESS_REMOTE_WRITE, QP_A, MW_VA, 64),
+	       NIC_TPT_R_NONE);
+	NST_EQ(try_access(t, &owner_a, mw, NIC_ACCESS_REMOTE_READ, QP_A, MW_VA, 64),
+	       NIC_TPT_R_NONE);
+	NST_EQ(try_access(t, &owner_a, mr, NIC_ACCESS_REMOTE_READ, QP_A, MW_VA, 64),
+	       NIC_TPT_R_NO_ACCESS);
+	NST_EQ(try_access(t, &owner_a, mr, NIC_ACCESS_REMOTE_WRITE, QP_B, MW_VA, 64),
+	       NIC_TPT_R_NO_ACCESS);
+	/* Locally the region works as registered. */
+	NST_EQ(try_access(t, &owner_a, mr, NIC_ACCESS_LOCAL_WRITE, NIC_QPN_NONE, MR_VA, MR_LEN),
+	       NIC_TPT_R_NONE);
+	tpt_destroy(t);
+}
+
 static const struct nst_test tests[] = {
     {"create_rejects_bad_capacity_and_page_size", test_create_rejects_bad_capacity_and_page_size},
+    {"window_grants_remote_access_its_region_lacks",
+     test_window_grants_remote_access_its_region_lacks},
     {"max_capacity_costs_no_memory_until_used", test_max_capacity_costs_no_memory_until_used},
     {"capacity_1m_fills_to_the_top_under_128mib", test_capacity_1m_fills_to_the_top_under_128mib},
     {"exhaustion_returns_enospc_and_recovers_after_a_free",
