@@ -34,6 +34,7 @@
 
 static char dir[256], sock_a[300], sock_b[300];
 static pid_t nic_a = -1, nic_b = -1;
+static int base_a = -1, base_b = -1; /* occupancy before each test */
 
 static void sleep_ms(int ms)
 {
@@ -772,6 +773,20 @@ static int clean(void)
 	return 0;
 }
 
+/* Every test leaves both NICs' TPT occupancy where it found it. */
+static void setup(void)
+{
+	base_a = in_use(sock_a);
+	base_b = in_use(sock_b);
+}
+
+static void teardown(void)
+{
+	NST_TRUE(base_a >= 0 && base_b >= 0);
+	NST_EQ(wait_in_use(sock_a, base_a), base_a);
+	NST_EQ(wait_in_use(sock_b, base_b), base_b);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -796,5 +811,12 @@ int main(int argc, char **argv)
 	    {NULL, NULL},
 	};
 
-	return nst_main(argc, argv, "register", tests, init, clean);
+	static const struct nst_suite suite = {.name = "register",
+					       .tests = tests,
+					       .init = init,
+					       .clean = clean,
+					       .setup = setup,
+					       .teardown = teardown};
+
+	return nst_run_suite(argc, argv, &suite);
 }

@@ -22,6 +22,13 @@
 int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
 	     int (*init)(void), int (*clean)(void))
 {
+	const struct nst_suite s = {.name = suite, .tests = tests, .init = init, .clean = clean};
+
+	return nst_run_suite(argc, argv, &s);
+}
+
+int nst_run_suite(int argc, char **argv, const struct nst_suite *suite)
+{
 	const char *filter = argc > 1 ? argv[1] : NULL;
 	unsigned failed, run, asserts_failed;
 	CU_pSuite s;
@@ -30,10 +37,11 @@ int nst_main(int argc, char **argv, const char *suite, const struct nst_test *te
 	signal(SIGPIPE, SIG_IGN);
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
-	s = CU_add_suite(suite, init, clean);
+	s = CU_add_suite_with_setup_and_teardown(suite->name, suite->init, suite->clean,
+						 suite->setup, suite->teardown);
 	if (!s)
 		goto fail;
-	for (const struct nst_test *t = tests; t->name; t++) {
+	for (const struct nst_test *t = suite->tests; t->name; t++) {
 		if (filter && !strstr(t->name, filter))
 			continue;
 		if (!CU_add_test(s, t->name, t->fn))
@@ -47,13 +55,14 @@ int nst_main(int argc, char **argv, const char *suite, const struct nst_test *te
 	asserts_failed = CU_get_number_of_failures();
 	/* A suite whose init failed runs nothing: that is a failure, not a pass. */
 	if (CU_get_number_of_suites_failed() > 0 || run == 0) {
-		fprintf(stderr, "%s: suite set-up failed or no test ran\n", suite);
+		fprintf(stderr, "%s: suite set-up or clean-up failed, or no test ran\n",
+			suite->name);
 		failed = failed ? failed : 1;
 	}
 	CU_cleanup_registry();
 	return failed || asserts_failed ? 1 : 0;
 fail:
-	fprintf(stderr, "%s: CUnit error: %s\n", suite, CU_get_error_msg());
+	fprintf(stderr, "%s: CUnit error: %s\n", suite->name, CU_get_error_msg());
 	CU_cleanup_registry();
 	return 2;
 }

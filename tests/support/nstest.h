@@ -61,11 +61,28 @@ struct nst_test {
 };
 
 /*
- * Runs one suite of tests (the array ends with {NULL, NULL}) with CUnit's
- * basic interface in verbose mode; init/clean may be NULL.  Returns the exit
- * status for main: 0 only if every test ran and passed.  A command-line
- * argument selects tests whose name contains it.
+ * One suite: tests (the array ends with {NULL, NULL}), init/clean run once
+ * around the suite, setup/teardown around every test (assertions made in
+ * teardown count for that test).  Any of the four may be NULL.
  */
+struct nst_suite {
+	const char *name;
+	const struct nst_test *tests;
+	int (*init)(void);
+	int (*clean)(void);
+	void (*setup)(void);
+	void (*teardown)(void);
+};
+
+/*
+ * Runs a suite with CUnit's basic interface in verbose mode.  Returns the
+ * exit status for main: 0 only if every test ran and passed and the suite's
+ * init and clean succeeded.  A command-line argument selects the tests whose
+ * name contains it.
+ */
+int nst_run_suite(int argc, char **argv, const struct nst_suite *suite);
+
+/* nst_run_suite without per-test setup and teardown. */
 int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
 	     int (*init)(void), int (*clean)(void));
 
