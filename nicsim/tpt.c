@@ -243,24 +243,29 @@ static void free_entry(struct tpt *t, struct tpt_entry *e)
 }
 
 /*
- * The entry key names for management commands of context ctx_id, or NULL
- * when the key is out of range, stale, foreign, or names an entry that is
- * free or already unpublished (a second dereg of a draining entry is refused
- * like any other dead key).
+ * The entry of type `type` that key names for a command of context ctx_id.
+ * -ENOENT when the key is out of range, stale, foreign, or names an entry
+ * that is free or already unpublished (a second dereg of a draining entry is
+ * refused like any other dead key); -EINVAL when it names a live entry of the
+ * other type.
  */
-static struct tpt_entry *find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key)
+static int find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key, enum nic_tpt_type type,
+		      struct tpt_entry **out)
 {
 	uint32_t idx = NIC_KEY_INDEX(key);
 	struct tpt_entry *e;
 
 	if (idx == 0 || idx > t->hwm)
-		return NULL;
+		return -ENOENT;
 	e = &t->entries[idx];
 	if (e->key_byte != NIC_KEY_BYTE(key) || e->ctx_id != ctx_id)
-		return NULL;
+		return -ENOENT;
 	if (e->state == NIC_TPT_FREE || e->state == NIC_TPT_INVALIDATING)
-		return NULL;
-	return e;
+		return -ENOENT;
+	if (e->type != type)
+		return -EINVAL;
+	*out = e;
+	return 0;
 }
 
 /*
@@ -300,12 +305,11 @@ int tpt_reg_mr(struct tpt *t, const struct tpt_owner *owner, uint64_t va, uint64
 
 int tpt_dereg_mr(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
-	struct tpt_entry *e = find_owned(t, ctx_id, key);
+	struct tpt_entry *e;
+	int err = find_owned(t, ctx_id, key, NIC_TPT_MR, &e);
 
-	if (!e)
-		return -ENOENT;
-	if (e->type != NIC_TPT_MR)
-		return -EINVAL;
+	if (err)
+		return err;
 	if (e->nbound != 0)
 		return -EBUSY;
 	return unpublish(t, e);
@@ -327,17 +331,14 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 	struct tpt_entry *w, *r;
 	uint32_t mr_idx = NIC_KEY_INDEX(mr_key);
 	uint64_t now;
+	int err;
 
-	w = find_owned(t, owner->ctx_id, mw_key);
-	if (!w)
-		return -ENOENT;
-	if (w->type != NIC_TPT_MW)
-		return -EINVAL;
-	r = find_owned(t, owner->ctx_id, mr_key);
-	if (!r)
-		return -ENOENT;
-	if (r->type != NIC_TPT_MR)
-		return -EINVAL;
+	err = find_owned(t, owner->ctx_id, mw_key, NIC_TPT_MW, &w);
+	if (err)
+		return err;
+	err = find_owned(t, owner->ctx_id, mr_key, NIC_TPT_MR, &r);
+	if (err)
+		return err;
 	if (access == 0 || (access & ~TPT_MW_ACCESS) != 0)
 		return -EINVAL;
 	if (len == 0 || !range_inside(r->va, r->len, va, len))
@@ -378,12 +379,11 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 
 int tpt_invalidate_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
-	struct tpt_entry *w = find_owned(t, ctx_id, key);
+	struct tpt_entry *w;
+	int err = find_owned(t, ctx_id, key, NIC_TPT_MW, &w);
 
-	if (!w)
-		return -ENOENT;
-	if (w->type != NIC_TPT_MW)
-		return -EINVAL;
+	if (err)
+		return err;
 	if (w->state == NIC_TPT_VALID) {
 		w->state = NIC_TPT_REVOKED;
 		w->changed_ns = now_ns();
@@ -397,12 +397,11 @@ int tpt_invalidate_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 
 int tpt_dealloc_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
-	struct tpt_entry *w = find_owned(t, ctx_id, key);
+	struct tpt_entry *w;
+	int err = find_owned(t, ctx_id, key, NIC_TPT_MW, &w);
 
-	if (!w)
-		return -ENOENT;
-	if (w->type != NIC_TPT_MW)
-		return -EINVAL;
+	if (err)
+		return err;
 	return unpublish(t, w);
 }
 

@@ -209,7 +209,7 @@ static int probe(const struct prov_pins *t, uintptr_t start, size_t len, bool wr
 	return 0;
 }
 
-/* munlock every page of [from, to) that has no entry (pages locked by this call). */
+/* munlock every page of [from, to) that has no entry: pages no registration pins. */
 static void unlock_absent(const struct prov_pins *t, uintptr_t from, uintptr_t to)
 {
 	uintptr_t run = 0;
@@ -301,8 +301,7 @@ undo:
 
 void prov_unpin(struct prov_pins *t, uintptr_t addr, size_t len)
 {
-	uintptr_t first, last, run = 0;
-	bool open = false;
+	uintptr_t first, last;
 
 	if (!len || len - 1 > UINTPTR_MAX - addr)
 		return;
@@ -311,19 +310,11 @@ void prov_unpin(struct prov_pins *t, uintptr_t addr, size_t len)
 	for (uintptr_t pg = first; pg <= last; pg++) {
 		struct prov_pin_ent *e = find(t, pg);
 
-		if (e && --e->count == 0) {
+		if (e && --e->count == 0)
 			erase(t, e);
-			if (!open)
-				run = pg;
-			open = true;
-			continue;
-		}
-		if (open)
-			sys_munlock(run << t->page_shift, (size_t)(pg - run) << t->page_shift);
-		open = false;
 	}
-	if (open)
-		sys_munlock(run << t->page_shift, (size_t)(last + 1 - run) << t->page_shift);
+	/* The pages nobody pins any more are now the absent ones. */
+	unlock_absent(t, first, last + 1);
 }
 
 uint32_t prov_pin_count(const struct prov_pins *t, uintptr_t addr)

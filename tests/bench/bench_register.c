@@ -137,24 +137,6 @@ static void bench_cold_registration(void)
 	NST_EQ(WIFEXITED(nst_stop(nic, WAIT_MS)), 1);
 }
 
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	}
-	fclose(f);
-	return kib;
-}
-
 /* Start a NIC with capacity entries, fill its TPT through the command ring,
  * and return its resident memory (KiB) when empty and when full. */
 static void rss_at(uint32_t capacity, long *empty_kib, long *full_kib)
@@ -169,7 +151,7 @@ static void rss_at(uint32_t capacity, long *empty_kib, long *full_kib)
 	snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, ADDR);
 	nic = nst_start_nic(dir, ADDR, (const char *const[]){"--tpt-capacity", cap, NULL}, WAIT_MS);
 	NST_REQUIRE(nic > 0);
-	*empty_kib = rss_kib(nic);
+	*empty_kib = nst_proc_status_kib(nic, "VmRSS");
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
 	t0 = nst_now_ns();
 	for (uint32_t i = 0; i < capacity; i++) {
@@ -181,7 +163,7 @@ static void rss_at(uint32_t capacity, long *empty_kib, long *full_kib)
 		NST_REQUIRE_EQ(nic_host_cmd(h, &c, &cpl, WAIT_MS), 0);
 		NST_REQUIRE_EQ(cpl.status, NIC_STATUS_OK);
 	}
-	*full_kib = rss_kib(nic);
+	*full_kib = nst_proc_status_kib(nic, "VmRSS");
 	printf("  filled %u entries in %.2f s\n", capacity, (double)(nst_now_ns() - t0) / 1e9);
 	nic_host_detach(h);
 	NST_EQ(WIFEXITED(nst_stop(nic, WAIT_MS)), 1);

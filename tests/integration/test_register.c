@@ -69,23 +69,6 @@ static int wait_in_use(const char *path, int want)
 	return n;
 }
 
-/* Locked memory of this process in KiB (VmLck), or -1. */
-static long vm_locked_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "VmLck: %ld kB", &kib) == 1)
-			break;
-	}
-	fclose(f);
-	return kib;
-}
-
 static SOCKET bound_socket(const char *addr)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(5000)};
@@ -126,7 +109,7 @@ static void test_sizes_and_alignments(void)
 	static const size_t offsets[] = {0, 1, 2049, 4095};
 	SOCKET s = bound_socket(ADDR_A);
 	int base = in_use(sock_a);
-	long lck0 = vm_locked_kib();
+	long lck0 = nst_proc_status_kib(0, "VmLck");
 
 	NST_REQUIRE(base >= 0 && lck0 >= 0);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -140,11 +123,11 @@ static void test_sizes_and_alignments(void)
 			NST_EQ(err, 0);
 			NST_EQ(in_use(sock_a), base + 1);
 			/* The pages are pinned: exactly those the buffer spans. */
-			NST_EQ(vm_locked_kib() - lck0,
+			NST_EQ(nst_proc_status_kib(0, "VmLck") - lck0,
 			       (long)(pages_spanned((uintptr_t)buf, sizes[i]) * PAGE / 1024));
 			NST_EQ(WSPDeregisterMemory(s, h, &err), 0);
 			NST_EQ(in_use(sock_a), base);
-			NST_EQ(vm_locked_kib(), lck0);
+			NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 			munmap(m, maplen);
 		}
 	}
@@ -156,7 +139,7 @@ static void test_r2_same_buffer_same_handle(void)
 	SOCKET s1 = bound_socket(ADDR_A), s2 = bound_socket(ADDR_A);
 	char *buf = map(3 * PAGE);
 	int base = in_use(sock_a), err = 0;
-	long lck0 = vm_locked_kib();
+	long lck0 = nst_proc_status_kib(0, "VmLck");
 	HANDLE h1, h1b, h2;
 
 	h1 = WSPRegisterMemory(s1, buf + 10, 5000, MEM_READ, &err);
@@ -173,10 +156,10 @@ static void test_r2_same_buffer_same_handle(void)
 	NST_EQ(err, WSAEINVAL);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	NST_EQ(in_use(sock_a), base + 1);
-	NST_TRUE(vm_locked_kib() > lck0);
+	NST_TRUE(nst_proc_status_kib(0, "VmLck") > lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	NST_EQ(in_use(sock_a), base);
-	NST_EQ(vm_locked_kib(), lck0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
 	munmap(buf, 3 * PAGE);
@@ -188,18 +171,18 @@ static void test_overlapping_pins_are_counted(void)
 {
 	SOCKET s = bound_socket(ADDR_A);
 	char *buf = map(4 * PAGE);
-	long lck0 = vm_locked_kib();
+	long lck0 = nst_proc_status_kib(0, "VmLck");
 	int err = 0;
 	HANDLE a = WSPRegisterMemory(s, buf, 3 * PAGE, MEM_READWRITE, &err);
 	HANDLE b = WSPRegisterMemory(s, buf + 2 * PAGE, 2 * PAGE, MEM_READWRITE, &err);
 
 	NST_REQUIRE(a != NULL && b != NULL);
-	NST_EQ(vm_locked_kib() - lck0, 4 * PAGE / 1024);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - lck0, 4 * PAGE / 1024);
 	/* Releasing one must not unpin the page the other still uses. */
 	NST_EQ(WSPDeregisterMemory(s, a, &err), 0);
-	NST_EQ(vm_locked_kib() - lck0, 2 * PAGE / 1024);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - lck0, 2 * PAGE / 1024);
 	NST_EQ(WSPDeregisterMemory(s, b, &err), 0);
-	NST_EQ(vm_locked_kib(), lck0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	munmap(buf, 4 * PAGE);
 	close_socket(s);
 }
@@ -287,7 +270,7 @@ static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len
 			   int code)
 {
 	int base = in_use(sock_path), err = 0;
-	long lck0 = vm_locked_kib();
+	long lck0 = nst_proc_status_kib(0, "VmLck");
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD dlen = sizeof(desc);
 
@@ -297,7 +280,7 @@ static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, len, flags, desc, &dlen, &err), SOCKET_ERROR);
 	NST_EQ(err, code);
 	NST_EQ(in_use(sock_path), base);
-	NST_EQ(vm_locked_kib(), lck0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 }
 
 static void test_bad_buffers(void)
@@ -553,14 +536,14 @@ static void test_close_releases(void)
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD dlen = sizeof(desc);
 	int base = in_use(sock_a), err = 0;
-	long lck0 = vm_locked_kib();
+	long lck0 = nst_proc_status_kib(0, "VmLck");
 
 	NST_TRUE(WSPRegisterMemory(s, m, PAGE, MEM_READ, &err) != NULL);
 	NST_EQ(WSPRegisterRdmaMemory(s, m + 2 * PAGE, PAGE, MEM_READ, desc, &dlen, &err), 0);
 	NST_EQ(in_use(sock_a), base + 3);
 	close_socket(s);
 	NST_EQ(in_use(sock_a), base);
-	NST_EQ(vm_locked_kib(), lck0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	munmap(m, 4 * PAGE);
 }
 

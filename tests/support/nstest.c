@@ -128,6 +128,31 @@ const char *nst_bin(const char *name)
 	return path;
 }
 
+long nst_proc_status_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t n = strlen(field);
+	long kib = -1;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, field, n) == 0 && line[n] == ':') {
+			if (sscanf(line + n + 1, " %ld kB", &kib) != 1)
+				kib = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return kib;
+}
+
 uint64_t nst_now_ns(void)
 {
 	struct timespec ts;

@@ -96,6 +96,12 @@ void nst_rmtree(const char *dir);
 /* Path of a nicsim binary (nicsimd, nicsim, ...): $NICSIM_BIN_DIR or the build's bin/. */
 const char *nst_bin(const char *name);
 
+/*
+ * A "Name: N kB" field of /proc/<pid>/status (pid 0: this process), such as
+ * "VmLck" or "VmRSS", in KiB; -1 if it cannot be read.
+ */
+long nst_proc_status_kib(pid_t pid, const char *field);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
 

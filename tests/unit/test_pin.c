@@ -23,21 +23,6 @@
 
 #define PAGE 4096u
 
-static long vm_locked_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmLck: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static char *map_pages(size_t n)
 {
 	char *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -51,7 +36,7 @@ static void test_single_and_unaligned(void)
 {
 	struct prov_pins t;
 	char *buf = map_pages(4);
-	long base = vm_locked_kib();
+	long base = nst_proc_status_kib(0, "VmLck");
 
 	NST_REQUIRE_EQ(prov_pins_init(&t), 0);
 	/* 2 bytes straddling a page boundary pin both pages. */
@@ -60,10 +45,10 @@ static void test_single_and_unaligned(void)
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf + PAGE), 1);
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf + 2 * PAGE), 0);
 	NST_EQ(prov_pins_pages(&t), 2);
-	NST_EQ(vm_locked_kib() - base, 8);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 8);
 	prov_unpin(&t, (uintptr_t)buf + PAGE - 1, 2);
 	NST_EQ(prov_pins_pages(&t), 0);
-	NST_EQ(vm_locked_kib() - base, 0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 0);
 	prov_pins_fini(&t);
 	munmap(buf, 4 * PAGE);
 }
@@ -74,23 +59,23 @@ static void test_overlap_keeps_pages_locked(void)
 	struct prov_pins t;
 	char *buf = map_pages(3);
 	uintptr_t a = (uintptr_t)buf + 100, b = (uintptr_t)buf + PAGE + 10;
-	long base = vm_locked_kib();
+	long base = nst_proc_status_kib(0, "VmLck");
 
 	NST_REQUIRE_EQ(prov_pins_init(&t), 0);
 	NST_EQ(prov_pin(&t, a, PAGE + 200, false), 0);    /* pages 0, 1 */
 	NST_EQ(prov_pin(&t, b, 2 * PAGE - 100, true), 0); /* pages 1, 2 */
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf + PAGE), 2);
-	NST_EQ(vm_locked_kib() - base, 12);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 12);
 	prov_unpin(&t, a, PAGE + 200);
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf), 0);
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf + PAGE), 1);
-	NST_EQ(vm_locked_kib() - base, 8); /* pages 1 and 2 still locked */
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 8); /* pages 1 and 2 still locked */
 	/* The same range pinned twice needs two unpins. */
 	NST_EQ(prov_pin(&t, b, 2 * PAGE - 100, true), 0);
 	prov_unpin(&t, b, 2 * PAGE - 100);
-	NST_EQ(vm_locked_kib() - base, 8);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 8);
 	prov_unpin(&t, b, 2 * PAGE - 100);
-	NST_EQ(vm_locked_kib() - base, 0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 0);
 	NST_EQ(prov_pins_pages(&t), 0);
 	prov_pins_fini(&t);
 	munmap(buf, 3 * PAGE);
@@ -105,7 +90,7 @@ static void test_bad_buffers_change_nothing(void)
 	NST_REQUIRE_EQ(prov_pins_init(&t), 0);
 	/* Page 0 pinned beforehand: a failed pin over it must leave it pinned once. */
 	NST_EQ(prov_pin(&t, (uintptr_t)buf, PAGE, true), 0);
-	base = vm_locked_kib();
+	base = nst_proc_status_kib(0, "VmLck");
 
 	NST_EQ(prov_pin(&t, (uintptr_t)buf, 0, false), -EINVAL);
 	NST_EQ(prov_pin(&t, UINTPTR_MAX - 10, 100, false), -EFAULT);
@@ -126,7 +111,7 @@ static void test_bad_buffers_change_nothing(void)
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf), 1);
 	NST_EQ(prov_pin_count(&t, (uintptr_t)buf + PAGE), 0);
 	NST_EQ(prov_pins_pages(&t), 1);
-	NST_EQ(vm_locked_kib() - base, 0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 0);
 
 	/* Read-only memory may still be pinned for reading. */
 	NST_EQ(prov_pin(&t, (uintptr_t)buf + 2 * PAGE, PAGE, false), 0);
@@ -156,11 +141,11 @@ static int pin_over_limit(void *arg)
 		return 12;
 	if (prov_pin(&t, (uintptr_t)buf, 4 * PAGE, true))
 		return 13;
-	base = vm_locked_kib();
+	base = nst_proc_status_kib(0, "VmLck");
 	/* Overlaps the 4 pinned pages and needs 12 more: over the limit. */
 	if (prov_pin(&t, (uintptr_t)buf, 16 * PAGE, true) != -ENOBUFS)
 		return 14;
-	if (vm_locked_kib() != base || prov_pin_count(&t, (uintptr_t)buf) != 1 ||
+	if (nst_proc_status_kib(0, "VmLck") != base || prov_pin_count(&t, (uintptr_t)buf) != 1 ||
 	    prov_pins_pages(&t) != 4)
 		return 15;
 	prov_unpin(&t, (uintptr_t)buf, 4 * PAGE);
@@ -196,7 +181,7 @@ static void test_random_against_model(void)
 	uint64_t rnd = 0x9e3779b97f4a7c15ull;
 	char *buf = map_pages(NPAGES);
 	struct prov_pins t;
-	long base = vm_locked_kib();
+	long base = nst_proc_status_kib(0, "VmLck");
 	int mismatches = 0;
 
 	NST_REQUIRE_EQ(prov_pins_init(&t), 0);
@@ -235,7 +220,8 @@ static void test_random_against_model(void)
 		if (prov_pins_pages(&t) != pinned)
 			mismatches++;
 		if (op % 500 == 0)
-			NST_EQ(vm_locked_kib() - base, (long)pinned * (PAGE / 1024));
+			NST_EQ(nst_proc_status_kib(0, "VmLck") - base,
+			       (long)pinned * (PAGE / 1024));
 	}
 	NST_EQ(mismatches, 0);
 	while (nlive) {
@@ -243,7 +229,7 @@ static void test_random_against_model(void)
 		prov_unpin(&t, live[nlive].addr, live[nlive].len);
 	}
 	NST_EQ(prov_pins_pages(&t), 0);
-	NST_EQ(vm_locked_kib() - base, 0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 0);
 	prov_pins_fini(&t);
 	munmap(buf, NPAGES * PAGE);
 }
@@ -253,13 +239,13 @@ static void test_fini_unlocks(void)
 {
 	struct prov_pins t;
 	char *buf = map_pages(8);
-	long base = vm_locked_kib();
+	long base = nst_proc_status_kib(0, "VmLck");
 
 	NST_REQUIRE_EQ(prov_pins_init(&t), 0);
 	NST_EQ(prov_pin(&t, (uintptr_t)buf, 8 * PAGE, true), 0);
-	NST_EQ(vm_locked_kib() - base, 32);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 32);
 	prov_pins_fini(&t);
-	NST_EQ(vm_locked_kib() - base, 0);
+	NST_EQ(nst_proc_status_kib(0, "VmLck") - base, 0);
 	prov_pins_fini(&t); /* a zeroed table is accepted */
 	munmap(buf, 8 * PAGE);
 }
