@@ -16,6 +16,7 @@
 
 #include "nicsim_host.h"
 #include "nstest.h"
+#include "nstnic.h"
 
 #define ADDR "198.18.0.1"
 #define WAIT_MS 5000
@@ -49,33 +50,6 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* TPT entries in use, asked through a context of our own (which holds none). */
-static int tpt_in_use(void)
-{
-	struct nic_host *h;
-	struct nic_cmd c = {.opcode = NIC_CMD_QUERY_DEVICE};
-	struct nic_cpl cpl;
-	int n = -1;
-
-	if (nic_host_attach(sock, &h) < 0)
-		return -1;
-	if (nic_host_cmd(h, &c, &cpl, WAIT_MS) == 0 && cpl.status == NIC_STATUS_OK)
-		n = (int)cpl.u.query_device.tpt_in_use;
-	nic_host_detach(h);
-	return n;
-}
-
-/* Wait (bounded) until occupancy is back at want; returns the last value seen. */
-static int wait_in_use(int want)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	int n;
-
-	while ((n = tpt_in_use()) != want && nst_now_ns() < deadline)
-		sleep_ms(10);
-	return n;
-}
-
 /* A well-behaved host: register, query, deregister. */
 static void check_serves_good_host(void)
 {
@@ -102,7 +76,7 @@ static void check_serves_good_host(void)
 
 static void test_random_commands(void)
 {
-	int base = tpt_in_use();
+	int base = nst_tpt_in_use(sock);
 	unsigned counts[NIC_STATUS_MAX_] = {0}, done = 0;
 	struct nic_host *h;
 	uint64_t end = nst_now_ns() + 1000000000ull;
@@ -162,12 +136,12 @@ static void test_random_commands(void)
 	NST_TRUE(counts[NIC_STATUS_BAD_KEY] > 0);
 	check_serves_good_host();
 	nic_host_detach(h);
-	NST_EQ(wait_in_use(base), base);
+	NST_EQ(nst_wait_tpt_in_use(sock, base, WAIT_MS), base);
 }
 
 static void test_garbage_segment_and_doorbell(void)
 {
-	int base = tpt_in_use();
+	int base = nst_tpt_in_use(sock);
 	struct nic_host *h;
 	size_t size;
 	unsigned char *seg;
@@ -197,7 +171,7 @@ static void test_garbage_segment_and_doorbell(void)
 	printf("\n    %u rounds of random bytes over the segment and doorbell\n", rounds);
 	check_serves_good_host();
 	nic_host_detach(h);
-	NST_EQ(wait_in_use(base), base);
+	NST_EQ(nst_wait_tpt_in_use(sock, base, WAIT_MS), base);
 }
 
 /* Send raw bytes as a hello and read the reply's status (-1: no reply). */
@@ -283,7 +257,7 @@ static int churn(void *arg)
 
 static void test_killed_while_registering(void)
 {
-	int base = tpt_in_use();
+	int base = nst_tpt_in_use(sock);
 
 	NST_REQUIRE(base >= 0);
 	for (int i = 0; i < 5; i++) {
@@ -295,7 +269,7 @@ static void test_killed_while_registering(void)
 		NST_EQ(kill(child, SIGKILL), 0);
 		status = nst_wait(child, WAIT_MS);
 		NST_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		NST_EQ(wait_in_use(base), base);
+		NST_EQ(nst_wait_tpt_in_use(sock, base, WAIT_MS), base);
 	}
 	check_serves_good_host();
 }

@@ -25,6 +25,7 @@
 
 #include "nicsim_host.h"
 #include "nstest.h"
+#include "nstnic.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -41,32 +42,6 @@ static void sleep_ms(int ms)
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
-}
-
-/* TPT entries in use on the NIC at path, through a context of our own. */
-static int in_use(const char *path)
-{
-	struct nic_host *h;
-	struct nic_cmd c = {.opcode = NIC_CMD_QUERY_DEVICE};
-	struct nic_cpl cpl;
-	int n = -1;
-
-	if (nic_host_attach(path, &h) < 0)
-		return -1;
-	if (nic_host_cmd(h, &c, &cpl, WAIT_MS) == 0 && cpl.status == NIC_STATUS_OK)
-		n = (int)cpl.u.query_device.tpt_in_use;
-	nic_host_detach(h);
-	return n;
-}
-
-static int wait_in_use(const char *path, int want)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	int n;
-
-	while ((n = in_use(path)) != want && nst_now_ns() < deadline)
-		sleep_ms(10);
-	return n;
 }
 
 static SOCKET bound_socket(const char *addr)
@@ -108,7 +83,7 @@ static void test_sizes_and_alignments(void)
 	static const size_t sizes[] = {1, 3, 4095, 4096, 4097, 65537, (1u << 20) + 5, 64u << 20};
 	static const size_t offsets[] = {0, 1, 2049, 4095};
 	SOCKET s = bound_socket(ADDR_A);
-	int base = in_use(sock_a);
+	int base = nst_tpt_in_use(sock_a);
 	long lck0 = nst_proc_status_kib(0, "VmLck");
 
 	NST_REQUIRE(base >= 0 && lck0 >= 0);
@@ -121,12 +96,12 @@ static void test_sizes_and_alignments(void)
 
 			NST_TRUE(h != NULL);
 			NST_EQ(err, 0);
-			NST_EQ(in_use(sock_a), base + 1);
+			NST_EQ(nst_tpt_in_use(sock_a), base + 1);
 			/* The pages are pinned: exactly those the buffer spans. */
 			NST_EQ(nst_proc_status_kib(0, "VmLck") - lck0,
 			       (long)(pages_spanned((uintptr_t)buf, sizes[i]) * PAGE / 1024));
 			NST_EQ(WSPDeregisterMemory(s, h, &err), 0);
-			NST_EQ(in_use(sock_a), base);
+			NST_EQ(nst_tpt_in_use(sock_a), base);
 			NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 			munmap(m, maplen);
 		}
@@ -138,7 +113,7 @@ static void test_r2_same_buffer_same_handle(void)
 {
 	SOCKET s1 = bound_socket(ADDR_A), s2 = bound_socket(ADDR_A);
 	char *buf = map(3 * PAGE);
-	int base = in_use(sock_a), err = 0;
+	int base = nst_tpt_in_use(sock_a), err = 0;
 	long lck0 = nst_proc_status_kib(0, "VmLck");
 	HANDLE h1, h1b, h2;
 
@@ -149,16 +124,16 @@ static void test_r2_same_buffer_same_handle(void)
 	NST_EQ_U((uintptr_t)h1b, (uintptr_t)h1);
 	NST_EQ_U((uintptr_t)h2, (uintptr_t)h1);
 	/* One NIC registration for all three. */
-	NST_EQ(in_use(sock_a), base + 1);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 1);
 	/* s2 holds one instance, s1 two; only the last release frees. */
 	NST_EQ(WSPDeregisterMemory(s2, h2, &err), 0);
 	NST_EQ(WSPDeregisterMemory(s2, h2, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
-	NST_EQ(in_use(sock_a), base + 1);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 1);
 	NST_TRUE(nst_proc_status_kib(0, "VmLck") > lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
-	NST_EQ(in_use(sock_a), base);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
 	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
@@ -193,13 +168,13 @@ static void test_rdma_descriptor(void)
 	char *buf = map(2 * PAGE);
 	unsigned char desc[64], again[64], forged[64];
 	DWORD len = 0;
-	int base = in_use(sock_a), err = 0;
+	int base = nst_tpt_in_use(sock_a), err = 0;
 
 	/* Asking with a short buffer tells the size and changes nothing. */
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, desc, &len, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEFAULT);
 	NST_EQ(len, NICSIM_RDMA_DESC_SIZE);
-	NST_EQ(in_use(sock_a), base);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, desc, NULL, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEFAULT);
 
@@ -207,11 +182,11 @@ static void test_rdma_descriptor(void)
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, desc, &len, &err), 0);
 	NST_EQ(len, NICSIM_RDMA_DESC_SIZE);
 	/* A window over a region on a NIC with windows. */
-	NST_EQ(in_use(sock_a), base + 2);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 2);
 	len = sizeof(again);
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, again, &len, &err), 0);
 	NST_EQ(memcmp(desc, again, NICSIM_RDMA_DESC_SIZE), 0);
-	NST_EQ(in_use(sock_a), base + 2);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 2);
 
 	/* Truncated, forged, and another socket's: refused, nothing changed. */
 	NST_EQ(WSPDeregisterRdmaMemory(s, desc, NICSIM_RDMA_DESC_SIZE - 1, &err), SOCKET_ERROR);
@@ -228,19 +203,19 @@ static void test_rdma_descriptor(void)
 	NST_EQ(err, WSAEINVAL);
 	NST_EQ(WSPDeregisterRdmaMemory(s, NULL, NICSIM_RDMA_DESC_SIZE, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
-	NST_EQ(in_use(sock_a), base + 2);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 2);
 
 	/* Another socket registering the same buffer gets its own window. */
 	len = sizeof(again);
 	NST_EQ(WSPRegisterRdmaMemory(other, buf, PAGE, MEM_WRITE, again, &len, &err), 0);
 	NST_NE(memcmp(desc + 12, again + 12, 4), 0);
-	NST_EQ(in_use(sock_a), base + 3);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 3);
 	NST_EQ(WSPDeregisterRdmaMemory(other, again, NICSIM_RDMA_DESC_SIZE, &err), 0);
 
 	NST_EQ(WSPDeregisterRdmaMemory(s, desc, NICSIM_RDMA_DESC_SIZE, &err), 0);
-	NST_EQ(in_use(sock_a), base + 2);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 2);
 	NST_EQ(WSPDeregisterRdmaMemory(s, desc, NICSIM_RDMA_DESC_SIZE, &err), 0);
-	NST_EQ(in_use(sock_a), base);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
 	/* Stale now. */
 	NST_EQ(WSPDeregisterRdmaMemory(s, desc, NICSIM_RDMA_DESC_SIZE, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
@@ -255,12 +230,12 @@ static void test_rdma_without_windows(void)
 	char *buf = map(PAGE);
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD len = sizeof(desc);
-	int base = in_use(sock_b), err = 0;
+	int base = nst_tpt_in_use(sock_b), err = 0;
 
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_READWRITE, desc, &len, &err), 0);
-	NST_EQ(in_use(sock_b), base + 1); /* the region's own key is the remote key */
+	NST_EQ(nst_tpt_in_use(sock_b), base + 1); /* the region's own key is the remote key */
 	NST_EQ(WSPDeregisterRdmaMemory(s, desc, sizeof(desc), &err), 0);
-	NST_EQ(in_use(sock_b), base);
+	NST_EQ(nst_tpt_in_use(sock_b), base);
 	munmap(buf, PAGE);
 	close_socket(s);
 }
@@ -269,7 +244,7 @@ static void test_rdma_without_windows(void)
 static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len, DWORD flags,
 			   int code)
 {
-	int base = in_use(sock_path), err = 0;
+	int base = nst_tpt_in_use(sock_path), err = 0;
 	long lck0 = nst_proc_status_kib(0, "VmLck");
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD dlen = sizeof(desc);
@@ -279,7 +254,7 @@ static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len
 	err = 0;
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, len, flags, desc, &dlen, &err), SOCKET_ERROR);
 	NST_EQ(err, code);
-	NST_EQ(in_use(sock_path), base);
+	NST_EQ(nst_tpt_in_use(sock_path), base);
 	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 }
 
@@ -330,7 +305,7 @@ static void test_bad_handles(void)
 {
 	SOCKET s = bound_socket(ADDR_A), s2 = bound_socket(ADDR_A);
 	char *m = map(PAGE);
-	int base = in_use(sock_a), err = 0;
+	int base = nst_tpt_in_use(sock_a), err = 0;
 	HANDLE h = WSPRegisterMemory(s, m, PAGE, MEM_READ, &err);
 	HANDLE forged[] = {NULL,
 			   (HANDLE)(uintptr_t)1,
@@ -348,12 +323,12 @@ static void test_bad_handles(void)
 	/* R3: the handle is not valid on a socket that did not register it. */
 	NST_EQ(WSPDeregisterMemory(s2, h, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
-	NST_EQ(in_use(sock_a), base + 1);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 1);
 	NST_EQ(WSPDeregisterMemory(s, h, &err), 0);
 	/* Already released. */
 	NST_EQ(WSPDeregisterMemory(s, h, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEINVAL);
-	NST_EQ(in_use(sock_a), base);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
 	munmap(m, PAGE);
 	close_socket(s);
 	close_socket(s2);
@@ -412,7 +387,7 @@ static void test_bad_sockets(void)
 static void test_tpt_full(void)
 {
 	SOCKET s = bound_socket(ADDR_B);
-	int base = in_use(sock_b), err = 0, n = 0;
+	int base = nst_tpt_in_use(sock_b), err = 0, n = 0;
 	char *m = map(16 * PAGE);
 	HANDLE h[16];
 
@@ -426,14 +401,14 @@ static void test_tpt_full(void)
 	}
 	NST_EQ(n, 8 - base);
 	NST_EQ(err, WSAENOBUFS);
-	NST_EQ(in_use(sock_b), 8);
+	NST_EQ(nst_tpt_in_use(sock_b), 8);
 	/* Freeing one entry lets the next registration through. */
 	NST_EQ(WSPDeregisterMemory(s, h[0], &err), 0);
 	h[0] = WSPRegisterMemory(s, m + 15 * PAGE, PAGE, MEM_READ, &err);
 	NST_TRUE(h[0] != NULL);
 	for (int i = 0; i < n; i++)
 		NST_EQ(WSPDeregisterMemory(s, h[i], &err), 0);
-	NST_EQ(in_use(sock_b), base);
+	NST_EQ(nst_tpt_in_use(sock_b), base);
 	munmap(m, 16 * PAGE);
 	close_socket(s);
 }
@@ -520,13 +495,13 @@ static int register_unpinnable(void *arg)
 
 static void test_pages_that_cannot_be_pinned(void)
 {
-	int base = in_use(sock_a);
+	int base = nst_tpt_in_use(sock_a);
 	pid_t child = nst_fork(register_unpinnable, NULL);
 	int status = nst_wait(child, 20000);
 
 	NST_TRUE(WIFEXITED(status));
 	NST_EQ(WEXITSTATUS(status), 0);
-	NST_EQ(wait_in_use(sock_a, base), base);
+	NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);
 }
 
 static void test_close_releases(void)
@@ -535,14 +510,14 @@ static void test_close_releases(void)
 	char *m = map(4 * PAGE);
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD dlen = sizeof(desc);
-	int base = in_use(sock_a), err = 0;
+	int base = nst_tpt_in_use(sock_a), err = 0;
 	long lck0 = nst_proc_status_kib(0, "VmLck");
 
 	NST_TRUE(WSPRegisterMemory(s, m, PAGE, MEM_READ, &err) != NULL);
 	NST_EQ(WSPRegisterRdmaMemory(s, m + 2 * PAGE, PAGE, MEM_READ, desc, &dlen, &err), 0);
-	NST_EQ(in_use(sock_a), base + 3);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 3);
 	close_socket(s);
-	NST_EQ(in_use(sock_a), base);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
 	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	munmap(m, 4 * PAGE);
 }
@@ -660,7 +635,7 @@ static int hold_registrations(void *arg)
 
 static void test_killed_host_is_torn_down(void)
 {
-	int base = in_use(sock_a), fds[2];
+	int base = nst_tpt_in_use(sock_a), fds[2];
 	char c, out[65536], want[64];
 	const char *argv[] = {
 	    nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "show", "tpt", NULL};
@@ -672,13 +647,13 @@ static void test_killed_host_is_torn_down(void)
 	close(fds[1]);
 	NST_REQUIRE_EQ(read(fds[0], &c, 1), 1);
 	close(fds[0]);
-	NST_EQ(in_use(sock_a), base + 3);
+	NST_EQ(nst_tpt_in_use(sock_a), base + 3);
 	snprintf(want, sizeof(want), "pid %d ", (int)child);
 	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
 	NST_TRUE(strstr(out, want) != NULL);
 	NST_EQ(kill(child, SIGKILL), 0);
 	nst_wait(child, WAIT_MS);
-	NST_EQ(wait_in_use(sock_a, base), base);
+	NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);
 	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
 	NST_TRUE(strstr(out, want) == NULL);
 }
@@ -708,7 +683,7 @@ static int churn(void *arg)
 
 static void test_killed_while_registering(void)
 {
-	int base = in_use(sock_a);
+	int base = nst_tpt_in_use(sock_a);
 
 	for (int i = 0; i < 4; i++) {
 		pid_t child = nst_fork(churn, NULL);
@@ -717,7 +692,7 @@ static void test_killed_while_registering(void)
 		sleep_ms(30 + 17 * i);
 		NST_EQ(kill(child, SIGKILL), 0);
 		nst_wait(child, WAIT_MS);
-		NST_EQ(wait_in_use(sock_a, base), base);
+		NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);
 	}
 }
 
@@ -759,15 +734,15 @@ static int clean(void)
 /* Every test leaves both NICs' TPT occupancy where it found it. */
 static void setup(void)
 {
-	base_a = in_use(sock_a);
-	base_b = in_use(sock_b);
+	base_a = nst_tpt_in_use(sock_a);
+	base_b = nst_tpt_in_use(sock_b);
 }
 
 static void teardown(void)
 {
 	NST_TRUE(base_a >= 0 && base_b >= 0);
-	NST_EQ(wait_in_use(sock_a, base_a), base_a);
-	NST_EQ(wait_in_use(sock_b, base_b), base_b);
+	NST_EQ(nst_wait_tpt_in_use(sock_a, base_a, WAIT_MS), base_a);
+	NST_EQ(nst_wait_tpt_in_use(sock_b, base_b, WAIT_MS), base_b);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,32 @@
+#include "nstnic.h"
+
+#include <time.h>
+
+#include "nicsim_host.h"
+#include "nstest.h"
+
+int nst_tpt_in_use(const char *sock)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_QUERY_DEVICE};
+	struct nic_host *h;
+	struct nic_cpl cpl;
+	int n = -1;
+
+	if (nic_host_attach(sock, &h) < 0)
+		return -1;
+	if (nic_host_cmd(h, &c, &cpl, NIC_HOST_CMD_TIMEOUT_MS) == 0 && cpl.status == NIC_STATUS_OK)
+		n = (int)cpl.u.query_device.tpt_in_use;
+	nic_host_detach(h);
+	return n;
+}
+
+int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)
+{
+	const struct timespec pause = {.tv_nsec = 10 * 1000000L};
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int n;
+
+	while ((n = nst_tpt_in_use(sock)) != want && nst_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+	return n;
+}

@@ -1,0 +1,15 @@
+/*
+ * Test support that talks to a NIC through the host driver: its TPT
+ * occupancy, asked through a context of the test's own (which holds no
+ * entries, so it does not change what it measures).
+ */
+#ifndef NSTNIC_H
+#define NSTNIC_H
+
+/* TPT entries in use on the NIC listening at sock, or -1. */
+int nst_tpt_in_use(const char *sock);
+
+/* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
+int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
+
+#endif /* NSTNIC_H */
