@@ -1,0 +1,46 @@
+/*
+ * DMA engine: moves bytes between an attached host process's memory and the
+ * NIC's own buffers (fabric frames), the way a device reaches host memory.
+ *
+ * The host is another process, so its memory is reached with
+ * process_vm_readv/process_vm_writev.  A transfer is described by segments
+ * of the host's address space (each one the range a TPT grant allowed: a
+ * region's pages are one virtually contiguous run, so one segment per
+ * scatter/gather element) and an offset and length within their
+ * concatenation.  Each call turns that into one iovec array and one system
+ * call (more only past IOV_MAX segments): no per-page calls and no staging
+ * copy, so data goes from host memory straight into a frame and from a frame
+ * straight into host memory.
+ *
+ * The TPT check comes first and is the caller's: these functions trust the
+ * segments they are given and only report what the kernel says.
+ *
+ * Errors: 0, -EFAULT (part of the range is not mapped in the host: a local
+ * protection error), -ESRCH (the host process is gone), -EPERM (the NIC may
+ * not reach the host's memory: see PR_SET_PTRACER in the attach handshake),
+ * -EINVAL (offset and length outside the segments), -ENOMEM.
+ */
+#ifndef NICSIM_DMA_H
+#define NICSIM_DMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct dma_seg {
+	uint64_t va;  /* start in the host's address space */
+	uint64_t len; /* bytes */
+};
+
+/* Copy len bytes at offset off of the host's segments into buf. */
+int dma_read(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, void *buf,
+	     size_t len);
+
+/* Copy len bytes from buf to offset off of the host's segments. */
+int dma_write(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, const void *buf,
+	      size_t len);
+
+/* Total bytes the segments describe (saturating at UINT64_MAX). */
+uint64_t dma_segs_len(const struct dma_seg *segs, unsigned nsegs);
+
+#endif /* NICSIM_DMA_H */

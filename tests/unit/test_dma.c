@@ -1,0 +1,169 @@
+/*
+ * DMA engine (nicsim/dma.c) against a real second process: reads and writes
+ * through scatter lists at any offset, more segments than one system call
+ * takes, unmapped ranges, and a process that is gone.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dma.h"
+#include "nstest.h"
+
+#define AREA (1u << 20)
+
+/* The child's memory: a shared mapping, so the test can also check what the
+ * child sees; the DMA engine still goes through the child's address space. */
+static unsigned char *area;
+static pid_t child = -1;
+
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i * 131u + 7u);
+}
+
+static int hold(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static int init(void)
+{
+	area = mmap(NULL, AREA, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (area == MAP_FAILED)
+		return -1;
+	for (size_t i = 0; i < AREA; i++)
+		area[i] = pattern(i);
+	child = nst_fork(hold, NULL);
+	return child > 0 ? 0 : -1;
+}
+
+static int clean(void)
+{
+	kill(child, SIGKILL);
+	nst_wait(child, 5000);
+	munmap(area, AREA);
+	return 0;
+}
+
+static struct dma_seg seg(size_t off, size_t len)
+{
+	return (struct dma_seg){.va = (uintptr_t)area + off, .len = len};
+}
+
+static void test_read_one_segment(void)
+{
+	struct dma_seg s = seg(100, 5000);
+	unsigned char buf[5000];
+
+	NST_EQ(dma_read(child, &s, 1, 0, buf, sizeof(buf)), 0);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		NST_REQUIRE_EQ(buf[i], pattern(100 + i));
+	NST_EQ(dma_read(child, &s, 1, 4990, buf, 10), 0);
+	NST_EQ(buf[0], pattern(100 + 4990));
+}
+
+static void test_scatter_list_at_every_offset(void)
+{
+	/* Segments of uneven sizes, out of address order, some empty. */
+	struct dma_seg s[] = {seg(9000, 3), seg(0, 0), seg(50, 4096), seg(70000, 1),
+			      seg(20000, 777)};
+	size_t total = 3 + 4096 + 1 + 777, expect_off[4877];
+	unsigned char buf[4877];
+	size_t k = 0;
+
+	NST_EQ_U(dma_segs_len(s, 5), total);
+	for (unsigned i = 0; i < 5; i++)
+		for (size_t j = 0; j < s[i].len; j++)
+			expect_off[k++] = (size_t)(s[i].va - (uintptr_t)area) + j;
+	for (size_t off = 0; off < total; off += 97) {
+		size_t len = total - off < 1000 ? total - off : 1000;
+
+		memset(buf, 0, sizeof(buf));
+		NST_REQUIRE_EQ(dma_read(child, s, 5, off, buf, len), 0);
+		for (size_t i = 0; i < len; i++)
+			NST_REQUIRE_EQ(buf[i], pattern(expect_off[off + i]));
+	}
+}
+
+static void test_write_lands_in_the_host(void)
+{
+	struct dma_seg s[] = {seg(300000, 10), seg(200000, 20)};
+	unsigned char data[25];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(0xa0 + i);
+	NST_EQ(dma_write(child, s, 2, 5, data, sizeof(data)), 0);
+	NST_EQ(memcmp(area + 300005, data, 5), 0);
+	NST_EQ(memcmp(area + 200000, data + 5, 20), 0);
+	/* Bytes around the written ones are untouched. */
+	NST_EQ(area[300004], pattern(300004));
+	NST_EQ(area[200020], pattern(200020));
+	for (size_t i = 0; i < 5; i++)
+		area[300005 + i] = pattern(300005 + i);
+	for (size_t i = 0; i < 20; i++)
+		area[200000 + i] = pattern(200000 + i);
+}
+
+static void test_more_segments_than_one_call(void)
+{
+	enum { N = 3000 };
+	static struct dma_seg s[N];
+	static unsigned char buf[N * 2];
+
+	for (size_t i = 0; i < N; i++)
+		s[i] = seg((N - 1 - i) * 64, 2);
+	NST_EQ(dma_read(child, s, N, 0, buf, sizeof(buf)), 0);
+	for (size_t i = 0; i < N; i++) {
+		NST_REQUIRE_EQ(buf[2 * i], pattern((N - 1 - i) * 64));
+		NST_REQUIRE_EQ(buf[2 * i + 1], pattern((N - 1 - i) * 64 + 1));
+	}
+}
+
+static void test_out_of_range_and_unmapped(void)
+{
+	struct dma_seg s = seg(0, 100);
+	struct dma_seg hole[] = {seg(0, 10), {.va = 4096, .len = 10}};
+	unsigned char buf[200];
+
+	NST_EQ(dma_read(child, &s, 1, 50, buf, 51), -EINVAL);
+	NST_EQ(dma_read(child, &s, 1, 101, buf, 0), 0);
+	NST_EQ(dma_read(child, &s, 1, UINT64_MAX, buf, 2), -EINVAL);
+	/* Page 1 of the address space is never mapped. */
+	NST_EQ(dma_read(child, hole, 2, 0, buf, 20), -EFAULT);
+	NST_EQ(dma_write(child, hole, 2, 5, buf, 10), -EFAULT);
+}
+
+static void test_host_gone(void)
+{
+	pid_t gone = nst_fork(hold, NULL);
+	struct dma_seg s = seg(0, 16);
+	unsigned char buf[16];
+
+	NST_REQUIRE(gone > 0);
+	kill(gone, SIGKILL);
+	nst_wait(gone, 5000);
+	NST_EQ(dma_read(gone, &s, 1, 0, buf, sizeof(buf)), -ESRCH);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"read_one_segment", test_read_one_segment},
+	    {"scatter_list_at_every_offset", test_scatter_list_at_every_offset},
+	    {"write_lands_in_the_host", test_write_lands_in_the_host},
+	    {"more_segments_than_one_call", test_more_segments_than_one_call},
+	    {"out_of_range_and_unmapped", test_out_of_range_and_unmapped},
+	    {"host_gone", test_host_gone},
+	    {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "dma", tests, init, clean);
+}
