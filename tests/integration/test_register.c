@@ -301,7 +301,7 @@ static void test_bad_flags(void)
 	close_socket(s);
 }
 
-static void test_bad_handles(void)
+static void test_r3_forged_and_foreign_handles(void)
 {
 	SOCKET s = bound_socket(ADDR_A), s2 = bound_socket(ADDR_A);
 	char *m = map(PAGE);
@@ -757,7 +757,7 @@ int main(int argc, char **argv)
 	    {"rdma_without_windows", test_rdma_without_windows},
 	    {"bad_buffers", test_bad_buffers},
 	    {"bad_flags", test_bad_flags},
-	    {"bad_handles", test_bad_handles},
+	    {"r3_forged_and_foreign_handles", test_r3_forged_and_foreign_handles},
 	    {"bad_sockets", test_bad_sockets},
 	    {"tpt_full", test_tpt_full},
 	    {"larger_than_nic_limit", test_larger_than_nic_limit},
