@@ -24,6 +24,8 @@ static size_t body_len(uint16_t opcode)
 	case NIC_CMD_INVALIDATE_MW:
 	case NIC_CMD_DEALLOC_MW: return sizeof(struct nic_cmd_key);
 	case NIC_CMD_BIND_MW: return sizeof(struct nic_cmd_bind_mw);
+	case NIC_CMD_CREATE_QP:
+	case NIC_CMD_DESTROY_QP: return sizeof(struct nic_cmd_qp);
 	default: return 0;
 	}
 }
@@ -86,6 +88,11 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 			return NIC_STATUS_BAD_RANGE;
 		return NIC_STATUS_OK;
 	}
+	case NIC_CMD_CREATE_QP:
+		if (cmd->u.qp.qpn)
+			return NIC_STATUS_BAD_FIELD;
+		return cmd->u.qp.slot < NIC_QP_SLOTS ? NIC_STATUS_OK : NIC_STATUS_BAD_QP;
+	case NIC_CMD_DESTROY_QP: return cmd->u.qp.slot ? NIC_STATUS_BAD_FIELD : NIC_STATUS_OK;
 	default: return NIC_STATUS_OK;
 	}
 }
@@ -132,6 +139,8 @@ static void count_status(struct nic_stats *s, uint16_t status)
 	case NIC_STATUS_BAD_KEY: s->err_bad_key++; break;
 	case NIC_STATUS_BUSY: s->err_busy++; break;
 	case NIC_STATUS_NOT_SUPPORTED: s->err_not_supported++; break;
+	case NIC_STATUS_BAD_QP: s->err_bad_qp++; break;
+	case NIC_STATUS_NO_RESOURCES: s->err_no_resources++; break;
 	default: s->err_bad_state++; break;
 	}
 	s->cmds_failed++;
@@ -148,6 +157,8 @@ static void count_opcode(struct nic_stats *s, uint16_t opcode)
 	case NIC_CMD_BIND_MW: s->cmd_bind_mw++; break;
 	case NIC_CMD_INVALIDATE_MW: s->cmd_invalidate_mw++; break;
 	case NIC_CMD_DEALLOC_MW: s->cmd_dealloc_mw++; break;
+	case NIC_CMD_CREATE_QP: s->cmd_create_qp++; break;
+	case NIC_CMD_DESTROY_QP: s->cmd_destroy_qp++; break;
 	default: break;
 	}
 }
@@ -159,7 +170,18 @@ static int done_or_drained(int err)
 	return err == -EINPROGRESS ? 0 : err;
 }
 
-void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner,
+/* Map a QP call's error to the command's status. */
+static uint16_t qp_status(int err)
+{
+	switch (err) {
+	case 0: return NIC_STATUS_OK;
+	case -ENOSPC:
+	case -ENOMEM: return NIC_STATUS_NO_RESOURCES;
+	default: return NIC_STATUS_BAD_QP;
+	}
+}
+
+void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
 		 const struct nic_cmd *cmd, struct nic_cpl *cpl)
 {
 	uint16_t status = cmd_validate(env, cmd);
@@ -216,6 +238,12 @@ void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner,
 		break;
 	case NIC_CMD_DEALLOC_MW:
 		err = done_or_drained(tpt_dealloc_mw(env->tpt, owner->ctx_id, cmd->u.key.key));
+		break;
+	case NIC_CMD_CREATE_QP:
+		status = qp_status(env->qp_create(env->qp_arg, ctx, cmd->u.qp.slot, &key));
+		break;
+	case NIC_CMD_DESTROY_QP:
+		status = qp_status(env->qp_destroy(env->qp_arg, ctx, cmd->u.qp.qpn));
 		break;
 	default: status = NIC_STATUS_BAD_OPCODE; break;
 	}

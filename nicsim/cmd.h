@@ -15,9 +15,17 @@
 #include "nicsim_mgmt.h"
 #include "tpt.h"
 
-/* What a command may touch: the NIC's TPT, counters and properties. */
+/*
+ * What a command may touch: the NIC's TPT, counters and properties, and its
+ * queue pairs through qp_create/qp_destroy (called with qp_arg and the
+ * context that sent the command; 0 or -EBUSY (slot in use), -EINVAL (no such
+ * slot), -ENOENT (no such QP of this context), -ENOSPC (no QP number left)).
+ */
 struct cmd_env {
 	struct tpt *tpt;
+	int (*qp_create)(void *qp_arg, void *ctx, uint32_t slot, uint32_t *qpn);
+	int (*qp_destroy)(void *qp_arg, void *ctx, uint32_t qpn);
+	void *qp_arg;
 	struct nic_stats *stats;
 	uint32_t caps;        /* NIC_CAP_* */
 	uint64_t max_reg_len; /* bytes */
@@ -32,11 +40,12 @@ struct cmd_env {
 uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd);
 
 /*
- * Execute one command for the context `owner` and fill *cpl (tag, opcode,
- * status, key, body).  cmd must be a private copy.  Counts the command and
- * any failure in env->stats.
+ * Execute one command for the context `owner` (ctx: the NIC's object for it,
+ * passed on to the QP calls) and fill *cpl (tag, opcode, status, key, body).
+ * cmd must be a private copy.  Counts the command and any failure in
+ * env->stats.
  */
-void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner,
+void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
 		 const struct nic_cmd *cmd, struct nic_cpl *cpl);
 
 #endif /* NICSIM_CMD_H */

@@ -89,6 +89,8 @@ static int create_segment(struct nic_ctx *c, uint32_t nic_cpu)
 	h->cmdq_depth = NIC_CMDQ_DEPTH;
 	h->cmdq_off = NIC_CTX_CMDQ_OFF;
 	h->cplq_off = NIC_CTX_CPLQ_OFF;
+	h->eq_off = NIC_CTX_EQ_OFF;
+	h->qp_off = NIC_CTX_QP_OFF;
 	h->nic_state = NIC_CTX_OK;
 	h->nic_cpu = nic_cpu;
 	return 0;
@@ -204,11 +206,41 @@ void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 	}
 	nic->nctx--;
 	nic->stats.detaches++;
+	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
+		if (c->qps[i])
+			qp_destroy(&nic->qps, c->qps, c->qps[i]);
+	}
 	released = tpt_release_owner(nic->tpt, c->id);
 	nic_info(&nic->log, "context %u detached: pid %u (%s), %s; released %u TPT entries", c->id,
 		 c->pid, c->comm, why, released);
 	/* Closing the descriptors removes them from the epoll set. */
 	ctx_free(c);
+}
+
+int ctx_qp_create(void *nic_arg, void *ctx, uint32_t slot, uint32_t *qpn)
+{
+	struct nic *nic = nic_arg;
+	struct nic_ctx *c = ctx;
+	struct qp *qp;
+	int err = qp_create(&nic->qps, c, c->qps, c->hdr, slot, &qp);
+
+	if (err)
+		return err;
+	*qpn = qp->qpn;
+	nic_dbg(&nic->log, "context %u: QP %u created in slot %u", c->id, qp->qpn, slot);
+	return 0;
+}
+
+int ctx_qp_destroy(void *nic_arg, void *ctx, uint32_t qpn)
+{
+	struct nic *nic = nic_arg;
+	struct nic_ctx *c = ctx;
+	struct qp *qp = qp_find(&nic->qps, qpn);
+
+	if (!qp || qp->ctx != c)
+		return -ENOENT;
+	qp_destroy(&nic->qps, c->qps, qp);
+	return 0;
 }
 
 void ctx_set_sleeping(struct nic *nic, uint32_t v)
@@ -295,7 +327,7 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 
 		memcpy(&cmd, &c->cmdq[c->cmd_cons & mask], sizeof(cmd));
 		c->cmd_cons++;
-		cmd_execute(&nic->env, &owner, &cmd, &cpl);
+		cmd_execute(&nic->env, &owner, c, &cmd, &cpl);
 		if (cpl.status != NIC_STATUS_OK)
 			nic_dbg(&nic->log, "context %u: command %u tag %llu failed: %s", c->id,
 				cmd.opcode, (unsigned long long)cmd.tag,

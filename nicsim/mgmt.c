@@ -22,6 +22,7 @@ void mgmt_fill_stats(struct nic *nic, struct nic_stats *out)
 	out->tpt_capacity = tpt_capacity(nic->tpt);
 	out->tpt_high_water = tpt_high_water(nic->tpt);
 	out->contexts = nic->nctx;
+	out->qps = nic->qps.in_use;
 }
 
 /* Send one reply message: header plus count records of size rec_size. */

@@ -442,6 +442,9 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 		goto fail;
 	}
 	nic->env = (struct cmd_env){.tpt = nic->tpt,
+				    .qp_create = ctx_qp_create,
+				    .qp_destroy = ctx_qp_destroy,
+				    .qp_arg = nic,
 				    .stats = &nic->stats,
 				    .caps = o->caps,
 				    .max_reg_len = o->max_reg_len,

@@ -14,6 +14,7 @@
 #include "nic.h"
 #include "nicsim_abi.h"
 #include "nicsim_mgmt.h"
+#include "qp.h"
 #include "tpt.h"
 
 /* What an epoll event points at. */
@@ -56,7 +57,8 @@ struct nic_ctx {
 	/* The NIC's own indices, never read back from shared memory. */
 	uint32_t cmd_cons;
 	uint32_t cpl_prod;
-	bool broken; /* ring protocol broken: ring no longer read */
+	bool broken;                  /* ring protocol broken: ring no longer read */
+	struct qp *qps[NIC_QP_SLOTS]; /* QP in each slot of the segment */
 	struct nic_ctx *next;
 };
 
@@ -64,6 +66,7 @@ struct nic {
 	struct nic_opts opts;
 	struct nic_log log;
 	struct tpt *tpt;
+	struct qp_table qps;
 	struct nic_stats stats;
 	struct cmd_env env;
 	char sock_path[108];
@@ -89,6 +92,10 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c);
 void ctx_set_sleeping(struct nic *nic, uint32_t v);
 bool ctx_share_cpu(struct nic *nic);
 struct nic_ctx *ctx_find(struct nic *nic, uint32_t id);
+
+/* ctx.c: QP commands of a context (cmd_env's qp_create/qp_destroy). */
+int ctx_qp_create(void *nic, void *ctx, uint32_t slot, uint32_t *qpn);
+int ctx_qp_destroy(void *nic, void *ctx, uint32_t qpn);
 
 /* mgmt.c */
 void mgmt_serve(struct nic *nic, struct nic_conn *conn);

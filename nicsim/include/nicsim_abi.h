@@ -28,6 +28,16 @@
  * other on its own CPU yields the CPU at every poll instead of spinning, so
  * that the other side runs at once.
  *
+ * Queue pairs (ABI 2): a context has NIC_QP_SLOTS fixed slots in its
+ * segment, each holding a send queue, a receive queue and a completion queue
+ * (rings of the same kind as the command ring).  CREATE_QP puts a slot to
+ * use and names the QP by a NIC-wide 24-bit number; the host posts work
+ * requests on the send and receive queues and rings the same doorbell; the
+ * NIC posts one completion per work request on the slot's completion queue
+ * and raises the same interrupt.  Connection events (a request on a
+ * listening port, established, refused, disconnected, QP error) arrive on
+ * the context's event queue.
+ *
  * All multi-byte fields are little-endian (the host and NIC share a machine).
  */
 #ifndef NICSIM_ABI_H
@@ -38,7 +48,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 1u
+#define NIC_ABI_VERSION 2u
 #define NIC_CACHELINE 64
 
 /* Socket file of the NIC with address A (dotted quad) inside its run directory. */
@@ -100,6 +110,7 @@ enum nic_status {
 	NIC_STATUS_BAD_HELLO = 11,     /* handshake: malformed hello */
 	NIC_STATUS_NO_RESOURCES = 12,  /* handshake: NIC cannot create a context */
 	NIC_STATUS_NOT_SUPPORTED = 13, /* capability switched off on this NIC */
+	NIC_STATUS_BAD_QP = 14,        /* no such QP or slot here, or slot in use */
 	NIC_STATUS_MAX_
 };
 
@@ -137,6 +148,8 @@ enum nic_opcode {
 	NIC_CMD_BIND_MW = 5,       /* bind a window to part of a region: new key */
 	NIC_CMD_INVALIDATE_MW = 6, /* revoke the window's remote access at once */
 	NIC_CMD_DEALLOC_MW = 7,    /* free a window */
+	NIC_CMD_CREATE_QP = 8,     /* put a QP slot to use: cpl.key = QP number */
+	NIC_CMD_DESTROY_QP = 9,    /* flush and free a QP (its slot becomes free) */
 	NIC_CMD_MAX_
 };
 
@@ -161,6 +174,11 @@ struct nic_cmd_bind_mw {
 	uint32_t qpn;    /* connection allowed to use it; NIC_QPN_NONE = none yet */
 };
 
+struct nic_cmd_qp {
+	uint32_t slot; /* CREATE_QP: slot index, 0 .. NIC_QP_SLOTS - 1 */
+	uint32_t qpn;  /* DESTROY_QP: the QP number CREATE_QP returned */
+};
+
 /* One command: 64 bytes.  tag is echoed in the completion. */
 struct nic_cmd {
 	uint16_t opcode; /* enum nic_opcode */
@@ -171,6 +189,7 @@ struct nic_cmd {
 		struct nic_cmd_reg_mr reg_mr;
 		struct nic_cmd_key key;
 		struct nic_cmd_bind_mw bind_mw;
+		struct nic_cmd_qp qp;
 		uint8_t raw[48]; /* bytes past the opcode's fields must be 0 */
 	} u;
 };
@@ -192,20 +211,160 @@ struct nic_cpl {
 	uint64_t tag;    /* the command's tag */
 	uint16_t opcode; /* the command's opcode (as read) */
 	uint16_t status; /* enum nic_status */
-	uint32_t key;    /* REG_MR, ALLOC_MW, BIND_MW: the new key */
+	uint32_t key;    /* REG_MR, ALLOC_MW, BIND_MW: the new key; CREATE_QP: QP number */
 	union {
 		struct nic_cpl_query_device query_device;
 		uint8_t raw[48];
 	} u;
 };
 
-/* ---- Context segment ---------------------------------------------------- */
+/* ---- Work requests, completions, events ---------------------------------- */
 
 /* Index pair of one ring; the producer owns prod, the consumer owns cons. */
 struct nic_ring_idx {
 	alignas(NIC_CACHELINE) uint32_t prod;
 	alignas(NIC_CACHELINE) uint32_t cons;
 };
+
+#define NIC_QP_SLOTS 32u
+#define NIC_SQ_DEPTH 128u
+#define NIC_RQ_DEPTH 128u
+#define NIC_CQ_DEPTH 256u /* one completion per work request of both queues */
+#define NIC_EQ_DEPTH 64u
+#define NIC_MAX_SGE 4u
+#define NIC_QPN_MAX 0xffffffu /* QP numbers are 24 bits; 0 and 1 are reserved */
+
+/* A scatter/gather element: part of a registered region, by its local key. */
+struct nic_sge {
+	uint64_t va;
+	uint32_t len;
+	uint32_t lkey;
+};
+
+enum nic_wr_opcode {
+	NIC_WR_SEND = 1,
+	NIC_WR_SEND_IMM = 2,
+	NIC_WR_RDMA_WRITE = 3,
+	NIC_WR_RDMA_WRITE_IMM = 4,
+	NIC_WR_RDMA_READ = 5,
+};
+
+#define NIC_WR_F_FENCE 0x1u     /* start only after earlier RDMA READs completed */
+#define NIC_WR_F_SOLICITED 0x2u /* solicited event at the receiver */
+
+/* Send queue entry: 128 bytes.  RDMA operations name the remote buffer by
+ * remote_va and rkey; the local buffers are the SGEs (the sink for a read). */
+struct nic_send_wqe {
+	uint64_t wr_id;  /* returned in the completion */
+	uint8_t opcode;  /* enum nic_wr_opcode */
+	uint8_t flags;   /* NIC_WR_F_* */
+	uint8_t num_sge; /* 0 .. NIC_MAX_SGE */
+	uint8_t reserved0;
+	uint32_t imm; /* _IMM opcodes: immediate data, delivered to the receiver */
+	uint64_t remote_va;
+	uint32_t rkey;
+	uint32_t reserved1;
+	struct nic_sge sge[NIC_MAX_SGE];
+	uint8_t reserved2[32];
+};
+
+/* Receive queue entry: 128 bytes. */
+struct nic_recv_wqe {
+	uint64_t wr_id;
+	uint8_t num_sge;
+	uint8_t reserved0[23];
+	struct nic_sge sge[NIC_MAX_SGE];
+	uint8_t reserved1[32];
+};
+
+enum nic_wc_status {
+	NIC_WC_SUCCESS = 0,
+	NIC_WC_LOC_LEN_ERR = 1,        /* the message does not fit the receive buffers */
+	NIC_WC_LOC_QP_OP_ERR = 2,      /* malformed work request */
+	NIC_WC_LOC_PROT_ERR = 3,       /* a local key or local DMA failed its check */
+	NIC_WC_WR_FLUSH_ERR = 4,       /* flushed: the QP went to error or was destroyed */
+	NIC_WC_BAD_RESP_ERR = 5,       /* unexpected response from the peer */
+	NIC_WC_REM_INV_REQ_ERR = 6,    /* peer NAK: invalid request */
+	NIC_WC_REM_ACCESS_ERR = 7,     /* peer NAK: remote access error */
+	NIC_WC_REM_OP_ERR = 8,         /* peer NAK: remote operational error */
+	NIC_WC_RETRY_EXC_ERR = 9,      /* no answer within the retry limit */
+	NIC_WC_RNR_RETRY_EXC_ERR = 10, /* peer had no receive buffer within the limit */
+	NIC_WC_MAX_
+};
+
+enum nic_wc_opcode {
+	NIC_WC_SEND = 1,
+	NIC_WC_RDMA_WRITE = 2,
+	NIC_WC_RDMA_READ = 3,
+	NIC_WC_RECV = 4,
+	NIC_WC_RECV_RDMA_IMM = 5,
+};
+
+#define NIC_WC_F_IMM 0x1u /* imm is valid */
+
+/* Completion queue entry: 32 bytes. */
+struct nic_cqe {
+	uint64_t wr_id;
+	uint16_t status; /* enum nic_wc_status */
+	uint8_t opcode;  /* enum nic_wc_opcode */
+	uint8_t flags;   /* NIC_WC_F_* */
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t qpn;
+	uint32_t detail; /* error detail: enum nic_tpt_reason or NAK code */
+	uint32_t reserved;
+};
+
+/* Event queue entry: 32 bytes. */
+enum nic_event_type {
+	NIC_EV_CONN_REQUEST = 1, /* a peer asks to connect to a listening port */
+	NIC_EV_CONNECTED = 2,    /* qpn is connected (RTS) */
+	NIC_EV_CONN_FAILED = 3,  /* qpn's connect failed: status says why */
+	NIC_EV_DISCONNECTED = 4, /* qpn's peer disconnected */
+	NIC_EV_QP_ERROR = 5,     /* qpn went to error: status is the nic_wc_status */
+};
+
+struct nic_event {
+	uint16_t type;      /* enum nic_event_type */
+	uint16_t status;    /* CONN_FAILED: enum nic_status; QP_ERROR: nic_wc_status */
+	uint32_t qpn;       /* the QP concerned, 0 for CONN_REQUEST */
+	uint64_t conn_id;   /* CONN_REQUEST: names the request in ACCEPT/REJECT */
+	uint32_t peer_addr; /* network byte order */
+	uint16_t peer_port;
+	uint16_t local_port;
+	uint8_t reserved[8];
+};
+
+/* QP states, written by the NIC in the slot header. */
+enum nic_qp_state {
+	NIC_QPS_FREE = 0,
+	NIC_QPS_INIT = 1,       /* created, not connected: receives may be posted */
+	NIC_QPS_CONNECTING = 2, /* connection being set up */
+	NIC_QPS_RTS = 3,        /* connected: both queues are served */
+	NIC_QPS_ERROR = 4,      /* fatal error: work requests complete flushed */
+	NIC_QPS_CLOSED = 5,     /* disconnected */
+};
+
+/* Per-slot header: the QP's identity and state (NIC-owned) and the indices
+ * of its three rings (SQ and RQ: host produces; CQ: NIC produces). */
+struct nic_qp_hdr {
+	uint32_t qpn;   /* NIC-owned: 0 while the slot is free */
+	uint32_t state; /* NIC-owned: enum nic_qp_state */
+	uint32_t error; /* NIC-owned: enum nic_wc_status that sent it to ERROR */
+	uint32_t reserved0;
+	alignas(NIC_CACHELINE) struct nic_ring_idx sq;
+	struct nic_ring_idx rq;
+	struct nic_ring_idx cq;
+};
+
+/* Slot layout: header, send queue, receive queue, completion queue. */
+#define NIC_QP_HDR_SIZE 512u
+#define NIC_QP_SQ_OFF NIC_QP_HDR_SIZE
+#define NIC_QP_RQ_OFF (NIC_QP_SQ_OFF + NIC_SQ_DEPTH * sizeof(struct nic_send_wqe))
+#define NIC_QP_CQ_OFF (NIC_QP_RQ_OFF + NIC_RQ_DEPTH * sizeof(struct nic_recv_wqe))
+#define NIC_QP_SLOT_SIZE (NIC_QP_CQ_OFF + NIC_CQ_DEPTH * sizeof(struct nic_cqe))
+
+/* ---- Context segment ---------------------------------------------------- */
 
 /* Context state, written by the NIC only. */
 enum nic_ctx_state {
@@ -221,6 +380,8 @@ struct nic_ctx_hdr {
 	uint32_t cmdq_depth; /* entries in the command ring = completion ring */
 	uint64_t cmdq_off;   /* offset of struct nic_cmd[cmdq_depth] */
 	uint64_t cplq_off;   /* offset of struct nic_cpl[cmdq_depth] */
+	uint64_t eq_off;     /* offset of the event queue (ABI 2) */
+	uint64_t qp_off;     /* offset of slot 0; slot i at qp_off + i * NIC_QP_SLOT_SIZE */
 	/* NIC-owned words. */
 	alignas(NIC_CACHELINE) uint32_t nic_state;    /* enum nic_ctx_state */
 	uint32_t nic_error;                           /* detail for nic_state */
@@ -233,13 +394,17 @@ struct nic_ctx_hdr {
 	struct nic_ring_idx cmdq;
 	/* NIC produces completions, host consumes them. */
 	struct nic_ring_idx cplq;
+	/* NIC produces events, host consumes them (ABI 2). */
+	struct nic_ring_idx eq;
 };
 
 #define NIC_CMDQ_DEPTH 64u
 #define NIC_CTX_HDR_SIZE 4096u
 #define NIC_CTX_CMDQ_OFF NIC_CTX_HDR_SIZE
 #define NIC_CTX_CPLQ_OFF (NIC_CTX_CMDQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cmd))
-#define NIC_CTX_SEG_SIZE (NIC_CTX_CPLQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cpl))
+#define NIC_CTX_EQ_OFF (NIC_CTX_CPLQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cpl))
+#define NIC_CTX_QP_OFF 16384u
+#define NIC_CTX_SEG_SIZE (NIC_CTX_QP_OFF + NIC_QP_SLOTS * NIC_QP_SLOT_SIZE)
 
 /* ---- Layout checks ------------------------------------------------------ */
 
@@ -264,8 +429,32 @@ _Static_assert(offsetof(struct nic_ctx_hdr, host_waiting) == 192, "host_waiting 
 _Static_assert(offsetof(struct nic_ctx_hdr, host_cpu) == 196, "host_cpu at 196");
 _Static_assert(offsetof(struct nic_ctx_hdr, cmdq) == 256, "cmdq indices at 256");
 _Static_assert(offsetof(struct nic_ctx_hdr, cplq) == 384, "cplq indices at 384");
+_Static_assert(offsetof(struct nic_ctx_hdr, eq) == 512, "eq indices at 512");
+_Static_assert(offsetof(struct nic_ctx_hdr, eq_off) == 40, "eq_off at 40");
+_Static_assert(offsetof(struct nic_ctx_hdr, qp_off) == 48, "qp_off at 48");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
+_Static_assert(sizeof(struct nic_cmd_qp) == 8, "cmd qp is 8 bytes");
+_Static_assert(sizeof(struct nic_sge) == 16, "sge is 16 bytes");
+_Static_assert(sizeof(struct nic_send_wqe) == 128, "send wqe is 128 bytes");
+_Static_assert(offsetof(struct nic_send_wqe, remote_va) == 16, "remote_va at 16");
+_Static_assert(offsetof(struct nic_send_wqe, sge) == 32, "send sges at 32");
+_Static_assert(sizeof(struct nic_recv_wqe) == 128, "recv wqe is 128 bytes");
+_Static_assert(offsetof(struct nic_recv_wqe, sge) == 32, "recv sges at 32");
+_Static_assert(sizeof(struct nic_cqe) == 32, "cqe is 32 bytes");
+_Static_assert(sizeof(struct nic_event) == 32, "event is 32 bytes");
+_Static_assert(offsetof(struct nic_qp_hdr, sq) == 64, "sq indices at 64");
+_Static_assert(offsetof(struct nic_qp_hdr, rq) == 192, "rq indices at 192");
+_Static_assert(offsetof(struct nic_qp_hdr, cq) == 320, "cq indices at 320");
+_Static_assert(sizeof(struct nic_qp_hdr) <= NIC_QP_HDR_SIZE, "qp header fits");
+_Static_assert(NIC_QP_SLOT_SIZE == 512 + 128 * 128 + 128 * 128 + 256 * 32, "qp slot layout");
+_Static_assert(NIC_QP_SLOT_SIZE % 64 == 0, "slots stay cache-line aligned");
+_Static_assert(NIC_CTX_EQ_OFF + NIC_EQ_DEPTH * sizeof(struct nic_event) <= NIC_CTX_QP_OFF,
+	       "event queue fits before the slots");
+_Static_assert(NIC_CQ_DEPTH >= NIC_SQ_DEPTH + NIC_RQ_DEPTH, "a CQ holds every request's cqe");
+_Static_assert(((NIC_SQ_DEPTH | NIC_RQ_DEPTH | NIC_CQ_DEPTH | NIC_EQ_DEPTH) & (NIC_SQ_DEPTH - 1) &
+		(NIC_RQ_DEPTH - 1) & (NIC_CQ_DEPTH - 1) & (NIC_EQ_DEPTH - 1)) == 0,
+	       "depths are powers of two");
 _Static_assert((NIC_CMDQ_DEPTH & (NIC_CMDQ_DEPTH - 1)) == 0, "ring depth is a power of two");
-_Static_assert(NIC_CTX_SEG_SIZE == 4096 + 2 * 64 * 64, "segment is 12 KiB");
+_Static_assert(NIC_CTX_SEG_SIZE == 16384 + 32 * 41472, "segment is 1,343,488 bytes");
 
 #endif /* NICSIM_ABI_H */

@@ -30,6 +30,7 @@ static inline const char *nic_status_str(unsigned status)
 	case NIC_STATUS_BAD_HELLO: return "malformed hello";
 	case NIC_STATUS_NO_RESOURCES: return "NIC out of resources";
 	case NIC_STATUS_NOT_SUPPORTED: return "capability switched off on this NIC";
+	case NIC_STATUS_BAD_QP: return "no such QP or slot, or slot in use";
 	default: return "unknown status";
 	}
 }
@@ -52,6 +53,7 @@ static inline int nic_status_errno(unsigned status)
 	case NIC_STATUS_BAD_VERSION:
 	case NIC_STATUS_BAD_HELLO: return -EPROTO;
 	case NIC_STATUS_NO_RESOURCES: return -ENOMEM;
+	case NIC_STATUS_BAD_QP: return -EBADSLT;
 	default: return -EPROTO;
 	}
 }

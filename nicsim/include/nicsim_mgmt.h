@@ -41,6 +41,8 @@
 	X(cmd_bind_mw, "BIND_MW commands")                                    \
 	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                        \
 	X(cmd_dealloc_mw, "DEALLOC_MW commands")                              \
+	X(cmd_create_qp, "CREATE_QP commands")                                \
+	X(cmd_destroy_qp, "DESTROY_QP commands")                              \
 	X(err_bad_opcode, "commands with an unknown opcode")                  \
 	X(err_bad_field, "commands with a non-zero reserved field")           \
 	X(err_bad_access, "commands with invalid access bits")                \
@@ -51,12 +53,15 @@
 	X(err_bad_state, "commands on an entry in the wrong state")           \
 	X(err_busy, "commands on an entry still in use")                      \
 	X(err_not_supported, "commands for a capability switched off")        \
+	X(err_bad_qp, "commands naming a bad QP or slot")                     \
+	X(err_no_resources, "commands refused: NIC out of resources")         \
 	X(cmdq_errors, "contexts whose command ring protocol broke")          \
 	X(tpt_refusals, "TPT accesses refused")                               \
 	X(tpt_in_use, "TPT entries in use now")                               \
 	X(tpt_capacity, "TPT capacity")                                       \
 	X(tpt_high_water, "most TPT entries ever in use at once")             \
-	X(contexts, "host contexts attached now")
+	X(contexts, "host contexts attached now")                             \
+	X(qps, "queue pairs in use now")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;

@@ -17,6 +17,31 @@ static struct cmd_env env;
 static const struct tpt_owner me = {.ctx_id = 7, .pid = 1234};
 static const struct tpt_owner other = {.ctx_id = 8, .pid = 4321};
 
+/* A QP table of one slot per context argument, enough to see what the
+ * command processor passes on. */
+static uint32_t fake_slot = UINT32_MAX, fake_qpn;
+
+static int fake_qp_create(void *arg, void *ctx, uint32_t slot, uint32_t *qpn)
+{
+	(void)arg;
+	(void)ctx;
+	if (fake_slot != UINT32_MAX)
+		return -EBUSY;
+	fake_slot = slot;
+	*qpn = fake_qpn = 0x1002;
+	return 0;
+}
+
+static int fake_qp_destroy(void *arg, void *ctx, uint32_t qpn)
+{
+	(void)arg;
+	(void)ctx;
+	if (fake_slot == UINT32_MAX || qpn != fake_qpn)
+		return -ENOENT;
+	fake_slot = UINT32_MAX;
+	return 0;
+}
+
 static void setup(uint32_t caps, uint32_t capacity)
 {
 	tpt_destroy(tpt);
@@ -25,6 +50,8 @@ static void setup(uint32_t caps, uint32_t capacity)
 	memset(&stats, 0, sizeof(stats));
 	env = (struct cmd_env){.tpt = tpt,
 			       .stats = &stats,
+			       .qp_create = fake_qp_create,
+			       .qp_destroy = fake_qp_destroy,
 			       .caps = caps,
 			       .max_reg_len = 1u << 20,
 			       .page_size = PAGE,
@@ -56,7 +83,7 @@ static uint16_t run(const struct tpt_owner *who, const struct nic_cmd *c, struct
 
 	if (!cpl)
 		cpl = &local;
-	cmd_execute(&env, who, c, cpl);
+	cmd_execute(&env, who, NULL, c, cpl);
 	NST_EQ_U(cpl->tag, c->tag);
 	NST_EQ(cpl->opcode, c->opcode);
 	return cpl->status;
@@ -293,6 +320,37 @@ static void test_query_device(void)
 	NST_EQ(stats.cmds_failed, 0);
 }
 
+static void test_queue_pair_commands(void)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_CREATE_QP, .tag = 11};
+	struct nic_cpl cpl;
+
+	setup(0, 16);
+	fake_slot = UINT32_MAX;
+	c.u.qp.slot = NIC_QP_SLOTS;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_QP);
+	c.u.qp.slot = 3;
+	c.u.qp.qpn = 5; /* CREATE_QP takes no number */
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.qp.qpn = 0;
+	NST_EQ(run(&me, &c, &cpl), NIC_STATUS_OK);
+	NST_EQ(cpl.key, 0x1002);
+	NST_EQ(fake_slot, 3);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_QP); /* slot in use */
+	c = (struct nic_cmd){.opcode = NIC_CMD_DESTROY_QP};
+	c.u.qp.qpn = 0x1003;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_QP);
+	c.u.qp.slot = 1; /* DESTROY_QP takes no slot */
+	c.u.qp.qpn = 0x1002;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.qp.slot = 0;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
+	NST_EQ(fake_slot, UINT32_MAX);
+	NST_EQ(stats.cmd_create_qp, 4);
+	NST_EQ(stats.cmd_destroy_qp, 3);
+	NST_EQ(stats.err_bad_qp, 3);
+}
+
 static int clean(void)
 {
 	tpt_destroy(tpt);
@@ -311,6 +369,7 @@ int main(int argc, char **argv)
 	    {"windows", test_windows},
 	    {"without_windows", test_without_windows},
 	    {"query_device", test_query_device},
+	    {"queue_pair_commands", test_queue_pair_commands},
 	    {NULL, NULL},
 	};
 

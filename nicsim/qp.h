@@ -1,0 +1,63 @@
+/*
+ * Queue pairs of a NIC: numbering, the slot each one occupies in its
+ * context's segment, and their life cycle.
+ *
+ * A QP number is 24 bits: (generation << 12) | index, index in 2 .. 4095
+ * into the NIC's table, generation bumped each time the index is reused, so a
+ * number that named a destroyed QP names nothing for a long while (frames
+ * still in flight for it are dropped, not delivered to its successor).
+ * Lookup by number is one array access.
+ *
+ * The NIC keeps its own copies of the indices it owns (SQ and RQ consumer,
+ * CQ producer) and never reads them back from shared memory.
+ */
+#ifndef NICSIM_QP_H
+#define NICSIM_QP_H
+
+#include <stdint.h>
+
+#include "nicsim_abi.h"
+
+#define QP_INDEX_BITS 12u
+#define QP_MAX (1u << QP_INDEX_BITS) /* table size; indices 0 and 1 unused */
+
+struct nic_ctx;
+
+struct qp {
+	uint32_t qpn;
+	uint32_t slot;
+	struct nic_ctx *ctx;
+	struct nic_qp_hdr *hdr;
+	struct nic_send_wqe *sq;
+	struct nic_recv_wqe *rq;
+	struct nic_cqe *cq;
+	uint32_t sq_cons; /* NIC-owned indices */
+	uint32_t rq_cons;
+	uint32_t cq_prod;
+	enum nic_qp_state state;
+};
+
+struct qp_table {
+	struct qp *by_index[QP_MAX];
+	uint16_t gen[QP_MAX]; /* generation of each index (12 bits used) */
+	uint32_t next;        /* where the search for a free index starts */
+	uint32_t in_use;
+};
+
+/*
+ * Put slot `slot` of the context whose segment starts at seg to use: the
+ * slot's rings are reset and the QP is INIT.  *out gets the QP.  -EBUSY if
+ * the context already has a QP in that slot (slots[] is the context's own
+ * slot array), -EINVAL for a slot past NIC_QP_SLOTS, -ENOSPC if the NIC has
+ * no QP number left, -ENOMEM.
+ */
+int qp_create(struct qp_table *t, struct nic_ctx *ctx, struct qp **slots, void *seg, uint32_t slot,
+	      struct qp **out);
+
+/* The QP with number qpn, or NULL. */
+struct qp *qp_find(const struct qp_table *t, uint32_t qpn);
+
+/* Free a QP: its slot is marked free in the segment and may be reused. */
+void qp_destroy(struct qp_table *t, struct qp **slots, struct qp *qp);
+
+#endif /* NICSIM_QP_H */
