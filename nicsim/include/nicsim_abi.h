@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 1: the structures a host driver and the
+ * nicsim host interface, ABI version 2: the structures a host driver and the
  * emulated NIC share.  This header is the single source of truth for the
  * layouts described in docs/hardware-interface.md; every size and offset a
  * driver depends on is checked below with _Static_assert.
