@@ -1,0 +1,211 @@
+/*
+ * Reliable-connected (RC) transport of one queue pair, with InfiniBand
+ * semantics, as an engine without I/O: the NIC hands it posted send work
+ * requests, received packets and the time; it answers through struct rc_ops
+ * (transmit a packet, place payload in host memory, check keys against the
+ * TPT, take a receive work request, post a completion, report a fatal
+ * error).  The NIC wires the operations to the fabric, the DMA engine and
+ * the TPT; the unit tests wire two engines to each other over a lossy link.
+ *
+ * Requester: work requests are split into packets of at most mtu bytes with
+ * consecutive 24-bit PSNs (an RDMA READ request takes one PSN per response
+ * packet).  At most `window` PSNs are outstanding.  The last packet of each
+ * message, and every ack_every-th packet, asks for an acknowledgement.
+ * Acknowledgements are cumulative; a NAK for a PSN sequence error, a
+ * retransmission timeout, or an RNR NAK (after its delay) restarts sending
+ * from the oldest unacknowledged PSN (go-back-N), re-reading the data from
+ * host memory as a NIC does.  A timeout counts against retry_cnt, an RNR NAK
+ * against rnr_retry (7: forever); exhausting either, or a NAK for an invalid
+ * request, a remote access error or a remote operational error, fails the
+ * work request and puts the QP in error: every other work request completes
+ * flushed.  Completions are posted in work request order.
+ *
+ * Responder: a packet with the expected PSN is executed; an older one is a
+ * duplicate (acknowledged again, or an RDMA READ re-executed); a newer one
+ * gets one PSN sequence error NAK until the expected PSN arrives.  SEND and
+ * RDMA WRITE with immediate take a receive work request (an RNR NAK when
+ * there is none); RDMA WRITE and READ check the remote key, and a refusal
+ * sends a remote access error NAK and puts this QP in error too.
+ * Acknowledgements are coalesced: one ACK answers every packet that asked
+ * since the last one, sent after any pending read responses.
+ *
+ * Every packet handed to rc_recv() has been decoded and its ICRC checked, but
+ * its fields are still the peer's: the engine validates opcode sequences,
+ * lengths and PSNs and never trusts them.
+ */
+#ifndef NICSIM_RC_H
+#define NICSIM_RC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dma.h"
+#include "fab_wire.h"
+#include "nicsim_abi.h"
+#include "nicsim_mgmt.h"
+
+#define RC_WINDOW_MAX 1024u /* PSNs in flight, well under half the PSN space */
+#define RC_MAX_READS 16u    /* RDMA READs a responder keeps answering at once */
+
+/* Host memory a payload comes from or goes to, as the TPT granted it. */
+struct rc_mem {
+	struct dma_seg seg[NIC_MAX_SGE];
+	uint32_t grant[NIC_MAX_SGE]; /* TPT grants to end (rc_ops.release) */
+	uint32_t nseg;
+	uint32_t ngrant;
+	uint64_t len;
+};
+
+struct rc_ops {
+	void *arg;
+	/*
+	 * Transmit pkt (headers filled); its payload is pkt->payload_len bytes
+	 * at offset off of mem (mem NULL and payload_len 0 for none).  0, or
+	 * -ENOBUFS (no frame now: the engine tries again at the next
+	 * rc_progress), or another error (the packet is lost; recovery is as
+	 * for a loss on the wire).
+	 */
+	int (*xmit)(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uint64_t off);
+	/* Copy len bytes to offset off of mem: 0 or -EFAULT. */
+	int (*place)(void *arg, const struct rc_mem *mem, uint64_t off, const void *buf,
+		     size_t len);
+	/* Check local SGEs (write: the NIC writes them); fill *mem.  0, or
+	 * -EACCES with *why set. */
+	int (*check_local)(void *arg, const struct nic_sge *sge, uint32_t nsge, bool write,
+			   struct rc_mem *mem, enum nic_tpt_reason *why);
+	/* Check a remote access (NIC_ACCESS_REMOTE_READ/WRITE) on this QP. */
+	int (*check_remote)(void *arg, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+			    struct rc_mem *mem, enum nic_tpt_reason *why);
+	/* End the TPT grants of mem (called once per filled mem). */
+	void (*release)(void *arg, struct rc_mem *mem);
+	void (*complete)(void *arg, const struct nic_cqe *cqe);
+	/* Copy the next posted receive work request out: 0 or -EAGAIN. */
+	int (*take_recv)(void *arg, struct nic_recv_wqe *wqe);
+	/* The QP went to error because of status (enum nic_wc_status). */
+	void (*error)(void *arg, uint16_t status);
+};
+
+struct rc_config {
+	uint32_t mtu;        /* payload bytes per packet, 256 .. FAB_MTU */
+	uint32_t window;     /* PSNs outstanding, 1 .. RC_WINDOW_MAX */
+	uint32_t ack_every;  /* ask for an ACK at least every so many packets */
+	uint64_t timeout_ns; /* retransmission timeout */
+	uint32_t retry_cnt;  /* timeouts before RETRY_EXC_ERR */
+	uint32_t rnr_retry;  /* RNR NAKs before RNR_RETRY_EXC_ERR; 7 = no limit */
+	uint8_t rnr_timer;   /* RNR NAK timer code this responder sends (IBTA table 45) */
+};
+
+/* Defaults: 4096-byte MTU, 256 PSNs in flight, ACK every 32, 10 ms timeout,
+ * 7 retries, unlimited RNR retries, RNR timer code 1 (10 us). */
+void rc_config_default(struct rc_config *cfg);
+
+struct rc_stats {
+	uint64_t pkts_sent, pkts_rcvd, bytes_sent, bytes_rcvd;
+	uint64_t retransmits; /* go-back-N restarts */
+	uint64_t timeouts, rnr_naks_rcvd, rnr_naks_sent, seq_naks_rcvd, seq_naks_sent;
+	uint64_t duplicates, out_of_seq, acks_sent, acks_rcvd, bad_pkts;
+};
+
+struct rc_swqe {
+	struct nic_send_wqe wqe;
+	struct rc_mem mem;
+	bool checked; /* mem filled (local keys checked) */
+	uint32_t len; /* bytes of the message */
+	uint32_t psn; /* first PSN */
+	uint32_t npkts;
+	uint64_t read_done; /* RDMA READ: bytes placed */
+	bool read_complete; /* RDMA READ: every response placed */
+	uint32_t gap_k;     /* RDMA READ: packet index a gap was last re-requested at */
+};
+
+struct rc_read {
+	uint32_t psn; /* first response PSN */
+	uint32_t npkts;
+	uint32_t sent; /* response packets sent */
+	struct rc_mem mem;
+};
+
+struct rc {
+	struct rc_config cfg;
+	struct rc_ops ops;
+	uint32_t qpn, dqpn;          /* local and remote QP numbers */
+	uint32_t src_addr, dst_addr; /* network byte order */
+	bool dead;                   /* in error: nothing more is sent or accepted */
+	struct rc_stats st;
+
+	/* Requester. */
+	struct rc_swqe sq[NIC_SQ_DEPTH];
+	uint32_t sq_head;  /* oldest not completed */
+	uint32_t sq_next;  /* next to (re)transmit */
+	uint32_t sq_tail;  /* next free */
+	uint32_t tx_pkt;   /* packets of sq[sq_next] sent */
+	uint32_t post_psn; /* PSN of the next posted work request */
+	uint32_t next_psn; /* PSN of the next packet to transmit */
+	uint32_t una_psn;  /* oldest PSN not acknowledged */
+	uint32_t since_ackreq;
+	uint64_t timer;     /* retransmission deadline, 0: off */
+	uint64_t rnr_until; /* RNR wait: resend from una_psn then, 0: none */
+	uint32_t retries, rnr_retries;
+
+	/* Responder. */
+	uint32_t epsn; /* expected PSN */
+	uint32_t msn;  /* messages completed */
+	enum { RC_RX_IDLE, RC_RX_SEND, RC_RX_WRITE } rx;
+	struct nic_recv_wqe rwqe;
+	struct rc_mem rmem; /* receive buffers of rwqe, or the RDMA WRITE target */
+	bool rmem_held;
+	uint64_t rx_off;   /* bytes placed in the current message */
+	uint64_t rx_limit; /* RDMA WRITE: its length */
+	bool have_rwqe;
+	bool nak_sent; /* a PSN sequence error NAK awaits the expected PSN */
+	bool ack_due;
+	struct rc_read reads[RC_MAX_READS];
+	uint32_t rd_head, rd_tail;
+};
+
+/*
+ * Start a connected QP: PSNs from sq_psn (ours) and rq_psn (the peer's first
+ * PSN).  ops and cfg are copied.
+ */
+void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *ops, uint32_t qpn,
+	     uint32_t dqpn, uint32_t src_addr, uint32_t dst_addr, uint32_t sq_psn, uint32_t rq_psn);
+
+/*
+ * Queue a send work request (a private copy).  0, -ENOSPC (send queue
+ * full), -EINVAL (malformed: the NIC completes it with LOC_QP_OP_ERR and
+ * puts the QP in error), -ENOTCONN (QP in error: the NIC completes it
+ * flushed).
+ */
+int rc_post_send(struct rc *rc, const struct nic_send_wqe *wqe);
+
+/* Handle one received packet addressed to this QP. */
+void rc_recv(struct rc *rc, const struct fab_pkt *pkt, uint64_t now);
+
+/* Transmit what the window allows, answer, and run the timers. */
+void rc_progress(struct rc *rc, uint64_t now);
+
+/* When rc_progress must run again at the latest (0: only on new work). */
+uint64_t rc_deadline(const struct rc *rc);
+
+/* True while the engine has packets it could send now (window or frames). */
+bool rc_busy(const struct rc *rc);
+
+/*
+ * Put the QP in error (if not already) with status, complete every send
+ * work request flushed and release what the responder held.  Receive work
+ * requests still posted are the NIC's to flush.
+ */
+void rc_fail(struct rc *rc, uint16_t status);
+
+/* PSN arithmetic on 24 bits: a - b as a signed distance. */
+static inline int32_t rc_psn_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)((a - b) << 8) >> 8;
+}
+
+static inline uint32_t rc_psn_add(uint32_t a, uint32_t n)
+{
+	return (a + n) & FAB_MASK24;
+}
+
+#endif /* NICSIM_RC_H */

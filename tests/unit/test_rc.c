@@ -1,0 +1,792 @@
+/*
+ * The RC transport engine (nicsim/rc.c), two of them joined by a simulated
+ * link: every packet is encoded to a RoCEv2 frame with the wire codec and
+ * decoded again on arrival, through a link with latency, loss, duplication,
+ * reordering and corruption drawn from a seeded generator.  Each side has a
+ * real TPT; memory is this process's.  Time is simulated, so the tests are
+ * exact and fast.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fab_wire.h"
+#include "nstest.h"
+#include "rc.h"
+#include "tpt.h"
+
+#define PAGE 4096u
+#define MAXQ 8192u
+#define NCQE 4096u
+
+struct frame {
+	uint64_t due;
+	bool corrupt;
+	size_t len;
+	uint8_t data[FAB_FRAME_MAX];
+};
+
+struct link {
+	struct frame *q[MAXQ];
+	uint32_t n;
+	uint32_t loss_ppm, dup_ppm, reorder_ppm, corrupt_ppm;
+	uint64_t latency;
+	uint64_t sent, dropped, corrupted, bad_decodes, missed_corruptions;
+};
+
+struct side {
+	struct rc rc;
+	struct tpt *tpt;
+	struct tpt_owner owner;
+	struct link *out;
+	struct nic_recv_wqe rq[256];
+	uint32_t rq_head, rq_tail;
+	struct nic_cqe cqe[NCQE];
+	uint32_t ncqe;
+	uint16_t error;
+	bool errored;
+	uint32_t max_outstanding;
+};
+
+static struct side A, B;
+static struct link ab, ba;
+static uint64_t now_ns;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545f4914f6cdd1dull;
+}
+
+static bool chance(uint32_t ppm)
+{
+	return ppm && rnd() % 1000000u < ppm;
+}
+
+/* ---- rc_ops for one side -------------------------------------------------- */
+
+static void gather(const struct rc_mem *m, uint64_t off, uint8_t *dst, size_t len)
+{
+	for (uint32_t i = 0; i < m->nseg && len; i++) {
+		uint64_t n;
+
+		if (off >= m->seg[i].len) {
+			off -= m->seg[i].len;
+			continue;
+		}
+		n = m->seg[i].len - off < len ? m->seg[i].len - off : len;
+		memcpy(dst, (const void *)(uintptr_t)(m->seg[i].va + off), n);
+		dst += n;
+		len -= n;
+		off = 0;
+	}
+}
+
+static void link_push(struct link *l, const struct frame *f)
+{
+	struct frame *c;
+
+	if (l->n >= MAXQ)
+		return;
+	c = malloc(sizeof(*c));
+	*c = *f;
+	if (chance(l->reorder_ppm))
+		c->due += l->latency * 3 + rnd() % 5000;
+	l->q[l->n++] = c;
+}
+
+static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uint64_t off)
+{
+	struct side *s = arg;
+	struct link *l = s->out;
+	struct frame f;
+	size_t hdr = fab_pkt_hdr_len(pkt->opcode);
+
+	NST_REQUIRE(hdr > 0);
+	if (mem)
+		gather(mem, off, f.data + hdr, pkt->payload_len);
+	pkt->payload = NULL;
+	NST_REQUIRE_EQ(fab_pkt_encode(pkt, f.data, sizeof(f.data), &f.len), 0);
+	f.due = now_ns + l->latency;
+	f.corrupt = false;
+	l->sent++;
+	if (l->loss_ppm >= 1000000u || chance(l->loss_ppm)) {
+		l->dropped++;
+		return 0;
+	}
+	if (chance(l->corrupt_ppm)) {
+		f.data[hdr + rnd() % (f.len - hdr)] ^= (uint8_t)(1u << (rnd() % 8));
+		f.corrupt = true;
+		l->corrupted++;
+	}
+	link_push(l, &f);
+	if (chance(l->dup_ppm))
+		link_push(l, &f);
+	return 0;
+}
+
+static int op_place(void *arg, const struct rc_mem *m, uint64_t off, const void *buf, size_t len)
+{
+	const uint8_t *src = buf;
+
+	(void)arg;
+	for (uint32_t i = 0; i < m->nseg && len; i++) {
+		uint64_t n;
+
+		if (off >= m->seg[i].len) {
+			off -= m->seg[i].len;
+			continue;
+		}
+		n = m->seg[i].len - off < len ? m->seg[i].len - off : len;
+		memcpy((void *)(uintptr_t)(m->seg[i].va + off), src, n);
+		src += n;
+		len -= n;
+		off = 0;
+	}
+	return len ? -EFAULT : 0;
+}
+
+static void op_release(void *arg, struct rc_mem *m)
+{
+	struct side *s = arg;
+
+	for (uint32_t i = 0; i < m->ngrant; i++)
+		tpt_put(s->tpt, m->grant[i], NULL);
+	m->ngrant = 0;
+}
+
+static int op_check_local(void *arg, const struct nic_sge *sge, uint32_t n, bool write,
+			  struct rc_mem *m, enum nic_tpt_reason *why)
+{
+	struct side *s = arg;
+
+	memset(m, 0, sizeof(*m));
+	for (uint32_t i = 0; i < n; i++) {
+		struct tpt_grant g;
+
+		if (tpt_check(s->tpt, &s->owner, sge[i].lkey, write ? NIC_ACCESS_LOCAL_WRITE : 0,
+			      NIC_QPN_NONE, sge[i].va, sge[i].len, &g, why) < 0) {
+			op_release(arg, m);
+			return -EACCES;
+		}
+		m->grant[m->ngrant++] = g.index;
+		m->seg[m->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
+		m->len += g.len;
+	}
+	return 0;
+}
+
+static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+			   struct rc_mem *m, enum nic_tpt_reason *why)
+{
+	struct side *s = arg;
+	struct tpt_grant g;
+
+	memset(m, 0, sizeof(*m));
+	if (tpt_check(s->tpt, &s->owner, rkey, access, s->rc.qpn, va, len, &g, why) < 0)
+		return -EACCES;
+	m->grant[m->ngrant++] = g.index;
+	m->seg[m->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
+	m->len = g.len;
+	return 0;
+}
+
+static void op_complete(void *arg, const struct nic_cqe *cqe)
+{
+	struct side *s = arg;
+
+	NST_REQUIRE(s->ncqe < NCQE);
+	s->cqe[s->ncqe++] = *cqe;
+}
+
+static int op_take_recv(void *arg, struct nic_recv_wqe *w)
+{
+	struct side *s = arg;
+
+	if (s->rq_head == s->rq_tail)
+		return -EAGAIN;
+	*w = s->rq[s->rq_head++ % 256];
+	return 0;
+}
+
+static void op_error(void *arg, uint16_t status)
+{
+	struct side *s = arg;
+
+	s->errored = true;
+	s->error = status;
+}
+
+static const struct rc_ops ops_template = {
+    .xmit = op_xmit,
+    .place = op_place,
+    .check_local = op_check_local,
+    .check_remote = op_check_remote,
+    .release = op_release,
+    .complete = op_complete,
+    .take_recv = op_take_recv,
+    .error = op_error,
+};
+
+/* ---- Harness -------------------------------------------------------------- */
+
+static void link_clear(struct link *l)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		free(l->q[i]);
+	memset(l, 0, sizeof(*l));
+	l->latency = 2000;
+}
+
+static void setup_with(const struct rc_config *cfg)
+{
+	struct rc_ops o = ops_template;
+
+	for (int i = 0; i < 2; i++) {
+		struct side *s = i ? &B : &A;
+
+		tpt_destroy(s->tpt);
+		memset(s, 0, sizeof(*s));
+		NST_REQUIRE_EQ(tpt_create(&s->tpt, 1024, PAGE), 0);
+		s->owner =
+		    (struct tpt_owner){.ctx_id = 1u + (uint32_t)i, .pid = 100u + (uint32_t)i};
+	}
+	link_clear(&ab);
+	link_clear(&ba);
+	A.out = &ab;
+	B.out = &ba;
+	now_ns = 1000000;
+	o.arg = &A;
+	rc_init(&A.rc, cfg, &o, 0x1002, 0x2003, 0x010012c6, 0x020012c6, 100, 5000);
+	o.arg = &B;
+	rc_init(&B.rc, cfg, &o, 0x2003, 0x1002, 0x020012c6, 0x010012c6, 5000, 100);
+}
+
+static void setup(void)
+{
+	struct rc_config cfg;
+
+	rc_config_default(&cfg);
+	setup_with(&cfg);
+}
+
+static uint32_t reg(struct side *s, void *buf, size_t len, uint32_t access)
+{
+	uint32_t key;
+
+	NST_REQUIRE_EQ(tpt_reg_mr(s->tpt, &s->owner, (uintptr_t)buf, len, access, &key), 0);
+	return key;
+}
+
+/* A window over buf for the peer, bound to this side's QP. */
+static uint32_t expose(struct side *s, void *buf, size_t len, uint32_t remote)
+{
+	uint32_t mr = reg(s, buf, len, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND), mw, key;
+
+	NST_REQUIRE_EQ(tpt_alloc_mw(s->tpt, &s->owner, &mw), 0);
+	NST_REQUIRE_EQ(
+	    tpt_bind_mw(s->tpt, &s->owner, mw, mr, (uintptr_t)buf, len, remote, s->rc.qpn, &key),
+	    0);
+	return key;
+}
+
+static void post_recv(struct side *s, uint64_t id, void *buf, uint32_t len, uint32_t lkey)
+{
+	struct nic_recv_wqe w = {.wr_id = id, .num_sge = 1};
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
+	s->rq[s->rq_tail++ % 256] = w;
+}
+
+static int post(struct side *s, uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
+		uint64_t rva, uint32_t rkey)
+{
+	struct nic_send_wqe w = {
+	    .wr_id = id, .opcode = op, .num_sge = 1, .imm = 0xabcd0000u + (uint32_t)id};
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
+	w.remote_va = rva;
+	w.rkey = rkey;
+	return rc_post_send(&s->rc, &w);
+}
+
+/* Deliver what is due on a link to side s, in order of due time (frames due
+ * at the same time in the order they were sent). */
+static void deliver(struct link *l, struct side *s)
+{
+	for (;;) {
+		uint32_t best = UINT32_MAX;
+		struct frame *f;
+		struct fab_pkt pkt;
+		enum fab_wire_err why;
+
+		for (uint32_t i = 0; i < l->n; i++) {
+			if (l->q[i]->due <= now_ns &&
+			    (best == UINT32_MAX || l->q[i]->due < l->q[best]->due))
+				best = i;
+		}
+		if (best == UINT32_MAX)
+			return;
+		f = l->q[best];
+		memmove(&l->q[best], &l->q[best + 1], (l->n - best - 1) * sizeof(l->q[0]));
+		l->n--;
+		if (fab_pkt_decode(f->data, f->len, &pkt, &why) == 0) {
+			l->missed_corruptions += f->corrupt;
+			rc_recv(&s->rc, &pkt, now_ns);
+		} else {
+			l->bad_decodes++;
+		}
+		free(f);
+	}
+}
+
+/* Run both sides until pred() holds or limit_ns of simulated time pass. */
+static bool run_until(bool (*pred)(void), uint64_t limit_ns)
+{
+	uint64_t end = now_ns + limit_ns;
+
+	while (now_ns < end) {
+		uint32_t out;
+
+		deliver(&ab, &B);
+		deliver(&ba, &A);
+		rc_progress(&A.rc, now_ns);
+		rc_progress(&B.rc, now_ns);
+		out = (uint32_t)rc_psn_diff(A.rc.next_psn, A.rc.una_psn);
+		if (out > A.max_outstanding)
+			A.max_outstanding = out;
+		if (pred())
+			return true;
+		now_ns += 500;
+	}
+	return pred();
+}
+
+static uint32_t want_a, want_b;
+
+static bool cqes_done(void)
+{
+	return A.ncqe >= want_a && B.ncqe >= want_b;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)((i * 2654435761u) >> 13 ^ seed);
+}
+
+/* ---- Tests ---------------------------------------------------------------- */
+
+static void test_send_recv_sizes(void)
+{
+	static const uint32_t sizes[] = {0, 1, 4095, 4096, 4097, 65539, 300000};
+	static uint8_t src[300000], dst[300000];
+
+	setup();
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t lk = reg(&A, src, sizeof(src), 0);
+		uint32_t rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+
+		fill(src, sizes[i], (uint32_t)i);
+		memset(dst, 0xee, sizeof(dst));
+		post_recv(&B, 500 + i, dst, sizeof(dst), rk);
+		NST_EQ(post(&A, i, NIC_WR_SEND, src, sizes[i], lk, 0, 0), 0);
+		want_a = A.ncqe + 1;
+		want_b = B.ncqe + 1;
+		NST_REQUIRE(run_until(cqes_done, 1000000000u));
+		NST_EQ(A.cqe[A.ncqe - 1].status, NIC_WC_SUCCESS);
+		NST_EQ_U(A.cqe[A.ncqe - 1].wr_id, i);
+		NST_EQ(B.cqe[B.ncqe - 1].status, NIC_WC_SUCCESS);
+		NST_EQ(B.cqe[B.ncqe - 1].opcode, NIC_WC_RECV);
+		NST_EQ(B.cqe[B.ncqe - 1].byte_len, sizes[i]);
+		NST_EQ_U(B.cqe[B.ncqe - 1].wr_id, 500 + i);
+		NST_EQ(memcmp(src, dst, sizes[i]), 0);
+		NST_EQ(dst[sizes[i] < sizeof(dst) ? sizes[i] : 0],
+		       sizes[i] < sizeof(dst) ? 0xee : dst[0]);
+	}
+	NST_EQ(ab.bad_decodes + ba.bad_decodes, 0);
+}
+
+static void test_write_read_and_immediate(void)
+{
+	static uint8_t local[200000], remote[200000], back[200000];
+	uint32_t lk, bk, rkey;
+
+	setup();
+	lk = reg(&A, local, sizeof(local), 0);
+	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	fill(local, sizeof(local), 7);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, local, 150001, lk, (uintptr_t)remote + 17, rkey), 0);
+	NST_EQ(post(&A, 2, NIC_WR_RDMA_READ, back, 150001, bk, (uintptr_t)remote + 17, rkey), 0);
+	post_recv(&B, 9, NULL, 0, 0);
+	NST_EQ(post(&A, 3, NIC_WR_RDMA_WRITE_IMM, local, 10, lk, (uintptr_t)remote, rkey), 0);
+	want_a = 3;
+	want_b = 1;
+	NST_REQUIRE(run_until(cqes_done, 1000000000u));
+	NST_EQ(memcmp(remote + 17, local, 150001), 0);
+	NST_EQ(memcmp(back, local, 150001), 0);
+	for (int i = 0; i < 3; i++) {
+		NST_EQ(A.cqe[i].status, NIC_WC_SUCCESS);
+		NST_EQ_U(A.cqe[i].wr_id, (uint64_t)i + 1);
+	}
+	NST_EQ(A.cqe[0].opcode, NIC_WC_RDMA_WRITE);
+	NST_EQ(A.cqe[1].opcode, NIC_WC_RDMA_READ);
+	NST_EQ(A.cqe[1].byte_len, 150001);
+	NST_EQ(B.cqe[0].opcode, NIC_WC_RECV_RDMA_IMM);
+	NST_EQ(B.cqe[0].flags, NIC_WC_F_IMM);
+	NST_EQ_U(B.cqe[0].imm, 0xabcd0003u);
+	NST_EQ(B.cqe[0].byte_len, 10);
+	NST_EQ(memcmp(remote, local, 10), 0);
+}
+
+/* 8 MiB of writes, sends and reads intact over a bad link. */
+static void test_lossy_link(void)
+{
+	static uint8_t src[1u << 20], dst[1u << 20], rb[1u << 20];
+	struct rc_config cfg;
+	uint32_t lk, rk, rkey, rbk;
+	uint32_t ops = 0;
+
+	rc_config_default(&cfg);
+	cfg.timeout_ns = 200000;
+	cfg.retry_cnt = 1000;
+	setup_with(&cfg);
+	for (int i = 0; i < 2; i++) {
+		struct link *l = i ? &ba : &ab;
+
+		l->loss_ppm = 50000;
+		l->dup_ppm = 10000;
+		l->reorder_ppm = 10000;
+		l->corrupt_ppm = 1000;
+	}
+	lk = reg(&A, src, sizeof(src), 0);
+	rbk = reg(&A, rb, sizeof(rb), NIC_ACCESS_LOCAL_WRITE);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&B, dst, sizeof(dst), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	for (int round = 0; round < 8; round++) {
+		uint8_t op = round % 3 == 0   ? NIC_WR_SEND
+			     : round % 3 == 1 ? NIC_WR_RDMA_WRITE
+					      : NIC_WR_RDMA_READ;
+
+		fill(src, sizeof(src), (uint32_t)round + 100);
+		if (op == NIC_WR_RDMA_READ) {
+			memset(rb, 0, sizeof(rb));
+			NST_EQ(post(&A, 100 + (uint64_t)round, op, rb, sizeof(rb), rbk,
+				    (uintptr_t)dst, rkey),
+			       0);
+		} else {
+			if (op == NIC_WR_SEND)
+				post_recv(&B, 200 + (uint64_t)round, dst, sizeof(dst), rk);
+			NST_EQ(post(&A, 100 + (uint64_t)round, op, src, sizeof(src), lk,
+				    (uintptr_t)dst, rkey),
+			       0);
+		}
+		ops++;
+		want_a = ops;
+		want_b = B.ncqe + (op == NIC_WR_SEND);
+		if (!run_until(cqes_done, 20000000000ull) || A.cqe[A.ncqe - 1].status)
+			printf(
+			    "\n    round %d op %u: A %u cqes (last status %u), una %u next %u "
+			    "retries %u timeouts %llu; B epsn %u reads %u..%u dup %llu oos %llu\n",
+			    round, op, A.ncqe, A.ncqe ? A.cqe[A.ncqe - 1].status : 0, A.rc.una_psn,
+			    A.rc.next_psn, A.rc.retries, (unsigned long long)A.rc.st.timeouts,
+			    B.rc.epsn, B.rc.rd_head, B.rc.rd_tail,
+			    (unsigned long long)B.rc.st.duplicates,
+			    (unsigned long long)B.rc.st.out_of_seq);
+		NST_REQUIRE(A.ncqe >= want_a);
+		NST_EQ(A.cqe[A.ncqe - 1].status, NIC_WC_SUCCESS);
+		if (op == NIC_WR_RDMA_READ)
+			NST_EQ(memcmp(rb, dst, sizeof(dst)), 0);
+		else
+			NST_EQ(memcmp(src, dst, sizeof(dst)), 0);
+	}
+	printf("\n    8 MiB over 5%% loss, 1%% dup, 1%% reorder, 0.1%% corrupt: %llu + %llu "
+	       "frames, %llu dropped, %llu corrupt (%llu refused by the ICRC), %llu "
+	       "go-back-N, %llu timeouts\n",
+	       (unsigned long long)ab.sent, (unsigned long long)ba.sent,
+	       (unsigned long long)(ab.dropped + ba.dropped),
+	       (unsigned long long)(ab.corrupted + ba.corrupted),
+	       (unsigned long long)(ab.bad_decodes + ba.bad_decodes),
+	       (unsigned long long)A.rc.st.retransmits, (unsigned long long)A.rc.st.timeouts);
+	NST_TRUE(A.rc.st.retransmits > 0);
+	/* Every corrupted copy, and nothing else, was refused by its ICRC. */
+	NST_EQ(ab.missed_corruptions + ba.missed_corruptions, 0);
+	NST_TRUE(ab.bad_decodes + ba.bad_decodes >= ab.corrupted + ba.corrupted);
+	NST_TRUE(!A.errored && !B.errored);
+	NST_TRUE(A.max_outstanding <= cfg.window);
+}
+
+static bool a_errored(void)
+{
+	return A.errored;
+}
+
+static void test_rnr_then_receive_posted(void)
+{
+	static uint8_t src[100], dst[100];
+	uint32_t lk, rk;
+
+	setup();
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	fill(src, sizeof(src), 3);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	want_a = 1;
+	want_b = 1;
+	NST_TRUE(!run_until(cqes_done, 2000000)); /* nothing to receive into yet */
+	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
+	NST_TRUE(A.rc.st.rnr_naks_rcvd > 0);
+	post_recv(&B, 2, dst, sizeof(dst), rk);
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(src, dst, sizeof(dst)), 0);
+}
+
+static void test_rnr_retry_exhausted(void)
+{
+	static uint8_t src[100];
+	struct rc_config cfg;
+	uint32_t lk;
+
+	rc_config_default(&cfg);
+	cfg.rnr_retry = 3;
+	setup_with(&cfg);
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 10, lk, 0, 0), 0);
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 10, lk, 0, 0), 0);
+	NST_REQUIRE(run_until(a_errored, 100000000));
+	NST_EQ(A.error, NIC_WC_RNR_RETRY_EXC_ERR);
+	NST_EQ(A.ncqe, 2);
+	NST_EQ(A.cqe[0].status, NIC_WC_RNR_RETRY_EXC_ERR);
+	NST_EQ(A.cqe[1].status, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(A.rc.st.rnr_naks_rcvd, 4);
+}
+
+static void test_retry_exceeded_when_link_down(void)
+{
+	static uint8_t src[10000];
+	uint32_t lk;
+
+	setup();
+	ab.loss_ppm = 1000000;
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 1, lk, 0, 0), 0);
+	NST_REQUIRE(run_until(a_errored, 1000000000u));
+	NST_EQ(A.error, NIC_WC_RETRY_EXC_ERR);
+	NST_EQ(A.cqe[0].status, NIC_WC_RETRY_EXC_ERR);
+	NST_EQ(A.cqe[1].status, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(A.rc.st.timeouts, 7);
+	/* 7 retries after 10 ms each, not much more. */
+	NST_TRUE(now_ns < 1000000u + 90000000u);
+	/* Later work requests are refused at once. */
+	NST_EQ(post(&A, 3, NIC_WR_SEND, src, 1, lk, 0, 0), -ENOTCONN);
+}
+
+static bool both_errored(void)
+{
+	return A.errored && B.errored;
+}
+
+/* R4/R6 at the responder: a forged key, a wrong-access key and an
+ * out-of-bounds range each fail both QPs and leave the target unchanged. */
+static void remote_refusal(uint8_t op, int variant)
+{
+	static uint8_t src[8192], target[8192], copy[8192];
+	uint32_t lk, rkey;
+	uint64_t va;
+	enum nic_tpt_reason want;
+	struct nic_mgmt_fault_rec f[TPT_FAULT_LOG];
+	size_t nf;
+
+	setup();
+	lk = reg(&A, src, sizeof(src), op == NIC_WR_RDMA_READ ? NIC_ACCESS_LOCAL_WRITE : 0);
+	rkey = expose(&B, target, 4096,
+		      op == NIC_WR_RDMA_READ ? NIC_ACCESS_REMOTE_WRITE : NIC_ACCESS_REMOTE_READ);
+	fill(target, sizeof(target), 9);
+	memcpy(copy, target, sizeof(copy));
+	va = (uintptr_t)target;
+	want = NIC_TPT_R_NO_ACCESS;
+	if (variant == 1) {
+		rkey ^= 0x01; /* forged key byte */
+		want = NIC_TPT_R_STALE_KEY;
+	} else if (variant == 2) {
+		rkey = expose(&B, target, 4096, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+		va += 4000; /* 200 bytes run past the window */
+		want = NIC_TPT_R_OUT_OF_RANGE;
+	}
+	NST_EQ(post(&A, 1, op, src, 200, lk, va, rkey), 0);
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 1, lk, 0, 0), 0);
+	NST_REQUIRE(run_until(both_errored, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ(A.cqe[1].status, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(B.error, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ(memcmp(target, copy, sizeof(copy)), 0);
+	nf = tpt_faults(B.tpt, f, TPT_FAULT_LOG);
+	NST_REQUIRE(nf >= 1);
+	NST_EQ(f[nf - 1].reason, want);
+	NST_EQ(f[nf - 1].qpn, B.rc.qpn);
+}
+
+static void test_remote_access_refusals(void)
+{
+	for (int v = 0; v < 3; v++) {
+		remote_refusal(NIC_WR_RDMA_WRITE, v);
+		remote_refusal(NIC_WR_RDMA_READ, v);
+	}
+}
+
+static void test_window_bound_to_other_qp(void)
+{
+	static uint8_t src[64], target[64];
+	uint32_t lk, mr, mw, rkey;
+
+	setup();
+	lk = reg(&A, src, sizeof(src), 0);
+	mr = reg(&B, target, sizeof(target), NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	NST_REQUIRE_EQ(tpt_alloc_mw(B.tpt, &B.owner, &mw), 0);
+	NST_REQUIRE_EQ(tpt_bind_mw(B.tpt, &B.owner, mw, mr, (uintptr_t)target, sizeof(target),
+				   NIC_ACCESS_REMOTE_WRITE, 0x7777, &rkey),
+		       0);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, 8, lk, (uintptr_t)target, rkey), 0);
+	NST_REQUIRE(run_until(both_errored, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_REM_ACCESS_ERR);
+}
+
+static void test_local_key_refused(void)
+{
+	static uint8_t src[64];
+
+	setup();
+	reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 8, NIC_KEY_MAKE(5000, 1), 0, 0), 0);
+	NST_REQUIRE(run_until(a_errored, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_LOC_PROT_ERR);
+	NST_EQ(A.cqe[0].detail, NIC_TPT_R_BAD_INDEX);
+	NST_EQ(ab.sent, 0);
+}
+
+static void test_receive_too_small(void)
+{
+	static uint8_t src[5000], dst[100];
+	uint32_t lk, rk;
+
+	setup();
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	post_recv(&B, 7, dst, sizeof(dst), rk);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	NST_REQUIRE(run_until(both_errored, 100000000));
+	NST_EQ(B.cqe[0].status, NIC_WC_LOC_LEN_ERR);
+	NST_EQ(A.cqe[0].status, NIC_WC_REM_INV_REQ_ERR);
+}
+
+static void test_malformed_work_requests(void)
+{
+	struct nic_send_wqe w = {.wr_id = 1, .opcode = 99};
+
+	setup();
+	NST_EQ(rc_post_send(&A.rc, &w), -EINVAL);
+	w.opcode = NIC_WR_SEND;
+	w.num_sge = NIC_MAX_SGE + 1;
+	NST_EQ(rc_post_send(&A.rc, &w), -EINVAL);
+	w.num_sge = 0;
+	w.flags = 0x80;
+	NST_EQ(rc_post_send(&A.rc, &w), -EINVAL);
+	w.flags = 0;
+	for (uint32_t i = 0; i < NIC_SQ_DEPTH; i++)
+		NST_REQUIRE_EQ(rc_post_send(&A.rc, &w), 0);
+	NST_EQ(rc_post_send(&A.rc, &w), -ENOSPC);
+}
+
+/* Packets with random fields never crash the engine; each side may end in
+ * error, which is what a NIC does with a peer that talks nonsense. */
+static void test_hostile_packets(void)
+{
+	static uint8_t payload[FAB_MTU];
+	uint64_t refused = 0, errors = 0;
+
+	setup();
+	fill(payload, sizeof(payload), 1);
+	for (int i = 0; i < 200000; i++) {
+		struct fab_pkt p;
+		uint8_t op = (uint8_t)(rnd() % 0x18);
+
+		if (fab_pkt_init(&p, op) < 0)
+			continue;
+		p.psn = (uint32_t)(rnd() % 8 == 0 ? rnd() : B.rc.epsn + rnd() % 3) & FAB_MASK24;
+		p.va = rnd();
+		p.rkey = (uint32_t)rnd();
+		p.dma_len = (uint32_t)rnd();
+		p.syndrome = (uint8_t)rnd();
+		p.payload = payload;
+		p.payload_len = (uint32_t)(rnd() % (FAB_MTU + 2));
+		if (p.payload_len > FAB_MTU || !(fab_opcode_info(op)->flags & FAB_OPF_PAYLOAD))
+			p.payload_len = rnd() % 2 ? 0 : p.payload_len;
+		rc_recv(&B.rc, &p, now_ns);
+		rc_recv(&A.rc, &p, now_ns);
+		if (i % 64 == 0) {
+			rc_progress(&A.rc, now_ns);
+			rc_progress(&B.rc, now_ns);
+			link_clear(&ab);
+			link_clear(&ba);
+			if (B.errored || A.errored) {
+				refused +=
+				    B.rc.st.bad_pkts + B.rc.st.out_of_seq + B.rc.st.duplicates;
+				errors++;
+				setup();
+			}
+		}
+		now_ns += 100;
+	}
+	refused += B.rc.st.bad_pkts + B.rc.st.out_of_seq + B.rc.st.duplicates;
+	printf("\n    %llu packets refused or ignored, %llu QPs put in error\n",
+	       (unsigned long long)refused, (unsigned long long)errors);
+	NST_TRUE(refused > 0);
+	NST_TRUE(errors > 0);
+}
+
+static int clean(void)
+{
+	tpt_destroy(A.tpt);
+	tpt_destroy(B.tpt);
+	link_clear(&ab);
+	link_clear(&ba);
+	return 0;
+}
+
+static int init(void)
+{
+	const char *seed = getenv("NICSIM_SEED");
+
+	if (seed)
+		rng = strtoull(seed, NULL, 0) | 1;
+	printf("seed 0x%llx (set NICSIM_SEED to replay)\n", (unsigned long long)rng);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"send_recv_sizes", test_send_recv_sizes},
+	    {"write_read_and_immediate", test_write_read_and_immediate},
+	    {"lossy_link", test_lossy_link},
+	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
+	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
+	    {"retry_exceeded_when_link_down", test_retry_exceeded_when_link_down},
+	    {"remote_access_refusals", test_remote_access_refusals},
+	    {"window_bound_to_other_qp", test_window_bound_to_other_qp},
+	    {"local_key_refused", test_local_key_refused},
+	    {"receive_too_small", test_receive_too_small},
+	    {"malformed_work_requests", test_malformed_work_requests},
+	    {"hostile_packets", test_hostile_packets},
+	    {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "rc", tests, init, clean);
+}
