@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fab.h"
 #include "fab_addr.h"
 #include "log.h"
 #include "mgmt_client.h"
@@ -32,6 +33,7 @@ enum opt_id {
 	OPT_NO_RDMA_READ,
 	OPT_LOG_LEVEL,
 	OPT_TIMEOUT,
+	OPT_SEED,
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_COUNT_
@@ -58,6 +60,9 @@ static const struct opt_spec opt_specs[] = {
     {"no-rdma-read", OPT_NO_RDMA_READ, NULL, "NICs that do not serve RDMA READ"},
     {"log-level", OPT_LOG_LEVEL, "L", "nicsimd log level: error, warn, info or debug"},
     {"timeout-ms", OPT_TIMEOUT, "T", "bound on each wait for a NIC, in ms"},
+    {"seed", OPT_SEED, "N",
+     "seed of the fabric's fault decisions (default: a random one, printed; the same seed "
+     "replays a run)"},
     {"help", OPT_HELP, NULL, "show help and exit"},
     {"version", OPT_VERSION, NULL, "show the version and exit"},
 };
@@ -65,11 +70,14 @@ static const struct opt_spec opt_specs[] = {
 static int run_show_tpt(struct cli_opts *o);
 static int run_show_faults(struct cli_opts *o);
 static int run_stats(struct cli_opts *o);
+static int run_link_show(struct cli_opts *o);
+static int run_link_set(struct cli_opts *o);
 
 #define QUERY_OPTS (OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_JSON) | OPT_BIT(OPT_TIMEOUT))
 
 struct cmd_spec {
 	const char *name; /* as typed: "up", "show tpt" */
+	const char *args; /* the words it takes after its name ("SRC DST ..."), or NULL */
 	int (*run)(struct cli_opts *o);
 	unsigned opts; /* OPT_BIT()s it accepts besides --help */
 	const char *summary;
@@ -77,31 +85,72 @@ struct cmd_spec {
 };
 
 static const struct cmd_spec cmd_specs[] = {
-    {"up", cli_up,
+    {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_LOG_LEVEL) |
-	 OPT_BIT(OPT_TIMEOUT),
+	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED),
      "start NICs (default: 2 in the default run directory)",
-     "Creates the run directory and starts one nicsimd per NIC, detached, logging\n"
-     "to D/nic-ADDR.log. Returns once every NIC answers (bounded by --timeout-ms,\n"
-     "default 10000); if one does not, stops them all and shows its log. Refuses to\n"
-     "start a NIC whose address is already served in the directory."},
-    {"down", cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
+     "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
+     "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
+     "once every NIC answers (bounded by --timeout-ms, default 10000); if one does\n"
+     "not, stops them all and shows its log. Refuses to start a NIC whose address is\n"
+     "already served in the directory. A fabric that running NICs already use is\n"
+     "kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
+     "fault decisions."},
+    {"down", NULL, cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
      "stop the NICs of a run directory",
      "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
      "waits up to --timeout-ms (default 5000) for each to exit, then SIGKILLs it.\n"
-     "Removes the pid and socket files of daemons that are gone."},
-    {"show tpt", run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",
+     "Removes the pid and socket files of daemons that are gone and, unless --nic\n"
+     "was given, the fabric (D/fabric.shm and the ports' bells) once no NIC uses it."},
+    {"show tpt", NULL, run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",
      "One line per live entry of each NIC's translation/protection table: key, type,\n"
      "state, owner context, range, access (lw local write, rr remote read, rw remote\n"
      "write, bind windows; lr when only the implied local read), the window's region\n"
      "and connection, and the owner's pid and program."},
-    {"show faults", run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
+    {"show faults", NULL, run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
      "The most recent accesses each NIC's TPT refused, oldest first: when, who, which\n"
      "key, which rule refused it, what was asked, and what the entry holds now."},
-    {"stats", run_stats, QUERY_OPTS, "print every counter of each NIC",
+    {"stats", NULL, run_stats, QUERY_OPTS, "print every counter of each NIC",
      "Every counter of each NIC with its description; --json prints\n"
      "{\"nics\":[{\"addr\":...,\"stats\":{...}}]}."},
+    {"link show", NULL, run_link_show, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_JSON),
+     "show the fabric's ports and links, their settings and counters",
+     "Reads the fabric segment D/fabric.shm directly (the NICs need not answer).\n"
+     "One line per port (open or closed, its owner, frames it holds, input it\n"
+     "refused) and two per directed link: its settings, written as 'nicsim link\n"
+     "set' takes them (microseconds, Gbit/s, percent) with its seed, then its\n"
+     "counters. --nic shows only the links from or to that address. --json prints\n"
+     "{\"fabric\":{...},\"ports\":[...],\"links\":[{\"src\":...,\"dst\":...,\n"
+     "\"config\":{...},\"stats\":{...}}]} with times in ns, rates in Mbit/s and\n"
+     "shares in parts per billion."},
+    {"link set", "SRC DST SETTING...", run_link_set, OPT_BIT(OPT_DIR),
+     "change link settings: latency, rate and fault rules",
+     "Changes the directed link from SRC to DST at once, while NICs run. SRC and\n"
+     "DST are addresses or 'all' (every port of the fabric; 'all' leaves out a\n"
+     "port's link to itself). Settings not named keep their values:\n"
+     "\n"
+     "  latency US       propagation delay of every frame\n"
+     "  jitter US        plus 0..US at random per frame (frames keep their order)\n"
+     "  rate GBIT        serialisation rate, e.g. 10 or 0.1 (0: unlimited)\n"
+     "  loss PCT         drop this share of the frames\n"
+     "  dup PCT          send a second copy of this share\n"
+     "  reorder PCT      hold this share back by the reorder gap: later frames pass\n"
+     "  reorder-gap US   how long (default 50)\n"
+     "  corrupt PCT      flip one bit after the BTH: the frame fails its ICRC check\n"
+     "  delay US         extra delay (plus jitter) for every frame, or for ...\n"
+     "  delay-pct PCT    ... this share of them\n"
+     "  drop-nth N       drop the Nth frame from now that matches (once)\n"
+     "    opcode NAME|NUM  ... with this BTH opcode (SEND_ONLY, RDMA_WRITE_FIRST, ACK)\n"
+     "    qpn N            ... to this destination QP\n"
+     "  down, up         take the link down (frames sent or in flight are lost), up\n"
+     "  seed N           restart the link's random decisions from this seed\n"
+     "  clear            every setting back to its default, the seed kept (first)\n"
+     "\n"
+     "Decimals are allowed (2.5 us, 0.01 %). Each decision depends only on the\n"
+     "seed and the frame's number on the link, so the same traffic after the same\n"
+     "'seed N' meets the same faults. Example:\n"
+     "  nicsim link set 198.18.0.1 198.18.0.2 latency 10 jitter 2 loss 1 seed 42"},
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -204,12 +253,22 @@ static void usage_cmd(FILE *f, const struct cmd_spec *c)
 {
 	size_t i;
 
-	fprintf(f, "usage: nicsim %s [OPTIONS]\n\n%s\n\n%s\n\nOptions:\n", c->name, c->summary,
-		c->text);
+	fprintf(f, "usage: nicsim %s %s%s[OPTIONS]\n\n%s\n\n%s\n\nOptions:\n", c->name,
+		c->args ? c->args : "", c->args ? " " : "", c->summary, c->text);
 	for (i = 0; i < ARRAY_SIZE(opt_specs); i++)
 		if (c->opts & OPT_BIT(opt_specs[i].id))
 			print_opt(f, &opt_specs[i]);
 	print_opt(f, &opt_specs[OPT_HELP]);
+}
+
+static void usage_link(FILE *f)
+{
+	fprintf(f,
+		"usage: nicsim link show [OPTIONS]\n"
+		"       nicsim link set SRC DST SETTING... [OPTIONS]\n\n"
+		"  link show  %s\n  link set   %s\n\n"
+		"'nicsim link show --help' and 'nicsim link set --help' describe them.\n",
+		find_cmd("link show")->summary, find_cmd("link set")->summary);
 }
 
 static void usage_show(FILE *f)
@@ -224,7 +283,7 @@ static void usage_show(FILE *f)
 /* ---- Parsing ------------------------------------------------------------- */
 
 struct cmdline {
-	const char *words[8];
+	const char *words[64];
 	size_t nwords;
 	const char *val[OPT_COUNT_]; /* value, or "" for a flag that was given */
 };
@@ -363,6 +422,12 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	}
 	o->no_mw = cl->val[OPT_NO_MW] != NULL;
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
+	if (cl->val[OPT_SEED]) {
+		rc = parse_num("seed", cl->val[OPT_SEED], 0, UINT64_MAX, &o->seed);
+		if (rc)
+			return rc;
+		o->seed_set = true;
+	}
 	if (cl->val[OPT_TIMEOUT]) {
 		rc = parse_num("timeout-ms", cl->val[OPT_TIMEOUT], 1, 3600000, &v);
 		if (rc)
@@ -416,6 +481,10 @@ int cli_main(int argc, char **argv)
 			usage_show(stdout);
 			return CLI_EXIT_OK;
 		}
+		if (!strcmp(cl.words[1], "link") && cl.nwords == 2) {
+			usage_link(stdout);
+			return CLI_EXIT_OK;
+		}
 		snprintf(name, sizeof(name), "%s%s%s", cl.words[1], cl.nwords > 2 ? " " : "",
 			 cl.nwords > 2 ? cl.words[2] : "");
 		c = cl.nwords <= 3 ? find_cmd(name) : NULL;
@@ -442,6 +511,23 @@ int cli_main(int argc, char **argv)
 		}
 		snprintf(name, sizeof(name), "show %s", cl.words[1]);
 		used = 2;
+	} else if (!strcmp(cl.words[0], "link")) {
+		if (cl.nwords < 2) {
+			if (cl.val[OPT_HELP]) {
+				usage_link(stdout);
+				return CLI_EXIT_OK;
+			}
+			cli_err("link what? 'nicsim link show' or 'nicsim link set SRC DST "
+				"SETTING...'");
+			return CLI_EXIT_USAGE;
+		}
+		if (strcmp(cl.words[1], "show") && strcmp(cl.words[1], "set")) {
+			cli_err("cannot link '%s': 'nicsim link show' or 'nicsim link set'",
+				cl.words[1]);
+			return CLI_EXIT_USAGE;
+		}
+		snprintf(name, sizeof(name), "link %s", cl.words[1]);
+		used = 2;
 	} else {
 		snprintf(name, sizeof(name), "%s", cl.words[0]);
 		used = 1;
@@ -455,7 +541,7 @@ int cli_main(int argc, char **argv)
 		usage_cmd(stdout, c);
 		return CLI_EXIT_OK;
 	}
-	if (cl.nwords > used) {
+	if (cl.nwords > used && !c->args) {
 		cli_err("unexpected argument '%s' to 'nicsim %s'", cl.words[used], c->name);
 		return CLI_EXIT_USAGE;
 	}
@@ -465,6 +551,8 @@ int cli_main(int argc, char **argv)
 		cli_err("out of memory");
 		return CLI_EXIT_FAIL;
 	}
+	o->args = cl.words + used;
+	o->nargs = cl.nwords - used;
 	rc = apply_opts(&cl, c, o);
 	if (!rc)
 		rc = c->run(o);
@@ -923,4 +1011,331 @@ static int query_faults(const struct cli_opts *o, struct mgmt_client *c, const c
 static int run_show_faults(struct cli_opts *o)
 {
 	return for_each_nic(o, query_faults);
+}
+
+/* ---- link show, link set --------------------------------------------------- */
+
+/* Map the fabric of o->dir; prints why not.  Returns 0 or an exit status. */
+static int link_fabric_open(const struct cli_opts *o, struct fab **fab)
+{
+	int rc = fab_open(o->dir, fab);
+
+	if (rc == -ENOENT)
+		cli_err("no fabric in %s (no " FAB_SEG_FILE " there); 'nicsim up --dir %s' "
+			"creates it",
+			o->dir, o->dir);
+	else if (rc == -EPROTO)
+		cli_err("%s/" FAB_SEG_FILE " is not a nicsim fabric of this version (or is "
+			"damaged); 'nicsim down' then 'nicsim up' make a new one",
+			o->dir);
+	else if (rc)
+		cli_err("cannot open the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
+	return rc ? CLI_EXIT_FAIL : 0;
+}
+
+static bool link_wanted(const struct cli_opts *o, uint32_t src, uint32_t dst)
+{
+	return !o->nic_set || src == o->nic || dst == o->nic;
+}
+
+/* A port's own loop-back link is shown only when it was used or changed. */
+static bool link_shown(const struct fab_link_config *cfg, const struct fab_link_stats *st,
+		       uint32_t src, uint32_t dst)
+{
+	char text[8];
+
+	return src != dst || st->tx.frames || fab_link_describe(cfg, text, sizeof(text))[0];
+}
+
+static void print_port_text(const struct fab_port_info *p)
+{
+	char a[FAB_ADDR_STRLEN], when[64];
+	bool any = false;
+
+	printf("port %s ", fab_addr_format(p->addr, a, sizeof(a)));
+	if (p->live)
+		printf("open by pid %u since %s", p->pid,
+		       time_str(p->opened_ns, true, when, sizeof(when)));
+	else if (p->open)
+		printf("open, but its owner (pid %u) is gone: reopening reclaims its frames",
+		       p->pid);
+	else if (p->gen)
+		printf("closed (last owner pid %u)", p->pid);
+	else
+		printf("never opened");
+	printf("; holds %u frames\n", p->frames_held);
+#define PORT_COUNTER(name, desc)                                                   \
+	if (p->counters.name) {                                                    \
+		printf("%s %s %llu", any ? "," : "  refused or reclaimed:", #name, \
+		       (unsigned long long)p->counters.name);                      \
+		any = true;                                                        \
+	}
+	FAB_PORT_COUNTERS(PORT_COUNTER)
+#undef PORT_COUNTER
+	if (any)
+		putchar('\n');
+}
+
+/* A link's settings (as `link set` takes them) and seed; then, when st is
+ * not NULL, its counters: the three main ones always, the others if not 0. */
+static void print_link_text(uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
+			    const struct fab_link_stats *st)
+{
+	char s[FAB_ADDR_STRLEN], d[FAB_ADDR_STRLEN], text[512];
+
+	fab_link_describe(cfg, text, sizeof(text));
+	printf("link %s -> %s: %s%s%s seed %llu\n", fab_addr_format(src, s, sizeof(s)),
+	       fab_addr_format(dst, d, sizeof(d)), cfg->flags & FAB_LINK_DOWN ? "" : "up",
+	       cfg->flags & FAB_LINK_DOWN || !text[0] ? "" : " ", text,
+	       (unsigned long long)cfg->seed);
+	if (!st)
+		return;
+	printf("  frames %llu bytes %llu delivered %llu queued %u",
+	       (unsigned long long)st->tx.frames, (unsigned long long)st->tx.bytes,
+	       (unsigned long long)st->rx.delivered, st->queued);
+#define TX_COUNTER(name, desc)                                                \
+	if (st->tx.name && strcmp(#name, "frames") && strcmp(#name, "bytes")) \
+		printf(" %s %llu", #name, (unsigned long long)st->tx.name);
+#define RX_COUNTER(name, desc)                         \
+	if (st->rx.name && strcmp(#name, "delivered")) \
+		printf(" %s %llu", #name, (unsigned long long)st->rx.name);
+	FAB_LINK_TX_COUNTERS(TX_COUNTER)
+	FAB_LINK_RX_COUNTERS(RX_COUNTER)
+#undef TX_COUNTER
+#undef RX_COUNTER
+	if (cfg->nth)
+		printf(" nth_matched %u", st->nth_matched);
+	putchar('\n');
+}
+
+static void print_link_json(uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
+			    const struct fab_link_stats *st)
+{
+	char s[FAB_ADDR_STRLEN], d[FAB_ADDR_STRLEN], text[512];
+
+	printf("{\"src\":\"%s\",\"dst\":\"%s\",\"config\":{\"down\":%s,\"latency_ns\":%llu,"
+	       "\"jitter_ns\":%llu,\"rate_mbps\":%u,\"loss_ppb\":%u,\"dup_ppb\":%u,"
+	       "\"reorder_ppb\":%u,\"reorder_gap_ns\":%llu,\"corrupt_ppb\":%u,"
+	       "\"delay_ns\":%llu,\"delay_ppb\":%u,\"drop_nth\":%u,",
+	       fab_addr_format(src, s, sizeof(s)), fab_addr_format(dst, d, sizeof(d)),
+	       cfg->flags & FAB_LINK_DOWN ? "true" : "false", (unsigned long long)cfg->latency_ns,
+	       (unsigned long long)cfg->jitter_ns, cfg->rate_mbps, cfg->loss_ppb, cfg->dup_ppb,
+	       cfg->reorder_ppb, (unsigned long long)cfg->reorder_gap_ns, cfg->corrupt_ppb,
+	       (unsigned long long)cfg->delay_ns, cfg->delay_ppb, cfg->nth);
+	if (cfg->nth && cfg->nth_opcode != FAB_ANY)
+		printf("\"opcode\":%u,", cfg->nth_opcode);
+	if (cfg->nth && cfg->nth_qpn != FAB_ANY)
+		printf("\"qpn\":%u,", cfg->nth_qpn);
+	printf("\"seed\":%llu,\"settings\":", (unsigned long long)cfg->seed);
+	json_str(fab_link_describe(cfg, text, sizeof(text)), sizeof(text));
+	printf("},\"stats\":{");
+#define TX_COUNTER(name, desc) printf("\"%s\":%llu,", #name, (unsigned long long)st->tx.name);
+#define RX_COUNTER(name, desc) printf("\"%s\":%llu,", #name, (unsigned long long)st->rx.name);
+	FAB_LINK_TX_COUNTERS(TX_COUNTER)
+	FAB_LINK_RX_COUNTERS(RX_COUNTER)
+#undef TX_COUNTER
+#undef RX_COUNTER
+	printf("\"queued\":%u,\"nth_matched\":%u}}", st->queued, st->nth_matched);
+}
+
+static void print_port_json(const struct fab_port_info *p)
+{
+	char a[FAB_ADDR_STRLEN];
+	const char *sep = "";
+
+	printf("{\"addr\":\"%s\",\"slot\":%u,\"open\":%s,\"live\":%s,\"pid\":%u,\"gen\":%u,"
+	       "\"opened_ns\":%llu,\"frames_held\":%u,\"counters\":{",
+	       fab_addr_format(p->addr, a, sizeof(a)), p->slot, p->open ? "true" : "false",
+	       p->live ? "true" : "false", p->pid, p->gen, (unsigned long long)p->opened_ns,
+	       p->frames_held);
+#define PORT_COUNTER(name, desc)                                                   \
+	printf("%s\"%s\":%llu", sep, #name, (unsigned long long)p->counters.name); \
+	sep = ",";
+	FAB_PORT_COUNTERS(PORT_COUNTER)
+#undef PORT_COUNTER
+	printf("}}");
+}
+
+static int run_link_show(struct cli_opts *o)
+{
+	struct fab_port_info *ports = NULL;
+	struct fab_link_config cfg;
+	struct fab_link_stats st;
+	struct fab_info info;
+	struct fab *fab;
+	size_t n = 0, i, j, shown = 0;
+	int rc;
+
+	rc = link_fabric_open(o, &fab);
+	if (rc)
+		return rc;
+	rc = fab_info(fab, &info);
+	if (!rc)
+		rc = fab_port_list(fab, &ports, &n);
+	if (rc) {
+		cli_err("cannot read the fabric in %s: %s", o->dir, strerror(-rc));
+		fab_close(fab);
+		return CLI_EXIT_FAIL;
+	}
+	if (o->json) {
+		printf("{\"fabric\":{\"path\":");
+		json_str(o->dir, sizeof(o->dir));
+		printf(",\"seed\":%llu,\"max_ports\":%u,\"ports_bound\":%u,\"frames\":%u,"
+		       "\"slot_bytes\":%u,\"ring_depth\":%u,\"frames_free\":%u,\"frames_held\":%u,"
+		       "\"frames_in_flight\":%u,\"created_ns\":%llu},\n\"ports\":[",
+		       (unsigned long long)info.seed, info.max_ports, info.ports_bound,
+		       info.nframes, info.slot_bytes, info.ring_depth, info.frames_free,
+		       info.frames_held, info.frames_in_flight,
+		       (unsigned long long)info.created_ns);
+		for (i = 0; i < n; i++) {
+			printf("%s\n", i ? "," : "");
+			print_port_json(&ports[i]);
+		}
+		printf("],\n\"links\":[");
+	} else {
+		printf("fabric %s/" FAB_SEG_FILE ": seed %llu, %u of %u port slots bound, %u "
+		       "frames of %u bytes (%u free, %u held, %u in flight)\n",
+		       o->dir, (unsigned long long)info.seed, info.ports_bound, info.max_ports,
+		       info.nframes, info.slot_bytes, info.frames_free, info.frames_held,
+		       info.frames_in_flight);
+		for (i = 0; i < n; i++)
+			if (!o->nic_set || ports[i].addr == o->nic)
+				print_port_text(&ports[i]);
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++) {
+			uint32_t src = ports[i].addr, dst = ports[j].addr;
+
+			if (!link_wanted(o, src, dst) || fab_link_get(fab, src, dst, &cfg) ||
+			    fab_link_stats(fab, src, dst, &st) || !link_shown(&cfg, &st, src, dst))
+				continue;
+			if (o->json) {
+				printf("%s\n", shown ? "," : "");
+				print_link_json(src, dst, &cfg, &st);
+			} else {
+				print_link_text(src, dst, &cfg, &st);
+			}
+			shown++;
+		}
+	}
+	if (o->json)
+		printf("\n]}\n");
+	else if (!shown)
+		printf("no links%s\n", n ? "" : ": no port is bound yet");
+	free(ports);
+	fab_close(fab);
+	return CLI_EXIT_OK;
+}
+
+/* SRC or DST of `link set`: an address, or "all" (*all set).  Prints why not. */
+static int link_end_parse(const char *what, const char *text, uint32_t *addr, bool *all)
+{
+	int rc;
+
+	*all = !strcmp(text, "all");
+	if (*all)
+		return 0;
+	rc = fab_addr_parse(text, addr);
+	if (rc == -EADDRNOTAVAIL)
+		cli_err("%s %s: address outside 198.18.0.0/15, where nicsim NICs live", what, text);
+	else if (rc)
+		cli_err("%s %s: not an address (expected e.g. 198.18.0.1, or 'all')", what, text);
+	return rc ? CLI_EXIT_USAGE : 0;
+}
+
+static bool port_bound(const struct fab_port_info *ports, size_t n, uint32_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ports[i].addr == addr)
+			return true;
+	return false;
+}
+
+static void print_bound(const struct fab_port_info *ports, size_t n)
+{
+	char a[FAB_ADDR_STRLEN];
+	size_t i;
+
+	fprintf(stderr, "nicsim: the fabric's ports:");
+	for (i = 0; i < n; i++)
+		fprintf(stderr, " %s", fab_addr_format(ports[i].addr, a, sizeof(a)));
+	fprintf(stderr, "%s\n", n ? "" : " none");
+}
+
+static int run_link_set(struct cli_opts *o)
+{
+	struct fab_port_info *ports = NULL;
+	struct fab_link_config cfg, now;
+	char err[512], a[FAB_ADDR_STRLEN];
+	uint32_t src = 0, dst = 0, fields;
+	bool src_all, dst_all;
+	struct fab *fab;
+	size_t n = 0, i, j, done = 0;
+	int rc, status = CLI_EXIT_OK;
+
+	if (o->nargs < 3) {
+		cli_err("'nicsim link set' needs SRC DST and at least one setting, e.g. "
+			"'nicsim link set 198.18.0.1 198.18.0.2 loss 5'; see 'nicsim link set "
+			"--help'");
+		return CLI_EXIT_USAGE;
+	}
+	rc = link_end_parse("SRC", o->args[0], &src, &src_all);
+	if (!rc)
+		rc = link_end_parse("DST", o->args[1], &dst, &dst_all);
+	if (rc)
+		return rc;
+	if (fab_link_parse(o->args + 2, o->nargs - 2, &cfg, &fields, err, sizeof(err))) {
+		cli_err("%s", err);
+		return CLI_EXIT_USAGE;
+	}
+	rc = link_fabric_open(o, &fab);
+	if (rc)
+		return rc;
+	rc = fab_port_list(fab, &ports, &n);
+	if (rc) {
+		cli_err("cannot read the fabric in %s: %s", o->dir, strerror(-rc));
+		status = CLI_EXIT_FAIL;
+		goto out;
+	}
+	if ((!src_all && !port_bound(ports, n, src)) || (!dst_all && !port_bound(ports, n, dst))) {
+		cli_err("no port %s on the fabric in %s",
+			fab_addr_format(!src_all && !port_bound(ports, n, src) ? src : dst, a,
+					sizeof(a)),
+			o->dir);
+		print_bound(ports, n);
+		status = CLI_EXIT_FAIL;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++) {
+			uint32_t s = ports[i].addr, d = ports[j].addr;
+
+			if ((!src_all && s != src) || (!dst_all && d != dst) ||
+			    (s == d && (src_all || dst_all)))
+				continue;
+			rc = fab_link_set(fab, s, d, &cfg, fields);
+			if (!rc)
+				rc = fab_link_get(fab, s, d, &now);
+			if (rc) {
+				cli_err("link %s -> %s: %s", fab_addr_format(s, a, sizeof(a)),
+					fab_addr_format(d, err, sizeof(err)),
+					rc == -EBUSY ? "another writer kept it busy for a second"
+						     : strerror(-rc));
+				status = CLI_EXIT_FAIL;
+				continue;
+			}
+			print_link_text(s, d, &now, NULL);
+			done++;
+		}
+	}
+	if (!done && status == CLI_EXIT_OK) {
+		cli_err("no link to change: 'all' needs at least two ports");
+		status = CLI_EXIT_FAIL;
+	}
+out:
+	free(ports);
+	fab_close(fab);
+	return status;
 }

@@ -3,11 +3,13 @@
  * a run directory (rundir.h).
  *
  *   nicsim [--dir D] [--nic ADDR] COMMAND [OPTIONS]
- *     up, down, show tpt, show faults, stats, help
+ *     up, down, show tpt, show faults, stats, link show, link set, help
  *
  * cli_main() parses the command line and runs one command; cli.c holds the
- * parser, the help and the read-only commands (show, stats), updown.c starts
- * and stops daemons.  Options may come before or after the command.
+ * parser, the help, the read-only commands (show, stats) and the link
+ * commands (which read and write the fabric segment directly, not through a
+ * NIC), updown.c starts and stops daemons and creates and removes the
+ * fabric.  Options may come before or after the command.
  *
  * Exit status: 0 success, 1 a runtime failure (a NIC not answering, a daemon
  * that would not start), 2 a usage error (unknown command or option, a bad
@@ -32,7 +34,7 @@
 #define CLI_UP_TIMEOUT_MS 10000 /* `nicsim up`: every NIC answering */
 #define CLI_DOWN_TERM_MS 5000   /* `nicsim down`: SIGTERM to exit */
 #define CLI_DEFAULT_HOSTS 2u
-#define CLI_MAX_HOSTS 1000u
+#define CLI_MAX_HOSTS 256u /* FAB_MAX_PORTS: one fabric port per NIC */
 
 /* The parsed command line.  Values passed on to nicsimd stay text; they are
  * checked here with the parsers nicsimd uses (opts.h, log.h). */
@@ -47,7 +49,11 @@ struct cli_opts {
 	const char *log_level;
 	bool no_mw;
 	bool no_rdma_read;
-	int timeout_ms; /* --timeout-ms, or 0 for the command's default */
+	int timeout_ms;          /* --timeout-ms, or 0 for the command's default */
+	bool seed_set;           /* --seed given */
+	uint64_t seed;           /* the fabric's seed */
+	const char *const *args; /* words after the command ("link set": SRC DST ...) */
+	size_t nargs;
 };
 
 /* Run the nicsim tool; returns the exit status. */

@@ -2,18 +2,21 @@
  * `nicsim up` and `nicsim down`: start and stop the nicsimd daemons of a run
  * directory.
  *
- * up forks one detached nicsimd per NIC (own session, stdin /dev/null,
- * stdout and stderr to D/nic-ADDR.log) and waits, bounded, until each one
- * answers a management request and has written its pid file.  Until it
- * returns, the daemons are its children, so a daemon that dies during
- * start-up is noticed at once; if any NIC fails, everything started is
- * stopped again.
+ * up creates the fabric that joins the NICs (D/fabric.shm, fab.h), or joins
+ * one that running NICs already use, then forks one detached nicsimd per
+ * NIC (own session, stdin /dev/null, stdout and stderr to D/nic-ADDR.log)
+ * and waits, bounded, until each one answers a management request and has
+ * written its pid file.  Until it returns, the daemons are its children, so
+ * a daemon that dies during start-up is noticed at once; if any NIC fails,
+ * everything started is stopped again and a fabric it created is removed.
  *
  * down is not the daemons' parent: it signals the pids their pid files name
  * after checking that each is alive and is nicsimd (/proc/PID/comm), then
  * polls /proc until they are gone.  A socket without a usable pid file is
  * asked who listens on it (SO_PEERCRED), so a daemon is never missed and a
- * recycled pid is never signalled.
+ * recycled pid is never signalled.  Once every NIC is gone, down removes
+ * the fabric too (unless --nic named one NIC, or a port is still open by a
+ * live process).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fab.h"
 #include "fab_addr.h"
 #include "mgmt_client.h"
 #include "nicsim_abi_util.h"
@@ -606,12 +611,106 @@ static void report_failed(const struct cli_opts *o, const struct started *s)
 	print_log_tail(log);
 }
 
+/* ---- The fabric ----------------------------------------------------------- */
+
+/* A seed for a run nobody asked to replay: random, and printed. */
+static uint64_t random_seed(void)
+{
+	struct timespec ts;
+	uint64_t seed;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed))
+		return seed;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 16;
+}
+
+/*
+ * Create the fabric for the n NICs in s, with o->seed (or a random seed,
+ * stored there); if NICs that are running use the fabric already, join it
+ * instead: bind the new addresses to its ports.  *made says whether a new
+ * fabric was created.  Returns 0 or an exit status (the error printed).
+ */
+static int make_fabric(struct cli_opts *o, const struct started *s, size_t n, bool *made)
+{
+	struct fab_config cfg = {.max_ports = FAB_DEFAULT_PORTS};
+	struct fab_info info;
+	uint32_t *addrs;
+	struct fab *fab;
+	size_t i;
+	int rc;
+
+	*made = false;
+	addrs = calloc(n, sizeof(*addrs));
+	if (!addrs) {
+		cli_err("out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	for (i = 0; i < n; i++)
+		addrs[i] = s[i].addr;
+	if (n > cfg.max_ports)
+		cfg.max_ports = (uint32_t)n;
+	if (!o->seed_set)
+		o->seed = random_seed();
+	cfg.seed = o->seed;
+	cfg.addrs = addrs;
+	cfg.naddrs = n;
+	rc = fab_create(o->dir, &cfg);
+	if (rc == 0) {
+		*made = true;
+		goto out;
+	}
+	if (rc != -EBUSY) {
+		cli_err("cannot create the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
+		goto out;
+	}
+	/* Running NICs use it: keep it, and its seed. */
+	rc = fab_open(o->dir, &fab);
+	if (rc) {
+		cli_err("the fabric %s/" FAB_SEG_FILE " is in use but cannot be opened: %s", o->dir,
+			strerror(-rc));
+		goto out;
+	}
+	for (i = 0; i < n && !rc; i++) {
+		rc = fab_port_claim(fab, addrs[i]);
+		if (rc)
+			cli_err("the fabric %s/" FAB_SEG_FILE " that running NICs use has no "
+				"port slot left for %s",
+				o->dir, s[i].name);
+	}
+	fab_info(fab, &info);
+	fab_close(fab);
+	if (!rc && o->seed_set && o->seed != info.seed)
+		fprintf(stderr,
+			"nicsim: --seed ignored: the fabric in %s is in use by running NICs; it "
+			"keeps its seed %llu\n",
+			o->dir, (unsigned long long)info.seed);
+	o->seed = info.seed;
+out:
+	free(addrs);
+	return rc ? CLI_EXIT_FAIL : 0;
+}
+
+/* Remove the fabric of o->dir once no NIC uses it; says what it did. */
+static void remove_fabric(const struct cli_opts *o)
+{
+	int rc = fab_destroy_files(o->dir);
+
+	if (rc == 0)
+		printf("removed the fabric %s/" FAB_SEG_FILE "\n", o->dir);
+	else if (rc == -EBUSY)
+		printf("kept the fabric %s/" FAB_SEG_FILE ": a port on it is still open\n", o->dir);
+	else if (rc != -ENOENT)
+		cli_err("cannot remove the fabric in %s: %s", o->dir, strerror(-rc));
+}
+
 int cli_up(struct cli_opts *o)
 {
 	char daemon[PATH_MAX], exe_dir[PATH_MAX], real[PATH_MAX];
 	struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
 	struct started *s;
 	size_t i, n = o->hosts, failed, shown;
+	bool fabric_made = false;
 	int rc;
 
 	if (!o->timeout_ms)
@@ -659,6 +758,10 @@ int cli_up(struct cli_opts *o)
 	rc = check_free(o, s, n);
 	if (rc)
 		goto out;
+	/* The fabric exists before the NICs, which open their ports on it. */
+	rc = make_fabric(o, s, n, &fabric_made);
+	if (rc)
+		goto out;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
@@ -680,6 +783,8 @@ int cli_up(struct cli_opts *o)
 		}
 		stop_started(o, s, n);
 		fprintf(stderr, "nicsim: stopped the NICs started in %s\n", o->dir);
+		if (fabric_made)
+			fab_destroy_files(o->dir);
 		rc = CLI_EXIT_FAIL;
 	}
 	sigaction(SIGINT, &old_int, NULL);
@@ -687,6 +792,10 @@ int cli_up(struct cli_opts *o)
 	if (rc)
 		goto out;
 
+	printf("fabric %s/" FAB_SEG_FILE " seed %llu (%s; 'nicsim up --seed %llu' replays "
+	       "its fault decisions)\n",
+	       o->dir, (unsigned long long)o->seed, fabric_made ? "new" : "joined",
+	       (unsigned long long)o->seed);
 	for (i = 0; i < n; i++)
 		printf("nic %s pid %d sock %s\n", s[i].name, (int)s[i].pid, s[i].sock);
 	printf("started %zu NIC%s in %s (logs: %s/" NIC_SOCK_PREFIX "ADDR" NIC_LOG_SUFFIX
@@ -867,11 +976,13 @@ int cli_down(struct cli_opts *o)
 		m++;
 	}
 	if (m == 0) {
-		if (o->nic_set)
+		if (o->nic_set) {
 			printf("no NIC %s in %s; nothing to stop\n",
 			       fab_addr_format(o->nic, sock, sizeof(sock)), o->dir);
-		else
+		} else {
 			printf("no NICs to stop in %s\n", o->dir);
+			remove_fabric(o);
+		}
 		goto out;
 	}
 	for (i = 0; i < m; i++)
@@ -908,6 +1019,8 @@ int cli_down(struct cli_opts *o)
 		else
 			printf("stopped nic %s (nicsimd pid %d)\n", v[i].name, (int)v[i].pid);
 	}
+	if (!o->nic_set && status == CLI_EXIT_OK)
+		remove_fabric(o);
 out:
 	free(v);
 	free(all);

@@ -1,0 +1,145 @@
+/*
+ * Inside the fabric library: the process-local objects behind struct fab
+ * and struct fab_port, and what fab_seg.c, fab_link.c and fab_port.c share.
+ *
+ * The sizes in struct fab are copied out of the segment header once, when
+ * fab_open() has checked them; nothing later re-reads them from the segment.
+ */
+#ifndef FAB_PRIV_H
+#define FAB_PRIV_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fab.h"
+#include "fab_wire.h"
+
+_Static_assert(FAB_FRAME_MAX <= FAB_SLOT_BYTES, "a frame slot holds the largest frame");
+
+struct fab {
+	int fd;
+	uint8_t *base;
+	size_t size;
+	struct fab_seg_hdr *hdr;
+	struct fab_seg_port *ports;
+	struct fab_seg_link *links;
+	uint32_t *rings;
+	struct fab_seg_frame *meta;
+	uint8_t *frames;
+	uint32_t max_ports, nframes, ring_depth;
+	uint64_t seed;
+	char dir[PATH_MAX];
+};
+
+/* A port's copy of one link's configuration, refreshed when cfg_seq moves. */
+struct fab_link_view {
+	struct fab_link_config cfg;
+	uint64_t seed;     /* effective seed */
+	uint32_t cfg_seq;  /* the even cfg_seq it was read at */
+	uint32_t seed_gen; /* read with it */
+	uint32_t nth_gen;
+	bool valid;
+};
+
+/* Sender side of a link (indexed by destination slot). */
+struct fab_tx {
+	struct fab_link_view view;
+	uint32_t cons_seen; /* last consumer index read: ring space without a shared read */
+	int bell_fd;        /* the destination's bell, opened on first wake-up */
+	uint32_t bell_gen;  /* the destination's generation when it was opened */
+};
+
+/* A frame pulled out of a ring, waiting for its delivery time. */
+struct fab_heap_ent {
+	uint64_t due_ns;
+	uint64_t order; /* pull order: ties keep the ring's order */
+	uint64_t sent_ns;
+	uint64_t link_seq;
+	uint32_t idx;
+	uint32_t len;
+	uint32_t src_addr;
+	uint16_t src_slot;
+	uint16_t marks;
+};
+
+struct fab_port {
+	struct fab *fab;
+	struct fab_seg_port *seg;
+	uint32_t slot, addr, gen;
+	uint64_t holder; /* FAB_HOLDER(HELD, slot, gen) */
+	int bell_fd;
+	uint32_t cursor;           /* next frame fab_frame_get looks at */
+	struct fab_tx *tx;         /* [max_ports] */
+	struct fab_link_view *rx;  /* [max_ports], by source slot */
+	struct fab_heap_ent *heap; /* [nframes] */
+	uint32_t heap_n;
+	uint64_t order;
+	uint32_t recv_calls;
+	bool scan_all; /* pull every ring at the next fab_recv */
+	uint64_t wakeups;
+	fab_tap_fn tap;
+	void *tap_arg;
+};
+
+/* Section accessors; slots and indices already checked by the caller. */
+static inline struct fab_seg_link *fab_link_at(const struct fab *fab, uint32_t src, uint32_t dst)
+{
+	return &fab->links[(size_t)src * fab->max_ports + dst];
+}
+
+static inline uint32_t *fab_ring_at(const struct fab *fab, uint32_t src, uint32_t dst)
+{
+	return &fab->rings[((size_t)src * fab->max_ports + dst) * fab->ring_depth];
+}
+
+static inline uint8_t *fab_frame_at(const struct fab *fab, uint32_t idx)
+{
+	return fab->frames + (size_t)idx * FAB_SLOT_BYTES;
+}
+
+/* fab_seg.c */
+
+/* Slot of the bound address addr, or -ENOENT. */
+int fab_slot_find(const struct fab *fab, uint32_t addr);
+/* Slot of addr, binding a free slot to it if needed; -ENOSPC. */
+int fab_slot_claim(struct fab *fab, uint32_t addr);
+/* dir/fab-<addr>.bell; 0 or -ENAMETOOLONG. */
+int fab_bell_path(char *buf, size_t size, const char *dir, uint32_t addr);
+/* Whether a live process holds the bell of addr (owns the port). */
+bool fab_bell_locked(const char *dir, uint32_t addr);
+
+/* fab_link.c */
+
+/*
+ * Refresh view from link l when its configuration changed.  Returns false
+ * if the segment held an invalid configuration (the view is kept, the
+ * caller counts it).  A writer in progress leaves the view as it was.
+ */
+bool fab_link_view_refresh(const struct fab *fab, const struct fab_seg_link *l, uint32_t src,
+			   uint32_t dst, struct fab_link_view *view);
+
+/* What the link model decided for one frame. */
+struct fab_verdict {
+	uint32_t marks;       /* FAB_MARK_*: a DROP mark means drop it */
+	uint64_t due_ns;      /* delivery time */
+	uint32_t corrupt_bit; /* bit to flip when FAB_MARK_CORRUPTED */
+	bool duplicate;       /* send a copy too */
+	uint64_t link_seq;
+};
+
+/*
+ * Decide the fate of a frame of len bytes (frame: its bytes) offered to
+ * link l at time now, with view the sender's current configuration, and
+ * advance the link's sender state and counters.  The sender alone calls it.
+ */
+void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, const uint8_t *frame,
+		     uint32_t len, uint64_t now, struct fab_verdict *v);
+
+/* Relaxed single-writer counter increment (only one process writes it). */
+static inline void fab_count(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+#endif /* FAB_PRIV_H */

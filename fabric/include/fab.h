@@ -1,0 +1,344 @@
+/*
+ * The fabric: the wire between emulated NICs.
+ *
+ * One shared-memory segment per run directory, the file D/fabric.shm
+ * (layout: fab_seg.h), joins the NICs of that directory.  `nicsim up`
+ * creates it before it starts the NICs and `nicsim down` removes it; each
+ * nicsimd maps it and opens one port, named by the NIC's address.
+ *
+ * Frames.  A pool of nframes fixed-size slots (FAB_SLOT_BYTES each).  Frames
+ * move by index, never by copy: a sender takes a free slot
+ * (fab_frame_get), writes the frame into it in place, and sends the index; the
+ * receiver reads the frame where it lies and gives the slot back
+ * (fab_rx_done).  Who holds a slot is one word per frame (FAB_HOLDER: free,
+ * held by port P, in flight to port P), changed with compare-and-swap, so the
+ * pool needs no lock and no free list that a dead process could leave
+ * broken: fab_frame_get scans for a free word from a per-port cursor (frames
+ * come back roughly in the order they were taken, so the first probe nearly
+ * always succeeds; an exhausted pool costs one full scan and -ENOBUFS).
+ *
+ * Rings.  One single-producer single-consumer ring of frame indices per
+ * directed pair of ports (source, destination).  A process that dies can
+ * block no one: its rings have no other producer or consumer.  A sender
+ * publishes into the ring, then sets its bit in the destination's pending
+ * bitmap, so the receiver looks only at rings that got something; a full
+ * scan of every ring (before sleeping, and every 1024th fab_recv call) makes
+ * the bitmap a hint that no hostile write can turn into a lost frame.
+ *
+ * Delivery.  The receiver pulls every arrived frame out of its rings into a
+ * private min-heap keyed by delivery time and hands them out in that order
+ * once due (fab_recv); fab_next_due_ns says when the next one is due, for a
+ * timerfd.
+ *
+ * Links.  Every directed link has a configuration (struct fab_link_config:
+ * latency, jitter, rate, and the fault rules loss, duplicate, reorder,
+ * corrupt, delay, drop-nth, down) that any process may change at run time
+ * (fab_link_set, under a seqlock that readers never wait on: they keep their
+ * last good copy), and counters that only its two ends write.  The sender
+ * decides each frame's fate when it sends it: down, drop-nth, loss; then the
+ * time it leaves (a link is busy until its previous frame has been
+ * serialised at the rate) and arrives (+ latency + jitter, never before the
+ * link's previous in-order frame), the delay rule (+ delay + jitter, out of
+ * order), the reorder rule (+ reorder gap, out of order), corrupt (one bit
+ * flipped after the BTH, so the ICRC no longer matches) and duplicate (a
+ * copy in a second slot: the one copy the fabric makes).  The receiver
+ * applies the rest when it delivers: delivery-time order, and a link that
+ * went down while the frame was in flight drops it.
+ *
+ * Replay.  Every random decision comes from a counter-based PRNG: the
+ * frame's number on its link since the seed was set, hashed with the seed
+ * (splitmix64), one stream per rule.  The same frames on a link with the
+ * same seed get the same decisions, whichever other rules are on; a link's
+ * seed defaults to a hash of the fabric's seed and the two addresses, and
+ * `nicsim up --seed N` replays a run.
+ *
+ * Wake-ups without fd passing.  Each port has a named FIFO, D/fab-ADDR.bell.
+ * The receiver puts the read end (fab_port_fd) in its epoll set.  Before it
+ * sleeps it calls fab_port_sleep_prepare: flag set, full fence, every ring
+ * checked again; a sender publishes, fences, and writes one byte to the bell
+ * only if it finds the flag set (and clears it, so one sender rings, not
+ * all).  Either the receiver sees the frame or the sender sees the flag
+ * (Dekker, as in nicsim_ring.h), so no wake-up is lost and the data path
+ * makes no system call while the receiver is awake.  Senders open the FIFO
+ * read-write, so a dead receiver can never raise SIGPIPE.
+ *
+ * Dead processes.  A port's owner holds an OFD write lock on its bell, which
+ * the kernel drops when the process dies; that is how a port is known to be
+ * live, and why opening a live port fails with -EADDRINUSE.  Opening a port
+ * bumps its generation and frees every frame whose holder word names the
+ * port with an older generation: frames the old owner held, frames in its
+ * receive heap, and frames in flight to it.  A frame in flight to the
+ * previous generation that a sender publishes after that scan is freed by
+ * the receiver when it meets it.  So the frames a dead port held stay out of
+ * the pool only until a port for its address is opened again.  One frame can
+ * stay out longer: one a sender had marked in flight to a receiver but not
+ * yet published when the sender was killed (a window of a few instructions)
+ * comes back only when the receiver's port is next reopened.
+ *
+ * Hostile segment.  Any process that maps the segment can write anything in
+ * it.  Every ring index, frame index, length, source, ring position and
+ * delivery time is validated before use; a bad one is counted in the port's
+ * counters (fab_port_list) and dropped.  Link configurations with values out
+ * of range are ignored.  What is not defended: a process that truncates
+ * D/fabric.shm makes the others fault (SIGBUS) on their next access.
+ *
+ * Threads.  A port is used by one thread at a time; different ports, and
+ * the fab_link_* and fab_info calls, may be used from any thread.
+ *
+ * Capture tap.  fab_port_set_tap installs a callback that sees every frame
+ * the port sends (with its fault marks, including the frames the rules
+ * drop, before they are released) and every frame dropped on delivery.  The
+ * capture (`nicsim capture`) will hang off it; the header's tap_off,
+ * tap_size and tap_active and each frame's tap_seq are reserved for a
+ * capture ring in the segment.
+ *
+ * Errors: 0 or a negative errno everywhere.  Addresses are IPv4 in
+ * 198.18.0.0/15, network byte order (fab_addr.h).  Times are
+ * CLOCK_MONOTONIC nanoseconds (fab_now_ns).
+ */
+#ifndef FAB_H
+#define FAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fab_seg.h"
+
+#define FAB_DEFAULT_PORTS 32u
+#define FAB_DEFAULT_FRAMES 4096u
+
+struct fab;      /* one process's mapping of a fabric segment */
+struct fab_port; /* one open port */
+
+/* ---- Segment ------------------------------------------------------------ */
+
+struct fab_config {
+	uint32_t max_ports;    /* port slots; 0: FAB_DEFAULT_PORTS */
+	uint32_t frames;       /* frame slots; 0: FAB_DEFAULT_FRAMES */
+	uint32_t ring_depth;   /* entries per link ring (power of two); 0: chosen */
+	uint64_t seed;         /* the fabric's seed */
+	const uint32_t *addrs; /* addresses to bind to port slots now (may be NULL) */
+	size_t naddrs;
+};
+
+/*
+ * Create dir/fabric.shm (atomically: written aside, then renamed into
+ * place).  An existing fabric is replaced unless one of its ports is open by
+ * a live process: then -EBUSY and nothing changes.  Returns 0, -EINVAL for
+ * a bad configuration, -EADDRNOTAVAIL for an address outside
+ * 198.18.0.0/15, -ENOSPC if the addresses do not fit max_ports, or a
+ * system error.
+ */
+int fab_create(const char *dir, const struct fab_config *cfg);
+
+/*
+ * Remove dir/fabric.shm and the ports' bells.  -EBUSY (nothing removed) if a
+ * port is open by a live process; -ENOENT if there was no fabric.
+ * Processes that still map the segment keep their mapping.
+ */
+int fab_destroy_files(const char *dir);
+
+/*
+ * Map dir/fabric.shm.  -ENOENT if there is none, -EPROTO if it is not a
+ * fabric segment of this version or its layout does not add up.
+ */
+int fab_open(const char *dir, struct fab **fab);
+
+/* Unmap; the ports opened through fab must be closed first.  Accepts NULL. */
+void fab_close(struct fab *fab);
+
+/* Bind addr to a port slot without opening it (so that its links can be
+ * configured before its NIC starts).  0 if bound (now or before), -ENOSPC if
+ * every slot is taken, -EADDRNOTAVAIL. */
+int fab_port_claim(struct fab *fab, uint32_t addr);
+
+struct fab_info {
+	uint32_t max_ports, nframes, ring_depth, slot_bytes;
+	uint64_t seg_size, seed, created_ns;
+	uint32_t creator_pid;
+	uint32_t ports_bound;
+	uint32_t frames_free, frames_held, frames_in_flight; /* a snapshot */
+};
+
+int fab_info(struct fab *fab, struct fab_info *info);
+
+struct fab_port_info {
+	uint32_t addr;
+	uint32_t slot;
+	bool open; /* the segment says open ... */
+	bool live; /* ... and its owner is alive (holds the bell's lock) */
+	uint32_t pid, gen;
+	uint64_t opened_ns;   /* CLOCK_REALTIME */
+	uint32_t frames_held; /* frames whose holder word names this slot */
+	struct fab_port_counters counters;
+};
+
+/* Every bound port, in slot order; *list is malloc'ed (NULL when *n is 0). */
+int fab_port_list(struct fab *fab, struct fab_port_info **list, size_t *n);
+
+/* ---- Ports -------------------------------------------------------------- */
+
+/*
+ * Open the port with address addr, creating its bell.  Reclaims what an
+ * earlier owner left (see "Dead processes").  Returns 0, -EADDRINUSE if a
+ * live process has it open, -ENOSPC if no slot is free, -EADDRNOTAVAIL,
+ * -ENOMEM, or a system error.
+ */
+int fab_port_open(struct fab *fab, uint32_t addr, struct fab_port **port);
+
+/* Close: frees every frame the port holds or has waiting.  Accepts NULL. */
+void fab_port_close(struct fab_port *port);
+
+/* The bell's read end: readable when a sender rang.  For an epoll set. */
+int fab_port_fd(const struct fab_port *port);
+
+uint32_t fab_port_addr(const struct fab_port *port);
+
+/*
+ * Take a free frame: *idx and *data (FAB_SLOT_BYTES writable bytes).
+ * -ENOBUFS when the pool is exhausted.
+ */
+int fab_frame_get(struct fab_port *port, uint32_t *idx, void **data);
+
+/* Give back a frame this port holds (taken or received).  -EINVAL if the
+ * port does not hold idx. */
+int fab_frame_put(struct fab_port *port, uint32_t idx);
+
+/* The bytes of a frame this port holds, or NULL. */
+void *fab_frame_data(struct fab_port *port, uint32_t idx);
+
+/*
+ * Send len bytes of frame idx to the port with address dst, through the
+ * link's model.  The frame is the fabric's from then on, whatever the
+ * result (released on every error).  Returns 0 (also when a fault rule
+ * dropped it: the sender cannot tell), -EINVAL if the port does not hold idx
+ * (nothing released) or len is 0, -EMSGSIZE if len > FAB_SLOT_BYTES,
+ * -EHOSTUNREACH if no open port has address dst, -ENOBUFS if the ring to dst
+ * is full (its owner is not draining it).
+ */
+int fab_send(struct fab_port *port, uint32_t idx, uint32_t len, uint32_t dst);
+
+/* A received frame, valid until fab_rx_done(idx). */
+struct fab_rx {
+	uint32_t idx;
+	uint32_t len;
+	void *data;
+	uint32_t src;   /* source address */
+	uint32_t marks; /* FAB_MARK_DUPLICATE/CORRUPTED/DELAYED/REORDERED */
+	uint64_t due_ns;
+	uint64_t sent_ns;
+	uint64_t link_seq; /* the frame's number on its link */
+};
+
+/* The next frame that is due, in delivery-time order.  -EAGAIN when none is
+ * due (fab_next_due_ns says when one will be). */
+int fab_recv(struct fab_port *port, struct fab_rx *rx);
+
+/* Done with a received frame: same as fab_frame_put.  A received frame may
+ * also be sent on with fab_send instead. */
+int fab_rx_done(struct fab_port *port, uint32_t idx);
+
+/* When the earliest frame that has arrived is due (CLOCK_MONOTONIC ns; at
+ * or before now: fab_recv has one), or UINT64_MAX if none has arrived. */
+uint64_t fab_next_due_ns(struct fab_port *port);
+
+/*
+ * About to sleep in epoll on fab_port_fd (and a timer at fab_next_due_ns):
+ * announces it, then checks every ring again.  0: sleep now; -EAGAIN: frames
+ * arrived, do not sleep (the announcement is withdrawn; call fab_recv and
+ * fab_next_due_ns again).  After waking, whatever woke it, call
+ * fab_port_sleep_cancel.
+ */
+int fab_port_sleep_prepare(struct fab_port *port);
+void fab_port_sleep_cancel(struct fab_port *port);
+
+/* Bell bytes read by fab_port_sleep_cancel over the port's life (tests and
+ * benchmarks count wake-ups with it). */
+uint64_t fab_port_wakeups(const struct fab_port *port);
+
+/* ---- Capture tap -------------------------------------------------------- */
+
+struct fab_tap_frame {
+	const void *data; /* valid during the call only */
+	uint32_t len;
+	uint32_t idx;
+	uint32_t src, dst; /* addresses */
+	uint32_t marks;    /* FAB_MARK_*, DROP marks for frames no one receives */
+	uint64_t sent_ns;
+	uint64_t due_ns; /* 0 for frames dropped at send */
+	uint64_t link_seq;
+};
+
+/* Called by the sender for each frame it sends or the rules drop (and each
+ * duplicate), before the frame is published or released, and by the
+ * receiver for each frame dropped on delivery.  Must not block. */
+typedef void (*fab_tap_fn)(void *arg, const struct fab_tap_frame *frame);
+
+/* Install (or with fn NULL remove) the port's tap. */
+void fab_port_set_tap(struct fab_port *port, fab_tap_fn fn, void *arg);
+
+/* ---- Links -------------------------------------------------------------- */
+
+/* Fields of struct fab_link_config that fab_link_set changes. */
+#define FAB_LF_LATENCY (1u << 0)
+#define FAB_LF_JITTER (1u << 1)
+#define FAB_LF_RATE (1u << 2)
+#define FAB_LF_LOSS (1u << 3)
+#define FAB_LF_DUP (1u << 4)
+#define FAB_LF_REORDER (1u << 5)
+#define FAB_LF_REORDER_GAP (1u << 6)
+#define FAB_LF_CORRUPT (1u << 7)
+#define FAB_LF_DELAY (1u << 8)
+#define FAB_LF_DELAY_PPB (1u << 9)
+#define FAB_LF_NTH (1u << 10)  /* nth, nth_opcode and nth_qpn: counting restarts */
+#define FAB_LF_DOWN (1u << 11) /* the FAB_LINK_DOWN flag */
+#define FAB_LF_SEED (1u << 12) /* seed (and FAB_LINK_SEEDED): the PRNG restarts */
+#define FAB_LF_ALL 0x1fffu
+
+/* The configuration of a link nobody has changed. */
+void fab_link_config_default(struct fab_link_config *cfg);
+
+/*
+ * Change the fields of link src -> dst that fields selects, from cfg.  Both
+ * addresses must be bound (fab_port_claim; src == dst is the port's
+ * loop-back link).  Returns 0, -ENOENT if an address is not bound, -EINVAL
+ * for a value out of range (nothing changed), -EBUSY if another live writer
+ * kept the link for a second.
+ */
+int fab_link_set(struct fab *fab, uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
+		 uint32_t fields);
+
+/* The configuration of link src -> dst, with its effective seed. */
+int fab_link_get(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_config *cfg);
+
+struct fab_link_stats {
+	struct fab_link_tx_counters tx;
+	struct fab_link_rx_counters rx;
+	uint32_t queued;      /* frames in the ring, not yet pulled by the receiver */
+	uint32_t nth_matched; /* frames matched by the drop-nth filter so far */
+};
+
+int fab_link_stats(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_stats *st);
+
+/*
+ * Parse link settings as `nicsim link set` takes them (after SRC DST):
+ * words such as "latency 10 jitter 2.5 rate 10 loss 5 drop-nth 3 opcode
+ * SEND_ONLY qpn 17 down seed 42", into cfg and the FAB_LF_* bits in
+ * *fields.  Units: microseconds, Gbit/s, percent (decimals allowed).
+ * Returns 0 or -EINVAL with a message in err.
+ */
+int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *cfg,
+		   uint32_t *fields, char *err, size_t errsize);
+
+/* The settings of cfg that differ from the default, in the words
+ * fab_link_parse takes ("latency 10 loss 5 down"), or "" if none; the seed
+ * is not included.  Returns buf. */
+const char *fab_link_describe(const struct fab_link_config *cfg, char *buf, size_t size);
+
+/* ---- Time --------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t fab_now_ns(void);
+
+#endif /* FAB_H */
