@@ -26,6 +26,12 @@ static size_t body_len(uint16_t opcode)
 	case NIC_CMD_BIND_MW: return sizeof(struct nic_cmd_bind_mw);
 	case NIC_CMD_CREATE_QP:
 	case NIC_CMD_DESTROY_QP: return sizeof(struct nic_cmd_qp);
+	case NIC_CMD_LISTEN:
+	case NIC_CMD_UNLISTEN: return sizeof(struct nic_cmd_listen);
+	case NIC_CMD_CONNECT:
+	case NIC_CMD_ACCEPT:
+	case NIC_CMD_REJECT:
+	case NIC_CMD_DISCONNECT: return sizeof(struct nic_cmd_conn);
 	default: return 0;
 	}
 }
@@ -93,6 +99,34 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 			return NIC_STATUS_BAD_FIELD;
 		return cmd->u.qp.slot < NIC_QP_SLOTS ? NIC_STATUS_OK : NIC_STATUS_BAD_QP;
 	case NIC_CMD_DESTROY_QP: return cmd->u.qp.slot ? NIC_STATUS_BAD_FIELD : NIC_STATUS_OK;
+	case NIC_CMD_LISTEN:
+	case NIC_CMD_UNLISTEN: {
+		const struct nic_cmd_listen *l = &cmd->u.listen;
+
+		if (l->reserved || l->port == 0)
+			return NIC_STATUS_BAD_FIELD;
+		if (cmd->opcode == NIC_CMD_UNLISTEN)
+			return l->backlog ? NIC_STATUS_BAD_FIELD : NIC_STATUS_OK;
+		return l->backlog >= 1 && l->backlog <= NIC_EQ_DEPTH ? NIC_STATUS_OK
+								     : NIC_STATUS_BAD_FIELD;
+	}
+	case NIC_CMD_CONNECT:
+	case NIC_CMD_ACCEPT:
+	case NIC_CMD_REJECT:
+	case NIC_CMD_DISCONNECT: {
+		const struct nic_cmd_conn *c = &cmd->u.conn;
+		bool connect = cmd->opcode == NIC_CMD_CONNECT;
+
+		if (c->reserved || (!connect && (c->dst_addr || c->dst_port || c->src_port)))
+			return NIC_STATUS_BAD_FIELD;
+		if (connect && (c->dst_port == 0 || c->conn_id))
+			return NIC_STATUS_BAD_FIELD;
+		if (cmd->opcode == NIC_CMD_DISCONNECT && c->conn_id)
+			return NIC_STATUS_BAD_FIELD;
+		if (cmd->opcode == NIC_CMD_REJECT && c->qpn)
+			return NIC_STATUS_BAD_FIELD;
+		return NIC_STATUS_OK;
+	}
 	default: return NIC_STATUS_OK;
 	}
 }
@@ -141,6 +175,8 @@ static void count_status(struct nic_stats *s, uint16_t status)
 	case NIC_STATUS_NOT_SUPPORTED: s->err_not_supported++; break;
 	case NIC_STATUS_BAD_QP: s->err_bad_qp++; break;
 	case NIC_STATUS_NO_RESOURCES: s->err_no_resources++; break;
+	case NIC_STATUS_ADDR_IN_USE:
+	case NIC_STATUS_BAD_CONN: s->err_conn++; break;
 	default: s->err_bad_state++; break;
 	}
 	s->cmds_failed++;
@@ -159,31 +195,20 @@ static void count_opcode(struct nic_stats *s, uint16_t opcode)
 	case NIC_CMD_DEALLOC_MW: s->cmd_dealloc_mw++; break;
 	case NIC_CMD_CREATE_QP: s->cmd_create_qp++; break;
 	case NIC_CMD_DESTROY_QP: s->cmd_destroy_qp++; break;
+	case NIC_CMD_LISTEN:
+	case NIC_CMD_UNLISTEN:
+	case NIC_CMD_CONNECT:
+	case NIC_CMD_ACCEPT:
+	case NIC_CMD_REJECT:
+	case NIC_CMD_DISCONNECT: s->cmd_conn++; break;
 	default: break;
 	}
 }
 
-/* Deregistration of an entry without DMA in flight completes at once; the
- * NIC has no DMA engine yet, so -EINPROGRESS cannot arise here. */
-static int done_or_drained(int err)
-{
-	return err == -EINPROGRESS ? 0 : err;
-}
-
-/* Map a QP call's error to the command's status. */
-static uint16_t qp_status(int err)
-{
-	switch (err) {
-	case 0: return NIC_STATUS_OK;
-	case -ENOSPC:
-	case -ENOMEM: return NIC_STATUS_NO_RESOURCES;
-	default: return NIC_STATUS_BAD_QP;
-	}
-}
-
-void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
+bool cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
 		 const struct nic_cmd *cmd, struct nic_cpl *cpl)
 {
+	bool deferred = false;
 	uint16_t status = cmd_validate(env, cmd);
 	uint32_t key = 0;
 	int err = 0;
@@ -215,9 +240,7 @@ void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void 
 		err = tpt_reg_mr(env->tpt, owner, cmd->u.reg_mr.va, cmd->u.reg_mr.len,
 				 cmd->u.reg_mr.access, &key);
 		break;
-	case NIC_CMD_DEREG_MR:
-		err = done_or_drained(tpt_dereg_mr(env->tpt, owner->ctx_id, cmd->u.key.key));
-		break;
+	case NIC_CMD_DEREG_MR: err = tpt_dereg_mr(env->tpt, owner->ctx_id, cmd->u.key.key); break;
 	case NIC_CMD_ALLOC_MW: err = tpt_alloc_mw(env->tpt, owner, &key); break;
 	case NIC_CMD_BIND_MW: {
 		const struct nic_cmd_bind_mw *b = &cmd->u.bind_mw;
@@ -237,21 +260,30 @@ void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void 
 		err = tpt_invalidate_mw(env->tpt, owner->ctx_id, cmd->u.key.key);
 		break;
 	case NIC_CMD_DEALLOC_MW:
-		err = done_or_drained(tpt_dealloc_mw(env->tpt, owner->ctx_id, cmd->u.key.key));
+		err = tpt_dealloc_mw(env->tpt, owner->ctx_id, cmd->u.key.key);
 		break;
 	case NIC_CMD_CREATE_QP:
-		status = qp_status(env->qp_create(env->qp_arg, ctx, cmd->u.qp.slot, &key));
-		break;
 	case NIC_CMD_DESTROY_QP:
-		status = qp_status(env->qp_destroy(env->qp_arg, ctx, cmd->u.qp.qpn));
-		break;
+	case NIC_CMD_LISTEN:
+	case NIC_CMD_UNLISTEN:
+	case NIC_CMD_CONNECT:
+	case NIC_CMD_ACCEPT:
+	case NIC_CMD_REJECT:
+	case NIC_CMD_DISCONNECT: status = env->conn_exec(env->conn_arg, ctx, cmd, &key); break;
 	default: status = NIC_STATUS_BAD_OPCODE; break;
+	}
+	/* Unpublished, DMA still in flight: the completion waits for the
+	 * drain (invalidation is acknowledged only after it). */
+	if (err == -EINPROGRESS) {
+		err = 0;
+		deferred = true;
 	}
 	if (status == NIC_STATUS_OK)
 		status = tpt_status(cmd->opcode, err);
-	if (status == NIC_STATUS_OK)
+	if (status == NIC_STATUS_OK || key)
 		cpl->key = key;
 out:
 	cpl->status = status;
 	count_status(env->stats, status);
+	return deferred;
 }

@@ -9,6 +9,7 @@
 #ifndef NICSIM_CMD_H
 #define NICSIM_CMD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nicsim_abi.h"
@@ -16,16 +17,16 @@
 #include "tpt.h"
 
 /*
- * What a command may touch: the NIC's TPT, counters and properties, and its
- * queue pairs through qp_create/qp_destroy (called with qp_arg and the
- * context that sent the command; 0 or -EBUSY (slot in use), -EINVAL (no such
- * slot), -ENOENT (no such QP of this context), -ENOSPC (no QP number left)).
+ * What a command may touch: the NIC's TPT, counters and properties, and,
+ * through conn_exec, its queue pairs and connections: conn_exec(conn_arg,
+ * ctx, cmd, &key) executes a QP or connection command whose fields
+ * cmd_validate() accepted and returns its status (and the QP number of
+ * CREATE_QP in key).
  */
 struct cmd_env {
 	struct tpt *tpt;
-	int (*qp_create)(void *qp_arg, void *ctx, uint32_t slot, uint32_t *qpn);
-	int (*qp_destroy)(void *qp_arg, void *ctx, uint32_t qpn);
-	void *qp_arg;
+	uint16_t (*conn_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
+	void *conn_arg;
 	struct nic_stats *stats;
 	uint32_t caps;        /* NIC_CAP_* */
 	uint64_t max_reg_len; /* bytes */
@@ -41,11 +42,13 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd);
 
 /*
  * Execute one command for the context `owner` (ctx: the NIC's object for it,
- * passed on to the QP calls) and fill *cpl (tag, opcode, status, key, body).
+ * passed on to conn_exec) and fill *cpl (tag, opcode, status, key, body).
  * cmd must be a private copy.  Counts the command and any failure in
- * env->stats.
+ * env->stats.  Returns true when the completion must wait: a DEREG_MR or
+ * DEALLOC_MW whose entry has DMA in flight is unpublished now and
+ * acknowledged when tpt_put() reports its key drained.
  */
-void cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
+bool cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void *ctx,
 		 const struct nic_cmd *cmd, struct nic_cpl *cpl);
 
 #endif /* NICSIM_CMD_H */

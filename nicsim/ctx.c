@@ -82,6 +82,7 @@ static int create_segment(struct nic_ctx *c, uint32_t nic_cpu)
 	c->hdr = h;
 	c->cmdq = (struct nic_cmd *)((char *)h + NIC_CTX_CMDQ_OFF);
 	c->cplq = (struct nic_cpl *)((char *)h + NIC_CTX_CPLQ_OFF);
+	c->eq = (struct nic_event *)((char *)h + NIC_CTX_EQ_OFF);
 	h->magic = NIC_ABI_MAGIC;
 	h->abi_version = NIC_ABI_VERSION;
 	h->seg_size = NIC_CTX_SEG_SIZE;
@@ -123,6 +124,7 @@ static int send_reply_fds(struct nic *nic, struct nic_ctx *c)
 
 static void ctx_free(struct nic_ctx *c)
 {
+	free(c->eq_wait);
 	if (c->hdr)
 		munmap(c->hdr, NIC_CTX_SEG_SIZE);
 	if (c->memfd >= 0)
@@ -206,9 +208,10 @@ void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 	}
 	nic->nctx--;
 	nic->stats.detaches++;
+	conn_ctx_gone(nic, c);
 	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
 		if (c->qps[i])
-			qp_destroy(&nic->qps, c->qps, c->qps[i]);
+			conn_qp_destroy(nic, c->qps[i]);
 	}
 	released = tpt_release_owner(nic->tpt, c->id);
 	nic_info(&nic->log, "context %u detached: pid %u (%s), %s; released %u TPT entries", c->id,
@@ -217,30 +220,64 @@ void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 	ctx_free(c);
 }
 
-int ctx_qp_create(void *nic_arg, void *ctx, uint32_t slot, uint32_t *qpn)
+void ctx_interrupt(struct nic *nic, struct nic_ctx *c)
 {
-	struct nic *nic = nic_arg;
-	struct nic_ctx *c = ctx;
-	struct qp *qp;
-	int err = qp_create(&nic->qps, c, c->qps, c->hdr, slot, &qp);
-
-	if (err)
-		return err;
-	*qpn = qp->qpn;
-	nic_dbg(&nic->log, "context %u: QP %u created in slot %u", c->id, qp->qpn, slot);
-	return 0;
+	ring_fence();
+	if (ring_flag_get(&c->hdr->host_waiting) &&
+	    write(c->irq, &(uint64_t){1}, sizeof(uint64_t)) > 0)
+		nic->stats.interrupts++;
 }
 
-int ctx_qp_destroy(void *nic_arg, void *ctx, uint32_t qpn)
+/* Move waiting events into the EQ while it has room; true if any moved. */
+static bool eq_flush(struct nic_ctx *c)
 {
-	struct nic *nic = nic_arg;
-	struct nic_ctx *c = ctx;
-	struct qp *qp = qp_find(&nic->qps, qpn);
+	uint32_t cons = ring_observe(&c->hdr->eq.cons), moved = 0;
 
-	if (!qp || qp->ctx != c)
-		return -ENOENT;
-	qp_destroy(&nic->qps, c->qps, qp);
-	return 0;
+	/* A consumer index the NIC never produced: treat the queue as full
+	 * until the host puts it right (events wait, none is lost). */
+	while (moved < c->eq_nwait && ring_count(c->eq_prod, cons) < NIC_EQ_DEPTH) {
+		c->eq[c->eq_prod & (NIC_EQ_DEPTH - 1)] = c->eq_wait[moved++];
+		c->eq_prod++;
+	}
+	if (!moved)
+		return false;
+	memmove(c->eq_wait, c->eq_wait + moved, (c->eq_nwait - moved) * sizeof(*c->eq_wait));
+	c->eq_nwait -= moved;
+	ring_publish(&c->hdr->eq.prod, c->eq_prod);
+	return true;
+}
+
+void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev)
+{
+	if (c->eq_nwait == c->eq_cap) {
+		uint32_t cap = c->eq_cap ? 2 * c->eq_cap : 16;
+		struct nic_event *w = realloc(c->eq_wait, cap * sizeof(*w));
+
+		if (!w) {
+			nic_err(&nic->log, "context %u: out of memory for an event; dropped", c->id);
+			return;
+		}
+		c->eq_wait = w;
+		c->eq_cap = cap;
+	}
+	c->eq_wait[c->eq_nwait++] = *ev;
+	if (eq_flush(c))
+		ctx_interrupt(nic, c);
+}
+
+/* A DEREG_MR or DEALLOC_MW whose entry had DMA in flight has drained. */
+void ctx_drained(struct nic *nic, uint32_t key)
+{
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		if (c->blocked_key != key)
+			continue;
+		c->blocked_key = 0;
+		c->cplq[c->cpl_prod & (NIC_CMDQ_DEPTH - 1)] = c->blocked_cpl;
+		c->cpl_prod++;
+		ring_publish(&c->hdr->cplq.prod, c->cpl_prod);
+		ctx_interrupt(nic, c);
+		return;
+	}
 }
 
 void ctx_set_sleeping(struct nic *nic, uint32_t v)
@@ -292,7 +329,9 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 	uint32_t prod, pending, cpl_cons, unread, n;
 	char what[128];
 
-	if (c->broken)
+	if (c->eq_nwait && eq_flush(c))
+		ctx_interrupt(nic, c);
+	if (c->broken || c->blocked_key)
 		return 0;
 	prod = ring_observe(&h->cmdq.prod);
 	pending = ring_count(prod, c->cmd_cons);

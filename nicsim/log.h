@@ -27,6 +27,12 @@ void nic_log_printf(const struct nic_log *log, enum nic_log_level level, const c
 #define nic_err(l, ...) nic_log_printf((l), NIC_LOG_ERROR, __VA_ARGS__)
 #define nic_warn(l, ...) nic_log_printf((l), NIC_LOG_WARN, __VA_ARGS__)
 #define nic_info(l, ...) nic_log_printf((l), NIC_LOG_INFO, __VA_ARGS__)
-#define nic_dbg(l, ...) nic_log_printf((l), NIC_LOG_DEBUG, __VA_ARGS__)
+/* Debug lines sit on hot paths: their arguments are not even evaluated
+ * unless the level asks for them. */
+#define nic_dbg(l, ...)                                                  \
+	do {                                                             \
+		if ((l)->level >= NIC_LOG_DEBUG)                         \
+			nic_log_printf((l), NIC_LOG_DEBUG, __VA_ARGS__); \
+	} while (0)
 
 #endif /* NICSIM_LOG_H */

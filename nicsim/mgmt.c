@@ -23,6 +23,10 @@ void mgmt_fill_stats(struct nic *nic, struct nic_stats *out)
 	out->tpt_high_water = tpt_high_water(nic->tpt);
 	out->contexts = nic->nctx;
 	out->qps = nic->qps.in_use;
+	for (uint32_t i = 2; i < QP_MAX; i++) {
+		if (nic->qps.by_index[i])
+			qpio_account(nic, nic->qps.by_index[i], out);
+	}
 }
 
 /* Send one reply message: header plus count records of size rec_size. */

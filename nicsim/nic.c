@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -225,6 +226,14 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 			ctx_detach(nic, c, "host closed its connection");
 		break;
 	}
+	case NIC_SRC_PORT: break; /* the bell is drained by fab_port_sleep_cancel */
+	case NIC_SRC_TIMER: {
+		uint64_t v;
+
+		if (read(nic->timer_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+			nic->timer_armed = 0;
+		break;
+	}
 	case NIC_SRC_DOORBELL: {
 		struct nic_ctx *c = src->obj;
 		uint64_t v;
@@ -264,13 +273,50 @@ static int poll_events(struct nic *nic, int timeout_ms)
 	return n;
 }
 
-static unsigned poll_rings(struct nic *nic)
+/*
+ * One pass over everything that can have work: the host rings (commands,
+ * then each QP's send queue and engine), the fabric, the connection timers.
+ * Returns the work done; *deadline gets the earliest timer (0: none).
+ */
+static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 {
+	uint64_t now = now_ns(), no_frame = nic->stats.tx_no_frame;
 	unsigned work = 0;
 
+	*deadline = 0;
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
 		work += ctx_poll(nic, c);
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
+			if (c->qps[i])
+				work += qpio_poll(nic, c->qps[i], now, deadline);
+		}
+	}
+	work += port_poll(nic, now);
+	work += conn_timers(nic, now, deadline);
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		if (c->irq_due) {
+			c->irq_due = false;
+			ctx_interrupt(nic, c);
+		}
+	}
+	/* No free frame: try again shortly rather than wait for a timer. */
+	if (nic->stats.tx_no_frame != no_frame && (!*deadline || *deadline > now + 20000))
+		*deadline = now + 20000;
 	return work;
+}
+
+/* Arm the timerfd for deadline (CLOCK_MONOTONIC ns; 0 disarms). */
+static void arm_timer(struct nic *nic, uint64_t deadline)
+{
+	struct itimerspec its = {0};
+
+	if (deadline == nic->timer_armed)
+		return;
+	its.it_value.tv_sec = (time_t)(deadline / 1000000000u);
+	its.it_value.tv_nsec = (long)(deadline % 1000000000u);
+	if (timerfd_settime(nic->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		nic->timer_armed = deadline;
 }
 
 int nic_run(struct nic *nic)
@@ -285,14 +331,14 @@ int nic_run(struct nic *nic)
 		 nic->opts.caps & NIC_CAP_MW ? " mw" : "",
 		 nic->opts.caps & NIC_CAP_RDMA_READ ? " rdma-read" : "");
 	while (!nic->stop) {
-		uint64_t now;
+		uint64_t now, deadline, due;
 
-		if (poll_rings(nic)) {
+		if (poll_all(nic, &deadline)) {
 			last_work = now_ns();
 			idle_polls = 0;
 		}
 		now = now_ns();
-		if (now - last_work < spin_ns) {
+		if (now - last_work < spin_ns || (deadline && deadline <= now)) {
 			if (now - last_epoll >= NIC_EPOLL_EVERY_NS) {
 				last_epoll = now;
 				err = poll_events(nic, 0);
@@ -306,15 +352,23 @@ int nic_run(struct nic *nic)
 				sched_yield();
 			continue;
 		}
-		/* Going to sleep: announce it, then look once more (a host that
-		 * published before seeing the flag is caught here). */
+		/* Going to sleep: announce it to the hosts and the fabric, then
+		 * look once more (a peer that published before it saw the flag
+		 * is caught here). */
 		ctx_set_sleeping(nic, 1);
-		if (poll_rings(nic)) {
+		if (poll_all(nic, &deadline) ||
+		    (nic->port && fab_port_sleep_prepare(nic->port) == -EAGAIN)) {
 			ctx_set_sleeping(nic, 0);
 			last_work = now_ns();
 			continue;
 		}
+		due = nic->port ? fab_next_due_ns(nic->port) : UINT64_MAX;
+		if (due != UINT64_MAX && (!deadline || due < deadline))
+			deadline = due ? due : 1;
+		arm_timer(nic, deadline);
 		err = poll_events(nic, -1);
+		if (nic->port)
+			fab_port_sleep_cancel(nic->port);
 		ctx_set_sleeping(nic, 0);
 		if (err < 0)
 			break;
@@ -426,7 +480,7 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	if (!nic)
 		return -ENOMEM;
 	nic->opts = *o;
-	nic->listen_fd = nic->epoll_fd = nic->signal_fd = -1;
+	nic->listen_fd = nic->epoll_fd = nic->signal_fd = nic->timer_fd = -1;
 	nic->next_ctx_id = 1;
 	nic->log.level = o->log_level;
 	snprintf(nic->log.prefix, sizeof(nic->log.prefix), "nicsimd[%s]",
@@ -442,9 +496,8 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 		goto fail;
 	}
 	nic->env = (struct cmd_env){.tpt = nic->tpt,
-				    .qp_create = ctx_qp_create,
-				    .qp_destroy = ctx_qp_destroy,
-				    .qp_arg = nic,
+				    .conn_exec = conn_exec,
+				    .conn_arg = nic,
 				    .stats = &nic->stats,
 				    .caps = o->caps,
 				    .max_reg_len = o->max_reg_len,
@@ -468,6 +521,12 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	}
 	nic->signal_src.type = NIC_SRC_SIGNAL;
 	err = nic_epoll_add(nic, nic->signal_fd, EPOLLIN, &nic->signal_src);
+	if (err < 0)
+		goto fail;
+	err = conn_init(nic);
+	if (err < 0)
+		goto fail;
+	err = port_open(nic);
 	if (err < 0)
 		goto fail;
 	err = open_listener(nic);
@@ -501,6 +560,9 @@ void nic_destroy(struct nic *nic)
 		ctx_detach(nic, nic->ctxs, "NIC shutting down");
 	while (nic->conns)
 		nic_conn_close(nic, nic->conns);
+	if (nic->conn)
+		conn_fini(nic);
+	port_close(nic);
 	if (nic->listen_fd >= 0)
 		close(nic->listen_fd);
 	if (nic->own_files) {

@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "cmd.h"
+#include "fab.h"
+#include "fab_wire.h"
 #include "log.h"
 #include "nic.h"
 #include "nicsim_abi.h"
@@ -25,6 +27,8 @@ enum nic_src_type {
 	NIC_SRC_CTX,      /* a host context's socket */
 	NIC_SRC_DOORBELL, /* a host context's doorbell eventfd */
 	NIC_SRC_MGMT,     /* a management client's socket */
+	NIC_SRC_PORT,     /* the fabric port's bell */
+	NIC_SRC_TIMER,    /* the timerfd for transport and connection timers */
 };
 
 struct nic_src {
@@ -59,6 +63,13 @@ struct nic_ctx {
 	uint32_t cpl_prod;
 	bool broken;                  /* ring protocol broken: ring no longer read */
 	struct qp *qps[NIC_QP_SLOTS]; /* QP in each slot of the segment */
+	bool irq_due;                 /* completions or events posted since the last interrupt */
+	uint32_t blocked_key;         /* a DEREG/DEALLOC waiting for DMA to drain */
+	struct nic_cpl blocked_cpl;   /* its completion, posted when it drains */
+	struct nic_event *eq;
+	uint32_t eq_prod;            /* NIC-owned EQ index */
+	struct nic_event *eq_wait;   /* events waiting for EQ space, oldest first */
+	uint32_t eq_nwait, eq_cap;
 	struct nic_ctx *next;
 };
 
@@ -83,6 +94,14 @@ struct nic {
 	struct nic_conn *conns; /* new and management connections */
 	uint32_t cpu;           /* CPU last published in nic_cpu, plus 1 */
 	bool stop;
+	/* The fabric (NULL when the run directory has none). */
+	struct fab *fab;
+	struct fab_port *port;
+	struct nic_src port_src;
+	int timer_fd;
+	struct nic_src timer_src;
+	uint64_t timer_armed; /* deadline the timerfd is set to, 0: none */
+	struct conn_state *conn; /* listeners, pending requests (conn.c) */
 };
 
 /* ctx.c */
@@ -93,9 +112,42 @@ void ctx_set_sleeping(struct nic *nic, uint32_t v);
 bool ctx_share_cpu(struct nic *nic);
 struct nic_ctx *ctx_find(struct nic *nic, uint32_t id);
 
-/* ctx.c: QP commands of a context (cmd_env's qp_create/qp_destroy). */
-int ctx_qp_create(void *nic, void *ctx, uint32_t slot, uint32_t *qpn);
-int ctx_qp_destroy(void *nic, void *ctx, uint32_t qpn);
+/* Post an event on a context's event queue (queued inside the NIC while the
+ * queue is full, never lost). */
+void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev);
+/* Raise the context's interrupt if its host waits. */
+void ctx_interrupt(struct nic *nic, struct nic_ctx *c);
+/* The invalidation of key, deferred for in-flight DMA, is complete. */
+void ctx_drained(struct nic *nic, uint32_t key);
+
+/* conn.c: QP and connection commands (cmd_env.conn_exec), and CM messages. */
+uint16_t conn_exec(void *nic, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
+int conn_init(struct nic *nic);
+void conn_fini(struct nic *nic);
+void conn_rx(struct nic *nic, const struct fab_pkt *pkt);
+unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline);
+/* A context is going away: its listeners and pending requests go too. */
+void conn_ctx_gone(struct nic *nic, struct nic_ctx *c);
+/* Tear a QP down: disconnect it if connected, flush, free. */
+void conn_qp_destroy(struct nic *nic, struct qp *qp);
+
+/* qpio.c: the data path of a QP. */
+void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t peer_qpn,
+		uint32_t sq_psn, uint32_t rq_psn);
+unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadline);
+void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t now);
+/* Stop a QP: state (ERROR or CLOSED), every work request completes flushed. */
+void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t status);
+/* Add the QP engine's counters to st. */
+void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st);
+
+/* port.c: the fabric port. */
+int port_open(struct nic *nic);
+void port_close(struct nic *nic);
+unsigned port_poll(struct nic *nic, uint64_t now);
+/* Send a frame built by fill() (which returns its length or a negative errno). */
+int port_xmit(struct nic *nic, uint32_t dst,
+	      int (*fill)(void *arg, uint8_t *frame, size_t cap), void *arg);
 
 /* mgmt.c */
 void mgmt_serve(struct nic *nic, struct nic_conn *conn);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "nicsim_abi.h"
+#include "rc.h"
 
 #define QP_INDEX_BITS 12u
 #define QP_MAX (1u << QP_INDEX_BITS) /* table size; indices 0 and 1 unused */
@@ -35,6 +36,21 @@ struct qp {
 	uint32_t rq_cons;
 	uint32_t cq_prod;
 	enum nic_qp_state state;
+	void *nic;        /* the struct nic that owns it */
+	bool ring_broken; /* the host's receive ring index went wild */
+	bool cq_overrun;  /* a completion found the CQ full */
+	/* Connection (conn.c). */
+	uint32_t peer_addr; /* network byte order */
+	uint32_t peer_qpn;
+	uint16_t local_port, peer_port;
+	uint32_t comm_id, peer_comm_id; /* CM communication IDs */
+	uint32_t sq_psn, rq_psn;        /* starting PSNs of each direction */
+	uint64_t cm_tid;                /* MAD transaction ID of the REQ */
+	uint64_t cm_deadline;           /* REQ retransmission, 0: none */
+	uint32_t cm_tries;
+	bool passive;
+	/* Transport (qpio.c), valid from RTS on. */
+	struct rc rc;
 };
 
 struct qp_table {

@@ -267,8 +267,11 @@ static int send_next(struct rc *rc, uint64_t now)
 	w = &rc->sq[rc->sq_next & SQ_MASK];
 	k = rc->tx_pkt;
 	psn = rc_psn_add(w->psn, k);
+	/* The window bounds the PSNs in flight; a read larger than the window
+	 * still goes out once everything before it has been acknowledged. */
 	if ((uint32_t)rc_psn_diff(rc_psn_add(psn, is_read(w) ? w->npkts - k : 1), rc->una_psn) >
-	    rc->cfg.window)
+		rc->cfg.window &&
+	    !(is_read(w) && psn == rc->una_psn))
 		return 0;
 	if (fenced(rc, rc->sq_next))
 		return 0;
@@ -314,6 +317,15 @@ static int send_next(struct rc *rc, uint64_t now)
 	}
 	if (err == -ENOBUFS)
 		return 0;
+	if (err == -EFAULT) {
+		/* The host's memory refused the DMA: a local protection error. */
+		while (rc->sq_head != rc->sq_next) {
+			complete_swqe(rc, &rc->sq[rc->sq_head & SQ_MASK], NIC_WC_WR_FLUSH_ERR, 0);
+			rc->sq_head++;
+		}
+		fail_head(rc, NIC_WC_LOC_PROT_ERR, 0);
+		return 0;
+	}
 	if (p.ack_req)
 		rc->since_ackreq = 0;
 	if (!err) {

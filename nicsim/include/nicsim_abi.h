@@ -111,6 +111,11 @@ enum nic_status {
 	NIC_STATUS_NO_RESOURCES = 12,  /* handshake: NIC cannot create a context */
 	NIC_STATUS_NOT_SUPPORTED = 13, /* capability switched off on this NIC */
 	NIC_STATUS_BAD_QP = 14,        /* no such QP or slot here, or slot in use */
+	NIC_STATUS_ADDR_IN_USE = 15,   /* LISTEN: the port is taken on this NIC */
+	NIC_STATUS_CONN_REFUSED = 16,  /* nobody listens there, or the peer rejected */
+	NIC_STATUS_UNREACHABLE = 17,   /* no NIC with that address on the fabric */
+	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request */
+	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
 	NIC_STATUS_MAX_
 };
 
@@ -150,6 +155,12 @@ enum nic_opcode {
 	NIC_CMD_DEALLOC_MW = 7,    /* free a window */
 	NIC_CMD_CREATE_QP = 8,     /* put a QP slot to use: cpl.key = QP number */
 	NIC_CMD_DESTROY_QP = 9,    /* flush and free a QP (its slot becomes free) */
+	NIC_CMD_LISTEN = 10,       /* accept connection requests to a port */
+	NIC_CMD_UNLISTEN = 11,     /* stop; requests not yet accepted are rejected */
+	NIC_CMD_CONNECT = 12,      /* connect a QP in INIT to a port of another NIC */
+	NIC_CMD_ACCEPT = 13,       /* accept a CONN_REQUEST event's request on a QP */
+	NIC_CMD_REJECT = 14,       /* reject a CONN_REQUEST event's request */
+	NIC_CMD_DISCONNECT = 15,   /* close a connection; both QPs go to CLOSED */
 	NIC_CMD_MAX_
 };
 
@@ -179,6 +190,23 @@ struct nic_cmd_qp {
 	uint32_t qpn;  /* DESTROY_QP: the QP number CREATE_QP returned */
 };
 
+/* LISTEN, UNLISTEN. */
+struct nic_cmd_listen {
+	uint16_t port;    /* 1 .. 65535 */
+	uint16_t backlog; /* requests pending at once, 1 .. NIC_EQ_DEPTH; 0 for UNLISTEN */
+	uint32_t reserved;
+};
+
+/* CONNECT, ACCEPT, REJECT, DISCONNECT. */
+struct nic_cmd_conn {
+	uint32_t qpn;      /* CONNECT, ACCEPT, DISCONNECT: the local QP; REJECT: 0 */
+	uint32_t dst_addr; /* CONNECT: the peer NIC's address, network byte order; else 0 */
+	uint16_t dst_port; /* CONNECT: the peer's listening port; else 0 */
+	uint16_t src_port; /* CONNECT: this side's port (0: the NIC picks one); else 0 */
+	uint32_t reserved;
+	uint64_t conn_id; /* ACCEPT, REJECT: from the CONN_REQUEST event; else 0 */
+};
+
 /* One command: 64 bytes.  tag is echoed in the completion. */
 struct nic_cmd {
 	uint16_t opcode; /* enum nic_opcode */
@@ -190,6 +218,8 @@ struct nic_cmd {
 		struct nic_cmd_key key;
 		struct nic_cmd_bind_mw bind_mw;
 		struct nic_cmd_qp qp;
+		struct nic_cmd_listen listen;
+		struct nic_cmd_conn conn;
 		uint8_t raw[48]; /* bytes past the opcode's fields must be 0 */
 	} u;
 };
@@ -434,6 +464,9 @@ _Static_assert(offsetof(struct nic_ctx_hdr, eq_off) == 40, "eq_off at 40");
 _Static_assert(offsetof(struct nic_ctx_hdr, qp_off) == 48, "qp_off at 48");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
 _Static_assert(sizeof(struct nic_cmd_qp) == 8, "cmd qp is 8 bytes");
+_Static_assert(sizeof(struct nic_cmd_listen) == 8, "cmd listen is 8 bytes");
+_Static_assert(sizeof(struct nic_cmd_conn) == 24, "cmd conn is 24 bytes");
+_Static_assert(offsetof(struct nic_cmd_conn, conn_id) == 16, "conn_id at 16");
 _Static_assert(sizeof(struct nic_sge) == 16, "sge is 16 bytes");
 _Static_assert(sizeof(struct nic_send_wqe) == 128, "send wqe is 128 bytes");
 _Static_assert(offsetof(struct nic_send_wqe, remote_va) == 16, "remote_va at 16");

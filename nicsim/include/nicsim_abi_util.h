@@ -31,6 +31,11 @@ static inline const char *nic_status_str(unsigned status)
 	case NIC_STATUS_NO_RESOURCES: return "NIC out of resources";
 	case NIC_STATUS_NOT_SUPPORTED: return "capability switched off on this NIC";
 	case NIC_STATUS_BAD_QP: return "no such QP or slot, or slot in use";
+	case NIC_STATUS_ADDR_IN_USE: return "port already in use on this NIC";
+	case NIC_STATUS_CONN_REFUSED: return "connection refused";
+	case NIC_STATUS_UNREACHABLE: return "no NIC with that address on the fabric";
+	case NIC_STATUS_TIMED_OUT: return "connection request timed out";
+	case NIC_STATUS_BAD_CONN: return "no such pending connection request";
 	default: return "unknown status";
 	}
 }
@@ -54,6 +59,11 @@ static inline int nic_status_errno(unsigned status)
 	case NIC_STATUS_BAD_HELLO: return -EPROTO;
 	case NIC_STATUS_NO_RESOURCES: return -ENOMEM;
 	case NIC_STATUS_BAD_QP: return -EBADSLT;
+	case NIC_STATUS_ADDR_IN_USE: return -EADDRINUSE;
+	case NIC_STATUS_CONN_REFUSED: return -ECONNREFUSED;
+	case NIC_STATUS_UNREACHABLE: return -EHOSTUNREACH;
+	case NIC_STATUS_TIMED_OUT: return -ETIMEDOUT;
+	case NIC_STATUS_BAD_CONN: return -ENOENT;
 	default: return -EPROTO;
 	}
 }

@@ -298,7 +298,7 @@ static int clean(void)
 		fprintf(stderr, "nicsimd ended with status 0x%x; log in %s\n", status, dir);
 		return -1;
 	}
-	nst_rmtree(dir);
+	nst_done_with_dir(dir);
 	return 0;
 }
 

@@ -727,7 +727,7 @@ static int clean(void)
 			sa, sb, dir);
 		return -1;
 	}
-	nst_rmtree(dir);
+	nst_done_with_dir(dir);
 	return 0;
 }
 

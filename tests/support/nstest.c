@@ -117,6 +117,15 @@ void nst_rmtree(const char *dir)
 		rm_entry(AT_FDCWD, dir, 0);
 }
 
+void nst_done_with_dir(const char *dir)
+{
+	if (CU_get_number_of_failures() == 0) {
+		nst_rmtree(dir);
+		return;
+	}
+	fprintf(stderr, "test files kept in %s (NIC logs: nic-*.log)\n", dir);
+}
+
 const char *nst_bin(const char *name)
 {
 	static char path[PATH_MAX];

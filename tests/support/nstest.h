@@ -93,6 +93,10 @@ int nst_tmpdir(char *buf, size_t size, const char *tag);
 /* Remove a directory tree made by nst_tmpdir (best effort). */
 void nst_rmtree(const char *dir);
 
+/* At the end of a suite: remove dir if every assertion passed, else keep it
+ * (logs, captures) and say where it is. */
+void nst_done_with_dir(const char *dir);
+
 /* Path of a nicsim binary (nicsimd, nicsim, ...): $NICSIM_BIN_DIR or the build's bin/. */
 const char *nst_bin(const char *name);
 

@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include "fab.h"
+#include "fab_addr.h"
 #include "nicsim_host.h"
 #include "nstest.h"
 
@@ -29,4 +31,21 @@ int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)
 	while ((n = nst_tpt_in_use(sock)) != want && nst_now_ns() < deadline)
 		nanosleep(&pause, NULL);
 	return n;
+}
+
+int nst_make_fabric(const char *dir, const char *const *addrs)
+{
+	uint32_t a[64];
+	size_t n = 0;
+	struct fab_config cfg = {0};
+
+	for (; addrs && addrs[n] && n < 64; n++) {
+		int err = fab_addr_parse(addrs[n], &a[n]);
+
+		if (err)
+			return err;
+	}
+	cfg.addrs = a;
+	cfg.naddrs = n;
+	return fab_create(dir, &cfg);
 }

@@ -12,4 +12,11 @@ int nst_tpt_in_use(const char *sock);
 /* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
 
+/*
+ * Create the fabric of run directory dir (dir/fabric.shm) joining the NICs
+ * with the given addresses (dotted quads, NULL-terminated list), as
+ * `nicsim up` does, before the NICs start.  0 or a negative errno.
+ */
+int nst_make_fabric(const char *dir, const char *const *addrs);
+
 #endif /* NSTNIC_H */

@@ -17,29 +17,30 @@ static struct cmd_env env;
 static const struct tpt_owner me = {.ctx_id = 7, .pid = 1234};
 static const struct tpt_owner other = {.ctx_id = 8, .pid = 4321};
 
-/* A QP table of one slot per context argument, enough to see what the
- * command processor passes on. */
+/* A stand-in for the NIC's QP and connection commands: one slot, enough to
+ * see what the command processor passes on and what it refuses first. */
 static uint32_t fake_slot = UINT32_MAX, fake_qpn;
+static unsigned fake_calls;
 
-static int fake_qp_create(void *arg, void *ctx, uint32_t slot, uint32_t *qpn)
+static uint16_t fake_conn_exec(void *arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key)
 {
 	(void)arg;
 	(void)ctx;
-	if (fake_slot != UINT32_MAX)
-		return -EBUSY;
-	fake_slot = slot;
-	*qpn = fake_qpn = 0x1002;
-	return 0;
-}
-
-static int fake_qp_destroy(void *arg, void *ctx, uint32_t qpn)
-{
-	(void)arg;
-	(void)ctx;
-	if (fake_slot == UINT32_MAX || qpn != fake_qpn)
-		return -ENOENT;
-	fake_slot = UINT32_MAX;
-	return 0;
+	fake_calls++;
+	switch (cmd->opcode) {
+	case NIC_CMD_CREATE_QP:
+		if (fake_slot != UINT32_MAX)
+			return NIC_STATUS_BAD_QP;
+		fake_slot = cmd->u.qp.slot;
+		*key = fake_qpn = 0x1002;
+		return NIC_STATUS_OK;
+	case NIC_CMD_DESTROY_QP:
+		if (fake_slot == UINT32_MAX || cmd->u.qp.qpn != fake_qpn)
+			return NIC_STATUS_BAD_QP;
+		fake_slot = UINT32_MAX;
+		return NIC_STATUS_OK;
+	default: return NIC_STATUS_OK;
+	}
 }
 
 static void setup(uint32_t caps, uint32_t capacity)
@@ -50,8 +51,7 @@ static void setup(uint32_t caps, uint32_t capacity)
 	memset(&stats, 0, sizeof(stats));
 	env = (struct cmd_env){.tpt = tpt,
 			       .stats = &stats,
-			       .qp_create = fake_qp_create,
-			       .qp_destroy = fake_qp_destroy,
+			       .conn_exec = fake_conn_exec,
 			       .caps = caps,
 			       .max_reg_len = 1u << 20,
 			       .page_size = PAGE,
@@ -351,6 +351,51 @@ static void test_queue_pair_commands(void)
 	NST_EQ(stats.err_bad_qp, 3);
 }
 
+/* Connection commands: every field the command does not use must be 0,
+ * and a refused command never reaches the connection code. */
+static void test_connection_command_fields(void)
+{
+	struct nic_cmd c;
+
+	setup(0, 16);
+	fake_calls = 0;
+	c = (struct nic_cmd){.opcode = NIC_CMD_LISTEN};
+	c.u.listen.port = 0;
+	c.u.listen.backlog = 4;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.listen.port = 80;
+	c.u.listen.backlog = 0;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.listen.backlog = NIC_EQ_DEPTH + 1;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.listen.backlog = NIC_EQ_DEPTH;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
+	c.opcode = NIC_CMD_UNLISTEN;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD); /* UNLISTEN takes no backlog */
+	c = (struct nic_cmd){.opcode = NIC_CMD_CONNECT};
+	c.u.conn.qpn = 0x1002;
+	c.u.conn.dst_addr = 0x020012c6;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD); /* no port */
+	c.u.conn.dst_port = 80;
+	c.u.conn.conn_id = 1;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.conn.conn_id = 0;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
+	c.opcode = NIC_CMD_ACCEPT; /* addresses are CONNECT's only */
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c = (struct nic_cmd){.opcode = NIC_CMD_REJECT};
+	c.u.conn.qpn = 5;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c = (struct nic_cmd){.opcode = NIC_CMD_DISCONNECT};
+	c.u.conn.conn_id = 9;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.conn.conn_id = 0;
+	c.u.conn.reserved = 1;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	NST_EQ(fake_calls, 2);
+	NST_EQ(stats.cmd_conn, 12);
+}
+
 static int clean(void)
 {
 	tpt_destroy(tpt);
@@ -370,6 +415,7 @@ int main(int argc, char **argv)
 	    {"without_windows", test_without_windows},
 	    {"query_device", test_query_device},
 	    {"queue_pair_commands", test_queue_pair_commands},
+	    {"connection_command_fields", test_connection_command_fields},
 	    {NULL, NULL},
 	};
 

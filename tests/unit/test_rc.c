@@ -520,6 +520,31 @@ static void test_lossy_link(void)
 	NST_TRUE(A.max_outstanding <= cfg.window);
 }
 
+/* A read of more responses than the window: it waits for the window to
+ * drain, then goes out alone. */
+static void test_read_larger_than_window(void)
+{
+	static uint8_t remote[40000], back[40000], small[100];
+	struct rc_config cfg;
+	uint32_t bk, sk, rkey;
+
+	rc_config_default(&cfg);
+	cfg.mtu = 1024;
+	cfg.window = 8;
+	setup_with(&cfg);
+	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
+	sk = reg(&A, small, sizeof(small), 0);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	fill(remote, sizeof(remote), 4);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, small, 100, sk, (uintptr_t)remote + 39000, rkey), 0);
+	NST_EQ(post(&A, 2, NIC_WR_RDMA_READ, back, sizeof(back), bk, (uintptr_t)remote, rkey), 0);
+	want_a = 2;
+	want_b = 0;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[1].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(back, remote, sizeof(back)), 0);
+}
+
 static bool a_errored(void)
 {
 	return A.errored;
@@ -776,6 +801,7 @@ int main(int argc, char **argv)
 	    {"send_recv_sizes", test_send_recv_sizes},
 	    {"write_read_and_immediate", test_write_read_and_immediate},
 	    {"lossy_link", test_lossy_link},
+	    {"read_larger_than_window", test_read_larger_than_window},
 	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
 	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
 	    {"retry_exceeded_when_link_down", test_retry_exceeded_when_link_down},

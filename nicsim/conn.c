@@ -1,0 +1,641 @@
+/*
+ * Queue-pair and connection commands, and the connection manager (CM).
+ *
+ * Connections are set up and torn down with InfiniBand CM messages carried
+ * over the fabric to QP 1 (fab_cm.h), so that a capture shows them:
+ *
+ *   active: CONNECT -> REQ ............. REP -> RTU, CONNECTED event
+ *   passive:           REQ -> CONN_REQUEST event; ACCEPT -> REP, CONNECTED
+ *                      (or REJECT -> REJ -> the active side's CONN_FAILED)
+ *   either: DISCONNECT -> DREQ -> the peer's DISCONNECTED event, DREP
+ *
+ * The passive QP is ready to receive when it sends its REP; the active QP
+ * when the REP arrives.  A lost REQ or REP is recovered by the active side
+ * sending the REQ again (the passive side answers a duplicate REQ with its
+ * REP again); after CM_TRIES requests without an answer the connect fails
+ * as timed out.  Ports are per NIC, like TCP ports on a host.
+ *
+ * Every CM message is hostile input: it must match the state it claims to
+ * continue (the same peer address and communication IDs), or it is counted
+ * and dropped.
+ */
+#include "nic_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fab_cm.h"
+
+#define CM_RETRY_NS 100000000ull /* REQ retransmission interval */
+#define CM_TRIES 5u
+#define CM_EPHEMERAL_FIRST 49152u
+
+struct listener {
+	uint16_t port;
+	uint16_t backlog;
+	uint16_t pending;
+	struct nic_ctx *ctx;
+};
+
+struct pending_req {
+	uint64_t conn_id;
+	uint64_t tid; /* the REQ's MAD transaction ID, echoed in REP and REJ */
+	struct nic_ctx *ctx; /* the listener's */
+	uint16_t local_port, peer_port;
+	uint32_t peer_addr, peer_qpn, peer_psn, peer_comm_id;
+};
+
+struct conn_state {
+	struct listener *lst;
+	uint32_t nlst, caplst;
+	struct pending_req *req;
+	uint32_t nreq, capreq;
+	struct qp **connecting; /* active QPs waiting for a REP */
+	uint32_t nconn, capconn;
+	uint64_t next_conn_id;
+	uint32_t next_comm_id;
+	uint16_t next_port;
+	uint32_t gsi_psn; /* PSN of the next CM packet from QP 1 */
+	uint64_t next_tid;
+	uint64_t rng;
+};
+
+static uint64_t now_ns(void)
+{
+	return fab_now_ns();
+}
+
+static uint32_t rnd24(struct conn_state *cs)
+{
+	cs->rng ^= cs->rng >> 12;
+	cs->rng ^= cs->rng << 25;
+	cs->rng ^= cs->rng >> 27;
+	return (uint32_t)((cs->rng * 0x2545f4914f6cdd1dull) >> 40) & FAB_MASK24;
+}
+
+/* Grow an array of elements of size sz to hold one more. */
+static int grow(void **arr, uint32_t *cap, uint32_t n, size_t sz)
+{
+	void *p;
+	uint32_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 8;
+	p = realloc(*arr, c * sz);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+int conn_init(struct nic *nic)
+{
+	struct conn_state *cs = calloc(1, sizeof(*cs));
+	struct timespec ts;
+
+	if (!cs)
+		return -ENOMEM;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	cs->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ nic->opts.addr ^ 0x9e3779b9u;
+	cs->next_comm_id = rnd24(cs) << 8 | 1;
+	cs->next_tid = (uint64_t)rnd24(cs) << 32 | 1;
+	cs->next_port = CM_EPHEMERAL_FIRST;
+	nic->conn = cs;
+	return 0;
+}
+
+void conn_fini(struct nic *nic)
+{
+	struct conn_state *cs = nic->conn;
+
+	if (!cs)
+		return;
+	free(cs->lst);
+	free(cs->req);
+	free(cs->connecting);
+	free(cs);
+	nic->conn = NULL;
+}
+
+/* ---- Sending CM messages ---------------------------------------------------- */
+
+struct cm_out {
+	const struct fab_cm_msg *msg;
+	uint32_t psn;
+};
+
+static int fill_cm(void *arg, uint8_t *frame, size_t cap)
+{
+	const struct cm_out *o = arg;
+	size_t len;
+	int err = fab_cm_frame(o->msg, o->psn, frame, cap, &len);
+
+	return err ? err : (int)len;
+}
+
+static int cm_send(struct nic *nic, uint32_t dst, struct fab_cm_msg *msg)
+{
+	struct conn_state *cs = nic->conn;
+	struct cm_out o = {.msg = msg, .psn = cs->gsi_psn};
+
+	cs->gsi_psn = (cs->gsi_psn + 1) & FAB_MASK24;
+	msg->src_ip = nic->opts.addr;
+	msg->dst_ip = dst;
+	return port_xmit(nic, dst, fill_cm, &o);
+}
+
+/* A message of type with nicsim's defaults and transaction ID tid. */
+static struct fab_cm_msg cm_msg(enum fab_cm_type type, uint64_t tid)
+{
+	struct fab_cm_msg m;
+
+	fab_cm_init(&m, type);
+	m.tid = tid;
+	return m;
+}
+
+static void event(struct nic *nic, struct nic_ctx *c, uint16_t type, uint16_t status,
+		  uint32_t qpn)
+{
+	struct nic_event ev = {.type = type, .status = status, .qpn = qpn};
+
+	ctx_event(nic, c, &ev);
+}
+
+static void send_req(struct nic *nic, struct qp *qp)
+{
+	struct fab_cm_msg m = cm_msg(FAB_CM_REQ, qp->cm_tid);
+	int err;
+
+	m.local_comm_id = qp->comm_id;
+	m.qpn = qp->qpn;
+	m.psn = qp->sq_psn;
+	m.src_port = qp->local_port;
+	m.dst_port = qp->peer_port;
+	err = cm_send(nic, qp->peer_addr, &m);
+
+	qp->cm_tries++;
+	qp->cm_deadline = now_ns() + CM_RETRY_NS;
+	if (err == -EHOSTUNREACH)
+		qp->cm_deadline = 1; /* fail at the next timer pass, not inside CONNECT */
+}
+
+/* ---- Connecting QPs ----------------------------------------------------------- */
+
+static void connecting_remove(struct conn_state *cs, struct qp *qp)
+{
+	for (uint32_t i = 0; i < cs->nconn; i++) {
+		if (cs->connecting[i] == qp) {
+			cs->connecting[i] = cs->connecting[--cs->nconn];
+			return;
+		}
+	}
+}
+
+static void connect_failed(struct nic *nic, struct qp *qp, uint16_t status)
+{
+	connecting_remove(nic->conn, qp);
+	qp->cm_deadline = 0;
+	qp->state = NIC_QPS_INIT;
+	__atomic_store_n(&qp->hdr->state, NIC_QPS_INIT, __ATOMIC_RELAXED);
+	nic->stats.conn_refused++;
+	event(nic, qp->ctx, NIC_EV_CONN_FAILED, status, qp->qpn);
+}
+
+unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
+{
+	struct conn_state *cs = nic->conn;
+	unsigned work = 0;
+
+	for (uint32_t i = 0; i < cs->nconn;) {
+		struct qp *qp = cs->connecting[i];
+
+		if (qp->cm_deadline > now) {
+			if (!*deadline || qp->cm_deadline < *deadline)
+				*deadline = qp->cm_deadline;
+			i++;
+			continue;
+		}
+		work++;
+		if (!nic->port || qp->cm_deadline == 1) {
+			connect_failed(nic, qp, NIC_STATUS_UNREACHABLE);
+			continue;
+		}
+		if (qp->cm_tries >= CM_TRIES) {
+			connect_failed(nic, qp, NIC_STATUS_TIMED_OUT);
+			continue;
+		}
+		send_req(nic, qp);
+		i++;
+	}
+	return work;
+}
+
+/* ---- Commands --------------------------------------------------------------- */
+
+static struct listener *find_listener(struct conn_state *cs, uint16_t port)
+{
+	for (uint32_t i = 0; i < cs->nlst; i++) {
+		if (cs->lst[i].port == port)
+			return &cs->lst[i];
+	}
+	return NULL;
+}
+
+static struct pending_req *find_req(struct conn_state *cs, uint64_t conn_id)
+{
+	for (uint32_t i = 0; i < cs->nreq; i++) {
+		if (cs->req[i].conn_id == conn_id)
+			return &cs->req[i];
+	}
+	return NULL;
+}
+
+static void drop_req(struct conn_state *cs, struct pending_req *r)
+{
+	struct listener *l = find_listener(cs, r->local_port);
+
+	if (l && l->pending)
+		l->pending--;
+	*r = cs->req[--cs->nreq];
+}
+
+static void send_rej(struct nic *nic, uint32_t dst, uint32_t peer_comm_id, uint64_t tid,
+		     uint16_t reason)
+{
+	struct fab_cm_msg m = cm_msg(FAB_CM_REJ, tid);
+
+	m.remote_comm_id = peer_comm_id;
+	m.reason = reason;
+	cm_send(nic, dst, &m);
+}
+
+static struct qp *own_qp(struct nic *nic, struct nic_ctx *c, uint32_t qpn)
+{
+	struct qp *qp = qp_find(&nic->qps, qpn);
+
+	return qp && qp->ctx == c ? qp : NULL;
+}
+
+static bool port_taken(struct nic *nic, uint16_t port)
+{
+	if (find_listener(nic->conn, port))
+		return true;
+	for (uint32_t i = 2; i < QP_MAX; i++) {
+		const struct qp *qp = nic->qps.by_index[i];
+
+		if (qp && qp->local_port == port && qp->state != NIC_QPS_INIT)
+			return true;
+	}
+	return false;
+}
+
+static uint16_t ephemeral_port(struct nic *nic)
+{
+	struct conn_state *cs = nic->conn;
+
+	for (uint32_t n = 0; n < 65536u - CM_EPHEMERAL_FIRST; n++) {
+		uint16_t p = cs->next_port++;
+
+		if (cs->next_port == 0)
+			cs->next_port = CM_EPHEMERAL_FIRST;
+		if (!port_taken(nic, p))
+			return p;
+	}
+	return 0;
+}
+
+static uint16_t do_connect(struct nic *nic, struct nic_ctx *c, const struct nic_cmd_conn *cc)
+{
+	struct conn_state *cs = nic->conn;
+	struct qp *qp = own_qp(nic, c, cc->qpn);
+
+	if (!qp || qp->state != NIC_QPS_INIT)
+		return NIC_STATUS_BAD_QP;
+	if (grow((void **)&cs->connecting, &cs->capconn, cs->nconn, sizeof(*cs->connecting)))
+		return NIC_STATUS_NO_RESOURCES;
+	qp->local_port = cc->src_port ? cc->src_port : ephemeral_port(nic);
+	if (!qp->local_port)
+		return NIC_STATUS_NO_RESOURCES;
+	qp->peer_addr = cc->dst_addr;
+	qp->peer_port = cc->dst_port;
+	qp->comm_id = cs->next_comm_id++;
+	qp->cm_tid = cs->next_tid++;
+	qp->sq_psn = rnd24(cs);
+	qp->cm_tries = 0;
+	qp->passive = false;
+	qp->state = NIC_QPS_CONNECTING;
+	__atomic_store_n(&qp->hdr->state, NIC_QPS_CONNECTING, __ATOMIC_RELAXED);
+	cs->connecting[cs->nconn++] = qp;
+	send_req(nic, qp);
+	return NIC_STATUS_OK;
+}
+
+static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_cmd_conn *cc)
+{
+	struct conn_state *cs = nic->conn;
+	struct pending_req *r = find_req(cs, cc->conn_id);
+	struct qp *qp = own_qp(nic, c, cc->qpn);
+	struct fab_cm_msg m;
+
+	if (!r || r->ctx != c)
+		return NIC_STATUS_BAD_CONN;
+	if (!qp || qp->state != NIC_QPS_INIT)
+		return NIC_STATUS_BAD_QP;
+	qp->passive = true;
+	qp->local_port = r->local_port;
+	qp->peer_port = r->peer_port;
+	qp->comm_id = cs->next_comm_id++;
+	qp->peer_comm_id = r->peer_comm_id;
+	qp->sq_psn = rnd24(cs);
+	qp->rq_psn = r->peer_psn;
+	qp->cm_tid = r->tid;
+	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
+	drop_req(cs, r);
+	m = cm_msg(FAB_CM_REP, qp->cm_tid);
+	m.local_comm_id = qp->comm_id;
+	m.remote_comm_id = qp->peer_comm_id;
+	m.qpn = qp->qpn;
+	m.psn = qp->sq_psn;
+	m.src_port = qp->local_port;
+	m.dst_port = qp->peer_port;
+	cm_send(nic, qp->peer_addr, &m);
+	nic->stats.conn_established++;
+	event(nic, c, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
+	return NIC_STATUS_OK;
+}
+
+static void send_dreq(struct nic *nic, struct qp *qp)
+{
+	struct fab_cm_msg m = cm_msg(FAB_CM_DREQ, nic->conn->next_tid++);
+
+	m.local_comm_id = qp->comm_id;
+	m.remote_comm_id = qp->peer_comm_id;
+	m.qpn = qp->peer_qpn;
+	cm_send(nic, qp->peer_addr, &m);
+}
+
+static bool connected(const struct qp *qp)
+{
+	return qp->state == NIC_QPS_RTS || qp->state == NIC_QPS_ERROR;
+}
+
+void conn_qp_destroy(struct nic *nic, struct qp *qp)
+{
+	struct nic_ctx *c = qp->ctx;
+
+	if (connected(qp)) {
+		send_dreq(nic, qp);
+		nic->stats.disconnects++;
+	}
+	connecting_remove(nic->conn, qp);
+	qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+	qpio_account(nic, qp, &nic->stats);
+	qp_destroy(&nic->qps, c->qps, qp);
+}
+
+uint16_t conn_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key)
+{
+	struct nic *nic = nic_arg;
+	struct nic_ctx *c = ctx;
+	struct conn_state *cs = nic->conn;
+	struct listener *l;
+	struct pending_req *r;
+	struct qp *qp;
+	int err;
+
+	switch (cmd->opcode) {
+	case NIC_CMD_CREATE_QP:
+		err = qp_create(&nic->qps, c, c->qps, c->hdr, cmd->u.qp.slot, &qp);
+		if (err)
+			return err == -ENOSPC || err == -ENOMEM ? NIC_STATUS_NO_RESOURCES
+								: NIC_STATUS_BAD_QP;
+		qp->nic = nic;
+		*key = qp->qpn;
+		return NIC_STATUS_OK;
+	case NIC_CMD_DESTROY_QP:
+		qp = own_qp(nic, c, cmd->u.qp.qpn);
+		if (!qp)
+			return NIC_STATUS_BAD_QP;
+		conn_qp_destroy(nic, qp);
+		return NIC_STATUS_OK;
+	case NIC_CMD_LISTEN:
+		if (port_taken(nic, cmd->u.listen.port))
+			return NIC_STATUS_ADDR_IN_USE;
+		if (grow((void **)&cs->lst, &cs->caplst, cs->nlst, sizeof(*cs->lst)))
+			return NIC_STATUS_NO_RESOURCES;
+		cs->lst[cs->nlst++] = (struct listener){
+			.port = cmd->u.listen.port, .backlog = cmd->u.listen.backlog, .ctx = c};
+		return NIC_STATUS_OK;
+	case NIC_CMD_UNLISTEN:
+		l = find_listener(cs, cmd->u.listen.port);
+		if (!l || l->ctx != c)
+			return NIC_STATUS_BAD_CONN;
+		for (uint32_t i = 0; i < cs->nreq;) {
+			r = &cs->req[i];
+			if (r->local_port != l->port) {
+				i++;
+				continue;
+			}
+			send_rej(nic, r->peer_addr, r->peer_comm_id, r->tid, FAB_CM_REJ_CONSUMER);
+			drop_req(cs, r);
+		}
+		*l = cs->lst[--cs->nlst];
+		return NIC_STATUS_OK;
+	case NIC_CMD_CONNECT: return do_connect(nic, c, &cmd->u.conn);
+	case NIC_CMD_ACCEPT: return do_accept(nic, c, &cmd->u.conn);
+	case NIC_CMD_REJECT:
+		r = find_req(cs, cmd->u.conn.conn_id);
+		if (!r || r->ctx != c)
+			return NIC_STATUS_BAD_CONN;
+		send_rej(nic, r->peer_addr, r->peer_comm_id, r->tid, FAB_CM_REJ_CONSUMER);
+		drop_req(cs, r);
+		nic->stats.conn_refused++;
+		return NIC_STATUS_OK;
+	case NIC_CMD_DISCONNECT:
+		qp = own_qp(nic, c, cmd->u.conn.qpn);
+		if (!qp || !connected(qp))
+			return NIC_STATUS_BAD_QP;
+		send_dreq(nic, qp);
+		nic->stats.disconnects++;
+		qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+		return NIC_STATUS_OK;
+	default: return NIC_STATUS_BAD_OPCODE;
+	}
+}
+
+void conn_ctx_gone(struct nic *nic, struct nic_ctx *c)
+{
+	struct conn_state *cs = nic->conn;
+
+	for (uint32_t i = 0; i < cs->nreq;) {
+		struct pending_req *r = &cs->req[i];
+
+		if (r->ctx != c) {
+			i++;
+			continue;
+		}
+		send_rej(nic, r->peer_addr, r->peer_comm_id, r->tid, FAB_CM_REJ_CONSUMER);
+		drop_req(cs, r);
+	}
+	for (uint32_t i = 0; i < cs->nlst;) {
+		if (cs->lst[i].ctx == c)
+			cs->lst[i] = cs->lst[--cs->nlst];
+		else
+			i++;
+	}
+}
+
+/* ---- Received CM messages ------------------------------------------------------ */
+
+/* The QP a message from addr continues, by this side's communication ID. */
+static struct qp *qp_by_comm(struct nic *nic, uint32_t addr, uint32_t comm_id)
+{
+	for (uint32_t i = 2; i < QP_MAX; i++) {
+		struct qp *qp = nic->qps.by_index[i];
+
+		if (qp && qp->comm_id == comm_id && qp->peer_addr == addr)
+			return qp;
+	}
+	return NULL;
+}
+
+static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct conn_state *cs = nic->conn;
+	struct listener *l;
+	struct pending_req *r;
+
+	/* A repeated REQ: answer again if accepted, else it is still pending. */
+	for (uint32_t i = 2; i < QP_MAX; i++) {
+		struct qp *qp = nic->qps.by_index[i];
+
+		if (qp && qp->passive && qp->peer_addr == src &&
+		    qp->peer_comm_id == m->local_comm_id && qp->state == NIC_QPS_RTS) {
+			struct fab_cm_msg rep = cm_msg(FAB_CM_REP, m->tid);
+
+			rep.local_comm_id = qp->comm_id;
+			rep.remote_comm_id = qp->peer_comm_id;
+			rep.qpn = qp->qpn;
+			rep.psn = qp->sq_psn;
+			cm_send(nic, src, &rep);
+			return;
+		}
+	}
+	for (uint32_t i = 0; i < cs->nreq; i++) {
+		if (cs->req[i].peer_addr == src && cs->req[i].peer_comm_id == m->local_comm_id)
+			return;
+	}
+	l = find_listener(cs, m->dst_port);
+	if (!l) {
+		send_rej(nic, src, m->local_comm_id, m->tid, FAB_CM_REJ_INVALID_SERVICE_ID);
+		nic->stats.conn_refused++;
+		return;
+	}
+	if (l->pending >= l->backlog ||
+	    grow((void **)&cs->req, &cs->capreq, cs->nreq, sizeof(*cs->req))) {
+		send_rej(nic, src, m->local_comm_id, m->tid, FAB_CM_REJ_NO_RESOURCES);
+		nic->stats.conn_refused++;
+		return;
+	}
+	r = &cs->req[cs->nreq++];
+	*r = (struct pending_req){.conn_id = ++cs->next_conn_id,
+				  .tid = m->tid,
+				  .ctx = l->ctx,
+				  .local_port = l->port,
+				  .peer_port = m->src_port,
+				  .peer_addr = src,
+				  .peer_qpn = m->qpn,
+				  .peer_psn = m->psn,
+				  .peer_comm_id = m->local_comm_id};
+	l->pending++;
+	{
+		struct nic_event ev = {.type = NIC_EV_CONN_REQUEST,
+				       .conn_id = r->conn_id,
+				       .peer_addr = src,
+				       .peer_port = r->peer_port,
+				       .local_port = r->local_port};
+
+		ctx_event(nic, l->ctx, &ev);
+	}
+}
+
+static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
+	struct fab_cm_msg rtu = cm_msg(FAB_CM_RTU, m->tid);
+
+	if (!qp || qp->passive) {
+		nic->stats.cm_bad++;
+		return;
+	}
+	if (qp->state == NIC_QPS_CONNECTING) {
+		connecting_remove(nic->conn, qp);
+		qp->cm_deadline = 0;
+		qp->peer_comm_id = m->local_comm_id;
+		qp->rq_psn = m->psn;
+		qpio_start(nic, qp, src, m->qpn, qp->sq_psn, m->psn);
+		nic->stats.conn_established++;
+		event(nic, qp->ctx, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
+	} else if (qp->peer_comm_id != m->local_comm_id) {
+		nic->stats.cm_bad++;
+		return;
+	}
+	/* RTU, also for a repeated REP (our RTU was lost). */
+	rtu.local_comm_id = qp->comm_id;
+	rtu.remote_comm_id = qp->peer_comm_id;
+	cm_send(nic, src, &rtu);
+}
+
+static void rx_rej(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
+
+	if (!qp || qp->state != NIC_QPS_CONNECTING) {
+		nic->stats.cm_bad++;
+		return;
+	}
+	connect_failed(nic, qp, NIC_STATUS_CONN_REFUSED);
+}
+
+static void rx_dreq(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct qp *qp = qp_find(&nic->qps, m->qpn);
+	struct fab_cm_msg drep = cm_msg(FAB_CM_DREP, m->tid);
+
+	if (qp && qp->peer_addr == src && qp->comm_id == m->remote_comm_id &&
+	    qp->peer_comm_id == m->local_comm_id && connected(qp)) {
+		qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+		nic->stats.disconnects++;
+		event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_OK, qp->qpn);
+	}
+	/* A DREP in every case: a repeated DREQ must be answered too. */
+	drep.local_comm_id = m->remote_comm_id;
+	drep.remote_comm_id = m->local_comm_id;
+	cm_send(nic, src, &drep);
+}
+
+void conn_rx(struct nic *nic, const struct fab_pkt *pkt)
+{
+	struct fab_cm_msg m;
+
+	enum fab_cm_err why;
+
+	if (fab_cm_decode(pkt, &m, &why) < 0) {
+		nic->stats.cm_bad++;
+		nic_dbg(&nic->log, "CM message refused: %s", fab_cm_err_str(why));
+		return;
+	}
+	nic->stats.cm_rx++;
+	switch (m.type) {
+	case FAB_CM_REQ: rx_req(nic, &m, pkt->src_ip); break;
+	case FAB_CM_REP: rx_rep(nic, &m, pkt->src_ip); break;
+	case FAB_CM_REJ: rx_rej(nic, &m, pkt->src_ip); break;
+	case FAB_CM_DREQ: rx_dreq(nic, &m, pkt->src_ip); break;
+	default: break; /* RTU, DREP: nothing to do */
+	}
+}

@@ -1,0 +1,148 @@
+/*
+ * The NIC's port on the fabric: opening it, receiving frames (decode, then
+ * hand to the QP or the connection manager), sending frames built in place
+ * in a fabric frame, and the timer the transport and connection manager
+ * need while the NIC sleeps.
+ *
+ * A NIC whose run directory has no fabric (no fabric.shm) runs without a
+ * port: registration works, connections fail as unreachable.
+ */
+#include "nic_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "fab_addr.h"
+
+int port_open(struct nic *nic)
+{
+	char path[PATH_MAX + 16];
+	struct stat st;
+	int err;
+
+	nic->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (nic->timer_fd < 0)
+		return -errno;
+	nic->timer_src.type = NIC_SRC_TIMER;
+	err = nic_epoll_add(nic, nic->timer_fd, EPOLLIN, &nic->timer_src);
+	if (err)
+		return err;
+	snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, nic->opts.dir);
+	if (stat(path, &st) < 0) {
+		nic_info(&nic->log, "no fabric in %s: connections will be refused as unreachable",
+			 nic->opts.dir);
+		return 0;
+	}
+	err = fab_open(nic->opts.dir, &nic->fab);
+	if (err) {
+		nic_err(&nic->log, "cannot open the fabric %s: %s", path, strerror(-err));
+		return err;
+	}
+	err = fab_port_open(nic->fab, nic->opts.addr, &nic->port);
+	if (err) {
+		nic_err(&nic->log, "cannot open a fabric port for this address: %s",
+			strerror(-err));
+		return err;
+	}
+	nic->port_src.type = NIC_SRC_PORT;
+	return nic_epoll_add(nic, fab_port_fd(nic->port), EPOLLIN, &nic->port_src);
+}
+
+void port_close(struct nic *nic)
+{
+	fab_port_close(nic->port);
+	nic->port = NULL;
+	fab_close(nic->fab);
+	nic->fab = NULL;
+	if (nic->timer_fd >= 0)
+		close(nic->timer_fd);
+	nic->timer_fd = -1;
+}
+
+int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
+	      void *arg)
+{
+	uint32_t idx;
+	void *data;
+	int len, err;
+
+	if (!nic->port) {
+		nic->stats.tx_unreachable++;
+		return -EHOSTUNREACH;
+	}
+	err = fab_frame_get(nic->port, &idx, &data);
+	if (err) {
+		nic->stats.tx_no_frame++;
+		return -ENOBUFS;
+	}
+	len = fill(arg, data, FAB_SLOT_BYTES);
+	if (len < 0) {
+		fab_frame_put(nic->port, idx);
+		return len;
+	}
+	err = fab_send(nic->port, idx, (uint32_t)len, dst);
+	if (err == -ENOBUFS) {
+		nic->stats.tx_no_frame++;
+		return err;
+	}
+	if (err == -EHOSTUNREACH) {
+		nic->stats.tx_unreachable++;
+		return err;
+	}
+	if (!err)
+		nic->stats.tx_frames++;
+	return err;
+}
+
+/* One received frame: decode it and hand it on. */
+static void dispatch(struct nic *nic, const struct fab_rx *rx, uint64_t now)
+{
+	struct fab_pkt pkt;
+	enum fab_wire_err why;
+	struct qp *qp;
+
+	if (fab_pkt_decode(rx->data, rx->len, &pkt, &why) < 0) {
+		nic->stats.rx_bad_frames++;
+		nic_dbg(&nic->log, "frame from fabric slot %u refused: %s", rx->idx,
+			fab_wire_err_str(why));
+		return;
+	}
+	if (pkt.dst_ip != nic->opts.addr || pkt.src_ip != rx->src) {
+		nic->stats.rx_bad_frames++;
+		return;
+	}
+	if (pkt.dest_qpn == 1) {
+		conn_rx(nic, &pkt);
+		return;
+	}
+	qp = qp_find(&nic->qps, pkt.dest_qpn);
+	nic_dbg(&nic->log, "rx %s psn %u qpn %u len %u syn 0x%x%s", fab_opcode_name(pkt.opcode),
+		pkt.psn, pkt.dest_qpn, pkt.payload_len, pkt.syndrome, qp ? "" : " (no such QP)");
+	if (!qp || qp->state != NIC_QPS_RTS || qp->peer_addr != pkt.src_ip) {
+		nic->stats.rx_no_qp++;
+		return;
+	}
+	qpio_rx(nic, qp, &pkt, now);
+}
+
+unsigned port_poll(struct nic *nic, uint64_t now)
+{
+	unsigned n = 0;
+	struct fab_rx rx;
+
+	if (!nic->port)
+		return 0;
+	/* A bounded batch, so that host rings get their turn. */
+	while (n < 64 && fab_recv(nic->port, &rx) == 0) {
+		n++;
+		nic->stats.rx_frames++;
+		dispatch(nic, &rx, now);
+		fab_rx_done(nic->port, rx.idx);
+	}
+	return n;
+}

@@ -1,0 +1,621 @@
+/*
+ * Connections and data between real NICs over a real fabric, driven with raw
+ * work requests (no provider checks in the way): data integrity for SEND,
+ * RDMA WRITE and RDMA READ from 1 byte to 64 MiB at odd offsets, between two
+ * NICs and between two processes on one NIC; the protection rules (R3-R6)
+ * enforced by the NIC against forged, stale, wrong-connection, out-of-bounds
+ * and wrong-access keys with the target memory unchanged; RC over a lossy
+ * link; the retry limit on a link that is down; a peer that dies.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fab.h"
+#include "fab_addr.h"
+#include "nstest.h"
+#include "nstnic.h"
+#include "nstverbs.h"
+
+#define ADDR_A "198.18.0.1"
+#define ADDR_B "198.18.0.2"
+#define WAIT_MS 10000
+
+static char dir[256], sock_a[300], sock_b[300];
+static pid_t nic_a = -1, nic_b = -1;
+static uint32_t addr_a, addr_b;
+static uint16_t next_port = 1000;
+
+static uint32_t sum32(const uint8_t *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static uint8_t *map(size_t n)
+{
+	uint8_t *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	NST_REQUIRE(p != MAP_FAILED);
+	return p;
+}
+
+/* When a wait fails: both NICs' counters, for the log. */
+static void dump_stats(void)
+{
+	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "stats", NULL};
+	static char out[65536];
+
+	nst_run(argv, out, sizeof(out), WAIT_MS);
+	fprintf(stderr, "\n%s\n", out);
+}
+
+static int poll_cq(struct nst_qp *qp, struct nic_cqe *c, int ms)
+{
+	int err = nst_poll_cq(qp, c, ms);
+
+	if (err)
+		dump_stats();
+	return err;
+}
+
+/* Two hosts, one per NIC (or both on NIC A), each with a connected QP. */
+struct pair {
+	struct nic_host *ha, *hb;
+	struct nst_qp a, b;
+};
+
+static void pair_open(struct pair *p, const char *sock_of_b, uint32_t b_addr)
+{
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p->ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_of_b, &p->hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p->ha, 0, &p->a), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p->hb, 0, &p->b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p->a, &p->b, b_addr, next_port++), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	nic_host_detach(p->ha);
+	nic_host_detach(p->hb);
+}
+
+static struct nic_send_wqe swqe(uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
+				uint64_t rva, uint32_t rkey)
+{
+	struct nic_send_wqe w = {.wr_id = id, .opcode = op, .num_sge = 1};
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
+	w.remote_va = rva;
+	w.rkey = rkey;
+	return w;
+}
+
+static struct nic_recv_wqe rwqe(uint64_t id, void *buf, uint32_t len, uint32_t lkey)
+{
+	struct nic_recv_wqe w = {.wr_id = id, .num_sge = 1};
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
+	return w;
+}
+
+/* SEND, WRITE and READ of each size at an odd offset, checksummed. */
+static void integrity(struct pair *p)
+{
+	static const size_t sizes[] = {1, 63, 4096, 4097, 65537, 1048579, 64u << 20};
+	size_t cap = (64u << 20) + 8192;
+	uint8_t *src = map(cap), *dst = map(cap), *back = map(cap);
+	uint32_t lk = nst_reg(p->ha, src, cap, 0);
+	uint32_t bk = nst_reg(p->ha, back, cap, NIC_ACCESS_LOCAL_WRITE);
+	uint32_t dmr = nst_reg(p->hb, dst, cap, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	uint32_t rkey = nst_window(p->hb, dmr, dst, cap,
+				   NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, p->b.qpn);
+	struct nic_cqe c;
+
+	NST_REQUIRE(lk && bk && dmr && rkey);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i], so = 1 + i * 7, doff = 3 + i * 11;
+		struct nic_send_wqe w;
+		struct nic_recv_wqe r;
+
+		fill(src + so, n, (uint32_t)i + 1);
+		/* SEND into a posted receive. */
+		r = rwqe(100 + i, dst + doff, (uint32_t)n, dmr);
+		NST_REQUIRE_EQ(nst_post_recv(&p->b, &r), 0);
+		w = swqe(i, NIC_WR_SEND, src + so, (uint32_t)n, lk, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p->b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_EQ_U(sum32(dst + doff, n), sum32(src + so, n));
+		/* RDMA WRITE to another offset, then READ it back. */
+		fill(src + so, n, (uint32_t)i + 100);
+		w = swqe(i, NIC_WR_RDMA_WRITE, src + so, (uint32_t)n, lk, (uintptr_t)dst + doff + 5,
+			 rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ_U(sum32(dst + doff + 5, n), sum32(src + so, n));
+		w = swqe(i, NIC_WR_RDMA_READ, back + 9, (uint32_t)n, bk, (uintptr_t)dst + doff + 5,
+			 rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_EQ_U(sum32(back + 9, n), sum32(src + so, n));
+	}
+	munmap(src, cap);
+	munmap(dst, cap);
+	munmap(back, cap);
+}
+
+static void test_two_nics_integrity(void)
+{
+	struct pair p;
+
+	pair_open(&p, sock_b, addr_b);
+	integrity(&p);
+	pair_close(&p);
+}
+
+/* The peer in another process on the same NIC: it echoes one message. */
+struct echo_arg {
+	uint16_t port;
+	int ready_fd;
+};
+
+static int echo_peer(void *arg)
+{
+	struct echo_arg *e = arg;
+	struct nic_host *h;
+	struct nst_qp qp;
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nic_event ev;
+	struct nic_cqe cqe;
+	static uint8_t buf[1 << 20];
+	struct nic_recv_wqe r;
+	struct nic_send_wqe w;
+	uint32_t key;
+
+	if (nic_host_attach(sock_a, &h) || nst_qp_create(h, 0, &qp))
+		return 1;
+	key = nst_reg(h, buf, sizeof(buf), NIC_ACCESS_LOCAL_WRITE);
+	r = rwqe(1, buf, sizeof(buf), key);
+	c.u.listen.port = e->port;
+	c.u.listen.backlog = 1;
+	if (!key || nst_cmd(h, &c, NULL) || nst_post_recv(&qp, &r))
+		return 2;
+	if (write(e->ready_fd, "r", 1) != 1)
+		return 3;
+	if (nst_next_event(h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
+		return 4;
+	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
+	c.u.conn.qpn = qp.qpn;
+	c.u.conn.conn_id = ev.conn_id;
+	if (nst_cmd(h, &c, NULL) || nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
+		return 5;
+	w = swqe(2, NIC_WR_SEND, buf, cqe.byte_len, key, 0, 0);
+	if (nst_post_send(&qp, &w) || nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
+		return 6;
+	/* Stay until the peer has the echo. */
+	return nst_next_event(h, &ev, WAIT_MS) == 0 && ev.type == NIC_EV_CONNECTED ? 0 : 0;
+}
+
+static void test_two_processes_one_nic(void)
+{
+	struct echo_arg e = {.port = next_port++};
+	struct nic_host *h;
+	struct nst_qp qp;
+	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
+	struct nic_event ev;
+	struct nic_cqe cqe;
+	uint8_t *src = map(1 << 20), *dst = map(1 << 20);
+	uint32_t sk, dk;
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	int fds[2];
+	char ch;
+	pid_t peer;
+
+	NST_REQUIRE_EQ(pipe(fds), 0);
+	e.ready_fd = fds[1];
+	peer = nst_fork(echo_peer, &e);
+	NST_REQUIRE(peer > 0);
+	close(fds[1]);
+	NST_REQUIRE_EQ(read(fds[0], &ch, 1), 1);
+	close(fds[0]);
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
+	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
+	sk = nst_reg(h, src, 1 << 20, 0);
+	dk = nst_reg(h, dst, 1 << 20, NIC_ACCESS_LOCAL_WRITE);
+	fill(src, 1 << 20, 77);
+	r = rwqe(9, dst, 1 << 20, dk);
+	NST_REQUIRE_EQ(nst_post_recv(&qp, &r), 0);
+	c.u.conn.qpn = qp.qpn;
+	c.u.conn.dst_addr = addr_a;
+	c.u.conn.dst_port = e.port;
+	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
+	NST_REQUIRE_EQ(ev.type, NIC_EV_CONNECTED);
+	w = swqe(1, NIC_WR_SEND, src, 777777, sk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&qp, &cqe, WAIT_MS), 0);
+	NST_EQ(cqe.status, NIC_WC_SUCCESS);
+	NST_REQUIRE_EQ(poll_cq(&qp, &cqe, WAIT_MS), 0);
+	NST_EQ(cqe.status, NIC_WC_SUCCESS);
+	NST_EQ(cqe.byte_len, 777777);
+	NST_EQ_U(sum32(dst, 777777), sum32(src, 777777));
+	nic_host_detach(h);
+	{
+		int st = nst_wait(peer, WAIT_MS);
+
+		NST_TRUE(WIFEXITED(st));
+		NST_EQ(WEXITSTATUS(st), 0);
+	}
+	munmap(src, 1 << 20);
+	munmap(dst, 1 << 20);
+}
+
+/*
+ * A remote access with a bad key, done by a raw work request: the requester
+ * gets a remote access error, the responder's QP goes to error too, the
+ * target is unchanged, and the NIC records the refusal with its reason.
+ */
+static void refused(uint8_t op, int variant, const char *want_reason)
+{
+	struct pair p;
+	uint8_t *target = map(8192), *src = map(8192), copy[8192];
+	uint32_t tmr, rkey, lk;
+	uint64_t va;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	struct nic_event ev;
+	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_B, "show",
+			      "faults",          NULL};
+	static char out[65536];
+
+	pair_open(&p, sock_b, addr_b);
+	fill(target, 8192, 5);
+	memcpy(copy, target, sizeof(copy));
+	lk = nst_reg(p.ha, src, 8192, NIC_ACCESS_LOCAL_WRITE);
+	tmr = nst_reg(p.hb, target, 8192, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	rkey = nst_window(p.hb, tmr, target, 4096, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE,
+			  p.b.qpn);
+	va = (uintptr_t)target;
+	NST_REQUIRE(lk && tmr && rkey);
+	switch (variant) {
+	case 0: rkey ^= 0x55; break; /* forged key byte */
+	case 1: {                    /* stale: deallocated window */
+		struct nic_cmd d = {.opcode = NIC_CMD_DEALLOC_MW};
+
+		d.u.key.key = rkey;
+		NST_REQUIRE_EQ(nst_cmd(p.hb, &d, NULL), 0);
+		break;
+	}
+	case 2: { /* a window of the same host bound to its other QP */
+		struct nst_qp x;
+
+		NST_REQUIRE_EQ(nst_qp_create(p.hb, 1, &x), 0);
+		rkey = nst_window(p.hb, tmr, target, 4096,
+				  NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, x.qpn);
+		break;
+	}
+	case 3: va += 4000; break; /* 200 bytes past the window's end */
+	case 4:                    /* a window without the access asked for */
+		rkey = nst_window(p.hb, tmr, target, 4096,
+				  op == NIC_WR_RDMA_READ ? NIC_ACCESS_REMOTE_WRITE
+							 : NIC_ACCESS_REMOTE_READ,
+				  p.b.qpn);
+		break;
+	}
+	w = swqe(1, op, src, 200, lk, va, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_REM_ACCESS_ERR);
+	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_QP_ERROR);
+	NST_EQ(ev.qpn, p.b.qpn);
+	NST_EQ(memcmp(target, copy, sizeof(copy)), 0);
+	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
+	if (!strstr(out, want_reason))
+		fprintf(stderr, "\nvariant %d: no \"%s\" in:\n%s\n", variant, want_reason, out);
+	NST_TRUE(strstr(out, want_reason) != NULL);
+	pair_close(&p);
+	munmap(target, 8192);
+	munmap(src, 8192);
+}
+
+static void test_r4_r6_refused_by_the_nic(void)
+{
+	static const char *const reasons[] = {"key byte does not match", "not valid",
+					      "another connection", "outside the entry's range",
+					      "lacks a requested access right"};
+
+	for (int v = 0; v < 5; v++) {
+		refused(NIC_WR_RDMA_WRITE, v, reasons[v]);
+		refused(NIC_WR_RDMA_READ, v, reasons[v]);
+	}
+}
+
+/* R5: another process's key never reaches this one's memory, even over a
+ * connection of the same NIC. */
+static void test_r5_foreign_region_key(void)
+{
+	struct pair p;
+	uint8_t *target = map(4096), *src = map(4096);
+	uint32_t lk, foreign;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, 4096, 0);
+	/* A region with remote rights registered by the requester's own
+	 * context: its key is no key at the responder's context. */
+	foreign =
+	    nst_reg(p.ha, target, 4096,
+		    NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ);
+	w = swqe(1, NIC_WR_RDMA_WRITE, src, 64, lk, (uintptr_t)target, foreign);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_REM_ACCESS_ERR);
+	pair_close(&p);
+	munmap(target, 4096);
+	munmap(src, 4096);
+}
+
+/* Fault rules on both directions between A and B, in parts per billion. */
+static void set_links(uint32_t loss, uint32_t dup, uint32_t reorder, uint32_t corrupt, bool down)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.loss_ppb = loss;
+	cfg.dup_ppb = dup;
+	cfg.reorder_ppb = reorder;
+	cfg.corrupt_ppb = corrupt;
+	cfg.flags = down ? FAB_LINK_DOWN : 0;
+	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
+	NST_EQ(fab_link_set(f, addr_b, addr_a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
+	fab_close(f);
+}
+
+static void test_rc_over_a_lossy_link(void)
+{
+	struct pair p;
+	size_t n = 64u << 20;
+	uint8_t *src = map(n), *dst = map(n);
+	uint32_t lk, dmr, rkey;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "stats", NULL};
+	static char out[65536];
+	const char *r;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, n, 0);
+	dmr = nst_reg(p.hb, dst, n, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	rkey = nst_window(p.hb, dmr, dst, n, NIC_ACCESS_REMOTE_WRITE, p.b.qpn);
+	fill(src, n, 31);
+	set_links(50000000, 10000000, 10000000, 1000000, false);
+	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, 120000), 0);
+	set_links(0, 0, 0, 0, false);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ_U(sum32(dst, n), sum32(src, n));
+	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
+	r = strstr(out, "retransmits");
+	NST_TRUE(r && atol(r + strlen("retransmits")) > 0);
+	printf("\n    64 MiB over 5%% loss, 1%% dup, 1%% reorder, 0.1%% corrupt: %s",
+	       r ? strtok((char *)r, "\n") : "?");
+	pair_close(&p);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+static void test_retry_limit_when_link_down(void)
+{
+	struct pair p;
+	uint8_t *src = map(4096);
+	uint32_t lk;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	struct nic_event ev;
+	uint64_t t0;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, 4096, 0);
+	set_links(0, 0, 0, 0, true);
+	t0 = nst_now_ns();
+	w = swqe(1, NIC_WR_SEND, src, 100, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w.wr_id = 2;
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_RETRY_EXC_ERR);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_WR_FLUSH_ERR);
+	NST_REQUIRE_EQ(nst_next_event(p.ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_QP_ERROR);
+	NST_EQ(ev.status, NIC_WC_RETRY_EXC_ERR);
+	printf("\n    retry limit reached after %.0f ms\n", (double)(nst_now_ns() - t0) / 1e6);
+	set_links(0, 0, 0, 0, false);
+	pair_close(&p);
+	munmap(src, 4096);
+}
+
+/* A receiver that waits to be killed. */
+static int sink_peer(void *arg)
+{
+	struct echo_arg *e = arg;
+	struct nic_host *h;
+	struct nst_qp qp;
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nic_event ev;
+
+	if (nic_host_attach(sock_b, &h) || nst_qp_create(h, 0, &qp))
+		return 1;
+	c.u.listen.port = e->port;
+	c.u.listen.backlog = 1;
+	if (nst_cmd(h, &c, NULL) || write(e->ready_fd, "r", 1) != 1)
+		return 2;
+	if (nst_next_event(h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
+		return 3;
+	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
+	c.u.conn.qpn = qp.qpn;
+	c.u.conn.conn_id = ev.conn_id;
+	if (nst_cmd(h, &c, NULL))
+		return 4;
+	pause();
+	return 0;
+}
+
+static void test_peer_killed_mid_transfer(void)
+{
+	struct echo_arg e = {.port = next_port++};
+	struct nic_host *h;
+	struct nst_qp qp;
+	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
+	struct nic_event ev;
+	struct nic_cqe cqe;
+	uint8_t *src = map(4096);
+	uint32_t sk;
+	struct nic_send_wqe w;
+	int fds[2];
+	char ch;
+	pid_t peer;
+	uint64_t t0;
+
+	NST_REQUIRE_EQ(pipe(fds), 0);
+	e.ready_fd = fds[1];
+	peer = nst_fork(sink_peer, &e);
+	NST_REQUIRE(peer > 0);
+	close(fds[1]);
+	NST_REQUIRE_EQ(read(fds[0], &ch, 1), 1);
+	close(fds[0]);
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
+	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
+	sk = nst_reg(h, src, 4096, 0);
+	c.u.conn.qpn = qp.qpn;
+	c.u.conn.dst_addr = addr_b;
+	c.u.conn.dst_port = e.port;
+	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
+	NST_REQUIRE_EQ(ev.type, NIC_EV_CONNECTED);
+	/* The peer posted no receive: our SENDs wait on RNR until it dies. */
+	w = swqe(1, NIC_WR_SEND, src, 100, sk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
+	kill(peer, SIGKILL);
+	nst_wait(peer, WAIT_MS);
+	t0 = nst_now_ns();
+	NST_REQUIRE_EQ(poll_cq(&qp, &cqe, WAIT_MS), 0);
+	NST_EQ(cqe.status, NIC_WC_WR_FLUSH_ERR);
+	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
+	NST_TRUE(nst_now_ns() - t0 < 1000000000ull);
+	nic_host_detach(h);
+	munmap(src, 4096);
+}
+
+static void test_connect_refused_and_unreachable(void)
+{
+	struct nic_host *h;
+	struct nst_qp qp;
+	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
+	struct nic_event ev;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
+	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
+	c.u.conn.qpn = qp.qpn;
+	c.u.conn.dst_addr = addr_b;
+	c.u.conn.dst_port = 9; /* nobody listens */
+	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
+	NST_EQ(ev.status, NIC_STATUS_CONN_REFUSED);
+	NST_EQ(qp.hdr->state, NIC_QPS_INIT);
+	inet_pton(AF_INET, "198.18.0.77", &c.u.conn.dst_addr);
+	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
+	NST_EQ(ev.status, NIC_STATUS_UNREACHABLE);
+	nic_host_detach(h);
+}
+
+static int init(void)
+{
+	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
+
+	if (nst_tmpdir(dir, sizeof(dir), "rc") < 0)
+		return -1;
+	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
+	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
+	fab_addr_parse(ADDR_A, &addr_a);
+	fab_addr_parse(ADDR_B, &addr_b);
+	if (nst_make_fabric(dir, addrs) < 0)
+		return -1;
+	nic_a =
+	    nst_start_nic(dir, ADDR_A,
+			  (const char *const[]){
+			      "--log-level", getenv("NST_LOG") ? getenv("NST_LOG") : "info", NULL},
+			  WAIT_MS);
+	nic_b =
+	    nst_start_nic(dir, ADDR_B,
+			  (const char *const[]){
+			      "--log-level", getenv("NST_LOG") ? getenv("NST_LOG") : "info", NULL},
+			  WAIT_MS);
+	return nic_a > 0 && nic_b > 0 ? 0 : -1;
+}
+
+static int clean(void)
+{
+	int sa = nst_stop(nic_a, WAIT_MS), sb = nst_stop(nic_b, WAIT_MS);
+
+	if (!WIFEXITED(sa) || WEXITSTATUS(sa) || !WIFEXITED(sb) || WEXITSTATUS(sb)) {
+		fprintf(stderr, "NICs ended with 0x%x, 0x%x; logs in %s\n", sa, sb, dir);
+		return -1;
+	}
+	nst_done_with_dir(dir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"two_nics_integrity", test_two_nics_integrity},
+	    {"two_processes_one_nic", test_two_processes_one_nic},
+	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
+	    {"r5_foreign_region_key", test_r5_foreign_region_key},
+	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
+	    {"retry_limit_when_link_down", test_retry_limit_when_link_down},
+	    {"peer_killed_mid_transfer", test_peer_killed_mid_transfer},
+	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
+	    {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "transport", tests, init, clean);
+}

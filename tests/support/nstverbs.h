@@ -1,0 +1,48 @@
+/*
+ * Raw verbs for tests: queue pairs, work requests, completions and events
+ * of a context, driven straight through the host interface (nicsim_abi.h)
+ * without the provider, so that a test can post exactly what it wants --
+ * including what the provider would refuse -- and see what the NIC does.
+ * Waits are bounded; the NIC is woken as the datasheet says.
+ */
+#ifndef NSTVERBS_H
+#define NSTVERBS_H
+
+#include <stdint.h>
+
+#include "nicsim_host.h"
+
+struct nst_qp {
+	struct nic_host *h;
+	uint32_t slot, qpn;
+	struct nic_qp_hdr *hdr;
+	struct nic_send_wqe *sq;
+	struct nic_recv_wqe *rq;
+	struct nic_cqe *cq;
+	uint32_t sq_prod, rq_prod, cq_cons;
+};
+
+/* One command: returns its status (enum nic_status), *key gets cpl.key. */
+int nst_cmd(struct nic_host *h, struct nic_cmd *cmd, uint32_t *key);
+
+int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp);
+int nst_post_send(struct nst_qp *qp, const struct nic_send_wqe *wqe);
+int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe);
+/* The next completion within timeout_ms: 0 or -ETIMEDOUT. */
+int nst_poll_cq(struct nst_qp *qp, struct nic_cqe *cqe, int timeout_ms);
+/* The next event of the context within timeout_ms: 0 or -ETIMEDOUT. */
+int nst_next_event(struct nic_host *h, struct nic_event *ev, int timeout_ms);
+
+/* Register [buf, buf + len) with access; returns the key or 0. */
+uint32_t nst_reg(struct nic_host *h, void *buf, uint64_t len, uint32_t access);
+/* A window over a region for remote access on one QP: returns its key or 0. */
+uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len,
+		    uint32_t remote, uint32_t qpn);
+
+/*
+ * Connect two QPs through their NICs: b listens on port, a connects, b
+ * accepts.  0 when both saw CONNECTED.
+ */
+int nst_connect_pair(struct nst_qp *a, struct nst_qp *b, uint32_t b_addr, uint16_t port);
+
+#endif /* NSTVERBS_H */
