@@ -36,7 +36,7 @@ void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *op
 	rc->dqpn = dqpn;
 	rc->src_addr = src_addr;
 	rc->dst_addr = dst_addr;
-	rc->post_psn = rc->next_psn = rc->una_psn = sq_psn & FAB_MASK24;
+	rc->post_psn = rc->next_psn = rc->max_psn = rc->una_psn = sq_psn & FAB_MASK24;
 	rc->epsn = rq_psn & FAB_MASK24;
 }
 
@@ -141,8 +141,8 @@ static void fail_head(struct rc *rc, uint16_t status, uint32_t detail)
 	rc_fail(rc, status);
 }
 
-/* Restart transmission at PSN psn (go-back-N). */
-static void go_back(struct rc *rc, uint32_t psn)
+/* Move the transmit position to PSN psn; false if no work request holds it. */
+static bool seek(struct rc *rc, uint32_t psn)
 {
 	for (uint32_t i = rc->sq_head; i != rc->sq_tail; i++) {
 		struct rc_swqe *w = &rc->sq[i & SQ_MASK];
@@ -150,11 +150,10 @@ static void go_back(struct rc *rc, uint32_t psn)
 
 		if (d >= 0 && d < (int32_t)w->npkts) {
 			rc->sq_next = i;
-			rc->st.retransmits++;
 			if (!is_read(w)) {
 				rc->tx_pkt = (uint32_t)d;
 				rc->next_psn = psn;
-				return;
+				return true;
 			}
 			/* A read is asked for again from the first response it
 			 * lacks, as a new request for the rest of the buffer at
@@ -162,9 +161,17 @@ static void go_back(struct rc *rc, uint32_t psn)
 			 * duplicate and answers from there. */
 			rc->tx_pkt = (uint32_t)(w->read_done / rc->cfg.mtu);
 			rc->next_psn = rc_psn_add(w->psn, rc->tx_pkt);
-			return;
+			return true;
 		}
 	}
+	return false;
+}
+
+/* Restart transmission at PSN psn (go-back-N). */
+static void go_back(struct rc *rc, uint32_t psn)
+{
+	if (seek(rc, psn))
+		rc->st.retransmits++;
 }
 
 /*
@@ -176,7 +183,10 @@ static void go_back(struct rc *rc, uint32_t psn)
  */
 static void retire(struct rc *rc, uint32_t upto, uint64_t now)
 {
-	while (rc->sq_head != rc->sq_next) {
+	/* Every PSN before upto has been sent at least once (upto <= max_psn),
+	 * so the work requests it covers may be ahead of sq_next after a go
+	 * back: acknowledgements sent for the first transmission still count. */
+	while (rc->sq_head != rc->sq_tail) {
 		struct rc_swqe *w = &rc->sq[rc->sq_head & SQ_MASK];
 		uint32_t last = rc_psn_add(w->psn, w->npkts);
 
@@ -193,7 +203,13 @@ static void retire(struct rc *rc, uint32_t upto, uint64_t now)
 	if (rc_psn_diff(upto, rc->una_psn) > 0) {
 		rc->una_psn = upto;
 		rc->retries = 0;
-		rc->timer = rc->una_psn == rc->next_psn ? 0 : now + rc->cfg.timeout_ns;
+		/* Acknowledged beyond the transmit position: skip what got through. */
+		if (rc_psn_diff(upto, rc->next_psn) > 0 && !seek(rc, upto)) {
+			rc->sq_next = rc->sq_head;
+			rc->tx_pkt = 0;
+			rc->next_psn = upto;
+		}
+		rc->timer = rc->una_psn == rc->max_psn ? 0 : now + rc->cfg.timeout_ns;
 	}
 }
 
@@ -339,6 +355,8 @@ static int send_next(struct rc *rc, uint64_t now)
 	} else {
 		rc->next_psn = rc_psn_add(psn, 1);
 	}
+	if (rc_psn_diff(rc->next_psn, rc->max_psn) > 0)
+		rc->max_psn = rc->next_psn;
 	if (!rc->timer)
 		rc->timer = now + rc->cfg.timeout_ns;
 	return 1;
@@ -401,8 +419,10 @@ static void recv_ack(struct rc *rc, const struct fab_pkt *pkt, uint64_t now)
 	uint8_t kind = pkt->syndrome & FAB_AETH_KIND_MASK;
 	uint32_t psn = pkt->psn;
 
-	/* Only PSNs in [una - 1, next - 1] mean anything; others are stale. */
-	if (rc_psn_diff(psn, rc->una_psn) < -1 || rc_psn_diff(psn, rc->next_psn) >= 0) {
+	/* Only PSNs in [una - 1, max - 1] mean anything; others are stale.
+	 * After a go back, acknowledgements of the first transmission beyond
+	 * the rewound transmit position still arrive and still count. */
+	if (rc_psn_diff(psn, rc->una_psn) < -1 || rc_psn_diff(psn, rc->max_psn) >= 0) {
 		rc->st.duplicates++;
 		return;
 	}
@@ -767,7 +787,7 @@ void rc_progress(struct rc *rc, uint64_t now)
 		go_back(rc, rc->una_psn);
 	}
 	if (rc->timer && now >= rc->timer) {
-		if (rc->una_psn == rc->next_psn && rc->sq_head == rc->sq_next) {
+		if (rc->una_psn == rc->max_psn && rc->sq_head == rc->sq_next) {
 			rc->timer = 0;
 		} else if (++rc->retries > rc->cfg.retry_cnt) {
 			fail_head(rc, NIC_WC_RETRY_EXC_ERR, 0);

@@ -141,6 +141,7 @@ struct rc {
 	uint32_t tx_pkt;   /* packets of sq[sq_next] sent */
 	uint32_t post_psn; /* PSN of the next posted work request */
 	uint32_t next_psn; /* PSN of the next packet to transmit */
+	uint32_t max_psn;  /* PSN after the highest ever transmitted */
 	uint32_t una_psn;  /* oldest PSN not acknowledged */
 	uint32_t since_ackreq;
 	uint64_t timer;     /* retransmission deadline, 0: off */

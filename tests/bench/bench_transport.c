@@ -19,9 +19,11 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fab_addr.h"
+#include "mgmt_client.h"
 #include "nicsim_ring.h"
 #include "nstest.h"
 #include "nstnic.h"
@@ -36,6 +38,58 @@ static char dir[256], sock_a[300], sock_b[300];
 static pid_t nic_a = -1, nic_b = -1;
 static uint32_t addr_b;
 
+/* What a NIC did during one measurement: counters and CPU time. */
+struct nic_sample {
+	struct nic_stats st;
+	double cpu_s; /* user + system time of the daemon */
+};
+
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, stime = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After the command name: state is field 3, utime 14, stime 15. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &stime) != 2)
+		return 0;
+	return (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void nic_sample(const char *sock, pid_t pid, struct nic_sample *s)
+{
+	struct mgmt_client c = {.fd = -1};
+
+	memset(s, 0, sizeof(*s));
+	if (mgmt_client_open(&c, sock, WAIT_MS) == 0) {
+		mgmt_client_stats(&c, &s->st);
+		mgmt_client_close(&c);
+	}
+	s->cpu_s = proc_cpu_s(pid);
+}
+
+/* One line per NIC: what it did between two samples taken wall_s apart. */
+static void nic_report(const char *name, const struct nic_sample *a, const struct nic_sample *b,
+		       double wall_s)
+{
+	printf("      %s: cpu %3.0f%%, tx %llu rx %llu frames, no_frame %llu, retransmits %llu, "
+	       "timeouts %llu, doorbells %llu\n",
+	       name, wall_s > 0 ? 100.0 * (b->cpu_s - a->cpu_s) / wall_s : 0.0,
+	       (unsigned long long)(b->st.tx_frames - a->st.tx_frames),
+	       (unsigned long long)(b->st.rx_frames - a->st.rx_frames),
+	       (unsigned long long)(b->st.tx_no_frame - a->st.tx_no_frame),
+	       (unsigned long long)(b->st.retransmits - a->st.retransmits),
+	       (unsigned long long)(b->st.timeouts - a->st.timeouts),
+	       (unsigned long long)(b->st.doorbells - a->st.doorbells));
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -43,26 +97,53 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A completion, spinning (yielding) while it comes: for timing. */
-static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
+/*
+ * The next completion, polling and yielding the CPU every 64 polls.  With
+ * nap (NICSIM_BENCH_NAP set, bandwidth runs only) it naps NAP_NS between
+ * polls after a short spin instead: with DEPTH requests in flight a
+ * completion can wait.  Measured: napping halves the spinning host's CPU
+ * time but lowers the NICs' CPU use and bandwidth too (1 MiB write 0.36
+ * against 0.51 GB/s), so it is not the default.
+ */
+#define NAP_NS 50000u
+#define NAP_AFTER_NS 5000u
+
+static int spin_cq_mode(struct nst_qp *qp, struct nic_cqe *c, bool nap)
 {
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	uint64_t start = nst_now_ns(), deadline = start + (uint64_t)WAIT_MS * 1000000u;
 
 	for (unsigned i = 0;; i++) {
 		if (ring_observe(&qp->hdr->cq.prod) != qp->cq_cons) {
 			*c = qp->cq[qp->cq_cons & (NIC_CQ_DEPTH - 1)];
 			ring_publish(&qp->hdr->cq.cons, ++qp->cq_cons);
 			if (c->status)
-				fprintf(stderr, "completion of wr %llu failed: status %u detail %u\n",
+				fprintf(stderr,
+					"completion of wr %llu failed: status %u detail %u\n",
 					(unsigned long long)c->wr_id, c->status, c->detail);
 			return c->status ? -EIO : 0;
 		}
-		if (i % 64 == 63) {
+		if (nap && i % 16 == 15) {
+			uint64_t now = nst_now_ns();
+
+			if (now > deadline)
+				return -ETIMEDOUT;
+			if (now - start >= NAP_AFTER_NS) {
+				struct timespec ts = {.tv_nsec = NAP_NS};
+
+				nanosleep(&ts, NULL);
+			}
+		} else if (i % 64 == 63) {
 			if (nst_now_ns() > deadline)
 				return -ETIMEDOUT;
 			sched_yield();
 		}
 	}
+}
+
+/* A completion, spinning (yielding) while it comes: for timing. */
+static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
+{
+	return spin_cq_mode(qp, c, false);
 }
 
 static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
@@ -108,7 +189,7 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 			NST_REQUIRE_EQ(nst_post_send(qp, &w), 0);
 			posted++;
 		}
-		NST_REQUIRE_EQ(spin_cq(qp, &c), 0);
+		NST_REQUIRE_EQ(spin_cq_mode(qp, &c, getenv("NICSIM_BENCH_NAP") != NULL), 0);
 		done++;
 	}
 	return (double)(len * n) / (double)(nst_now_ns() - t0);
@@ -263,13 +344,40 @@ static void bench_bandwidth_and_latency(void)
 	printf("  %9s %8s %8s %8s %8s %10s %10s\n", "size", "write", "read", "memcpy", "pvm_rd",
 	       "write/pvm", "read/pvm");
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		double w = rdma_gbps(&a, NIC_WR_RDMA_WRITE, src, lk, dst, rkey, sizes[i]);
-		double r = rdma_gbps(&a, NIC_WR_RDMA_READ, src, lk, dst, rkey, sizes[i]);
-		double mc = ref_gbps(false, src, dst, sizes[i]);
-		double pv = ref_gbps(true, src, dst, sizes[i]);
+		const char *only = getenv("NICSIM_BENCH_SIZE");
+		struct nic_sample sa[3], sb[3];
+		uint64_t t[3];
+		double w, r, mc, pv;
+
+		/* NICSIM_BENCH_SIZE=N measures only that size (for profiling). */
+		if (only && strtoull(only, NULL, 0) != sizes[i])
+			continue;
+		nic_sample(sock_a, nic_a, &sa[0]);
+		nic_sample(sock_b, nic_b, &sb[0]);
+		t[0] = nst_now_ns();
+		w = rdma_gbps(&a, NIC_WR_RDMA_WRITE, src, lk, dst, rkey, sizes[i]);
+		t[1] = nst_now_ns();
+		nic_sample(sock_a, nic_a, &sa[1]);
+		nic_sample(sock_b, nic_b, &sb[1]);
+		printf("  %9zu write %.2f GB/s\n", sizes[i], w);
+		nic_report("A", &sa[0], &sa[1], (double)(t[1] - t[0]) / 1e9);
+		nic_report("B", &sb[0], &sb[1], (double)(t[1] - t[0]) / 1e9);
+		fflush(stdout);
+		r = rdma_gbps(&a, NIC_WR_RDMA_READ, src, lk, dst, rkey, sizes[i]);
+		t[2] = nst_now_ns();
+		nic_sample(sock_a, nic_a, &sa[2]);
+		nic_sample(sock_b, nic_b, &sb[2]);
+		mc = ref_gbps(false, src, dst, sizes[i]);
+		pv = ref_gbps(true, src, dst, sizes[i]);
 
 		printf("  %9zu %8.2f %8.2f %8.2f %8.2f %10.2f %10.2f\n", sizes[i], w, r, mc, pv,
 		       w / pv, r / pv);
+		printf("    write:\n");
+		nic_report("A", &sa[0], &sa[1], (double)(t[1] - t[0]) / 1e9);
+		nic_report("B", &sb[0], &sb[1], (double)(t[1] - t[0]) / 1e9);
+		printf("    read:\n");
+		nic_report("A", &sa[1], &sa[2], (double)(t[2] - t[1]) / 1e9);
+		nic_report("B", &sb[1], &sb[2], (double)(t[2] - t[1]) / 1e9);
 		if (sizes[i] == (1u << 20)) {
 			w1m = w;
 			pvm1m = pv;

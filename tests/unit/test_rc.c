@@ -31,6 +31,7 @@ struct link {
 	uint32_t n;
 	uint32_t loss_ppm, dup_ppm, reorder_ppm, corrupt_ppm;
 	uint64_t latency;
+	bool no_frames; /* xmit answers -ENOBUFS, as a NIC with an exhausted pool */
 	uint64_t sent, dropped, corrupted, bad_decodes, missed_corruptions;
 };
 
@@ -106,6 +107,8 @@ static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uin
 	size_t hdr = fab_pkt_hdr_len(pkt->opcode);
 
 	NST_REQUIRE(hdr > 0);
+	if (l->no_frames)
+		return -ENOBUFS;
 	if (mem)
 		gather(mem, off, f.data + hdr, pkt->payload_len);
 	pkt->payload = NULL;
@@ -545,6 +548,55 @@ static void test_read_larger_than_window(void)
 	NST_EQ(memcmp(back, remote, sizeof(back)), 0);
 }
 
+/*
+ * A timeout while the acknowledgements are still on their way: the
+ * requester goes back, cannot resend yet (no frames), and the late
+ * acknowledgements of the first transmission -- beyond the rewound transmit
+ * position -- still complete the work request, with nothing sent twice.
+ */
+static void test_late_acks_after_go_back(void)
+{
+	static uint8_t src[64 * 1024], dst[64 * 1024];
+	struct rc_config cfg;
+	uint32_t lk, rkey;
+
+	rc_config_default(&cfg);
+	cfg.mtu = 1024;
+	cfg.ack_every = 8;
+	cfg.timeout_ns = 5000;
+	setup_with(&cfg);
+	ba.latency = 20000; /* acknowledgements come back after the timeout */
+	lk = reg(&A, src, sizeof(src), 0);
+	rkey = expose(&B, dst, sizeof(dst), NIC_ACCESS_REMOTE_WRITE);
+	fill(src, sizeof(src), 9);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, sizeof(src), lk, (uintptr_t)dst, rkey), 0);
+	want_a = 1;
+	want_b = 0;
+	/* Everything goes out at once; then the frames run out, and the timer
+	 * fires before any acknowledgement is back. */
+	NST_TRUE(!run_until(cqes_done, 3000));
+	NST_EQ(ab.sent, 64);
+	ab.no_frames = true;
+	NST_TRUE(!run_until(cqes_done, 5000));
+	NST_EQ(A.rc.st.timeouts, 1);
+	NST_EQ(A.rc.next_psn, A.rc.una_psn);
+	NST_REQUIRE(run_until(cqes_done, 100000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(ab.sent, 64);
+	NST_EQ(A.rc.una_psn, A.rc.max_psn);
+	NST_EQ(A.rc.timer, 0);
+	NST_EQ(memcmp(src, dst, sizeof(dst)), 0);
+	/* Work posted afterwards starts where the acknowledged data ended. */
+	ab.no_frames = false;
+	fill(src, sizeof(src), 10);
+	NST_EQ(post(&A, 2, NIC_WR_RDMA_WRITE, src, sizeof(src), lk, (uintptr_t)dst, rkey), 0);
+	want_a = 2;
+	NST_REQUIRE(run_until(cqes_done, 1000000));
+	NST_EQ(A.cqe[1].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(src, dst, sizeof(dst)), 0);
+	NST_TRUE(!A.errored && !B.errored);
+}
+
 static bool a_errored(void)
 {
 	return A.errored;
@@ -802,6 +854,7 @@ int main(int argc, char **argv)
 	    {"write_read_and_immediate", test_write_read_and_immediate},
 	    {"lossy_link", test_lossy_link},
 	    {"read_larger_than_window", test_read_larger_than_window},
+	    {"late_acks_after_go_back", test_late_acks_after_go_back},
 	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
 	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
 	    {"retry_exceeded_when_link_down", test_retry_exceeded_when_link_down},
