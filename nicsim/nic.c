@@ -203,6 +203,10 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 {
 	struct nic_src *src = ev->data.ptr;
 
+	nic->woke_by |= src->type == NIC_SRC_PORT       ? NIC_WOKE_BELL
+			: src->type == NIC_SRC_TIMER    ? NIC_WOKE_TIMER
+			: src->type == NIC_SRC_DOORBELL ? NIC_WOKE_DOORBELL
+							: NIC_WOKE_SOCKET;
 	switch (src->type) {
 	case NIC_SRC_LISTEN: accept_new(nic); break;
 	case NIC_SRC_SIGNAL: serve_signal(nic); break;
@@ -280,19 +284,30 @@ static int poll_events(struct nic *nic, int timeout_ms)
  */
 static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 {
-	uint64_t now = now_ns(), no_frame = nic->stats.tx_no_frame;
+	uint64_t now, no_frame = nic->stats.tx_no_frame;
 	unsigned work = 0;
 
+	nic->stats.loop_polls++;
 	*deadline = 0;
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
 		work += ctx_poll(nic, c);
+	/*
+	 * The fabric first: what arrived while this NIC was off the CPU (a
+	 * NIC shares its CPU and can wait for it for milliseconds) is read
+	 * before any retransmission timer is judged, or an ACK waiting in the
+	 * ring would count as a timeout.  And the clock is read again for
+	 * every step: one pass can take milliseconds (each ACK opens the
+	 * window and sends up to a window of frames at once), and a timer
+	 * armed from a stale time expires early.
+	 */
+	work += port_poll(nic);
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
 		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
 			if (c->qps[i])
-				work += qpio_poll(nic, c->qps[i], now, deadline);
+				work += qpio_poll(nic, c->qps[i], now_ns(), deadline);
 		}
 	}
-	work += port_poll(nic, now);
+	now = now_ns();
 	work += conn_timers(nic, now, deadline);
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
 		if (c->irq_due) {
@@ -319,11 +334,31 @@ static void arm_timer(struct nic *nic, uint64_t deadline)
 		nic->timer_armed = deadline;
 }
 
+/* Count one sleep from t0 to t1 (ns) and what ended it. */
+static void account_sleep(struct nic *nic, uint64_t t0, uint64_t t1)
+{
+	uint64_t us = (t1 - t0) / 1000u;
+
+	nic->stats.sleeps++;
+	nic->stats.sleep_us += us;
+	if (us > nic->stats.sleep_max_us)
+		nic->stats.sleep_max_us = us;
+	if (nic->woke_by & NIC_WOKE_BELL)
+		nic->stats.wake_bell++;
+	if (nic->woke_by & NIC_WOKE_TIMER)
+		nic->stats.wake_timer++;
+	if (nic->woke_by & NIC_WOKE_DOORBELL)
+		nic->stats.wake_doorbell++;
+	if (nic->woke_by & NIC_WOKE_SOCKET)
+		nic->stats.wake_socket++;
+}
+
 int nic_run(struct nic *nic)
 {
 	const uint64_t spin_ns = (uint64_t)nic->opts.spin_us * 1000u;
 	uint64_t last_work = now_ns(), last_epoll = 0;
 	unsigned idle_polls = 0;
+	bool check_wake = false;
 	int err = 0;
 
 	nic_info(&nic->log, "serving on %s (TPT %u entries, max registration %llu bytes, caps%s%s)",
@@ -336,7 +371,10 @@ int nic_run(struct nic *nic)
 		if (poll_all(nic, &deadline)) {
 			last_work = now_ns();
 			idle_polls = 0;
+		} else if (check_wake) {
+			nic->stats.wake_idle++;
 		}
+		check_wake = false;
 		now = now_ns();
 		if (now - last_work < spin_ns || (deadline && deadline <= now)) {
 			if (now - last_epoll >= NIC_EPOLL_EVERY_NS) {
@@ -358,6 +396,7 @@ int nic_run(struct nic *nic)
 		ctx_set_sleeping(nic, 1);
 		if (poll_all(nic, &deadline) ||
 		    (nic->port && fab_port_sleep_prepare(nic->port) == -EAGAIN)) {
+			nic->stats.sleep_aborts++;
 			ctx_set_sleeping(nic, 0);
 			last_work = now_ns();
 			continue;
@@ -366,6 +405,8 @@ int nic_run(struct nic *nic)
 		if (due != UINT64_MAX && (!deadline || due < deadline))
 			deadline = due ? due : 1;
 		arm_timer(nic, deadline);
+		nic->woke_by = 0;
+		now = now_ns();
 		err = poll_events(nic, -1);
 		if (nic->port)
 			fab_port_sleep_cancel(nic->port);
@@ -374,6 +415,8 @@ int nic_run(struct nic *nic)
 			break;
 		last_work = now_ns();
 		last_epoll = last_work;
+		account_sleep(nic, now, last_work);
+		check_wake = true;
 	}
 	if (err < 0)
 		nic_err(&nic->log, "event loop failed: %s", strerror(-err));

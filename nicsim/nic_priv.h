@@ -31,6 +31,12 @@ enum nic_src_type {
 	NIC_SRC_TIMER,    /* the timerfd for transport and connection timers */
 };
 
+/* What poll_events found ready (struct nic.woke_by). */
+#define NIC_WOKE_BELL 0x1u
+#define NIC_WOKE_TIMER 0x2u
+#define NIC_WOKE_DOORBELL 0x4u
+#define NIC_WOKE_SOCKET 0x8u
+
 struct nic_src {
 	enum nic_src_type type;
 	void *obj;
@@ -67,8 +73,8 @@ struct nic_ctx {
 	uint32_t blocked_key;         /* a DEREG/DEALLOC waiting for DMA to drain */
 	struct nic_cpl blocked_cpl;   /* its completion, posted when it drains */
 	struct nic_event *eq;
-	uint32_t eq_prod;            /* NIC-owned EQ index */
-	struct nic_event *eq_wait;   /* events waiting for EQ space, oldest first */
+	uint32_t eq_prod;          /* NIC-owned EQ index */
+	struct nic_event *eq_wait; /* events waiting for EQ space, oldest first */
 	uint32_t eq_nwait, eq_cap;
 	struct nic_ctx *next;
 };
@@ -100,7 +106,8 @@ struct nic {
 	struct nic_src port_src;
 	int timer_fd;
 	struct nic_src timer_src;
-	uint64_t timer_armed; /* deadline the timerfd is set to, 0: none */
+	uint64_t timer_armed;    /* deadline the timerfd is set to, 0: none */
+	uint32_t woke_by;        /* NIC_WOKE_* bits of the events served by poll_events */
 	struct conn_state *conn; /* listeners, pending requests (conn.c) */
 };
 
@@ -144,10 +151,11 @@ void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st);
 /* port.c: the fabric port. */
 int port_open(struct nic *nic);
 void port_close(struct nic *nic);
-unsigned port_poll(struct nic *nic, uint64_t now);
+/* Receive and handle a bounded batch of due frames; returns how many. */
+unsigned port_poll(struct nic *nic);
 /* Send a frame built by fill() (which returns its length or a negative errno). */
-int port_xmit(struct nic *nic, uint32_t dst,
-	      int (*fill)(void *arg, uint8_t *frame, size_t cap), void *arg);
+int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
+	      void *arg);
 
 /* mgmt.c */
 void mgmt_serve(struct nic *nic, struct nic_conn *conn);

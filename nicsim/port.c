@@ -130,18 +130,21 @@ static void dispatch(struct nic *nic, const struct fab_rx *rx, uint64_t now)
 	qpio_rx(nic, qp, &pkt, now);
 }
 
-unsigned port_poll(struct nic *nic, uint64_t now)
+unsigned port_poll(struct nic *nic)
 {
 	unsigned n = 0;
 	struct fab_rx rx;
 
 	if (!nic->port)
 		return 0;
-	/* A bounded batch, so that host rings get their turn. */
+	/* A bounded batch, so that host rings get their turn.  Each frame is
+	 * handled at its own time: handling one can take microseconds (DMA,
+	 * and the frames an ACK lets the requester send), and the transport
+	 * arms its timers from it. */
 	while (n < 64 && fab_recv(nic->port, &rx) == 0) {
 		n++;
 		nic->stats.rx_frames++;
-		dispatch(nic, &rx, now);
+		dispatch(nic, &rx, fab_now_ns());
 		fab_rx_done(nic->port, rx.idx);
 	}
 	return n;

@@ -81,7 +81,17 @@
 	X(rnr_naks, "RNR NAKs received")                                              \
 	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")            \
 	X(dma_faults, "DMA transfers the host's memory refused")                      \
-	X(cq_overruns, "completions lost to a full completion queue")
+	X(cq_overruns, "completions lost to a full completion queue")                 \
+	X(loop_polls, "event loop passes over rings, fabric and timers")              \
+	X(sleeps, "times the event loop slept in epoll_wait")                         \
+	X(sleep_aborts, "sleeps called off: work found at the last look")             \
+	X(wake_bell, "sleeps ended by the fabric bell")                               \
+	X(wake_timer, "sleeps ended by the timer (transport, CM, frame due)")         \
+	X(wake_doorbell, "sleeps ended by a host doorbell")                           \
+	X(wake_socket, "sleeps ended by a socket or signal")                          \
+	X(wake_idle, "sleeps after which the first pass found no work")               \
+	X(sleep_us, "microseconds asleep in epoll_wait")                              \
+	X(sleep_max_us, "longest single sleep, microseconds")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;

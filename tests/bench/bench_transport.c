@@ -41,8 +41,26 @@ static uint32_t addr_b;
 /* What a NIC did during one measurement: counters and CPU time. */
 struct nic_sample {
 	struct nic_stats st;
-	double cpu_s; /* user + system time of the daemon */
+	double cpu_s;  /* user + system time of the daemon */
+	double wait_s; /* time it was runnable but waited for a CPU (schedstat) */
 };
+
+/* Time pid spent runnable on a run queue without a CPU (/proc/PID/schedstat). */
+static double proc_wait_s(pid_t pid)
+{
+	unsigned long long run = 0, wait = 0;
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+		wait = 0;
+	fclose(f);
+	return (double)wait / 1e9;
+}
 
 static double proc_cpu_s(pid_t pid)
 {
@@ -73,21 +91,32 @@ static void nic_sample(const char *sock, pid_t pid, struct nic_sample *s)
 		mgmt_client_close(&c);
 	}
 	s->cpu_s = proc_cpu_s(pid);
+	s->wait_s = proc_wait_s(pid);
 }
 
 /* One line per NIC: what it did between two samples taken wall_s apart. */
 static void nic_report(const char *name, const struct nic_sample *a, const struct nic_sample *b,
 		       double wall_s)
 {
-	printf("      %s: cpu %3.0f%%, tx %llu rx %llu frames, no_frame %llu, retransmits %llu, "
+	printf("      %s: cpu %3.0f%%, waited for a cpu %3.0f%%, tx %llu rx %llu frames, no_frame "
+	       "%llu, retransmits %llu, "
 	       "timeouts %llu, doorbells %llu\n",
 	       name, wall_s > 0 ? 100.0 * (b->cpu_s - a->cpu_s) / wall_s : 0.0,
+	       wall_s > 0 ? 100.0 * (b->wait_s - a->wait_s) / wall_s : 0.0,
 	       (unsigned long long)(b->st.tx_frames - a->st.tx_frames),
 	       (unsigned long long)(b->st.rx_frames - a->st.rx_frames),
 	       (unsigned long long)(b->st.tx_no_frame - a->st.tx_no_frame),
 	       (unsigned long long)(b->st.retransmits - a->st.retransmits),
 	       (unsigned long long)(b->st.timeouts - a->st.timeouts),
 	       (unsigned long long)(b->st.doorbells - a->st.doorbells));
+#define D(f) (unsigned long long)(b->st.f - a->st.f)
+	printf("         passes %llu, sleeps %llu (aborted %llu, idle wakes %llu), woken by bell "
+	       "%llu timer %llu doorbell %llu socket %llu, asleep %llu us (longest since start "
+	       "%llu us)\n",
+	       D(loop_polls), D(sleeps), D(sleep_aborts), D(wake_idle), D(wake_bell), D(wake_timer),
+	       D(wake_doorbell), D(wake_socket), D(sleep_us),
+	       (unsigned long long)b->st.sleep_max_us);
+#undef D
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -347,21 +376,28 @@ static void bench_bandwidth_and_latency(void)
 		const char *only = getenv("NICSIM_BENCH_SIZE");
 		struct nic_sample sa[3], sb[3];
 		uint64_t t[3];
-		double w, r, mc, pv;
+		double w, r, mc, pv, hc[2], hw[2];
 
 		/* NICSIM_BENCH_SIZE=N measures only that size (for profiling). */
 		if (only && strtoull(only, NULL, 0) != sizes[i])
 			continue;
 		nic_sample(sock_a, nic_a, &sa[0]);
 		nic_sample(sock_b, nic_b, &sb[0]);
+		hc[0] = proc_cpu_s(getpid());
+		hw[0] = proc_wait_s(getpid());
 		t[0] = nst_now_ns();
 		w = rdma_gbps(&a, NIC_WR_RDMA_WRITE, src, lk, dst, rkey, sizes[i]);
 		t[1] = nst_now_ns();
+		hc[1] = proc_cpu_s(getpid());
+		hw[1] = proc_wait_s(getpid());
 		nic_sample(sock_a, nic_a, &sa[1]);
 		nic_sample(sock_b, nic_b, &sb[1]);
 		printf("  %9zu write %.2f GB/s\n", sizes[i], w);
 		nic_report("A", &sa[0], &sa[1], (double)(t[1] - t[0]) / 1e9);
 		nic_report("B", &sb[0], &sb[1], (double)(t[1] - t[0]) / 1e9);
+		printf("      host: cpu %3.0f%%, waited for a cpu %3.0f%%\n",
+		       100.0 * (hc[1] - hc[0]) * 1e9 / (double)(t[1] - t[0]),
+		       100.0 * (hw[1] - hw[0]) * 1e9 / (double)(t[1] - t[0]));
 		fflush(stdout);
 		r = rdma_gbps(&a, NIC_WR_RDMA_READ, src, lk, dst, rkey, sizes[i]);
 		t[2] = nst_now_ns();
@@ -410,8 +446,12 @@ static int init(void)
 	fab_addr_parse(ADDR_B, &addr_b);
 	if (nst_make_fabric(dir, addrs) < 0)
 		return -1;
-	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
-	nic_b = nst_start_nic(dir, ADDR_B, NULL, WAIT_MS);
+	/* NICSIM_BENCH_SPIN_US=N starts the NICs with --spin-us N. */
+	const char *spin = getenv("NICSIM_BENCH_SPIN_US");
+	const char *const extra[] = {"--spin-us", spin, NULL};
+
+	nic_a = nst_start_nic(dir, ADDR_A, spin ? extra : NULL, WAIT_MS);
+	nic_b = nst_start_nic(dir, ADDR_B, spin ? extra : NULL, WAIT_MS);
 	return nic_a > 0 && nic_b > 0 ? 0 : -1;
 }
 
