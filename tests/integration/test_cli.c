@@ -76,62 +76,6 @@ static int nicsim_run(const char *const *args)
 #define OUT_LACKS(text) \
 	NST_CHECK_(strstr(out, (text)) == NULL, CU_FALSE, "output lacks \"%s\"", (text))
 
-/* Alive: /proc has it and it is not a zombie (init reaps the daemons that
- * `nicsim up` leaves behind whenever it gets round to it). */
-static bool alive(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return !p || (p[1] == ' ' && p[2] != 'Z' && p[2] != 'X');
-}
-
-static bool is_nicsimd(pid_t pid)
-{
-	char path[64], comm[32];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, comm, sizeof(comm) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	comm[n] = '\0';
-	return !strcmp(comm, "nicsimd\n");
-}
-
-static pid_t read_pid(const char *path)
-{
-	char buf[32];
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return (pid_t)strtol(buf, NULL, 10);
-}
-
 static void track(pid_t pid)
 {
 	size_t i;
@@ -163,21 +107,7 @@ static void sleep_ms(int ms)
 /* Kill exactly the tracked daemons that are still nicsimd; wait, bounded. */
 static void kill_tracked(void)
 {
-	uint64_t deadline;
-	size_t i;
-
-	for (i = 0; i < MAX_TRACKED; i++) {
-		if (tracked[i] <= 0)
-			continue;
-		if (alive(tracked[i]) && is_nicsimd(tracked[i])) {
-			fprintf(stderr, "test_cli: killing leftover nicsimd %d\n", (int)tracked[i]);
-			kill(tracked[i], SIGKILL);
-			deadline = nst_now_ns() + (uint64_t)GONE_MS * 1000000u;
-			while (alive(tracked[i]) && nst_now_ns() < deadline)
-				sleep_ms(10);
-		}
-		tracked[i] = 0;
-	}
+	nst_kill_nicsimds(tracked, MAX_TRACKED, GONE_MS, "test_cli");
 }
 
 /*
@@ -324,15 +254,15 @@ static void test_up_show_down(void)
 	rc = NICSIM("up", "--dir", dir, "--hosts", "2");
 	/* First of all, learn what to kill if anything below fails. */
 	for (i = 0; i < 2; i++) {
-		pids[i] = read_pid(pidf[i]);
+		pids[i] = nst_read_pid_file(pidf[i]);
 		track(pids[i]);
 	}
 	NST_REQUIRE_EQ(rc, 0);
 	OUT_HAS("export NICSIM_DIR=");
 	for (i = 0; i < 2; i++) {
 		NST_REQUIRE(pids[i] > 0);
-		NST_TRUE(alive(pids[i]));
-		NST_TRUE(is_nicsimd(pids[i]));
+		NST_TRUE(nst_pid_alive(pids[i]));
+		NST_TRUE(nst_pid_is_nicsimd(pids[i]));
 		NST_TRUE(exists(sock[i]));
 	}
 
@@ -378,8 +308,8 @@ static void test_up_show_down(void)
 	NST_NE(rc, 0);
 	OUT_HAS("already answering");
 	for (i = 0; i < 2; i++) {
-		NST_TRUE(alive(pids[i]));
-		NST_EQ(read_pid(pidf[i]), pids[i]);
+		NST_TRUE(nst_pid_alive(pids[i]));
+		NST_EQ(nst_read_pid_file(pidf[i]), pids[i]);
 	}
 
 	rc = NICSIM("down", "--dir", dir);
@@ -387,7 +317,7 @@ static void test_up_show_down(void)
 	OUT_HAS("stopped nic 198.18.0.1");
 	OUT_HAS("stopped nic 198.18.0.2");
 	for (i = 0; i < 2; i++) {
-		NST_TRUE(!alive(pids[i]));
+		NST_TRUE(!nst_pid_alive(pids[i]));
 		NST_TRUE(!exists(sock[i]));
 		NST_TRUE(!exists(pidf[i]));
 	}
@@ -411,7 +341,7 @@ static int make_fake_daemon(const char *dir, const char *script, char *bin, size
 {
 	char bindir[DIR_MAX + 8], daemon[DIR_MAX + 16], buf[65536];
 	int in, outfd, rc = -1;
-	ssize_t n;
+	ssize_t n = -1;
 
 	snprintf(bindir, sizeof(bindir), "%s/bin", dir);
 	snprintf(daemon, sizeof(daemon), "%s/nicsimd", bindir);
@@ -489,7 +419,7 @@ static void test_up_timeout(void)
 	NST_TRUE(ms >= 300);
 	NST_TRUE(ms < 300 + 5000 + 2000);
 	NST_REQUIRE(pid > 0);
-	NST_TRUE(!alive(pid));
+	NST_TRUE(!nst_pid_alive(pid));
 	NST_TRUE(!exists(pidf));
 }
 

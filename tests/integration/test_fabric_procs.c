@@ -475,60 +475,11 @@ static struct fab_port_info port_info(struct fab *fab, uint32_t addr)
 	return info;
 }
 
-static bool alive(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return !p || (p[1] == ' ' && p[2] != 'Z' && p[2] != 'X');
-}
-
-static bool is_nicsimd(pid_t pid)
-{
-	char path[64], comm[32];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, comm, sizeof(comm) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	comm[n] = '\0';
-	return !strcmp(comm, "nicsimd\n");
-}
-
 /* Kill exactly the daemons read from pid files that are still nicsimd. */
 static void kill_daemons(void)
 {
-	uint64_t deadline;
-	size_t i;
-
-	for (i = 0; i < sizeof(daemons) / sizeof(daemons[0]); i++) {
-		if (daemons[i] > 0 && alive(daemons[i]) && is_nicsimd(daemons[i])) {
-			fprintf(stderr, "test_fabric_procs: killing leftover nicsimd %d\n",
-				(int)daemons[i]);
-			kill(daemons[i], SIGKILL);
-			deadline = fab_now_ns() + (uint64_t)GONE_MS * 1000000u;
-			while (alive(daemons[i]) && fab_now_ns() < deadline)
-				pause_ms(10);
-		}
-		daemons[i] = 0;
-	}
+	nst_kill_nicsimds(daemons, sizeof(daemons) / sizeof(daemons[0]), GONE_MS,
+			  "test_fabric_procs");
 }
 
 static int suite_init(void)
@@ -706,23 +657,6 @@ static int nicsim(const char *const *args)
 #define NICSIM(...) nicsim((const char *const[]){__VA_ARGS__, NULL})
 #define OUT_HAS(text) NST_CHECK_(strstr(out, (text)) != NULL, CU_FALSE, "output has \"%s\"", (text))
 
-static pid_t read_pid(const char *path)
-{
-	char buf[32];
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return (pid_t)strtol(buf, NULL, 10);
-}
-
 static void test_cli_up_link_down(void)
 {
 	char run[600], seg[700], pidf[700];
@@ -740,7 +674,7 @@ static void test_cli_up_link_down(void)
 	rc = NICSIM("up", "--dir", run, "--hosts", "2", "--seed", "42");
 	for (i = 0; i < 2; i++) {
 		snprintf(pidf, sizeof(pidf), "%s/nic-198.18.0.%d.pid", run, i + 1);
-		daemons[i] = read_pid(pidf);
+		daemons[i] = nst_read_pid_file(pidf);
 	}
 	NST_REQUIRE_EQ(rc, 0);
 	OUT_HAS("seed 42");

@@ -341,6 +341,63 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 	return WEXITSTATUS(status);
 }
 
+/* Read up to size - 1 bytes of a small file into buf; the length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+bool nst_pid_alive(pid_t pid)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (pid <= 0 || read_small(path, buf, sizeof(buf)) <= 0)
+		return false;
+	p = strrchr(buf, ')');
+	return !p || (p[1] == ' ' && p[2] != 'Z' && p[2] != 'X');
+}
+
+bool nst_pid_is_nicsimd(pid_t pid)
+{
+	char path[64], comm[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	return pid > 0 && read_small(path, comm, sizeof(comm)) > 0 && !strcmp(comm, "nicsimd\n");
+}
+
+pid_t nst_read_pid_file(const char *path)
+{
+	char buf[32];
+
+	return read_small(path, buf, sizeof(buf)) > 0 ? (pid_t)strtol(buf, NULL, 10) : 0;
+}
+
+void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pids[i] > 0 && nst_pid_alive(pids[i]) && nst_pid_is_nicsimd(pids[i])) {
+			uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+			fprintf(stderr, "%s: killing leftover nicsimd %d\n", who, (int)pids[i]);
+			kill(pids[i], SIGKILL);
+			while (nst_pid_alive(pids[i]) && nst_now_ns() < deadline)
+				sleep_ms(10);
+		}
+		pids[i] = 0;
+	}
+}
+
 pid_t nst_fork(int (*fn)(void *), void *arg)
 {
 	pid_t pid;

@@ -126,6 +126,23 @@ int nst_stop(pid_t pid, int timeout_ms);
 /* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
 int nst_wait(pid_t pid, int timeout_ms);
 
+/* True if pid exists and is not a zombie. */
+bool nst_pid_alive(pid_t pid);
+
+/* True if pid's program name is nicsimd. */
+bool nst_pid_is_nicsimd(pid_t pid);
+
+/* The pid in a pid file, or 0. */
+pid_t nst_read_pid_file(const char *path);
+
+/*
+ * Stop daemons a test did not start itself (nicsim up starts them): each
+ * pid of pids[0..n) that is still a live nicsimd gets SIGKILL, and the wait
+ * for it to go is bounded by timeout_ms.  Entries are zeroed.  Says on
+ * stderr which it had to kill, naming the test `who`.
+ */
+void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who);
+
 /*
  * Run argv (argv[0] a path), capturing stdout and stderr together into out
  * (NUL-terminated, truncated to size).  Kills it after timeout_ms.  Returns
