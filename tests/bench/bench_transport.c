@@ -227,18 +227,15 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 /* The peer of the ping-pong: answers every message with one of equal size. */
 struct pong_arg {
 	uint16_t port;
-	int ready_fd;
 	uint32_t len;
 	uint32_t count;
 };
 
-static int pong(void *arg)
+static int pong(void *arg, int ready_fd)
 {
 	struct pong_arg *p = arg;
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
-	struct nic_event ev;
 	struct nic_cqe cqe;
 	static uint8_t buf[8192];
 	uint32_t key;
@@ -253,17 +250,8 @@ static int pong(void *arg)
 		if (nst_post_recv(&qp, &r))
 			return 2;
 	}
-	c.u.listen.port = p->port;
-	c.u.listen.backlog = 1;
-	if (nst_cmd(h, &c, NULL) || write(p->ready_fd, "r", 1) != 1)
+	if (nst_accept_one(&qp, p->port, ready_fd))
 		return 3;
-	if (nst_next_event(h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
-		return 4;
-	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.conn_id = ev.conn_id;
-	if (nst_cmd(h, &c, NULL))
-		return 5;
 	for (uint32_t i = 0; i < p->count; i++) {
 		struct nic_send_wqe w = {.wr_id = i, .opcode = NIC_WR_SEND, .num_sge = 1};
 		struct nic_recv_wqe r = {.wr_id = i, .num_sge = 1};
@@ -288,21 +276,13 @@ static double half_rtt_us(uint32_t len, uint16_t port)
 	static double t[N];
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
-	struct nic_event ev;
 	struct nic_cqe cqe;
 	static uint8_t buf[8192];
 	uint32_t key;
-	int fds[2], st;
-	char ch;
-	pid_t peer;
+	int st;
+	pid_t peer = nst_fork_ready(pong, &pa, WAIT_MS);
 
-	NST_REQUIRE_EQ(pipe(fds), 0);
-	pa.ready_fd = fds[1];
-	peer = nst_fork(pong, &pa);
-	close(fds[1]);
-	NST_REQUIRE_EQ(read(fds[0], &ch, 1), 1);
-	close(fds[0]);
+	NST_REQUIRE(peer > 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
 	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
 	key = nst_reg(h, buf, sizeof(buf), NIC_ACCESS_LOCAL_WRITE);
@@ -312,12 +292,7 @@ static double half_rtt_us(uint32_t len, uint16_t port)
 		r.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = 4096, .lkey = key};
 		NST_REQUIRE_EQ(nst_post_recv(&qp, &r), 0);
 	}
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.dst_addr = addr_b;
-	c.u.conn.dst_port = port;
-	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
-	NST_REQUIRE_EQ(ev.type, NIC_EV_CONNECTED);
+	NST_REQUIRE_EQ(nst_connect(&qp, addr_b, port), 0);
 	for (uint32_t i = 0; i < N; i++) {
 		struct nic_send_wqe w = {.wr_id = i, .opcode = NIC_WR_SEND, .num_sge = 1};
 		struct nic_recv_wqe r = {.wr_id = i, .num_sge = 1};

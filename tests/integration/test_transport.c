@@ -181,18 +181,11 @@ static void test_two_nics_integrity(void)
 }
 
 /* The peer in another process on the same NIC: it echoes one message. */
-struct echo_arg {
-	uint16_t port;
-	int ready_fd;
-};
-
-static int echo_peer(void *arg)
+static int echo_peer(void *arg, int ready_fd)
 {
-	struct echo_arg *e = arg;
+	uint16_t port = *(uint16_t *)arg;
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
-	struct nic_event ev;
 	struct nic_cqe cqe;
 	static uint8_t buf[1 << 20];
 	struct nic_recv_wqe r;
@@ -203,49 +196,30 @@ static int echo_peer(void *arg)
 		return 1;
 	key = nst_reg(h, buf, sizeof(buf), NIC_ACCESS_LOCAL_WRITE);
 	r = rwqe(1, buf, sizeof(buf), key);
-	c.u.listen.port = e->port;
-	c.u.listen.backlog = 1;
-	if (!key || nst_cmd(h, &c, NULL) || nst_post_recv(&qp, &r))
+	if (!key || nst_post_recv(&qp, &r) || nst_accept_one(&qp, port, ready_fd))
 		return 2;
-	if (write(e->ready_fd, "r", 1) != 1)
+	if (nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
 		return 3;
-	if (nst_next_event(h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
-		return 4;
-	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.conn_id = ev.conn_id;
-	if (nst_cmd(h, &c, NULL) || nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
-		return 5;
 	w = swqe(2, NIC_WR_SEND, buf, cqe.byte_len, key, 0, 0);
 	if (nst_post_send(&qp, &w) || nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
-		return 6;
-	/* Stay until the peer has the echo. */
-	return nst_next_event(h, &ev, WAIT_MS) == 0 && ev.type == NIC_EV_CONNECTED ? 0 : 0;
+		return 4;
+	return 0;
 }
 
 static void test_two_processes_one_nic(void)
 {
-	struct echo_arg e = {.port = next_port++};
+	uint16_t port = next_port++;
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
-	struct nic_event ev;
 	struct nic_cqe cqe;
 	uint8_t *src = map(1 << 20), *dst = map(1 << 20);
 	uint32_t sk, dk;
 	struct nic_send_wqe w;
 	struct nic_recv_wqe r;
-	int fds[2];
-	char ch;
-	pid_t peer;
+	pid_t peer = nst_fork_ready(echo_peer, &port, WAIT_MS);
+	int st;
 
-	NST_REQUIRE_EQ(pipe(fds), 0);
-	e.ready_fd = fds[1];
-	peer = nst_fork(echo_peer, &e);
 	NST_REQUIRE(peer > 0);
-	close(fds[1]);
-	NST_REQUIRE_EQ(read(fds[0], &ch, 1), 1);
-	close(fds[0]);
 	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
 	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
 	sk = nst_reg(h, src, 1 << 20, 0);
@@ -253,12 +227,7 @@ static void test_two_processes_one_nic(void)
 	fill(src, 1 << 20, 77);
 	r = rwqe(9, dst, 1 << 20, dk);
 	NST_REQUIRE_EQ(nst_post_recv(&qp, &r), 0);
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.dst_addr = addr_a;
-	c.u.conn.dst_port = e.port;
-	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
-	NST_REQUIRE_EQ(ev.type, NIC_EV_CONNECTED);
+	NST_REQUIRE_EQ(nst_connect(&qp, addr_a, port), 0);
 	w = swqe(1, NIC_WR_SEND, src, 777777, sk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&qp, &cqe, WAIT_MS), 0);
@@ -267,13 +236,10 @@ static void test_two_processes_one_nic(void)
 	NST_EQ(cqe.status, NIC_WC_SUCCESS);
 	NST_EQ(cqe.byte_len, 777777);
 	NST_EQ_U(sum32(dst, 777777), sum32(src, 777777));
+	st = nst_wait(peer, WAIT_MS);
+	NST_TRUE(WIFEXITED(st));
+	NST_EQ(WEXITSTATUS(st), 0);
 	nic_host_detach(h);
-	{
-		int st = nst_wait(peer, WAIT_MS);
-
-		NST_TRUE(WIFEXITED(st));
-		NST_EQ(WEXITSTATUS(st), 0);
-	}
 	munmap(src, 1 << 20);
 	munmap(dst, 1 << 20);
 }
@@ -468,65 +434,39 @@ static void test_retry_limit_when_link_down(void)
 	munmap(src, 4096);
 }
 
-/* A receiver that waits to be killed. */
-static int sink_peer(void *arg)
+/* A receiver that accepts, posts nothing, and waits to be killed. */
+static int sink_peer(void *arg, int ready_fd)
 {
-	struct echo_arg *e = arg;
+	uint16_t port = *(uint16_t *)arg;
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
-	struct nic_event ev;
 
-	if (nic_host_attach(sock_b, &h) || nst_qp_create(h, 0, &qp))
+	if (nic_host_attach(sock_b, &h) || nst_qp_create(h, 0, &qp) ||
+	    nst_accept_one(&qp, port, ready_fd))
 		return 1;
-	c.u.listen.port = e->port;
-	c.u.listen.backlog = 1;
-	if (nst_cmd(h, &c, NULL) || write(e->ready_fd, "r", 1) != 1)
-		return 2;
-	if (nst_next_event(h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
-		return 3;
-	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.conn_id = ev.conn_id;
-	if (nst_cmd(h, &c, NULL))
-		return 4;
 	pause();
 	return 0;
 }
 
 static void test_peer_killed_mid_transfer(void)
 {
-	struct echo_arg e = {.port = next_port++};
+	uint16_t port = next_port++;
 	struct nic_host *h;
 	struct nst_qp qp;
-	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
 	struct nic_event ev;
 	struct nic_cqe cqe;
 	uint8_t *src = map(4096);
 	uint32_t sk;
 	struct nic_send_wqe w;
-	int fds[2];
-	char ch;
-	pid_t peer;
+	pid_t peer = nst_fork_ready(sink_peer, &port, WAIT_MS);
 	uint64_t t0;
 
-	NST_REQUIRE_EQ(pipe(fds), 0);
-	e.ready_fd = fds[1];
-	peer = nst_fork(sink_peer, &e);
 	NST_REQUIRE(peer > 0);
-	close(fds[1]);
-	NST_REQUIRE_EQ(read(fds[0], &ch, 1), 1);
-	close(fds[0]);
 	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
 	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
 	sk = nst_reg(h, src, 4096, 0);
-	c.u.conn.qpn = qp.qpn;
-	c.u.conn.dst_addr = addr_b;
-	c.u.conn.dst_port = e.port;
-	NST_REQUIRE_EQ(nst_cmd(h, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
-	NST_REQUIRE_EQ(ev.type, NIC_EV_CONNECTED);
-	/* The peer posted no receive: our SENDs wait on RNR until it dies. */
+	NST_REQUIRE_EQ(nst_connect(&qp, addr_b, port), 0);
+	/* The peer posted no receive: our SEND waits on RNR until it dies. */
 	w = swqe(1, NIC_WR_SEND, src, 100, sk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 	kill(peer, SIGKILL);

@@ -408,3 +408,34 @@ pid_t nst_fork(int (*fn)(void *), void *arg)
 		_exit(fn(arg) & 0xff);
 	return pid < 0 ? -errno : pid;
 }
+
+pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_ms)
+{
+	struct pollfd p;
+	int fds[2];
+	char c;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		_exit(fn(arg, fds[1]) & 0xff);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return -errno;
+	}
+	p = (struct pollfd){.fd = fds[0], .events = POLLIN};
+	if (poll(&p, 1, timeout_ms) != 1 || read(fds[0], &c, 1) != 1) {
+		close(fds[0]);
+		kill(pid, SIGKILL);
+		nst_wait(pid, 5000);
+		return -ETIMEDOUT;
+	}
+	close(fds[0]);
+	return pid;
+}

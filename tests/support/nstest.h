@@ -156,4 +156,11 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms);
  */
 pid_t nst_fork(int (*fn)(void *), void *arg);
 
+/*
+ * Fork a child that runs fn(arg, ready_fd) and return once it has written a
+ * byte to ready_fd (bounded by timeout_ms), e.g. when it listens.  Returns
+ * the pid, or a negative errno (the child is then killed and reaped).
+ */
+pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_ms);
+
 #endif /* NSTEST_H */

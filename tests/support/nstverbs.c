@@ -41,7 +41,8 @@ int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp)
 	st = nst_cmd(h, &c, &qp->qpn);
 	if (st)
 		return st;
-	base = (char *)nic_host_segment(h, &size) + NIC_CTX_QP_OFF + (size_t)slot * NIC_QP_SLOT_SIZE;
+	base =
+	    (char *)nic_host_segment(h, &size) + NIC_CTX_QP_OFF + (size_t)slot * NIC_QP_SLOT_SIZE;
 	qp->h = h;
 	qp->slot = slot;
 	qp->hdr = (struct nic_qp_hdr *)base;
@@ -133,8 +134,8 @@ uint32_t nst_reg(struct nic_host *h, void *buf, uint64_t len, uint32_t access)
 	return nst_cmd(h, &c, &key) == 0 ? key : 0;
 }
 
-uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len,
-		    uint32_t remote, uint32_t qpn)
+uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len, uint32_t remote,
+		    uint32_t qpn)
 {
 	struct nic_cmd c = {.opcode = NIC_CMD_ALLOC_MW};
 	uint32_t mw = 0, key = 0;
@@ -149,6 +150,44 @@ uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len
 					       .access = remote,
 					       .qpn = qpn};
 	return nst_cmd(h, &c, &key) == 0 ? key : 0;
+}
+
+int nst_accept_one(struct nst_qp *qp, uint16_t port, int ready_fd)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nic_event ev;
+	int st;
+
+	c.u.listen.port = port;
+	c.u.listen.backlog = 1;
+	st = nst_cmd(qp->h, &c, NULL);
+	if (st)
+		return st;
+	if (ready_fd >= 0 && write(ready_fd, "r", 1) != 1)
+		return -EPIPE;
+	if (nst_next_event(qp->h, &ev, WAIT_MS) || ev.type != NIC_EV_CONN_REQUEST)
+		return -EPROTO;
+	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
+	c.u.conn.qpn = qp->qpn;
+	c.u.conn.conn_id = ev.conn_id;
+	return nst_cmd(qp->h, &c, NULL);
+}
+
+int nst_connect(struct nst_qp *qp, uint32_t addr, uint16_t port)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
+	struct nic_event ev;
+	int st;
+
+	c.u.conn.qpn = qp->qpn;
+	c.u.conn.dst_addr = addr;
+	c.u.conn.dst_port = port;
+	st = nst_cmd(qp->h, &c, NULL);
+	if (st)
+		return st;
+	if (nst_next_event(qp->h, &ev, WAIT_MS))
+		return -ETIMEDOUT;
+	return ev.type == NIC_EV_CONNECTED && ev.qpn == qp->qpn ? 0 : -ECONNREFUSED;
 }
 
 int nst_connect_pair(struct nst_qp *a, struct nst_qp *b, uint32_t b_addr, uint16_t port)

@@ -36,8 +36,18 @@ int nst_next_event(struct nic_host *h, struct nic_event *ev, int timeout_ms);
 /* Register [buf, buf + len) with access; returns the key or 0. */
 uint32_t nst_reg(struct nic_host *h, void *buf, uint64_t len, uint32_t access);
 /* A window over a region for remote access on one QP: returns its key or 0. */
-uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len,
-		    uint32_t remote, uint32_t qpn);
+uint32_t nst_window(struct nic_host *h, uint32_t mr_key, void *buf, uint64_t len, uint32_t remote,
+		    uint32_t qpn);
+
+/*
+ * Passive side in one call: LISTEN on port (backlog 1), then, once
+ * listening, write one byte to ready_fd (if >= 0), wait for the request and
+ * ACCEPT it on qp.  0, a negative errno, or the failing command's status.
+ */
+int nst_accept_one(struct nst_qp *qp, uint16_t port, int ready_fd);
+
+/* Active side: CONNECT qp to port of the NIC at addr and wait for CONNECTED. */
+int nst_connect(struct nst_qp *qp, uint32_t addr, uint16_t port);
 
 /*
  * Connect two QPs through their NICs: b listens on port, a connects, b
