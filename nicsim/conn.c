@@ -41,7 +41,7 @@ struct listener {
 
 struct pending_req {
 	uint64_t conn_id;
-	uint64_t tid; /* the REQ's MAD transaction ID, echoed in REP and REJ */
+	uint64_t tid;        /* the REQ's MAD transaction ID, echoed in REP and REJ */
 	struct nic_ctx *ctx; /* the listener's */
 	uint16_t local_port, peer_port;
 	uint32_t peer_addr, peer_qpn, peer_psn, peer_comm_id;
@@ -158,8 +158,7 @@ static struct fab_cm_msg cm_msg(enum fab_cm_type type, uint64_t tid)
 	return m;
 }
 
-static void event(struct nic *nic, struct nic_ctx *c, uint16_t type, uint16_t status,
-		  uint32_t qpn)
+static void event(struct nic *nic, struct nic_ctx *c, uint16_t type, uint16_t status, uint32_t qpn)
 {
 	struct nic_event ev = {.type = type, .status = status, .qpn = qpn};
 
@@ -429,7 +428,7 @@ uint16_t conn_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd, uint32_t
 		if (grow((void **)&cs->lst, &cs->caplst, cs->nlst, sizeof(*cs->lst)))
 			return NIC_STATUS_NO_RESOURCES;
 		cs->lst[cs->nlst++] = (struct listener){
-			.port = cmd->u.listen.port, .backlog = cmd->u.listen.backlog, .ctx = c};
+		    .port = cmd->u.listen.port, .backlog = cmd->u.listen.backlog, .ctx = c};
 		return NIC_STATUS_OK;
 	case NIC_CMD_UNLISTEN:
 		l = find_listener(cs, cmd->u.listen.port);

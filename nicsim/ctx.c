@@ -254,7 +254,8 @@ void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev)
 		struct nic_event *w = realloc(c->eq_wait, cap * sizeof(*w));
 
 		if (!w) {
-			nic_err(&nic->log, "context %u: out of memory for an event; dropped", c->id);
+			nic_err(&nic->log, "context %u: out of memory for an event; dropped",
+				c->id);
 			return;
 		}
 		c->eq_wait = w;
@@ -366,7 +367,17 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 
 		memcpy(&cmd, &c->cmdq[c->cmd_cons & mask], sizeof(cmd));
 		c->cmd_cons++;
-		cmd_execute(&nic->env, &owner, c, &cmd, &cpl);
+		if (cmd_execute(&nic->env, &owner, c, &cmd, &cpl)) {
+			/* An invalidation waiting for DMA to drain: its
+			 * completion is posted by ctx_drained(), and later
+			 * commands wait behind it so that completions stay
+			 * in command order. */
+			c->blocked_key = cmd.u.key.key;
+			c->blocked_cpl = cpl;
+			nic->stats.invalidations_deferred++;
+			n = i + 1;
+			break;
+		}
 		if (cpl.status != NIC_STATUS_OK)
 			nic_dbg(&nic->log, "context %u: command %u tag %llu failed: %s", c->id,
 				cmd.opcode, (unsigned long long)cmd.tag,
@@ -378,10 +389,6 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 		return 0;
 	ring_publish(&h->cmdq.cons, c->cmd_cons);
 	ring_publish(&h->cplq.prod, c->cpl_prod);
-	ring_fence();
-	if (ring_flag_get(&h->host_waiting)) {
-		if (write(c->irq, &(uint64_t){1}, sizeof(uint64_t)) > 0)
-			nic->stats.interrupts++;
-	}
+	ctx_interrupt(nic, c);
 	return n;
 }

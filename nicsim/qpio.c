@@ -149,8 +149,8 @@ static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, 
 			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from %s QP %u "
 			 "refused: %s",
 			 qp->qpn, access == NIC_ACCESS_REMOTE_READ ? "read" : "write",
-			 (unsigned long long)len, (unsigned long long)va, rkey,
-			 "peer", qp->peer_qpn, tpt_reason_str(*why));
+			 (unsigned long long)len, (unsigned long long)va, rkey, "peer",
+			 qp->peer_qpn, tpt_reason_str(*why));
 		return -EACCES;
 	}
 	mem->grant[mem->ngrant++] = g.index;
@@ -203,14 +203,14 @@ static void op_error(void *arg, uint16_t status)
 }
 
 static const struct rc_ops qp_rc_ops = {
-	.xmit = op_xmit,
-	.place = op_place,
-	.check_local = op_check_local,
-	.check_remote = op_check_remote,
-	.release = op_release,
-	.complete = op_complete,
-	.take_recv = op_take_recv,
-	.error = op_error,
+    .xmit = op_xmit,
+    .place = op_place,
+    .check_local = op_check_local,
+    .check_remote = op_check_remote,
+    .release = op_release,
+    .complete = op_complete,
+    .take_recv = op_take_recv,
+    .error = op_error,
 };
 
 /* ---- Life cycle ------------------------------------------------------------- */
@@ -222,12 +222,23 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	struct rc_ops ops = qp_rc_ops;
 
 	rc_config_default(&cfg);
+	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;
 	qp->peer_qpn = peer_qpn;
-	rc_init(&qp->rc, &cfg, &ops, qp->qpn, peer_qpn, nic->opts.addr, peer_addr, sq_psn,
-		rq_psn);
+	rc_init(&qp->rc, &cfg, &ops, qp->qpn, peer_qpn, nic->opts.addr, peer_addr, sq_psn, rq_psn);
 	set_state(qp, NIC_QPS_RTS, 0);
+}
+
+/* The completion opcode of a send work request as the host wrote it. */
+static uint8_t wc_opcode_of(const struct nic_send_wqe *w)
+{
+	switch (w->opcode) {
+	case NIC_WR_RDMA_READ: return NIC_WC_RDMA_READ;
+	case NIC_WR_RDMA_WRITE:
+	case NIC_WR_RDMA_WRITE_IMM: return NIC_WC_RDMA_WRITE;
+	default: return NIC_WC_SEND;
+	}
 }
 
 /* Complete every work request still in the host's rings as flushed. */
@@ -244,9 +255,7 @@ static void flush_rings(struct qp *qp)
 			memcpy(&w, &qp->sq[qp->sq_cons & (NIC_SQ_DEPTH - 1)], sizeof(w));
 			qp->sq_cons++;
 			cqe.wr_id = w.wr_id;
-			cqe.opcode = w.opcode == NIC_WR_RDMA_READ ? NIC_WC_RDMA_READ
-				     : w.opcode >= NIC_WR_RDMA_WRITE ? NIC_WC_RDMA_WRITE
-								     : NIC_WC_SEND;
+			cqe.opcode = wc_opcode_of(&w);
 			post_cqe(qp, &cqe);
 		}
 		ring_publish(&qp->hdr->sq.cons, qp->sq_cons);
@@ -275,7 +284,7 @@ void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t
 			rc_fail(&qp->rc, NIC_WC_WR_FLUSH_ERR);
 		if (state == NIC_QPS_ERROR) {
 			struct nic_event ev = {
-				.type = NIC_EV_QP_ERROR, .status = status, .qpn = qp->qpn};
+			    .type = NIC_EV_QP_ERROR, .status = status, .qpn = qp->qpn};
 
 			nic->stats.qp_errors++;
 			ctx_event(nic, qp->ctx, &ev);
@@ -291,7 +300,7 @@ void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st)
 	st->retransmits += qp->rc.st.retransmits;
 	st->timeouts += qp->rc.st.timeouts;
 	st->rnr_naks += qp->rc.st.rnr_naks_rcvd;
-	st->naks_sent += qp->rc.st.seq_naks_sent;
+	st->naks_sent += qp->rc.st.naks_sent;
 }
 
 unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadline)
@@ -306,7 +315,8 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 	if (qp->state != NIC_QPS_RTS)
 		return 0;
 	if (qp->ring_broken || qp->cq_overrun) {
-		nic_warn(&nic->log, "QP %u (context %u): the host broke its %s", qp->qpn, qp->ctx->id,
+		nic_warn(&nic->log, "QP %u (context %u): the host broke its %s", qp->qpn,
+			 qp->ctx->id,
 			 qp->cq_overrun ? "completion queue (overrun)" : "receive ring");
 		qpio_stop(nic, qp, NIC_QPS_ERROR, NIC_WC_LOC_QP_OP_ERR);
 		return 1;
@@ -314,8 +324,9 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 	prod = ring_observe(&qp->hdr->sq.prod);
 	pending = ring_count(prod, qp->sq_cons);
 	if (pending > NIC_SQ_DEPTH) {
-		nic_warn(&nic->log, "QP %u (context %u): send ring producer %u is more than a ring "
-				    "ahead of %u",
+		nic_warn(&nic->log,
+			 "QP %u (context %u): send ring producer %u is more than a ring "
+			 "ahead of %u",
 			 qp->qpn, qp->ctx->id, prod, qp->sq_cons);
 		qpio_stop(nic, qp, NIC_QPS_ERROR, NIC_WC_LOC_QP_OP_ERR);
 		return 1;
@@ -334,11 +345,15 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 			struct nic_cqe cqe = {.wr_id = w.wr_id,
 					      .status = err == -EINVAL ? NIC_WC_LOC_QP_OP_ERR
 								       : NIC_WC_WR_FLUSH_ERR,
+					      .opcode = wc_opcode_of(&w),
 					      .qpn = qp->qpn};
 
-			post_cqe(qp, &cqe);
+			/* A malformed request fails the QP: the requests before
+			 * it complete (flushed) first, so completions stay in
+			 * order; the ones after it are flushed as they come. */
 			if (err == -EINVAL)
 				rc_fail(&qp->rc, NIC_WC_LOC_QP_OP_ERR);
+			post_cqe(qp, &cqe);
 		}
 	}
 	if (taken)

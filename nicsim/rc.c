@@ -127,6 +127,16 @@ void rc_fail(struct rc *rc, uint16_t status)
 	if (rc->rmem_held)
 		release(rc, &rc->rmem);
 	rc->rmem_held = false;
+	/* A receive taken for a message that will never finish. */
+	if (rc->have_rwqe) {
+		struct nic_cqe cqe = {.wr_id = rc->rwqe.wr_id,
+				      .status = NIC_WC_WR_FLUSH_ERR,
+				      .opcode = NIC_WC_RECV,
+				      .qpn = rc->qpn};
+
+		rc->have_rwqe = false;
+		rc->ops.complete(rc->ops.arg, &cqe);
+	}
 	while (rc->rd_head != rc->rd_tail)
 		release(rc, &rc->reads[rc->rd_head++ & RD_MASK].mem);
 }
@@ -444,6 +454,10 @@ static void recv_ack(struct rc *rc, const struct fab_pkt *pkt, uint64_t now)
 		go_back(rc, psn);
 		rc->rnr_until =
 		    now + (uint64_t)fab_rnr_timer_us(pkt->syndrome & FAB_AETH_VALUE_MASK) * 1000u;
+		/* The peer answered: the transport retry count and timer start
+		 * again; only rnr_retry bounds a peer that never posts. */
+		rc->retries = 0;
+		rc->timer = 0;
 		return;
 	}
 	if (kind != FAB_AETH_NAK) {
@@ -480,6 +494,7 @@ static int send_aeth(struct rc *rc, uint8_t syndrome, uint32_t psn)
 static void send_nak(struct rc *rc, enum fab_nak_code code)
 {
 	send_aeth(rc, fab_aeth_nak(code), rc->epsn);
+	rc->st.naks_sent++;
 	if (code == FAB_NAK_PSN_SEQ_ERROR)
 		rc->st.seq_naks_sent++;
 }
@@ -645,6 +660,11 @@ static void recv_read_request(struct rc *rc, const struct fab_pkt *pkt, bool dup
 	enum nic_tpt_reason why = NIC_TPT_R_NONE;
 	struct rc_read *r;
 
+	/* A NIC that does not serve RDMA READ refuses it as an invalid request. */
+	if (rc->cfg.no_reads) {
+		responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
+		return;
+	}
 	if (rc->rd_tail - rc->rd_head >= RC_MAX_READS) {
 		if (!duplicate)
 			responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);

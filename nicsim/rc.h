@@ -93,6 +93,7 @@ struct rc_config {
 	uint32_t retry_cnt;  /* timeouts before RETRY_EXC_ERR */
 	uint32_t rnr_retry;  /* RNR NAKs before RNR_RETRY_EXC_ERR; 7 = no limit */
 	uint8_t rnr_timer;   /* RNR NAK timer code this responder sends (IBTA table 45) */
+	bool no_reads;       /* the responder refuses RDMA READ (NIC without the capability) */
 };
 
 /* Defaults: 4096-byte MTU, 256 PSNs in flight, ACK every 32, 10 ms timeout,
@@ -103,7 +104,7 @@ struct rc_stats {
 	uint64_t pkts_sent, pkts_rcvd, bytes_sent, bytes_rcvd;
 	uint64_t retransmits; /* go-back-N restarts */
 	uint64_t timeouts, rnr_naks_rcvd, rnr_naks_sent, seq_naks_rcvd, seq_naks_sent;
-	uint64_t duplicates, out_of_seq, acks_sent, acks_rcvd, bad_pkts;
+	uint64_t duplicates, out_of_seq, acks_sent, acks_rcvd, bad_pkts, naks_sent;
 };
 
 struct rc_swqe {

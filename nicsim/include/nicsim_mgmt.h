@@ -24,73 +24,74 @@
 #include "nicsim_abi.h"
 
 /* Counters of a NIC, in the order of the stats record.  X(name, description) */
-#define NIC_STATS(X)                                                                  \
-	X(attaches, "host contexts created")                                          \
-	X(detaches, "host contexts torn down")                                        \
-	X(attach_refused, "attaches refused (bad hello, version, resources)")         \
-	X(mgmt_sessions, "management clients served")                                 \
-	X(doorbells, "doorbell wake-ups")                                             \
-	X(interrupts, "interrupts raised to hosts")                                   \
-	X(cmds, "commands executed")                                                  \
-	X(cmds_failed, "commands completed with an error status")                     \
-	X(cmd_nop, "NOP commands")                                                    \
-	X(cmd_query_device, "QUERY_DEVICE commands")                                  \
-	X(cmd_reg_mr, "REG_MR commands")                                              \
-	X(cmd_dereg_mr, "DEREG_MR commands")                                          \
-	X(cmd_alloc_mw, "ALLOC_MW commands")                                          \
-	X(cmd_bind_mw, "BIND_MW commands")                                            \
-	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                                \
-	X(cmd_dealloc_mw, "DEALLOC_MW commands")                                      \
-	X(cmd_create_qp, "CREATE_QP commands")                                        \
-	X(cmd_destroy_qp, "DESTROY_QP commands")                                      \
-	X(cmd_conn, "LISTEN, UNLISTEN, CONNECT, ACCEPT, REJECT, DISCONNECT commands") \
-	X(err_bad_opcode, "commands with an unknown opcode")                          \
-	X(err_bad_field, "commands with a non-zero reserved field")                   \
-	X(err_bad_access, "commands with invalid access bits")                        \
-	X(err_bad_range, "commands with an empty or wrapping range")                  \
-	X(err_too_large, "registrations over the size limit")                         \
-	X(err_tpt_full, "allocations refused: TPT full")                              \
-	X(err_bad_key, "commands naming an invalid, stale or foreign key")            \
-	X(err_bad_state, "commands on an entry in the wrong state")                   \
-	X(err_busy, "commands on an entry still in use")                              \
-	X(err_not_supported, "commands for a capability switched off")                \
-	X(err_bad_qp, "commands naming a bad QP or slot")                             \
-	X(err_no_resources, "commands refused: NIC out of resources")                 \
-	X(err_conn, "connection commands refused (port in use, no such request)")     \
-	X(cmdq_errors, "contexts whose command ring protocol broke")                  \
-	X(tpt_refusals, "TPT accesses refused")                                       \
-	X(tpt_in_use, "TPT entries in use now")                                       \
-	X(tpt_capacity, "TPT capacity")                                               \
-	X(tpt_high_water, "most TPT entries ever in use at once")                     \
-	X(contexts, "host contexts attached now")                                     \
-	X(qps, "queue pairs in use now")                                              \
-	X(rx_frames, "frames received from the fabric")                               \
-	X(rx_bad_frames, "frames refused by the wire decoder (ICRC, framing)")        \
-	X(rx_no_qp, "frames for a QP that does not exist or is not connected")        \
-	X(tx_frames, "frames sent to the fabric")                                     \
-	X(tx_no_frame, "sends delayed: no free frame or ring full")                   \
-	X(tx_unreachable, "frames to an address no NIC serves")                       \
-	X(cm_rx, "connection messages received")                                      \
-	X(cm_bad, "connection messages refused")                                      \
-	X(conn_established, "connections established")                                \
-	X(conn_refused, "connection requests refused or failed")                      \
-	X(disconnects, "connections closed")                                          \
-	X(qp_errors, "QPs that went to error")                                        \
-	X(retransmits, "go-back-N restarts of QP requesters")                         \
-	X(timeouts, "retransmission timeouts")                                        \
-	X(rnr_naks, "RNR NAKs received")                                              \
-	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")            \
-	X(dma_faults, "DMA transfers the host's memory refused")                      \
-	X(cq_overruns, "completions lost to a full completion queue")                 \
-	X(loop_polls, "event loop passes over rings, fabric and timers")              \
-	X(sleeps, "times the event loop slept in epoll_wait")                         \
-	X(sleep_aborts, "sleeps called off: work found at the last look")             \
-	X(wake_bell, "sleeps ended by the fabric bell")                               \
-	X(wake_timer, "sleeps ended by the timer (transport, CM, frame due)")         \
-	X(wake_doorbell, "sleeps ended by a host doorbell")                           \
-	X(wake_socket, "sleeps ended by a socket or signal")                          \
-	X(wake_idle, "sleeps after which the first pass found no work")               \
-	X(sleep_us, "microseconds asleep in epoll_wait")                              \
+#define NIC_STATS(X)                                                                      \
+	X(attaches, "host contexts created")                                              \
+	X(detaches, "host contexts torn down")                                            \
+	X(attach_refused, "attaches refused (bad hello, version, resources)")             \
+	X(mgmt_sessions, "management clients served")                                     \
+	X(doorbells, "doorbell wake-ups")                                                 \
+	X(interrupts, "interrupts raised to hosts")                                       \
+	X(cmds, "commands executed")                                                      \
+	X(cmds_failed, "commands completed with an error status")                         \
+	X(cmd_nop, "NOP commands")                                                        \
+	X(cmd_query_device, "QUERY_DEVICE commands")                                      \
+	X(cmd_reg_mr, "REG_MR commands")                                                  \
+	X(cmd_dereg_mr, "DEREG_MR commands")                                              \
+	X(cmd_alloc_mw, "ALLOC_MW commands")                                              \
+	X(cmd_bind_mw, "BIND_MW commands")                                                \
+	X(cmd_invalidate_mw, "INVALIDATE_MW commands")                                    \
+	X(cmd_dealloc_mw, "DEALLOC_MW commands")                                          \
+	X(cmd_create_qp, "CREATE_QP commands")                                            \
+	X(cmd_destroy_qp, "DESTROY_QP commands")                                          \
+	X(cmd_conn, "LISTEN, UNLISTEN, CONNECT, ACCEPT, REJECT, DISCONNECT commands")     \
+	X(err_bad_opcode, "commands with an unknown opcode")                              \
+	X(err_bad_field, "commands with a non-zero reserved field")                       \
+	X(err_bad_access, "commands with invalid access bits")                            \
+	X(err_bad_range, "commands with an empty or wrapping range")                      \
+	X(err_too_large, "registrations over the size limit")                             \
+	X(err_tpt_full, "allocations refused: TPT full")                                  \
+	X(err_bad_key, "commands naming an invalid, stale or foreign key")                \
+	X(err_bad_state, "commands on an entry in the wrong state")                       \
+	X(err_busy, "commands on an entry still in use")                                  \
+	X(err_not_supported, "commands for a capability switched off")                    \
+	X(err_bad_qp, "commands naming a bad QP or slot")                                 \
+	X(err_no_resources, "commands refused: NIC out of resources")                     \
+	X(err_conn, "connection commands refused (port in use, no such request)")         \
+	X(cmdq_errors, "contexts whose command ring protocol broke")                      \
+	X(tpt_refusals, "TPT accesses refused")                                           \
+	X(tpt_in_use, "TPT entries in use now")                                           \
+	X(tpt_capacity, "TPT capacity")                                                   \
+	X(tpt_high_water, "most TPT entries ever in use at once")                         \
+	X(contexts, "host contexts attached now")                                         \
+	X(qps, "queue pairs in use now")                                                  \
+	X(rx_frames, "frames received from the fabric")                                   \
+	X(rx_bad_frames, "frames refused by the wire decoder (ICRC, framing)")            \
+	X(rx_no_qp, "frames for a QP that does not exist or is not connected")            \
+	X(tx_frames, "frames sent to the fabric")                                         \
+	X(tx_no_frame, "sends delayed: no free frame or ring full")                       \
+	X(tx_unreachable, "frames to an address no NIC serves")                           \
+	X(cm_rx, "connection messages received")                                          \
+	X(cm_bad, "connection messages refused")                                          \
+	X(conn_established, "connections established")                                    \
+	X(conn_refused, "connection requests refused or failed")                          \
+	X(disconnects, "connections closed")                                              \
+	X(qp_errors, "QPs that went to error")                                            \
+	X(retransmits, "go-back-N restarts of QP requesters")                             \
+	X(timeouts, "retransmission timeouts")                                            \
+	X(rnr_naks, "RNR NAKs received")                                                  \
+	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")                \
+	X(dma_faults, "DMA transfers the host's memory refused")                          \
+	X(cq_overruns, "completions lost to a full completion queue")                     \
+	X(invalidations_deferred, "DEREG_MR/DEALLOC_MW held until in-flight DMA drained") \
+	X(loop_polls, "event loop passes over rings, fabric and timers")                  \
+	X(sleeps, "times the event loop slept in epoll_wait")                             \
+	X(sleep_aborts, "sleeps called off: work found at the last look")                 \
+	X(wake_bell, "sleeps ended by the fabric bell")                                   \
+	X(wake_timer, "sleeps ended by the timer (transport, CM, frame due)")             \
+	X(wake_doorbell, "sleeps ended by a host doorbell")                               \
+	X(wake_socket, "sleeps ended by a socket or signal")                              \
+	X(wake_idle, "sleeps after which the first pass found no work")                   \
+	X(sleep_us, "microseconds asleep in epoll_wait")                                  \
 	X(sleep_max_us, "longest single sleep, microseconds")
 
 struct nic_stats {

@@ -20,6 +20,7 @@
 #include "fab_addr.h"
 #include "nstest.h"
 #include "nstnic.h"
+#include "nicsim_ring.h"
 #include "nstverbs.h"
 
 #define ADDR_A "198.18.0.1"
@@ -481,6 +482,80 @@ static void test_peer_killed_mid_transfer(void)
 	munmap(src, 4096);
 }
 
+/*
+ * Deregistering the source of an RDMA WRITE in flight: the NIC unpublishes
+ * the entry at once but acknowledges only after the transfer drained, so
+ * the DEREG_MR completion comes after the write's completion.
+ */
+static void test_dereg_waits_for_dma_in_flight(void)
+{
+	struct pair p;
+	size_t n = 32u << 20;
+	uint8_t *src = map(n), *dst = map(n);
+	uint32_t lk, dmr, rkey;
+	struct nic_send_wqe w;
+	struct nic_cmd d = {.opcode = NIC_CMD_DEREG_MR};
+	struct nic_cqe c;
+	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "stats", NULL};
+	static char out[65536];
+	const char *r;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, n, 0);
+	dmr = nst_reg(p.hb, dst, n, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	rkey = nst_window(p.hb, dmr, dst, n, NIC_ACCESS_REMOTE_WRITE, p.b.qpn);
+	fill(src, n, 8);
+	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	/* Wait until the NIC has taken the request (and so holds the key). */
+	while (ring_observe(&p.a.hdr->sq.cons) != p.a.sq_prod)
+		usleep(100);
+	d.u.key.key = lk;
+	NST_EQ(nst_cmd(p.ha, &d, NULL), NIC_STATUS_OK);
+	/* By the time the deregistration is acknowledged, the write is done. */
+	NST_EQ(nst_poll_cq(&p.a, &c, 0), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ_U(sum32(dst, n), sum32(src, n));
+	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
+	r = strstr(out, "invalidations_deferred");
+	NST_TRUE(r && atol(r + strlen("invalidations_deferred")) > 0);
+	pair_close(&p);
+	munmap(src, n);
+	munmap(dst, n);
+}
+
+/* A malformed work request fails the QP; completions stay in order. */
+static void test_malformed_request_in_order(void)
+{
+	struct pair p;
+	uint8_t *src = map(4096);
+	uint32_t lk;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	struct nic_event ev;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, 4096, 0);
+	/* No receive at the peer: the first SEND waits on RNR. */
+	w = swqe(1, NIC_WR_SEND, src, 10, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w = swqe(2, 99, src, 10, lk, 0, 0); /* no such opcode */
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w = swqe(3, NIC_WR_RDMA_WRITE, src, 10, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	for (uint64_t id = 1; id <= 3; id++) {
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, id);
+		NST_EQ(c.status, id == 2 ? NIC_WC_LOC_QP_OP_ERR : NIC_WC_WR_FLUSH_ERR);
+	}
+	NST_EQ(c.opcode, NIC_WC_RDMA_WRITE);
+	NST_REQUIRE_EQ(nst_next_event(p.ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_QP_ERROR);
+	NST_EQ(ev.status, NIC_WC_LOC_QP_OP_ERR);
+	pair_close(&p);
+	munmap(src, 4096);
+}
+
 static void test_connect_refused_and_unreachable(void)
 {
 	struct nic_host *h;
@@ -554,6 +629,8 @@ int main(int argc, char **argv)
 	    {"retry_limit_when_link_down", test_retry_limit_when_link_down},
 	    {"peer_killed_mid_transfer", test_peer_killed_mid_transfer},
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
+	    {"dereg_waits_for_dma_in_flight", test_dereg_waits_for_dma_in_flight},
+	    {"malformed_request_in_order", test_malformed_request_in_order},
 	    {NULL, NULL},
 	};
 

@@ -597,6 +597,55 @@ static void test_late_acks_after_go_back(void)
 	NST_TRUE(!A.errored && !B.errored);
 }
 
+static bool both_errored(void);
+
+/* A receive taken for a message that never finishes completes flushed. */
+static void test_held_receive_flushed_on_error(void)
+{
+	static uint8_t src[20000], dst[20000];
+	uint32_t lk, rk;
+
+	setup();
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	post_recv(&B, 42, dst, sizeof(dst), rk);
+	ab.loss_ppm = 0;
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	/* Deliver the first packet only, then break the responder. */
+	rc_progress(&A.rc, now_ns);
+	now_ns += ab.latency;
+	{
+		struct frame *f = ab.q[0];
+		struct fab_pkt pkt;
+		enum fab_wire_err why;
+
+		NST_REQUIRE(ab.n > 1);
+		NST_REQUIRE_EQ(fab_pkt_decode(f->data, f->len, &pkt, &why), 0);
+		rc_recv(&B.rc, &pkt, now_ns);
+	}
+	NST_TRUE(B.rc.have_rwqe);
+	rc_fail(&B.rc, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(B.ncqe, 1);
+	NST_EQ_U(B.cqe[0].wr_id, 42);
+	NST_EQ(B.cqe[0].status, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(B.cqe[0].opcode, NIC_WC_RECV);
+}
+
+/* A responder on a NIC without RDMA READ refuses reads. */
+static void test_reads_refused_without_the_capability(void)
+{
+	static uint8_t back[100], remote[100];
+	uint32_t bk, rkey;
+
+	setup();
+	B.rc.cfg.no_reads = true;
+	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_READ, back, sizeof(back), bk, (uintptr_t)remote, rkey), 0);
+	NST_REQUIRE(run_until(both_errored, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_REM_INV_REQ_ERR);
+}
+
 static bool a_errored(void)
 {
 	return A.errored;
@@ -614,7 +663,9 @@ static void test_rnr_then_receive_posted(void)
 	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
 	want_a = 1;
 	want_b = 1;
-	NST_TRUE(!run_until(cqes_done, 2000000)); /* nothing to receive into yet */
+	/* Nothing to receive into for longer than the retry limit of timeouts
+	 * would allow: RNR NAKs are answers, not silence. */
+	NST_TRUE(!run_until(cqes_done, 200000000));
 	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
 	NST_TRUE(A.rc.st.rnr_naks_rcvd > 0);
 	post_recv(&B, 2, dst, sizeof(dst), rk);
@@ -854,6 +905,8 @@ int main(int argc, char **argv)
 	    {"write_read_and_immediate", test_write_read_and_immediate},
 	    {"lossy_link", test_lossy_link},
 	    {"read_larger_than_window", test_read_larger_than_window},
+	    {"held_receive_flushed_on_error", test_held_receive_flushed_on_error},
+	    {"reads_refused_without_the_capability", test_reads_refused_without_the_capability},
 	    {"late_acks_after_go_back", test_late_acks_after_go_back},
 	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
 	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
