@@ -16,6 +16,7 @@
 
 #include "dma.h"
 #include "nicsim_ring.h"
+#include "rc_tpt.h"
 
 static struct nic *nic_of(const struct qp *qp)
 {
@@ -99,18 +100,16 @@ static int op_place(void *arg, const struct rc_mem *mem, uint64_t off, const voi
 	return 0;
 }
 
+static void drained(void *nic, uint32_t key)
+{
+	ctx_drained(nic, key);
+}
+
 static void op_release(void *arg, struct rc_mem *mem)
 {
 	struct qp *qp = arg;
-	struct nic *nic = nic_of(qp);
 
-	for (uint32_t i = 0; i < mem->ngrant; i++) {
-		uint32_t key;
-
-		if (tpt_put(nic->tpt, mem->grant[i], &key))
-			ctx_drained(nic, key);
-	}
-	mem->ngrant = 0;
+	rc_tpt_release(nic_of(qp)->tpt, mem, drained, nic_of(qp));
 }
 
 static int op_check_local(void *arg, const struct nic_sge *sge, uint32_t nsge, bool write,
@@ -119,21 +118,7 @@ static int op_check_local(void *arg, const struct nic_sge *sge, uint32_t nsge, b
 	struct qp *qp = arg;
 	const struct tpt_owner owner = {.ctx_id = qp->ctx->id, .pid = qp->ctx->pid};
 
-	memset(mem, 0, sizeof(*mem));
-	for (uint32_t i = 0; i < nsge && i < NIC_MAX_SGE; i++) {
-		struct tpt_grant g;
-
-		if (tpt_check(nic_of(qp)->tpt, &owner, sge[i].lkey,
-			      write ? NIC_ACCESS_LOCAL_WRITE : 0, NIC_QPN_NONE, sge[i].va,
-			      sge[i].len, &g, why) < 0) {
-			op_release(arg, mem);
-			return -EACCES;
-		}
-		mem->grant[mem->ngrant++] = g.index;
-		mem->seg[mem->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
-		mem->len += g.len;
-	}
-	return 0;
+	return rc_tpt_local(nic_of(qp)->tpt, &owner, sge, nsge, write, mem, why);
 }
 
 static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
@@ -141,21 +126,16 @@ static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, 
 {
 	struct qp *qp = arg;
 	const struct tpt_owner owner = {.ctx_id = qp->ctx->id, .pid = qp->ctx->pid};
-	struct tpt_grant g;
 
-	memset(mem, 0, sizeof(*mem));
-	if (tpt_check(nic_of(qp)->tpt, &owner, rkey, access, qp->qpn, va, len, &g, why) < 0) {
+	if (rc_tpt_remote(nic_of(qp)->tpt, &owner, qp->qpn, rkey, va, len, access, mem, why) < 0) {
 		nic_warn(&nic_of(qp)->log,
-			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from %s QP %u "
+			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from peer QP %u "
 			 "refused: %s",
 			 qp->qpn, access == NIC_ACCESS_REMOTE_READ ? "read" : "write",
-			 (unsigned long long)len, (unsigned long long)va, rkey, "peer",
-			 qp->peer_qpn, tpt_reason_str(*why));
+			 (unsigned long long)len, (unsigned long long)va, rkey, qp->peer_qpn,
+			 tpt_reason_str(*why));
 		return -EACCES;
 	}
-	mem->grant[mem->ngrant++] = g.index;
-	mem->seg[mem->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
-	mem->len = g.len;
 	return 0;
 }
 

@@ -108,8 +108,10 @@ static void complete_swqe(struct rc *rc, struct rc_swqe *w, uint16_t status, uin
 			      .qpn = rc->qpn,
 			      .detail = detail};
 
-	release(rc, &w->mem);
+	/* The completion first: an invalidation waiting for these grants is
+	 * then acknowledged after the work request it waited for. */
 	rc->ops.complete(rc->ops.arg, &cqe);
+	release(rc, &w->mem);
 }
 
 void rc_fail(struct rc *rc, uint16_t status)

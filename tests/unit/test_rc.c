@@ -13,6 +13,7 @@
 #include "fab_wire.h"
 #include "nstest.h"
 #include "rc.h"
+#include "rc_tpt.h"
 #include "tpt.h"
 
 #define PAGE 4096u
@@ -154,11 +155,7 @@ static int op_place(void *arg, const struct rc_mem *m, uint64_t off, const void 
 
 static void op_release(void *arg, struct rc_mem *m)
 {
-	struct side *s = arg;
-
-	for (uint32_t i = 0; i < m->ngrant; i++)
-		tpt_put(s->tpt, m->grant[i], NULL);
-	m->ngrant = 0;
+	rc_tpt_release(((struct side *)arg)->tpt, m, NULL, NULL);
 }
 
 static int op_check_local(void *arg, const struct nic_sge *sge, uint32_t n, bool write,
@@ -166,35 +163,15 @@ static int op_check_local(void *arg, const struct nic_sge *sge, uint32_t n, bool
 {
 	struct side *s = arg;
 
-	memset(m, 0, sizeof(*m));
-	for (uint32_t i = 0; i < n; i++) {
-		struct tpt_grant g;
-
-		if (tpt_check(s->tpt, &s->owner, sge[i].lkey, write ? NIC_ACCESS_LOCAL_WRITE : 0,
-			      NIC_QPN_NONE, sge[i].va, sge[i].len, &g, why) < 0) {
-			op_release(arg, m);
-			return -EACCES;
-		}
-		m->grant[m->ngrant++] = g.index;
-		m->seg[m->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
-		m->len += g.len;
-	}
-	return 0;
+	return rc_tpt_local(s->tpt, &s->owner, sge, n, write, m, why);
 }
 
 static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
 			   struct rc_mem *m, enum nic_tpt_reason *why)
 {
 	struct side *s = arg;
-	struct tpt_grant g;
 
-	memset(m, 0, sizeof(*m));
-	if (tpt_check(s->tpt, &s->owner, rkey, access, s->rc.qpn, va, len, &g, why) < 0)
-		return -EACCES;
-	m->grant[m->ngrant++] = g.index;
-	m->seg[m->nseg++] = (struct dma_seg){.va = g.va, .len = g.len};
-	m->len = g.len;
-	return 0;
+	return rc_tpt_remote(s->tpt, &s->owner, s->rc.qpn, rkey, va, len, access, m, why);
 }
 
 static void op_complete(void *arg, const struct nic_cqe *cqe)
