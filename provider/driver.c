@@ -1,20 +1,27 @@
 /*
  * Host driver (nicsim_host.h): attach to a NIC over its UNIX socket, map the
- * context segment, post commands and wait for their completions.
+ * context segment, post commands and work requests, take completions and
+ * events, and wait for the NIC.
  *
- * The host owns cmdq.prod and cplq.cons; the driver keeps private copies of
- * both (the shared words are only written, never trusted back) and copies of
- * the geometry validated at attach, so nothing the NIC changes in the header
- * later can make the driver index outside the segment.
+ * The host owns cmdq.prod, cplq.cons, eq.cons and, per QP slot, sq.prod,
+ * rq.prod and cq.cons; the driver keeps private copies of all of them (the
+ * shared words are only written, never trusted back) and copies of the
+ * geometry validated at attach, so nothing the NIC changes in the header
+ * later can make the driver index outside the segment.  The private
+ * consumer indices are read lock-free by nic_host_pending(), so they are
+ * stored with relaxed atomics.
  *
- * Waiting: spin on cplq.prod for about NIC_HOST_SPIN_NS, yielding the CPU
- * every few dozen iterations (two cores are shared by every process of a
- * test), then announce host_waiting, fence, re-check, and sleep in poll() on
- * the interrupt eventfd and the socket.  The socket reports the NIC's death
- * (hangup); nic_state reports a context the NIC put in error.
+ * Waiting (nic_host_await, the one wait of this driver, used for commands
+ * and by the provider's progress engine alike): spin on the caller's ready
+ * function for about spin_ns, yielding the CPU every few dozen iterations
+ * (two cores are shared by every process of a test) and at once when the NIC
+ * polls on this CPU; then announce host_waiting, fence, re-check, and sleep
+ * in poll() on the interrupt eventfd and the socket.  The socket reports the
+ * NIC's death (hangup); nic_state reports a context the NIC put in error.
  *
  * Besides nic_host_cmd(), the provider uses the split nic_host_post() and
- * nic_host_wait() (driver.h) to overlap a command with its own work.
+ * nic_host_cmd_poll() (driver.h) to overlap a command with its own work and
+ * to wait for it with its own progress engine.
  *
  * A command that timed out stays posted; its completion may still arrive.
  * Such tags are remembered as abandoned (one range, since commands are
@@ -57,11 +64,19 @@ struct nic_host {
 	struct nic_cpl *cplq;
 	uint32_t depth;    /* validated at attach */
 	uint32_t cmd_prod; /* private copy of cmdq.prod */
-	uint32_t cpl_cons; /* private copy of cplq.cons */
+	uint32_t cpl_cons; /* private copy of cplq.cons (relaxed atomic) */
 	uint64_t next_tag; /* tag of the next command */
 	uint64_t stale_lo; /* abandoned tags: [stale_lo, stale_hi) */
 	uint64_t stale_hi;
 	struct nic_hello_reply info;
+	/* Queue pairs and events (ABI 2); the caller serialises their use. */
+	struct nic_event *eq;
+	char *qp_base;    /* slot 0 */
+	uint32_t eq_cons; /* private copy of eq.cons (relaxed atomic) */
+	struct host_qp {
+		uint32_t sq_prod, rq_prod;
+		uint32_t cq_cons; /* relaxed atomic */
+	} qp[NIC_QP_SLOTS];
 };
 
 static uint64_t now_ns(void)
@@ -172,11 +187,17 @@ static int check_segment(struct nic_host *h)
 	if (hdr->magic != NIC_ABI_MAGIC || hdr->abi_version != NIC_ABI_VERSION ||
 	    hdr->seg_size != h->seg_size || hdr->ctx_id != h->info.ctx_id ||
 	    hdr->cmdq_depth != NIC_CMDQ_DEPTH || hdr->cmdq_off != NIC_CTX_CMDQ_OFF ||
-	    hdr->cplq_off != NIC_CTX_CPLQ_OFF)
+	    hdr->cplq_off != NIC_CTX_CPLQ_OFF || hdr->eq_off != NIC_CTX_EQ_OFF ||
+	    hdr->qp_off != NIC_CTX_QP_OFF)
 		return -EPROTO;
 	h->depth = NIC_CMDQ_DEPTH;
 	h->cmdq = (struct nic_cmd *)((char *)h->seg + NIC_CTX_CMDQ_OFF);
 	h->cplq = (struct nic_cpl *)((char *)h->seg + NIC_CTX_CPLQ_OFF);
+	h->eq = (struct nic_event *)((char *)h->seg + NIC_CTX_EQ_OFF);
+	h->qp_base = (char *)h->seg + NIC_CTX_QP_OFF;
+	h->eq_cons = ring_own(&h->hdr->eq.cons);
+	if (ring_count(ring_observe(&h->hdr->eq.prod), h->eq_cons) > NIC_EQ_DEPTH)
+		return -EPROTO;
 	/* Start from the indices as the NIC left them; both rings must be empty. */
 	h->cmd_prod = ring_own(&h->hdr->cmdq.prod);
 	h->cpl_cons = ring_own(&h->hdr->cplq.cons);
@@ -313,6 +334,22 @@ int nic_host_doorbell_fd(const struct nic_host *h)
 	return h->db_fd;
 }
 
+uint64_t nic_host_now_ns(void)
+{
+	return now_ns();
+}
+
+/* Relaxed atomics for the private indices that nic_host_pending() reads. */
+static uint32_t idx_get(const uint32_t *i)
+{
+	return __atomic_load_n(i, __ATOMIC_RELAXED);
+}
+
+static void idx_set(uint32_t *i, uint32_t v)
+{
+	__atomic_store_n(i, v, __ATOMIC_RELAXED);
+}
+
 /* 0 while the context is usable, -ENETDOWN once the NIC put it in error. */
 static int ctx_state(const struct nic_host *h)
 {
@@ -320,8 +357,52 @@ static int ctx_state(const struct nic_host *h)
 }
 
 /*
+ * Look at the socket without blocking: -ENETDOWN on hangup, error or end of
+ * file (the NIC sends nothing after the hello), else 0.
+ */
+static int sock_state(struct nic_host *h)
+{
+	struct pollfd pfd = {.fd = h->sock, .events = POLLIN};
+	char buf[64];
+	ssize_t n;
+
+	if (poll(&pfd, 1, 0) <= 0)
+		return 0;
+	if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
+		return -ENETDOWN;
+	n = recv(h->sock, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		return -ENETDOWN;
+	return 0;
+}
+
+int nic_host_check(struct nic_host *h)
+{
+	int err = ctx_state(h);
+
+	return err ? err : sock_state(h);
+}
+
+void nic_host_shutdown(struct nic_host *h)
+{
+	/* shutdown, not close: a poll() on the descriptor in another thread
+	 * sees the hangup, and the number cannot be reused under it. */
+	shutdown(h->sock, SHUT_RDWR);
+}
+
+void nic_host_kick(struct nic_host *h)
+{
+	uint64_t one = 1;
+
+	/* The interrupt eventfd is ours to write too: any value is a wake-up.
+	 * EAGAIN (counter saturated) still leaves it readable. */
+	if (write(h->irq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN && errno != EINTR)
+		return;
+}
+
+/*
  * Sleep until the interrupt fires, the socket reports something or
- * deadline passes.  Returns 0 to re-check the ring, -ENETDOWN, -ETIMEDOUT.
+ * deadline passes.  Returns 0 to re-check the rings, -ENETDOWN, -ETIMEDOUT.
  */
 static int sleep_for_irq(struct nic_host *h, uint64_t deadline)
 {
@@ -339,35 +420,18 @@ static int sleep_for_irq(struct nic_host *h, uint64_t deadline)
 		return errno == EINTR ? 0 : -ENETDOWN;
 	if (pfd[1].revents & (POLLHUP | POLLERR | POLLNVAL))
 		return -ENETDOWN;
-	if (pfd[1].revents & POLLIN) {
-		char buf[64];
-		/* The NIC sends nothing after the hello: EOF means it is gone. */
-		ssize_t n = recv(h->sock, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			return -ENETDOWN;
-	}
+	if ((pfd[1].revents & POLLIN) && sock_state(h))
+		return -ENETDOWN;
 	if (pfd[0].revents & (POLLERR | POLLNVAL))
 		return -ENETDOWN;
 	if (pfd[0].revents & POLLIN) {
 		uint64_t v;
-		/* Only this thread (under h->lock) reads the interrupt eventfd. */
+		/* Only the one waiter of this attachment reads the interrupt. */
 		if (read(h->irq_fd, &v, sizeof(v)) < 0 && errno != EAGAIN && errno != EINTR)
 			return -ENETDOWN;
 	}
 	return 0;
 }
-
-/*
- * A wait's clock.  The clock is read only once a wait is not instant (after
- * the first batch of spins), so a fast round trip costs no clock reads; the
- * deadline then counts from that first read.
- */
-struct wait_clock {
-	int timeout_ms;
-	uint64_t deadline; /* 0: not started */
-	uint64_t spin_end; /* 0: spin phase not started */
-};
 
 /* Publish the CPU this waiter runs on (plus 1; 0 if unknown) when it changed. */
 static uint32_t publish_cpu(struct nic_host *h)
@@ -380,62 +444,66 @@ static uint32_t publish_cpu(struct nic_host *h)
 	return me;
 }
 
-/* Wait until a completion is available: 0, -ENETDOWN, -ETIMEDOUT, -EPROTO. */
-static int wait_cpl(struct nic_host *h, struct wait_clock *w)
+int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint64_t deadline_ns,
+		   uint32_t spin_ns)
 {
-	uint32_t prod, me = publish_cpu(h);
+	uint32_t me = publish_cpu(h);
+	uint64_t spin_end = 0;
+	int err;
 
-	for (;;) {
-		int err;
-
-		for (uint32_t i = 1;; i++) {
-			prod = ring_observe(&h->hdr->cplq.prod);
-			if (prod != h->cpl_cons)
-				goto ready;
-			/* The NIC polls on this CPU: let it run rather than spin. */
-			if (me && ring_flag_get(&h->hdr->nic_cpu) == me) {
-				sched_yield();
-				me = publish_cpu(h);
-			}
-			if (i % NIC_HOST_YIELD_EVERY == 0) {
-				uint64_t now = now_ns();
-
-				if (!w->deadline)
-					w->deadline = now + (uint64_t)w->timeout_ms * 1000000u;
-				if (!w->spin_end)
-					w->spin_end = now + NIC_HOST_SPIN_NS;
-				if (now >= w->spin_end)
-					break;
-				sched_yield();
-			}
-			ring_cpu_relax();
+	/*
+	 * The clock is read only after the first batch of polls, so a wait
+	 * that ends at once costs no clock read.
+	 */
+	for (uint32_t i = 1; spin_ns; i++) {
+		if (ready(arg))
+			return 0;
+		/* The NIC polls on this CPU: let it run rather than spin. */
+		if (me && ring_flag_get(&h->hdr->nic_cpu) == me) {
+			sched_yield();
+			me = publish_cpu(h);
 		}
+		if (i % NIC_HOST_YIELD_EVERY == 0) {
+			uint64_t now = now_ns();
 
-		err = ctx_state(h);
-		if (err)
-			return err;
-		/* Dekker handshake with the NIC: flag, fence, re-check, sleep. */
-		ring_flag_set(&h->hdr->host_waiting, 1);
-		ring_fence();
-		prod = ring_observe(&h->hdr->cplq.prod);
-		if (prod != h->cpl_cons) {
-			ring_flag_set(&h->hdr->host_waiting, 0);
-			goto ready;
+			if (!spin_end)
+				spin_end = now + spin_ns;
+			if (now >= spin_end || now >= deadline_ns)
+				break;
+			sched_yield();
 		}
-		err = sleep_for_irq(h, w->deadline);
-		ring_flag_set(&h->hdr->host_waiting, 0);
-		if (err)
-			return err;
-		err = ctx_state(h);
-		if (err)
-			return err;
-		w->spin_end = 0; /* woken: spin briefly again before sleeping */
+		ring_cpu_relax();
 	}
-ready:
-	if (ring_count(prod, h->cpl_cons) > h->depth)
-		return -EPROTO;
+
+	err = ctx_state(h);
+	if (err)
+		return err;
+	/* Dekker handshake with the NIC: flag, fence, re-check, sleep. */
+	ring_flag_set(&h->hdr->host_waiting, 1);
+	ring_fence();
+	if (ready(arg)) {
+		ring_flag_set(&h->hdr->host_waiting, 0);
+		return 0;
+	}
+	err = sleep_for_irq(h, deadline_ns);
+	ring_flag_set(&h->hdr->host_waiting, 0);
+	return err ? err : ctx_state(h);
+}
+
+/* Ring the doorbell after publishing a producer index, if the NIC sleeps. */
+static int doorbell(struct nic_host *h)
+{
+	ring_fence();
+	if (ring_flag_get(&h->hdr->nic_sleeping)) {
+		uint64_t one = 1;
+		/* EAGAIN (counter saturated) still leaves the NIC woken. */
+		if (write(h->db_fd, &one, sizeof(one)) < 0 && errno != EAGAIN && errno != EINTR)
+			return -ENETDOWN;
+	}
 	return 0;
 }
+
+/* ---- Commands --------------------------------------------------------------- */
 
 /* Remember a command given up on, so that its late completion is dropped. */
 static void abandon(struct nic_host *h, uint64_t tag)
@@ -448,6 +516,7 @@ static void abandon(struct nic_host *h, uint64_t tag)
 /* Post one command (h->lock held): 0 with cmd->tag set, -ENETDOWN, -EBUSY. */
 static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
 {
+	uint32_t cons = idx_get(&h->cpl_cons);
 	int err = ctx_state(h);
 
 	if (err)
@@ -456,51 +525,74 @@ static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
 	 * Commands posted and completions not yet consumed: bounded by the depth
 	 * of both rings (they differ from zero only after a timeout).
 	 */
-	if (ring_count(h->cmd_prod, h->cpl_cons) >= h->depth ||
+	if (ring_count(h->cmd_prod, cons) >= h->depth ||
 	    ring_count(h->cmd_prod, ring_observe(&h->hdr->cmdq.cons)) >= h->depth)
 		return -EBUSY;
 	cmd->tag = h->next_tag++;
 	memcpy(&h->cmdq[h->cmd_prod & (h->depth - 1)], cmd, sizeof(*cmd));
 	h->cmd_prod++;
 	ring_publish(&h->hdr->cmdq.prod, h->cmd_prod);
-	ring_fence();
-	if (ring_flag_get(&h->hdr->nic_sleeping)) {
-		uint64_t one = 1;
-		/* EAGAIN (counter saturated) still leaves the NIC woken. */
-		if (write(h->db_fd, &one, sizeof(one)) < 0 && errno != EAGAIN && errno != EINTR) {
-			abandon(h, cmd->tag);
-			return -ENETDOWN;
+	err = doorbell(h);
+	if (err)
+		abandon(h, cmd->tag);
+	return err;
+}
+
+/* Completions waiting in the ring (h->lock held, or a lock-free hint). */
+static int cpl_ready(void *arg)
+{
+	struct nic_host *h = arg;
+
+	return ring_observe(&h->hdr->cplq.prod) != idx_get(&h->cpl_cons);
+}
+
+/*
+ * Take completions until tag's (h->lock held): 0 with *cpl, -EAGAIN (not
+ * there yet), -EPROTO (a completion of no command waited for, or an
+ * implausible producer index).
+ */
+static int take_locked(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl)
+{
+	for (;;) {
+		uint32_t cons = idx_get(&h->cpl_cons);
+		uint32_t prod = ring_observe(&h->hdr->cplq.prod);
+
+		if (prod == cons)
+			return -EAGAIN;
+		if (ring_count(prod, cons) > h->depth)
+			return -EPROTO;
+		memcpy(cpl, &h->cplq[cons & (h->depth - 1)], sizeof(*cpl));
+		idx_set(&h->cpl_cons, cons + 1);
+		ring_publish(&h->hdr->cplq.cons, cons + 1);
+		if (cpl->tag == tag) {
+			/* Once every posted command's completion is consumed, none is stale. */
+			if (cons + 1 == h->cmd_prod)
+				h->stale_lo = h->stale_hi = 0;
+			return 0;
 		}
+		if (cpl->tag < h->stale_lo || cpl->tag >= h->stale_hi)
+			return -EPROTO;
+		/* A late completion of an abandoned command: drop it. */
 	}
-	return 0;
 }
 
 /* Wait for the completion of the command tagged tag (h->lock held). */
 static int wait_locked(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl, int timeout_ms)
 {
-	struct wait_clock w = {.timeout_ms = timeout_ms};
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
 	int err;
 
 	for (;;) {
-		err = wait_cpl(h, &w);
+		err = take_locked(h, tag, cpl);
+		if (err != -EAGAIN)
+			break;
+		err = nic_host_await(h, cpl_ready, h, deadline, NIC_HOST_SPIN_NS);
 		if (err)
 			break;
-		memcpy(cpl, &h->cplq[h->cpl_cons & (h->depth - 1)], sizeof(*cpl));
-		h->cpl_cons++;
-		ring_publish(&h->hdr->cplq.cons, h->cpl_cons);
-		if (cpl->tag == tag) {
-			/* Once every posted command's completion is consumed, none is stale. */
-			if (h->cpl_cons == h->cmd_prod)
-				h->stale_lo = h->stale_hi = 0;
-			return 0;
-		}
-		if (cpl->tag >= h->stale_lo && cpl->tag < h->stale_hi)
-			continue; /* late completion of an abandoned command */
-		err = -EPROTO;
-		break;
 	}
 	/* The command stays posted; drop its completion if it ever comes. */
-	abandon(h, tag);
+	if (err)
+		abandon(h, tag);
 	return err;
 }
 
@@ -528,12 +620,141 @@ int nic_host_post(struct nic_host *h, struct nic_cmd *cmd)
 	return err;
 }
 
-int nic_host_wait(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl, int timeout_ms)
+int nic_host_cmd_poll(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl)
 {
 	int err;
 
 	pthread_mutex_lock(&h->lock);
-	err = wait_locked(h, tag, cpl, timeout_ms);
+	err = take_locked(h, tag, cpl);
 	pthread_mutex_unlock(&h->lock);
 	return err;
+}
+
+void nic_host_cmd_abandon(struct nic_host *h, uint64_t tag)
+{
+	pthread_mutex_lock(&h->lock);
+	abandon(h, tag);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- Queue pairs and events ------------------------------------------------- */
+
+static struct nic_qp_hdr *qp_hdr(struct nic_host *h, uint32_t slot)
+{
+	return (struct nic_qp_hdr *)(h->qp_base + (size_t)slot * NIC_QP_SLOT_SIZE);
+}
+
+int nic_host_qp_open(struct nic_host *h, uint32_t slot)
+{
+	if (slot >= NIC_QP_SLOTS)
+		return -EINVAL;
+	h->qp[slot].sq_prod = 0;
+	h->qp[slot].rq_prod = 0;
+	idx_set(&h->qp[slot].cq_cons, 0);
+	return 0;
+}
+
+const struct nic_qp_hdr *nic_host_qp_hdr(struct nic_host *h, uint32_t slot)
+{
+	return slot < NIC_QP_SLOTS ? qp_hdr(h, slot) : NULL;
+}
+
+/*
+ * The one posting path of both work queues: room is judged by the NIC's
+ * consumer index (a request is taken before it completes, so a caller that
+ * bounds its requests not yet completed never sees -EAGAIN).
+ */
+static int post_wqe(struct nic_host *h, uint32_t slot, bool recv, const void *wqe)
+{
+	struct nic_qp_hdr *q;
+	struct nic_ring_idx *ri;
+	uint32_t *prod, depth;
+	char *ring;
+	int err;
+
+	if (slot >= NIC_QP_SLOTS)
+		return -EINVAL;
+	err = ctx_state(h);
+	if (err)
+		return err;
+	q = qp_hdr(h, slot);
+	if (recv) {
+		ri = &q->rq;
+		prod = &h->qp[slot].rq_prod;
+		depth = NIC_RQ_DEPTH;
+		ring = (char *)q + NIC_QP_RQ_OFF;
+	} else {
+		ri = &q->sq;
+		prod = &h->qp[slot].sq_prod;
+		depth = NIC_SQ_DEPTH;
+		ring = (char *)q + NIC_QP_SQ_OFF;
+	}
+	_Static_assert(sizeof(struct nic_send_wqe) == sizeof(struct nic_recv_wqe), "one wqe size");
+	if (ring_count(*prod, ring_observe(&ri->cons)) >= depth)
+		return -EAGAIN;
+	memcpy(ring + (size_t)(*prod & (depth - 1)) * sizeof(struct nic_send_wqe), wqe,
+	       sizeof(struct nic_send_wqe));
+	(*prod)++;
+	ring_publish(&ri->prod, *prod);
+	return doorbell(h);
+}
+
+int nic_host_post_send(struct nic_host *h, uint32_t slot, const struct nic_send_wqe *wqe)
+{
+	return post_wqe(h, slot, false, wqe);
+}
+
+int nic_host_post_recv(struct nic_host *h, uint32_t slot, const struct nic_recv_wqe *wqe)
+{
+	return post_wqe(h, slot, true, wqe);
+}
+
+/* Take one entry of a NIC-produced ring into out: 1, 0 (empty), -EPROTO. */
+static int take_entry(struct nic_ring_idx *ri, uint32_t *cons, const void *ring, uint32_t depth,
+		      size_t size, void *out)
+{
+	uint32_t c = idx_get(cons);
+	uint32_t prod = ring_observe(&ri->prod);
+
+	if (prod == c)
+		return 0;
+	if (ring_count(prod, c) > depth)
+		return -EPROTO;
+	memcpy(out, (const char *)ring + (size_t)(c & (depth - 1)) * size, size);
+	idx_set(cons, c + 1);
+	ring_publish(&ri->cons, c + 1);
+	return 1;
+}
+
+int nic_host_poll_cq(struct nic_host *h, uint32_t slot, struct nic_cqe *out)
+{
+	struct nic_qp_hdr *q;
+
+	if (slot >= NIC_QP_SLOTS)
+		return -EINVAL;
+	q = qp_hdr(h, slot);
+	return take_entry(&q->cq, &h->qp[slot].cq_cons, (char *)q + NIC_QP_CQ_OFF, NIC_CQ_DEPTH,
+			  sizeof(*out), out);
+}
+
+int nic_host_poll_event(struct nic_host *h, struct nic_event *out)
+{
+	return take_entry(&h->hdr->eq, &h->eq_cons, h->eq, NIC_EQ_DEPTH, sizeof(*out), out);
+}
+
+int nic_host_pending(const struct nic_host *h, uint32_t slot_mask)
+{
+	if (ring_observe(&h->hdr->eq.prod) != idx_get(&h->eq_cons) ||
+	    ring_observe(&h->hdr->cplq.prod) != idx_get(&h->cpl_cons))
+		return 1;
+	while (slot_mask) {
+		uint32_t slot = (uint32_t)__builtin_ctz(slot_mask);
+		const struct nic_qp_hdr *q =
+		    (const struct nic_qp_hdr *)(h->qp_base + (size_t)slot * NIC_QP_SLOT_SIZE);
+
+		if (ring_observe(&q->cq.prod) != idx_get(&h->qp[slot].cq_cons))
+			return 1;
+		slot_mask &= slot_mask - 1;
+	}
+	return 0;
 }

@@ -1,13 +1,15 @@
 /*
  * Provider-private additions to the host driver (nicsim_host.h): posting a
- * command and waiting for it as two steps, so that the provider can pin
- * pages while the NIC executes a registration.
+ * command and collecting its completion as two steps, so that the provider
+ * can pin pages while the NIC executes a registration, and can wait for the
+ * completion with its own progress engine (progress.c), which also drains
+ * the event queue and the completion queues while it waits.
  *
  * Contract: at most one command posted with nic_host_post() may be waiting
- * for its nic_host_wait() on an attachment at a time, and nobody else may
- * use the attachment in between (nic_host_wait() fails with -EPROTO if
- * another command's completion comes first).  The provider guarantees this
- * by holding its own lock across both steps.
+ * for its completion on an attachment at a time, and nobody else may use the
+ * command ring in between (nic_host_cmd_poll() fails with -EPROTO if another
+ * command's completion comes first).  The provider guarantees this by
+ * issuing commands only under its own lock.
  */
 #ifndef PROV_DRIVER_H
 #define PROV_DRIVER_H
@@ -20,10 +22,14 @@
 int nic_host_post(struct nic_host *h, struct nic_cmd *cmd);
 
 /*
- * Wait for the completion of the command posted with tag; as nic_host_cmd():
- * 0 with *cpl filled, -ETIMEDOUT, -ENETDOWN, -EPROTO.  After a failure the
- * command's late completion, if any, is dropped.
+ * Without blocking, take the completion of the command posted with tag:
+ * 0 with *cpl filled, -EAGAIN when it has not come yet, -EPROTO when another
+ * command's completion came instead or the NIC's index is implausible.
+ * Late completions of abandoned commands are dropped on the way.
  */
-int nic_host_wait(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl, int timeout_ms);
+int nic_host_cmd_poll(struct nic_host *h, uint64_t tag, struct nic_cpl *cpl);
+
+/* Give up on the command posted with tag: its completion is dropped if it comes. */
+void nic_host_cmd_abandon(struct nic_host *h, uint64_t tag);
 
 #endif /* PROV_DRIVER_H */

@@ -1,6 +1,8 @@
 /*
  * The SPI boundary's error mapping: every negative errno the provider uses
- * internally becomes one WSA code here, and only here.
+ * internally becomes one WSA code here, and only here; and what the NIC's
+ * completion and connection statuses mean inside the provider.  ws2san.h
+ * documents the resulting table for applications.
  */
 #include "prov.h"
 
@@ -10,6 +12,12 @@ int prov_wsa_error(int err)
 	case 0: return 0;
 	case PROV_ENOTINIT: return WSANOTINITIALISED;
 	case PROV_EVERSION: return WSAVERNOTSUPPORTED;
+	case PROV_EINCOMPLETE: return WSA_IO_INCOMPLETE;
+	case PROV_ETRYAGAIN: return WSATRY_AGAIN;
+	/* An operation flushed or aborted (close, disconnect, an earlier failure). */
+	case ECANCELED: return WSA_OPERATION_ABORTED;
+	case EMSGSIZE: return WSAEMSGSIZE;
+	case ENOPROTOOPT: return WSAENOPROTOOPT;
 	case EFAULT: return WSAEFAULT;
 	case EINVAL: return WSAEINVAL;
 	/* "In use by a transfer" is WSAEINVAL in the SPI (R1). */
@@ -45,6 +53,41 @@ int prov_wsa_error(int err)
 	}
 }
 
+int prov_wc_errno(unsigned status)
+{
+	switch (status) {
+	case NIC_WC_SUCCESS: return 0;
+	/* The message is longer than the receive's buffers. */
+	case NIC_WC_LOC_LEN_ERR: return -EMSGSIZE;
+	/* A request the NIC found malformed: the provider's own limits were wrong. */
+	case NIC_WC_LOC_QP_OP_ERR: return -EINVAL;
+	/* A local key or local DMA failed its check. */
+	case NIC_WC_LOC_PROT_ERR: return -EFAULT;
+	case NIC_WC_WR_FLUSH_ERR: return -ECANCELED;
+	/* The peer refused or could not serve the request (its key check, its
+	 * memory, its state): the connection is broken by the remote side. */
+	case NIC_WC_BAD_RESP_ERR:
+	case NIC_WC_REM_INV_REQ_ERR:
+	case NIC_WC_REM_ACCESS_ERR:
+	case NIC_WC_REM_OP_ERR: return -ECONNRESET;
+	/* No answer, or no receive buffer, within the retry limits. */
+	case NIC_WC_RETRY_EXC_ERR:
+	case NIC_WC_RNR_RETRY_EXC_ERR: return -ECONNABORTED;
+	/* A status this provider does not know: as good as a broken NIC. */
+	default: return -EPROTO;
+	}
+}
+
+int prov_conn_errno(unsigned status)
+{
+	switch (status) {
+	case NIC_STATUS_CONN_REFUSED: return -ECONNREFUSED;
+	case NIC_STATUS_UNREACHABLE: return -EHOSTUNREACH;
+	/* Timed out, and every unknown case (SPI.md: WSAETIMEDOUT). */
+	default: return -ETIMEDOUT;
+	}
+}
+
 int prov_fail(int err, LPINT lpErrno)
 {
 	if (lpErrno)
@@ -59,6 +102,7 @@ const char *prov_wsa_name(int wsa_error)
 	case WSA_OPERATION_ABORTED: return "WSA_OPERATION_ABORTED";
 	case WSA_IO_INCOMPLETE: return "WSA_IO_INCOMPLETE";
 	case WSA_IO_PENDING: return "WSA_IO_PENDING";
+	case WSATRY_AGAIN: return "WSATRY_AGAIN";
 	case WSAEINTR: return "WSAEINTR";
 	case WSAEBADF: return "WSAEBADF";
 	case WSAEACCES: return "WSAEACCES";

@@ -1,10 +1,6 @@
 /*
- * WSPIoctl (SIO_GET_EXTENSION_FUNCTION_POINTER) and the extension functions
- * that have no work to do until sockets can connect.
- *
- * WSPRdmaWrite and WSPRdmaRead validate their arguments and then fail with
- * WSAENOTCONN on every valid socket: that is the honest answer, because this
- * provider does not connect sockets yet.
+ * WSPIoctl (SIO_GET_EXTENSION_FUNCTION_POINTER, SIO_ADDRESS_LIST_QUERY) and
+ * WSPMemoryRegistrationCacheCallback.  The RDMA functions are in xfer.c.
  *
  * WSPMemoryRegistrationCacheCallback fails with WSAEINVAL ("never cached"):
  * this provider caches nothing yet, every deregistration releases at once,
@@ -97,73 +93,15 @@ int WSPAPI WSPIoctl(SOCKET s, DWORD dwIoControlCode, LPVOID lpvInBuffer, DWORD c
 	(void)lpOverlapped;
 	(void)lpCompletionRoutine;
 	(void)lpThreadId;
-	if (!err && dwIoControlCode != SIO_GET_EXTENSION_FUNCTION_POINTER)
-		err = -EINVAL;
-	if (!err)
+	if (!err && dwIoControlCode == SIO_GET_EXTENSION_FUNCTION_POINTER)
 		err = get_extension(sk, lpvInBuffer, cbInBuffer, lpvOutBuffer, cbOutBuffer,
 				    lpcbBytesReturned);
+	else if (!err && dwIoControlCode == SIO_ADDRESS_LIST_QUERY)
+		err = prov_address_list(p, lpvOutBuffer, cbOutBuffer, lpcbBytesReturned);
+	else if (!err)
+		err = -EINVAL;
 	prov_unlock(p);
 	return err ? prov_fail(err, lpErrno) : 0;
-}
-
-/* Arguments shared by both RDMA directions; then WSAENOTCONN (see the top). */
-static int rdma_op(SOCKET s, LPWSABUFEX bufs, DWORD count, const void *desc, DWORD desc_len,
-		   bool read)
-{
-	struct prov *p = prov_lock();
-	struct prov_sock *sk;
-	int err = prov_sock_get(p, s, &sk);
-
-	if (!err && !bufs)
-		err = -EFAULT;
-	else if (!err && !count)
-		err = -EINVAL;
-	else if (!err && !desc)
-		err = -EFAULT;
-	else if (!err && desc_len != NICSIM_RDMA_DESC_SIZE)
-		err = -EINVAL;
-	else if (!err && sk->nic && read && !(sk->nic->caps & NIC_CAP_RDMA_READ))
-		err = -EOPNOTSUPP;
-	else if (!err)
-		err = -ENOTCONN;
-	prov_unlock(p);
-	return err;
-}
-
-int WSPAPI WSPRdmaWrite(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
-			LPVOID lpTargetBufferDescriptor, DWORD dwTargetDescriptorLength,
-			DWORD dwTargetBufferOffset, LPDWORD lpdwNumberOfBytesWritten, DWORD dwFlags,
-			LPWSAOVERLAPPED lpOverlapped,
-			LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
-			LPWSATHREADID lpThreadId, LPINT lpErrno)
-{
-	(void)dwTargetBufferOffset;
-	(void)lpdwNumberOfBytesWritten;
-	(void)dwFlags;
-	(void)lpOverlapped;
-	(void)lpCompletionRoutine;
-	(void)lpThreadId;
-	return prov_fail(rdma_op(s, lpBuffers, dwBufferCount, lpTargetBufferDescriptor,
-				 dwTargetDescriptorLength, false),
-			 lpErrno);
-}
-
-int WSPAPI WSPRdmaRead(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
-		       LPVOID lpTargetBufferDescriptor, DWORD dwTargetDescriptorLength,
-		       DWORD dwTargetBufferOffset, LPDWORD lpdwNumberOfBytesRead, DWORD dwFlags,
-		       LPWSAOVERLAPPED lpOverlapped,
-		       LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
-		       LPWSATHREADID lpThreadId, LPINT lpErrno)
-{
-	(void)dwTargetBufferOffset;
-	(void)lpdwNumberOfBytesRead;
-	(void)dwFlags;
-	(void)lpOverlapped;
-	(void)lpCompletionRoutine;
-	(void)lpThreadId;
-	return prov_fail(rdma_op(s, lpBuffers, dwBufferCount, lpTargetBufferDescriptor,
-				 dwTargetDescriptorLength, true),
-			 lpErrno);
 }
 
 int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno)

@@ -32,7 +32,7 @@ int prov_check_buffer(const struct prov_sock *sk, const void *buf, uint32_t len,
 		return -EINVAL;
 	if (len - 1 > UINTPTR_MAX - (uintptr_t)buf)
 		return -EFAULT;
-	if (sk->nic->down)
+	if (prov_nic_is_down(sk->nic))
 		return -ENETDOWN;
 	return 0;
 }
@@ -55,7 +55,7 @@ struct prov_mr *prov_mr_find(struct prov *p, const struct prov_nic *nic, uint64_
 int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len, uint32_t flags,
 		   uint32_t kind, uint32_t access, bool nic_writes, struct prov_mr **out)
 {
-	struct nic_cmd cmd = {.opcode = NIC_CMD_REG_MR};
+	struct prov_cmd pc = {.cmd.opcode = NIC_CMD_REG_MR};
 	struct prov_mr *mr;
 	uint32_t key;
 	int err, pin_err;
@@ -72,14 +72,14 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 	 * are done, so no DMA can reach the pages before they are pinned; if
 	 * pinning fails, the fresh entry is deregistered again.
 	 */
-	cmd.u.reg_mr.va = va;
-	cmd.u.reg_mr.len = len;
-	cmd.u.reg_mr.access = access;
-	err = prov_nic_post(nic, &cmd);
+	pc.cmd.u.reg_mr.va = va;
+	pc.cmd.u.reg_mr.len = len;
+	pc.cmd.u.reg_mr.access = access;
+	err = prov_nic_post(nic, &pc);
 	if (err)
 		goto free_mr;
 	pin_err = prov_pin(&p->pins, (uintptr_t)va, (size_t)len, nic_writes);
-	err = prov_nic_wait(nic, &cmd, &key);
+	err = prov_nic_cmd_wait(nic, &pc, &key);
 	if (pin_err) {
 		if (!err) {
 			struct nic_cmd dereg = {.opcode = NIC_CMD_DEREG_MR};

@@ -5,17 +5,26 @@
  * last such socket closes.
  *
  * A NIC that stops answering (a command times out, the socket hangs up, the
- * context is put in error) is marked down and detached at once: closing the
- * attachment makes the NIC tear the context down, so none of its TPT entries
- * can outlive the provider's knowledge of them.  Later commands fail with
+ * context is put in error) is marked down and its attachment shut down at
+ * once (progress.c, prov_nic_fail): that makes the NIC tear the context
+ * down, so none of its TPT entries can outlive the provider's knowledge of
+ * them.  The segment stays mapped until the last reference goes, because
+ * other threads may still be looking at its rings.  Later commands fail with
  * -ENETDOWN; the records of the down NIC are released as their sockets close.
  * A new bind to the same address attaches afresh.
+ *
+ * Commands are issued under the provider lock only, one at a time per NIC.
+ * Their completions are waited for through the progress engine
+ * (prov_nic_wait), so that a thread running a command also drains events
+ * and completions, and so that it shares the one sleeper of the context with
+ * the threads waiting for data.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "driver.h"
 #include "prov.h"
@@ -40,16 +49,22 @@ static int parse_sock_name(const char *name, uint32_t *addr)
 	return 0;
 }
 
-/* What INADDR_ANY means: the NIC with the lowest address in the directory. */
-static int lowest_nic(const char *dir, uint32_t *addr)
+static int addr_cmp(const void *a, const void *b)
+{
+	uint32_t x = ntohl(*(const uint32_t *)a), y = ntohl(*(const uint32_t *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+int prov_nic_addrs(const char *dir, uint32_t *addrs, size_t max, size_t *count)
 {
 	DIR *d = dir[0] ? opendir(dir) : NULL;
 	struct dirent *de;
-	bool found = false;
-	uint32_t best = 0;
+	size_t n = 0;
 
+	*count = 0;
 	if (!d)
-		return -EADDRNOTAVAIL;
+		return 0; /* no directory: no NIC */
 	while ((de = readdir(d))) {
 		uint32_t a;
 
@@ -57,15 +72,78 @@ static int lowest_nic(const char *dir, uint32_t *addr)
 			continue;
 		if (parse_sock_name(de->d_name, &a) || a == htonl(INADDR_ANY))
 			continue;
-		if (!found || ntohl(a) < ntohl(best))
-			best = a;
-		found = true;
+		if (n < max)
+			addrs[n] = a;
+		n++;
 	}
 	closedir(d);
-	if (!found)
-		return -EADDRNOTAVAIL;
-	*addr = best;
+	qsort(addrs, n < max ? n : max, sizeof(*addrs), addr_cmp);
+	*count = n;
 	return 0;
+}
+
+/* What INADDR_ANY means: the NIC with the lowest address in the directory. */
+static int lowest_nic(const char *dir, uint32_t *addr)
+{
+	uint32_t all[PROV_MAX_NICS];
+	size_t n;
+
+	prov_nic_addrs(dir, all, PROV_MAX_NICS, &n);
+	if (!n)
+		return -EADDRNOTAVAIL;
+	if (n > PROV_MAX_NICS) {
+		/* More than fit: look at them all for the lowest. */
+		uint32_t *big = malloc(n * sizeof(*big));
+
+		if (!big)
+			return -ENOBUFS;
+		prov_nic_addrs(dir, big, n, &n);
+		*addr = big[0];
+		free(big);
+		return 0;
+	}
+	*addr = all[0];
+	return 0;
+}
+
+/* A new record for an attachment: its mutex and its condition variable. */
+static struct prov_nic *nic_new(void)
+{
+	struct prov_nic *nic = calloc(1, sizeof(*nic));
+	pthread_condattr_t ca;
+
+	if (!nic)
+		return NULL;
+	if (pthread_condattr_init(&ca)) {
+		free(nic);
+		return NULL;
+	}
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (pthread_cond_init(&nic->cond, &ca)) {
+		pthread_condattr_destroy(&ca);
+		free(nic);
+		return NULL;
+	}
+	pthread_condattr_destroy(&ca);
+	if (pthread_mutex_init(&nic->lock, NULL)) {
+		pthread_cond_destroy(&nic->cond);
+		free(nic);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
+		nic->qp[i].slot = i;
+	return nic;
+}
+
+static void nic_free(struct prov_nic *nic)
+{
+	prov_ev_stop(nic);
+	nic_host_detach(nic->host);
+	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
+		free(nic->qp[i].sq);
+	pthread_mutex_destroy(&nic->lock);
+	pthread_cond_destroy(&nic->cond);
+	free(nic);
 }
 
 int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
@@ -82,7 +160,7 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 			return err;
 	}
 	for (nic = p->nics; nic; nic = nic->next) {
-		if (!nic->down && nic->addr == addr) {
+		if (!prov_nic_is_down(nic) && nic->addr == addr) {
 			nic->users++;
 			*out = nic;
 			return 0;
@@ -93,20 +171,19 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return -EADDRNOTAVAIL;
 
-	nic = calloc(1, sizeof(*nic));
+	nic = nic_new();
 	if (!nic)
 		return -ENOBUFS;
 	/* The socket is there, so any failure now is a NIC that is not working. */
 	err = nic_host_attach(path, &nic->host);
 	if (err) {
-		free(nic);
+		nic_free(nic);
 		return err == -ENOMEM ? -ENOBUFS : -ENETDOWN;
 	}
 	info = nic_host_info(nic->host);
 	if (info->nic_addr != addr) {
 		/* A NIC answering under another NIC's name is misconfigured. */
-		nic_host_detach(nic->host);
-		free(nic);
+		nic_free(nic);
 		return -ENETDOWN;
 	}
 	nic->addr = addr;
@@ -131,49 +208,77 @@ void prov_nic_put(struct prov *p, struct prov_nic *nic)
 			break;
 		}
 	}
-	nic_host_detach(nic->host);
-	free(nic);
+	nic_free(nic);
 }
 
-static void nic_down(struct prov_nic *nic)
+uint32_t prov_nic_max_xfer(const struct prov_nic *nic)
 {
-	nic->down = true;
-	nic_host_detach(nic->host);
-	nic->host = NULL;
+	return nic->max_reg_len < PROV_MAX_XFER ? (uint32_t)nic->max_reg_len : PROV_MAX_XFER;
 }
 
-int prov_nic_post(struct prov_nic *nic, struct nic_cmd *cmd)
+int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
 {
-	if (nic->down)
-		return -ENETDOWN;
-	if (nic_host_post(nic->host, cmd)) {
-		nic_down(nic);
-		return -ENETDOWN;
+	int err;
+
+	pc->err = -EAGAIN;
+	pthread_mutex_lock(&nic->lock);
+	if (prov_nic_is_down(nic)) {
+		err = -ENETDOWN;
+	} else if (nic->cmd) {
+		err = -EBUSY; /* a caller broke the one-command rule */
+	} else {
+		err = nic_host_post(nic->host, &pc->cmd);
+		if (err) {
+			/* A full ring here means completions went missing: the NIC is lost. */
+			prov_nic_fail(nic, -ENETDOWN);
+			err = -ENETDOWN;
+		} else {
+			nic->cmd = pc;
+		}
 	}
-	return 0;
+	pthread_mutex_unlock(&nic->lock);
+	return err;
 }
 
-int prov_nic_wait(struct prov_nic *nic, const struct nic_cmd *cmd, uint32_t *key)
+/* Predicate of a command waiter: the progress engine took its completion. */
+static int cmd_done(void *arg)
 {
-	struct nic_cpl cpl;
+	const struct prov_cmd *pc = arg;
 
-	if (nic->down)
-		return -ENETDOWN;
-	if (nic_host_wait(nic->host, cmd->tag, &cpl, NIC_HOST_CMD_TIMEOUT_MS) ||
-	    cpl.opcode != cmd->opcode) {
-		nic_down(nic);
-		return -ENETDOWN;
+	return pc->err != -EAGAIN;
+}
+
+int prov_nic_cmd_wait(struct prov_nic *nic, struct prov_cmd *pc, uint32_t *key)
+{
+	uint64_t deadline = nic_host_now_ns() + (uint64_t)NIC_HOST_CMD_TIMEOUT_MS * 1000000u;
+	int err;
+
+	pthread_mutex_lock(&nic->lock);
+	err = prov_nic_wait(nic, cmd_done, pc, deadline, true);
+	if (nic->cmd == pc)
+		nic->cmd = NULL;
+	if (!err && (pc->err || pc->cpl.opcode != pc->cmd.opcode))
+		err = -EPROTO;
+	if (err) {
+		/* No answer in time, or a broken ring: the NIC is lost. */
+		if (!prov_nic_is_down(nic))
+			nic_host_cmd_abandon(nic->host, pc->cmd.tag);
+		prov_nic_fail(nic, -ENETDOWN);
 	}
-	if (cpl.status != NIC_STATUS_OK)
-		return nic_status_errno(cpl.status);
+	pthread_mutex_unlock(&nic->lock);
+	if (err)
+		return -ENETDOWN;
+	if (pc->cpl.status != NIC_STATUS_OK)
+		return nic_status_errno(pc->cpl.status);
 	if (key)
-		*key = cpl.key;
+		*key = pc->cpl.key;
 	return 0;
 }
 
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key)
 {
-	int err = prov_nic_post(nic, cmd);
+	struct prov_cmd pc = {.cmd = *cmd};
+	int err = prov_nic_post(nic, &pc);
 
-	return err ? err : prov_nic_wait(nic, cmd, key);
+	return err ? err : prov_nic_cmd_wait(nic, &pc, key);
 }

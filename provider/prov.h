@@ -1,34 +1,53 @@
 /*
  * The provider's private state and the functions its files share.
  *
- * One process-wide instance (struct prov, see startup.c for why) holds
- * everything: the sockets, the NICs this process is attached to, the
- * registrations and the page pin counts.  One mutex, prov.lock, guards all of
- * it; every SPI entry point takes it once, for the whole call, NIC round
- * trips included (nic_host_cmd serialises per NIC anyway, and a
- * registration is two round trips of about a microsecond).
+ * One process-wide instance (struct prov, see startup.c for why) holds the
+ * handle tables, the NICs this process is attached to, the registrations and
+ * the page pin counts.  Two kinds of lock guard it:
+ *
+ *   prov.lock   the instance: handle tables, socket records' fields marked
+ *               "prov.lock", registrations, the NIC list.  Every SPI entry
+ *               point takes it; a call that blocks (WSPAccept, a blocking
+ *               WSPConnect, WSPGetOverlappedResult with fWait TRUE, a send
+ *               or receive without an overlapped structure) drops it while
+ *               it waits.  Commands to a NIC are issued only under it, so a
+ *               context has at most one command in flight (driver.h).
+ *   nic->lock   one per attached NIC context: its rings, its QP slots, the
+ *               operations in flight on them, its listeners, and the fields
+ *               of the sockets bound to it marked "nic->lock" (connection
+ *               state, event selection).  The progress engine (progress.c)
+ *               runs under it alone, from any thread that waits or polls.
+ *
+ * Lock order: prov.lock, then nic->lock, then the driver's own command lock.
+ * Nothing takes prov.lock while holding a nic->lock.
  *
  * Objects and their links:
  *   prov_sock   a SOCKET handle (slot table "socks").  Bound: holds one
  *               reference on a prov_nic.  Lists the local-registration
  *               instances (prov_inst) and the RDMA exposures (prov_win) it
- *               holds; closing the socket releases them all.
+ *               holds; closing the socket releases them all.  Connected:
+ *               owns one QP slot of its NIC's context (prov_qp).
  *   prov_nic    one attachment (struct nic_host) per NIC per process, shared
  *               by every socket bound to that NIC; detached when the last
- *               socket goes, or at once when the NIC stops answering.
+ *               socket (or waiter) lets go.  A NIC that stops answering is
+ *               marked down: every operation in flight completes with
+ *               -ENETDOWN and the attachment is shut down at once.
+ *   prov_qp     one QP slot of a context: the QP number, its state, and the
+ *               operations posted on its send and receive queues, in order.
  *   prov_mr     one NIC registration (TPT region): the pages pinned once and
  *               the key.  Shared regions are hashed by (nic, va, len, flags,
  *               kind) so that the same buffer registered again is found (R2).
  *               A local region's slot handle is the WSPRegisterMemory handle.
- *   prov_inst   how many instances of one local region one socket holds;
- *               the handle is valid on a socket only while it holds one (R3).
+ *   prov_inst   how many instances of one local region one socket holds, and
+ *               how many of that socket's transfers use it (R1); the handle
+ *               is valid on a socket only while it holds one (R3).
  *   prov_win    one socket's exposure of a buffer to its peer: a memory
  *               window over a shared region (NIC with windows) or a region
  *               of its own (NIC without); hashed by (socket, va, len, flags).
  *
  * Errors inside the provider are 0 or a negative errno; errmap.c turns them
- * into WSA codes at the SPI boundary and nowhere else.  Two errnos have a
- * provider meaning: PROV_ENOTINIT and PROV_EVERSION below.
+ * into WSA codes at the SPI boundary and nowhere else.  A few errnos have a
+ * provider meaning: PROV_E* below.
  */
 #ifndef PROV_H
 #define PROV_H
@@ -45,33 +64,154 @@
 #include "slot.h"
 #include "ws2san.h"
 
-#define PROV_ENOTINIT ENXIO  /* provider not started: WSANOTINITIALISED */
-#define PROV_EVERSION ERANGE /* version below 2.2: WSAVERNOTSUPPORTED */
+#define PROV_ENOTINIT ENXIO      /* provider not started: WSANOTINITIALISED */
+#define PROV_EVERSION ERANGE     /* version below 2.2: WSAVERNOTSUPPORTED */
+#define PROV_EINCOMPLETE ENODATA /* overlapped operation pending: WSA_IO_INCOMPLETE */
+#define PROV_ETRYAGAIN ENOMSG    /* accept condition said CF_DEFER: WSATRY_AGAIN */
 
 #define PROV_DIR_MAX 108 /* a socket path must fit sockaddr_un anyway */
 
+/* Largest single transfer (SO_MAX_RDMA_SIZE), also capped by the NIC's max_reg_len. */
+#define PROV_MAX_XFER (1u << 30)
+#define PROV_RDMA_THRESHOLD_DEFAULT (64u << 10)
+/*
+ * Waiting: spin before sleeping, and the longest single sleep before a
+ * re-check.  A send/receive round trip between two hosts takes 20-30 us here
+ * and a cross-core wake-up 30 us each way, so a waiter spins (yielding) a
+ * little longer than one round trip, as long as the NIC spins (nicsimd
+ * --spin-us): measured with nicsim-pingpong, 8 B half round trip median
+ * 12-14 us and p99 75-125 us with 20 us of spin, 8-12 us and p99 30-50 us
+ * with 50 us.
+ */
+#define PROV_SPIN_NS 50000u
+#define PROV_WAIT_SLICE_MS 1000
+/* A thread that polls without waiting checks that the NIC lives this often. */
+#define PROV_CHECK_NS (50u * 1000000u)
+/* Bounds on connection set-up beyond the NIC's own timers. */
+#define PROV_CONNECT_TIMEOUT_MS 60000
+#define PROV_ACCEPT_TIMEOUT_MS 10000
+
 #define prov_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-struct prov_nic {
-	struct prov_nic *next;
-	struct nic_host *host; /* NULL once down */
-	uint32_t addr;         /* IPv4, network byte order */
-	uint32_t caps;         /* NIC_CAP_* */
-	uint64_t max_reg_len;
-	uint32_t users; /* sockets bound to it */
-	bool down;      /* stopped answering: every command fails */
-};
-
+struct prov_sock;
 struct prov_inst;
 struct prov_win;
 
+/* A command in flight: the progress engine fills cpl and err. */
+struct prov_cmd {
+	struct nic_cmd cmd;
+	struct nic_cpl cpl;
+	int err; /* -EAGAIN until the completion came; 0, or -EPROTO for a broken ring */
+};
+
+enum prov_op_kind {
+	PROV_OP_SEND = 1,
+	PROV_OP_RECV = 2,
+	PROV_OP_WRITE = 3,
+	PROV_OP_READ = 4,
+};
+
+/* One posted work request and the overlapped operation it completes. */
+struct prov_op {
+	LPWSAOVERLAPPED ov;
+	int event;      /* the eventfd to signal at completion, or -1 */
+	uint32_t bytes; /* send and RDMA: the request's length */
+	uint8_t kind;   /* enum prov_op_kind */
+	uint8_t nref;
+	struct prov_inst *ref[NIC_MAX_SGE]; /* registrations whose in-flight count it holds */
+};
+
+enum prov_qp_state {
+	PROV_QP_FREE = 0,       /* slot unused, or reserved while CREATE_QP runs */
+	PROV_QP_INIT = 1,       /* created, not connected (also after a failed connect) */
+	PROV_QP_CONNECTING = 2, /* CONNECT sent: CONNECTED or CONN_FAILED will follow */
+	PROV_QP_ACCEPTING = 3,  /* ACCEPT sent: CONNECTED or CONN_FAILED will follow */
+	PROV_QP_CONNECTED = 4,
+	PROV_QP_DEAD = 5, /* disconnected or in error: posts fail with the socket's error */
+};
+
+/* A QP slot of a context; guarded by nic->lock. */
+struct prov_qp {
+	struct prov_sock *sock; /* owner; NULL while the slot is free */
+	uint32_t slot;
+	uint32_t qpn;   /* 0 until CREATE_QP completed */
+	uint32_t state; /* enum prov_qp_state */
+	bool closing;   /* the socket is closing: completions are dropped */
+	/* Free-running counts of work requests posted and completed, per queue. */
+	uint32_t sq_post, sq_done, rq_post, rq_done;
+	uint32_t reads;     /* RDMA reads outstanding: sends are fenced behind them */
+	struct prov_op *sq; /* NIC_SQ_DEPTH operations, then NIC_RQ_DEPTH for rq */
+	struct prov_op *rq;
+};
+
+struct prov_nic {
+	struct prov_nic *next; /* prov.lock */
+	struct nic_host *host;
+	uint32_t addr; /* IPv4, network byte order */
+	uint32_t caps; /* NIC_CAP_* */
+	uint64_t max_reg_len;
+	uint32_t users; /* prov.lock: sockets bound, plus threads waiting */
+	uint32_t down;  /* atomic: stopped answering, every command fails */
+
+	pthread_mutex_t lock; /* the context's mutex; guards everything below */
+	pthread_cond_t cond;  /* CLOCK_MONOTONIC; broadcast after any progress */
+	bool sleeping;        /* a thread sleeps in nic_host_await() */
+	uint32_t wake_seq;    /* atomic: bumped to wake the sleeper */
+	uint32_t slots_used;  /* bit i: slot i holds a QP whose CQ is drained */
+	struct prov_qp qp[NIC_QP_SLOTS];
+	struct prov_sock *listeners;
+	struct prov_cmd *cmd;   /* the command in flight, if any */
+	uint64_t next_check_ns; /* when a poller next checks that the NIC lives */
+	/* The event thread (progress.c) serves event objects nobody waits in the
+	 * provider for; it watches only while ev_socks or ev_ops is not 0. */
+	uint32_t ev_socks; /* bound sockets with WSPEventSelect interest */
+	uint32_t ev_ops;   /* operations in flight with an hEvent */
+	bool ev_started, ev_stop;
+	pthread_t ev_thread;
+};
+
+enum prov_sock_state {
+	PROV_SK_IDLE = 0,
+	PROV_SK_LISTENING = 1,
+	PROV_SK_CONNECTING = 2,
+	PROV_SK_CONNECTED = 3,
+	PROV_SK_DEAD = 4, /* was connected: disconnected, in error, or its NIC is down */
+};
+
+/* A connection request waiting for WSPAccept. */
+struct prov_req {
+	uint64_t conn_id;
+	uint32_t peer_addr; /* network byte order */
+	uint16_t peer_port; /* host byte order, as on the event queue */
+	uint16_t local_port;
+};
+
 struct prov_sock {
 	struct prov_slot_hdr slot;
+	/* prov.lock */
 	bool bound;
 	struct sockaddr_in local;
-	struct prov_nic *nic;    /* set when bound */
-	struct prov_inst *insts; /* local registration instances held */
-	struct prov_win *wins;   /* RDMA exposures */
+	struct prov_nic *nic;        /* set when bound */
+	struct prov_inst *insts;     /* local registration instances held */
+	struct prov_win *wins;       /* RDMA exposures */
+	struct prov_inst *last_inst; /* last registration a send or receive found */
+	uint32_t rdma_threshold;     /* SO_RDMA_THRESHOLD_SIZE */
+	/* nic->lock once bound (prov.lock alone before); qp and peer are written
+	 * under both locks and may be read under either. */
+	uint32_t state; /* enum prov_sock_state */
+	int err;        /* why a connect failed, or why the connection died */
+	bool closing;
+	bool nonblocking;
+	struct prov_qp *qp;
+	struct sockaddr_in peer;
+	uint16_t backlog;
+	uint32_t req_head, req_count;
+	struct prov_req reqs[NIC_EQ_DEPTH];
+	struct prov_sock *lnext; /* in nic->listeners */
+	WSAEVENT event;          /* WSPEventSelect */
+	long ev_mask, ev_seen;
+	int ev_err[FD_MAX_EVENTS];
+	bool ev_counted; /* counted in nic->ev_socks */
 };
 
 enum prov_mr_kind {
@@ -97,6 +237,7 @@ struct prov_inst {
 	struct prov_mr *mr;
 	struct prov_sock *sock;
 	uint32_t count;
+	uint32_t inflight; /* nic->lock: this socket's transfers using it (R1) */
 	struct prov_inst *mr_next;
 	struct prov_inst *sk_prev, *sk_next;
 };
@@ -116,6 +257,8 @@ struct prov_win {
 
 struct prov {
 	pthread_mutex_t lock;
+	uint32_t waiters;       /* threads waiting with the lock dropped */
+	bool stopping;          /* the last WSPCleanup waits for them */
 	uint32_t starts;        /* WSPStartupEx calls not yet undone by WSPCleanup */
 	uint32_t epoch;         /* first starts so far: seeds handle generations */
 	char dir[PROV_DIR_MAX]; /* run directory; "" if it could not be resolved */
@@ -134,12 +277,29 @@ void prov_unlock(struct prov *p);
 int prov_wsa_error(int err);
 /* Report err (negative errno) through lpErrno (if not NULL); SOCKET_ERROR. */
 int prov_fail(int err, LPINT lpErrno);
+/* What a work completion's status means inside the provider (0 or -errno). */
+int prov_wc_errno(unsigned status);
+/* What a CONN_FAILED event's status means for the connecting socket. */
+int prov_conn_errno(unsigned status);
 
 /* socket.c */
 /* The live socket s names: 0, -PROV_ENOTINIT, -ENOTSOCK. */
 int prov_sock_get(struct prov *p, SOCKET s, struct prov_sock **out);
+/* Bind sk to the NIC serving name's address (prov.lock held). */
+int prov_sock_bind(struct prov *p, struct prov_sock *sk, const struct sockaddr_in *sin);
+/* Close a socket with every documented effect (prov.lock held). */
+void prov_sock_close(struct prov *p, struct prov_sock *sk);
 /* Close every socket (WSPCleanup). */
 void prov_sock_close_all(struct prov *p);
+/*
+ * Wait on sk's NIC until pred(arg) holds (called under nic->lock), the
+ * deadline passes or the NIC goes down, with prov.lock dropped meanwhile:
+ * prov.lock is held on entry and again on return.  sk may be closed while
+ * the lock is dropped: the caller looks it up again by handle.  Returns what
+ * prov_nic_wait() returns.
+ */
+int prov_sock_wait(struct prov *p, struct prov_sock *sk, int (*pred)(void *), void *arg,
+		   uint64_t deadline);
 
 /* nic.c */
 /*
@@ -148,20 +308,80 @@ void prov_sock_close_all(struct prov *p);
  * reference.  0, -EADDRNOTAVAIL, -ENETDOWN, -ENOBUFS.
  */
 int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out);
-void prov_nic_put(struct prov *p, struct prov_nic *nic);
 /*
- * Run one command.  0 (and *key from the completion if key is not NULL),
- * the NIC's status as nic_status_errno() maps it, or -ENETDOWN when the NIC
- * does not answer (it is then marked down and detached).
+ * The addresses of the NICs whose sockets are in dir, ascending: up to max
+ * in addrs, and how many there are in *count (which may exceed max).
+ */
+#define PROV_MAX_NICS 256
+int prov_nic_addrs(const char *dir, uint32_t *addrs, size_t max, size_t *count);
+void prov_nic_put(struct prov *p, struct prov_nic *nic);
+static inline bool prov_nic_is_down(const struct prov_nic *nic)
+{
+	return __atomic_load_n(&nic->down, __ATOMIC_ACQUIRE) != 0;
+}
+/*
+ * Run one command (prov.lock held, nic->lock not).  0 (and *key from the
+ * completion if key is not NULL), the NIC's status as nic_status_errno()
+ * maps it, or -ENETDOWN when the NIC does not answer (it is then marked
+ * down, see prov_nic_fail).
  */
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key);
 /*
  * The two halves of prov_nic_exec, to overlap a command with the caller's
  * own work (driver.h: one command in flight per NIC, under the provider
- * lock).  prov_nic_wait takes the posted cmd (its tag and opcode).
+ * lock).  Once prov_nic_post() succeeded, prov_nic_cmd_wait() must follow
+ * with the same pc, which must live until then: the progress engine takes
+ * the completion into it, whichever thread runs it.
  */
-int prov_nic_post(struct prov_nic *nic, struct nic_cmd *cmd);
-int prov_nic_wait(struct prov_nic *nic, const struct nic_cmd *cmd, uint32_t *key);
+int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc);
+int prov_nic_cmd_wait(struct prov_nic *nic, struct prov_cmd *pc, uint32_t *key);
+/* The largest single transfer on nic (SO_MAX_RDMA_SIZE). */
+uint32_t prov_nic_max_xfer(const struct prov_nic *nic);
+
+/* progress.c: the progress engine of a context (nic->lock held throughout). */
+/*
+ * Drain the event queue and the completion queue of every QP of the
+ * context, and dispatch: completions to their overlapped operations, events
+ * to the sockets (connect and accept waiters, event objects).  Marks the NIC
+ * down if it broke the ring protocol.  Returns how many entries it took.
+ */
+int prov_progress(struct prov_nic *nic);
+/* prov_progress(), then, if nothing came, check now and then that the NIC lives. */
+void prov_poll(struct prov_nic *nic);
+/*
+ * Run progress until pred(arg) holds, sleeping in between: one thread per
+ * context sleeps on the interrupt (spinning first if spin), the others on
+ * nic->cond.  0 when pred held, -ETIMEDOUT at deadline (monotonic ns),
+ * -ENETDOWN when the NIC is down (and pred does not hold).
+ */
+int prov_nic_wait(struct prov_nic *nic, int (*pred)(void *), void *arg, uint64_t deadline,
+		  bool spin);
+/* Wake every thread waiting on the context so that it re-checks its condition. */
+void prov_nic_wake(struct prov_nic *nic);
+/*
+ * The NIC is gone or broke the protocol: mark it down, complete every
+ * operation in flight with err, fail connections and connects, shut the
+ * attachment down (the NIC, if alive, tears the context down) and wake
+ * everyone.  Idempotent.
+ */
+void prov_nic_fail(struct prov_nic *nic, int err);
+/* Complete op: bookkeeping of its overlapped structure, its event, its references. */
+void prov_op_complete(struct prov_nic *nic, struct prov_qp *qp, struct prov_op *op, int err,
+		      uint32_t bytes);
+/* Complete every operation still posted on qp with err (close, NIC down). */
+void prov_qp_abort(struct prov_nic *nic, struct prov_qp *qp, int err);
+/* Record network event bit (FD_*_BIT) with err for sk if it selected it; signal its event. */
+void prov_sock_notify(struct prov_nic *nic, struct prov_sock *sk, int bit, int err);
+/* Count or uncount sk's event-select interest; starts the event thread when needed. */
+void prov_sock_ev_update(struct prov_nic *nic, struct prov_sock *sk);
+/* Note one more operation with an event in flight (starts the event thread if needed). */
+void prov_ev_op_add(struct prov_nic *nic);
+/* Stop and join the event thread (nic->lock not held). */
+void prov_ev_stop(struct prov_nic *nic);
+
+/* conn.c */
+/* Destroy sk's QP, if any, and free its slot (prov.lock held). */
+void prov_qp_release(struct prov *p, struct prov_sock *sk);
 
 /* mr.c: regions (see the top of mr.c). */
 /* Checks shared by both registration calls: 0, -ENOTCONN, -EINVAL, -EFAULT, -ENETDOWN. */
@@ -177,13 +397,23 @@ void prov_mr_free(struct prov *p, struct prov_mr *mr);
 int prov_reg_local(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		   uint64_t *handle);
 int prov_dereg_local(struct prov *p, struct prov_sock *sk, uint64_t handle);
+/* The instance of mr that sk holds, or NULL (R3). */
+struct prov_inst *prov_inst_find(const struct prov_mr *mr, const struct prov_sock *sk);
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		  struct nicsim_rdma_desc *desc);
 int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rdma_desc *desc);
+/*
+ * Bind every window sk exposes to the QP qpn (its new connection): each gets
+ * a new key, so descriptors handed out before are no longer valid.
+ */
+int prov_sock_bind_wins(struct prov *p, struct prov_sock *sk, uint32_t qpn);
 /* Release everything a closing socket holds, whatever the NIC says. */
 void prov_sock_release_regs(struct prov *p, struct prov_sock *sk);
 void prov_sock_release_wins(struct prov *p, struct prov_sock *sk);
 /* Free the recycled instance records (WSPCleanup). */
 void prov_reg_fini(struct prov *p);
+
+/* sockopt.c: SIO_ADDRESS_LIST_QUERY for WSPIoctl. */
+int prov_address_list(struct prov *p, void *out, DWORD out_len, LPDWORD returned);
 
 #endif /* PROV_H */

@@ -8,11 +8,17 @@
  *     (NIC, buffer, length, flags) as a shared region with NIC_ACCESS_MW_BIND
  *     and no remote bits of its own (prov_mr kind RDMA), and each exposure
  *     is a window: ALLOC_MW, then BIND_MW over the whole buffer with the
- *     remote access, bound to no connection while the socket has none
- *     (NIC_QPN_NONE).  The window's key is the rkey.
+ *     remote access, bound to the socket's QP, or to no connection while the
+ *     socket has none (NIC_QPN_NONE); when the socket gets its QP (connect,
+ *     accept), every window is bound again to it, which gives it a new key.
+ *     The window's key is the rkey, and it works only for the peer of that
+ *     one connection (R4).
  *   - NIC without windows: each exposure registers a region of its own
  *     (prov_mr kind PRIVATE) with the remote access bits; its key is the
  *     rkey.  The per-page pin counts keep the shared pages pinned once.
+ *     Such a key is not tied to a connection: any peer of this NIC context
+ *     that learns it can use it while it is registered.  Revoking it
+ *     (deregistration) is the only protection such a NIC offers.
  * The same buffer exposed again on the same socket returns the same
  * descriptor and counts a reference (R2).  The last deregistration deallocates
  * the window (if any), deregisters the region when nothing else uses it, and
@@ -82,7 +88,8 @@ static int key_cmd(struct prov_nic *nic, uint16_t opcode, uint32_t key)
 
 /* Window over a shared region: *mr and *mw_key, *rkey on success, nothing otherwise. */
 static int expose_mw(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len,
-		     uint32_t flags, struct prov_mr **mrp, uint32_t *mw_key, uint32_t *rkey)
+		     uint32_t flags, uint32_t qpn, struct prov_mr **mrp, uint32_t *mw_key,
+		     uint32_t *rkey)
 {
 	uint32_t remote = remote_access(flags);
 	struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
@@ -112,7 +119,7 @@ static int expose_mw(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t
 	bind.u.bind_mw.va = va;
 	bind.u.bind_mw.len = len;
 	bind.u.bind_mw.access = remote & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
-	bind.u.bind_mw.qpn = NIC_QPN_NONE;
+	bind.u.bind_mw.qpn = qpn;
 	err = prov_nic_exec(nic, &bind, rkey);
 	if (err)
 		goto dealloc;
@@ -157,7 +164,8 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 	if (!w)
 		return -ENOBUFS;
 	if (nic->caps & NIC_CAP_MW) {
-		err = expose_mw(p, nic, va, len, flags, &w->mr, &w->mw_key, &w->rkey);
+		err = expose_mw(p, nic, va, len, flags, sk->qp ? sk->qp->qpn : NIC_QPN_NONE, &w->mr,
+				&w->mw_key, &w->rkey);
 	} else {
 		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_PRIVATE, remote_access(flags),
 				     (flags & MEM_WRITE) != 0, &w->mr);
@@ -242,6 +250,32 @@ int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rd
 		return 0;
 	}
 	return win_release(p, w, false) ? -EINVAL : 0;
+}
+
+int prov_sock_bind_wins(struct prov *p, struct prov_sock *sk, uint32_t qpn)
+{
+	(void)p;
+	for (struct prov_win *w = sk->wins; w; w = w->sk_next) {
+		struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
+		uint32_t key;
+		int err;
+
+		if (!w->mw_key)
+			continue; /* a region of its own (no windows): nothing to bind */
+		bind.u.bind_mw.mw_key = w->mw_key;
+		bind.u.bind_mw.mr_key = w->mr->key;
+		bind.u.bind_mw.va = w->va;
+		bind.u.bind_mw.len = w->len;
+		bind.u.bind_mw.access =
+		    remote_access(w->flags) & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+		bind.u.bind_mw.qpn = qpn;
+		err = prov_nic_exec(w->mr->nic, &bind, &key);
+		if (err)
+			return err == -ENOSPC || err == -ENOMEM ? -ENOBUFS : err;
+		w->mw_key = key;
+		w->rkey = key;
+	}
+	return 0;
 }
 
 void prov_sock_release_wins(struct prov *p, struct prov_sock *sk)

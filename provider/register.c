@@ -7,7 +7,9 @@
  * the region in the hash and only counts an instance (R2).  Per socket, a
  * prov_inst counts the instances that socket holds; a handle is accepted only
  * on a socket holding one (R3), and the last instance in the process
- * deregisters from the NIC and unpins.
+ * deregisters from the NIC and unpins.  A prov_inst also counts the
+ * socket's transfers in flight that use the region (xfer.c): the socket's
+ * last instance cannot be deregistered while that count is not 0 (R1).
  *
  * The fast path of a repeated registration does no system call; a new one
  * costs a probe, the mlock of new pages and one NIC round trip, and its
@@ -18,7 +20,7 @@
 
 #include "prov.h"
 
-static struct prov_inst *inst_find(const struct prov_mr *mr, const struct prov_sock *sk)
+struct prov_inst *prov_inst_find(const struct prov_mr *mr, const struct prov_sock *sk)
 {
 	for (struct prov_inst *i = mr->insts; i; i = i->mr_next)
 		if (i->sock == sk)
@@ -49,6 +51,7 @@ static void inst_link(struct prov_inst *i, struct prov_mr *mr, struct prov_sock 
 	i->mr = mr;
 	i->sock = sk;
 	i->count = 0;
+	i->inflight = 0;
 	i->mr_next = mr->insts;
 	mr->insts = i;
 	i->sk_prev = NULL;
@@ -69,6 +72,8 @@ static void inst_unlink(struct prov *p, struct prov_inst *i)
 		i->sk_prev->sk_next = i->sk_next;
 	else
 		i->sock->insts = i->sk_next;
+	if (i->sock->last_inst == i)
+		i->sock->last_inst = NULL;
 	if (i->sk_next)
 		i->sk_next->sk_prev = i->sk_prev;
 	inst_recycle(p, i);
@@ -89,7 +94,7 @@ int prov_reg_local(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len
 	if (mr) {
 		if (mr->refs == UINT32_MAX)
 			return -ENOBUFS;
-		inst = inst_find(mr, sk);
+		inst = prov_inst_find(mr, sk);
 		if (!inst) {
 			inst = inst_new(p);
 			if (!inst)
@@ -120,6 +125,24 @@ int prov_reg_local(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len
 	return 0;
 }
 
+/*
+ * Do transfers of sk still use inst?  Completions that came but were not
+ * dispatched yet are dispatched first, so that an operation the NIC finished
+ * does not hold the registration.
+ */
+static bool inst_busy(struct prov_sock *sk, struct prov_inst *inst)
+{
+	struct prov_nic *nic = sk->nic;
+	bool busy;
+
+	pthread_mutex_lock(&nic->lock);
+	if (inst->inflight)
+		prov_progress(nic);
+	busy = inst->inflight != 0;
+	pthread_mutex_unlock(&nic->lock);
+	return busy;
+}
+
 int prov_dereg_local(struct prov *p, struct prov_sock *sk, uint64_t handle)
 {
 	struct prov_mr *mr = prov_slot_lookup(&p->mrs, handle);
@@ -128,8 +151,11 @@ int prov_dereg_local(struct prov *p, struct prov_sock *sk, uint64_t handle)
 
 	if (!mr || mr->kind != PROV_MR_LOCAL)
 		return -EINVAL;
-	inst = inst_find(mr, sk);
+	inst = prov_inst_find(mr, sk);
 	if (!inst)
+		return -EINVAL;
+	/* R1: the socket's last instance stays while its transfers use it. */
+	if (inst->count == 1 && inst_busy(sk, inst))
 		return -EINVAL;
 	if (mr->refs == 1) {
 		err = prov_mr_dereg(p, mr, false);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prov.h"
@@ -54,10 +55,22 @@ int prov_run_dir(char *buf, size_t size)
 	return 0;
 }
 
-/* Undo start(); also cleans up after a start() that failed half way. */
+/*
+ * Undo start(); also cleans up after a start() that failed half way.  Closing
+ * the sockets wakes every thread blocked on one; they leave within a wait
+ * slice, and the records they look at must stay until they have.
+ */
 static void stop(struct prov *p)
 {
+	const struct timespec pause = {.tv_nsec = 1000000L};
+
+	p->stopping = true;
 	prov_sock_close_all(p);
+	for (int i = 0; p->waiters && i < 2 * PROV_WAIT_SLICE_MS; i++) {
+		prov_unlock(p);
+		nanosleep(&pause, NULL);
+		prov_lock();
+	}
 	/* Every NIC reference belongs to a socket, so none is left; be safe. */
 	while (p->nics) {
 		struct prov_nic *nic = p->nics;
@@ -73,6 +86,7 @@ static void stop(struct prov *p)
 	prov_slots_fini(&p->mrs);
 	prov_slots_fini(&p->socks);
 	memset(p->dir, 0, sizeof(p->dir));
+	p->stopping = false;
 }
 
 static int start(struct prov *p)
@@ -108,14 +122,24 @@ static void fill_wspdata(LPWSPDATA d)
 		d->szDescription[i] = (WCHAR)desc[i];
 }
 
-/* The calls implemented so far; every other slot stays NULL. */
+/* The calls a SAN provider serves; the others' slots stay NULL (ws2san.h). */
 static void fill_proc_table(LPWSPPROC_TABLE t)
 {
 	memset(t, 0, sizeof(*t));
+	t->lpWSPAccept = WSPAccept;
 	t->lpWSPBind = WSPBind;
 	t->lpWSPCleanup = WSPCleanup;
 	t->lpWSPCloseSocket = WSPCloseSocket;
+	t->lpWSPConnect = WSPConnect;
+	t->lpWSPEnumNetworkEvents = WSPEnumNetworkEvents;
+	t->lpWSPEventSelect = WSPEventSelect;
+	t->lpWSPGetOverlappedResult = WSPGetOverlappedResult;
+	t->lpWSPGetSockOpt = WSPGetSockOpt;
 	t->lpWSPIoctl = WSPIoctl;
+	t->lpWSPListen = WSPListen;
+	t->lpWSPRecv = WSPRecv;
+	t->lpWSPSend = WSPSend;
+	t->lpWSPSetSockOpt = WSPSetSockOpt;
 	t->lpWSPSocket = WSPSocket;
 }
 
@@ -136,7 +160,17 @@ int WSPAPI WSPStartupEx(WORD wVersionRequested, LPWSPDATA lpWSPData,
 		return prov_wsa_error(-PROV_EVERSION);
 
 	p = prov_lock();
-	if (p->starts == UINT32_MAX)
+	/* A last WSPCleanup still waiting for blocked threads: let it finish. */
+	for (int i = 0; p->stopping && i < 4 * PROV_WAIT_SLICE_MS; i++) {
+		const struct timespec pause = {.tv_nsec = 1000000L};
+
+		prov_unlock(p);
+		nanosleep(&pause, NULL);
+		p = prov_lock();
+	}
+	if (p->stopping)
+		err = -ENOBUFS;
+	else if (p->starts == UINT32_MAX)
 		err = -ENOBUFS;
 	else if (p->starts == 0)
 		err = start(p);

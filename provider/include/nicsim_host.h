@@ -10,6 +10,16 @@
  * and waiting with a mutex.  Waiting spins briefly (yielding the CPU), then
  * sleeps on the interrupt eventfd; every wait is bounded.
  *
+ * Queue pairs and events (ABI 2): the driver keeps the host's private copies
+ * of the indices it owns (SQ and RQ producers, CQ and EQ consumers) and
+ * offers posting, polling and waiting on them.  These calls take no lock:
+ * the caller serialises all of them per attachment (the provider holds its
+ * per-context mutex), except nic_host_pending(), nic_host_kick() and
+ * nic_host_check(), which any thread may call at any time.  A waiter uses
+ * nic_host_await(), the same spin-then-sleep that commands use; only one
+ * thread per attachment may be inside it at a time, because host_waiting is
+ * a single flag (a second sleeper could clear it under the first one).
+ *
  * Errors: 0 or a negative errno.  Command failures are reported as the NIC's
  * status in the completion; nic_status_errno() (nicsim_abi_util.h) maps them.
  */
@@ -54,6 +64,74 @@ const struct nic_hello_reply *nic_host_info(const struct nic_host *h);
  * the context in error.
  */
 int nic_host_cmd(struct nic_host *h, struct nic_cmd *cmd, struct nic_cpl *cpl, int timeout_ms);
+
+/* ---- Queue pairs and events ------------------------------------------------ */
+
+/*
+ * Start using slot's rings after its CREATE_QP completed: the NIC reset the
+ * slot, so the host's indices restart at 0.  0, or -EINVAL for a bad slot.
+ */
+int nic_host_qp_open(struct nic_host *h, uint32_t slot);
+
+/* The slot's header (qpn, state and error are the NIC's), or NULL for a bad slot. */
+const struct nic_qp_hdr *nic_host_qp_hdr(struct nic_host *h, uint32_t slot);
+
+/*
+ * Copy one work request into the slot's send or receive queue, publish it
+ * and ring the doorbell if the NIC sleeps.  0, -EINVAL (bad slot),
+ * -EAGAIN (the queue holds NIC_SQ_DEPTH/NIC_RQ_DEPTH requests the NIC has
+ * not taken), -ENETDOWN (the doorbell is gone or the context is in error).
+ * The NIC judges the request's contents.
+ */
+int nic_host_post_send(struct nic_host *h, uint32_t slot, const struct nic_send_wqe *wqe);
+int nic_host_post_recv(struct nic_host *h, uint32_t slot, const struct nic_recv_wqe *wqe);
+
+/*
+ * Take the next completion of slot, or the next event of the context:
+ * 1 with *out filled, 0 when there is none, -EPROTO when the NIC's producer
+ * index claims more entries than the ring holds, -EINVAL for a bad slot.
+ */
+int nic_host_poll_cq(struct nic_host *h, uint32_t slot, struct nic_cqe *out);
+int nic_host_poll_event(struct nic_host *h, struct nic_event *out);
+
+/*
+ * True when the event queue, the completion ring of commands or the CQ of a
+ * slot in slot_mask (bit i: slot i) holds entries not yet taken.  A hint for
+ * a waiter's ready function: lock-free, any thread.
+ */
+int nic_host_pending(const struct nic_host *h, uint32_t slot_mask);
+
+/* Monotonic clock in nanoseconds, the clock of every deadline below. */
+uint64_t nic_host_now_ns(void);
+
+/*
+ * Wait for the NIC: spin for up to spin_ns calling ready(arg) (yielding the
+ * CPU, at once when the NIC polls on this CPU), then announce host_waiting,
+ * fence, call ready(arg) again, and sleep on the interrupt eventfd and the
+ * attach socket until deadline_ns.  Returns 0 once ready(arg) is true or
+ * after any wake-up (an interrupt, nic_host_kick(), a signal): the caller
+ * re-checks its own condition and calls again; -ETIMEDOUT at the deadline;
+ * -ENETDOWN when the NIC hung up or put the context in error.  ready runs
+ * without any driver lock and must be cheap.  One thread per attachment.
+ */
+int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint64_t deadline_ns,
+		   uint32_t spin_ns);
+
+/* Wake the thread sleeping in nic_host_await() (a spurious interrupt). */
+void nic_host_kick(struct nic_host *h);
+
+/*
+ * Without blocking: 0 while the NIC is attached and the context usable,
+ * -ENETDOWN once the socket hung up or the context is in error.
+ */
+int nic_host_check(struct nic_host *h);
+
+/*
+ * Shut the attach socket down (the NIC tears the context down, as at
+ * detach) but keep the segment mapped, so that threads still looking at the
+ * rings stay safe until nic_host_detach().  Later waits fail with -ENETDOWN.
+ */
+void nic_host_shutdown(struct nic_host *h);
 
 /*
  * Raw access for tests that play a hostile host: the mapped context segment,

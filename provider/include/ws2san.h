@@ -13,13 +13,20 @@
  *
  * Linux equivalents of Windows plumbing:
  *   - WSAEVENT, an event object, is an eventfd file descriptor stored in an
- *     intptr_t; WSA_INVALID_EVENT is -1.  (For WSPEventSelect and
- *     WSAOVERLAPPED.hEvent, which this provider does not serve yet.)
+ *     intptr_t (create it with eventfd(0, EFD_NONBLOCK)); WSA_INVALID_EVENT
+ *     (-1) and 0 (Windows' NULL handle) mean "no event".  The provider
+ *     signals an event by writing 1 to it; the application waits with
+ *     poll() and resets it by reading it (WSPEnumNetworkEvents resets the
+ *     event it is given).  Events are signalled without the application
+ *     calling the provider: a thread of the provider runs the NIC's progress
+ *     while operations with an event are in flight or sockets have selected
+ *     FD_ACCEPT, FD_CONNECT or FD_CLOSE.
  *   - Upcalls (WSPUPCALLTABLEEX) are never called: the provider completes
  *     overlapped operations by writing the WSAOVERLAPPED bookkeeping fields
  *     (Internal, InternalHigh, Offset, OffsetHigh) and signalling hEvent.
- *     A caller with no switch behind it passes NULL for the upcall table and
- *     the protocol info to WSPStartupEx.
+ *     Completion routines (APCs on Windows) are not served: a data call
+ *     given one fails with WSAEOPNOTSUPP.  A caller with no switch behind it
+ *     passes NULL for the upcall table and the protocol info to WSPStartupEx.
  *   - There is no WSAGetLastError: every call reports its error through
  *     lpErrno.  lpErrno may be NULL; the error is then not reported, and the
  *     return value (SOCKET_ERROR, INVALID_SOCKET or NULL) still says "failed".
@@ -100,13 +107,37 @@ typedef struct _GUID {
 #define MEM_WRITE 2
 #define MEM_READWRITE 3
 
-/* Socket options (level SOL_SOCKET); not served yet. */
+/*
+ * Socket options, level SOL_SOCKET (Linux's value) or WSA_SOL_SOCKET
+ * (Windows' value); both are DWORDs.  See WSPGetSockOpt.
+ */
+#define WSA_SOL_SOCKET 0xffff
 #define SO_MAX_RDMA_SIZE 0x700D
 #define SO_RDMA_THRESHOLD_SIZE 0x700E
 
 /* WSPIoctl codes. */
 #define SIO_GET_EXTENSION_FUNCTION_POINTER 0xC8000006u
-#define SIO_ADDRESS_LIST_QUERY 0x48000016u /* not served yet: WSAEINVAL */
+#define SIO_ADDRESS_LIST_QUERY 0x48000016u
+
+/* Network events (WSPEventSelect, WSPEnumNetworkEvents), Windows' values. */
+#define FD_READ_BIT 0
+#define FD_WRITE_BIT 1
+#define FD_OOB_BIT 2
+#define FD_ACCEPT_BIT 3
+#define FD_CONNECT_BIT 4
+#define FD_CLOSE_BIT 5
+#define FD_READ (1 << FD_READ_BIT)
+#define FD_WRITE (1 << FD_WRITE_BIT)
+#define FD_OOB (1 << FD_OOB_BIT)
+#define FD_ACCEPT (1 << FD_ACCEPT_BIT)
+#define FD_CONNECT (1 << FD_CONNECT_BIT)
+#define FD_CLOSE (1 << FD_CLOSE_BIT)
+#define FD_ALL_EVENTS ((1 << FD_MAX_EVENTS) - 1)
+
+/* What a WSPAccept condition function returns. */
+#define CF_ACCEPT 0x0000
+#define CF_REJECT 0x0001
+#define CF_DEFER 0x0002
 
 /* Versions: WSPStartupEx accepts 2.2 and above and answers 2.2. */
 #define WSPDESCRIPTION_LEN 255
@@ -159,6 +190,7 @@ typedef struct _GUID {
 #define WSAVERNOTSUPPORTED 10092
 #define WSANOTINITIALISED 10093
 #define WSAEPROVIDERFAILEDINIT 10106
+#define WSATRY_AGAIN 11002
 
 /*
  * Extension function GUIDs: WSPIoctl(SIO_GET_EXTENSION_FUNCTION_POINTER)
@@ -242,6 +274,17 @@ typedef struct _WSANETWORKEVENTS {
 	long lNetworkEvents;
 	int iErrorCode[FD_MAX_EVENTS];
 } WSANETWORKEVENTS, *LPWSANETWORKEVENTS;
+
+/* SIO_ADDRESS_LIST_QUERY's answer, in Winsock's layout. */
+typedef struct _SOCKET_ADDRESS {
+	struct sockaddr *lpSockaddr;
+	INT iSockaddrLength;
+} SOCKET_ADDRESS, *PSOCKET_ADDRESS, *LPSOCKET_ADDRESS;
+
+typedef struct _SOCKET_ADDRESS_LIST {
+	INT iAddressCount;
+	SOCKET_ADDRESS Address[1]; /* iAddressCount of them */
+} SOCKET_ADDRESS_LIST, *LPSOCKET_ADDRESS_LIST;
 
 typedef int(WSPAPI *LPCONDITIONPROC)(LPWSABUF lpCallerId, LPWSABUF lpCallerData, LPQOS lpSQOS,
 				     LPQOS lpGQOS, LPWSABUF lpCalleeId, LPWSABUF lpCalleeData,
@@ -359,11 +402,10 @@ typedef SOCKET(WSPAPI *LPWSPSOCKET)(int af, int type, int protocol,
 typedef void (*WSPPROC_UNUSED)(void);
 
 /*
- * The procedure table WSPStartupEx fills, in Windows' member order.  A slot
- * is NULL when this provider does not implement the call (yet).  Filled
- * today: lpWSPBind, lpWSPCleanup, lpWSPCloseSocket, lpWSPIoctl, lpWSPSocket.
- * Accept, Connect, EnumNetworkEvents, EventSelect, GetOverlappedResult,
- * GetSockOpt, Listen, Recv, Send and SetSockOpt follow with connections.
+ * The procedure table WSPStartupEx fills, in Windows' member order.  Filled:
+ * every call the switch needs (SPI.md): Accept, Bind, Cleanup, CloseSocket,
+ * Connect, EnumNetworkEvents, EventSelect, GetOverlappedResult, GetSockOpt,
+ * Ioctl, Listen, Recv, Send, SetSockOpt, Socket.  The other slots are NULL.
  */
 typedef struct _WSPPROC_TABLE {
 	LPWSPACCEPT lpWSPAccept;
@@ -437,13 +479,21 @@ typedef int(WSPAPI *LPFN_WSPMEMORYREGISTRATIONCACHECALLBACK)(PVOID lpvAddress, S
  *        6    2 access    MEM_READ (peer may RDMA-read), MEM_WRITE (peer may
  *                         RDMA-write) or MEM_READWRITE
  *        8    4 nic_addr  IPv4 address of the registering NIC, network order
- *       12    4 rkey      remote key: a memory window bound for this socket,
- *                         or, on a NIC without windows, the region's own key
+ *       12    4 rkey      remote key: a memory window bound to this socket's
+ *                         connection, or, on a NIC without windows, the
+ *                         region's own key
  *       16    8 va        start of the buffer in the registering process
  *       24    8 len       length in bytes
  *
- * A descriptor is valid only on the socket that registered it (R4) and only
- * until it is deregistered: re-registering gives a new rkey.
+ * A descriptor is valid only for the peer of the socket that registered it
+ * (R4), only while that socket is connected, and only until it is
+ * deregistered: re-registering gives a new rkey.  A descriptor obtained
+ * before the socket connected is NOT valid on the connection: connecting
+ * binds every window the socket exposes to the new connection, which gives
+ * each a new key; register (again) after WSPConnect or WSPAccept returned.
+ * On a NIC without memory windows the rkey is the region's own key: the
+ * NIC cannot tie it to one connection, so any peer of this process on that
+ * NIC that learns it may use it until it is deregistered.
  */
 #define NICSIM_RDMA_DESC_MAGIC 0x4344524eu /* "NRDC" in memory order */
 #define NICSIM_RDMA_DESC_VERSION 1u
@@ -494,22 +544,125 @@ SOCKET WSPAPI WSPSocket(int af, int type, int protocol, LPWSAPROTOCOL_INFOW lpPr
 
 /*
  * Bind to the NIC serving the IPv4 address of name (a sockaddr_in; the port
- * is kept, not used yet).  INADDR_ANY picks the NIC with the lowest address
- * in the run directory.  Errors: WSAENOTSOCK, WSAEFAULT (name NULL or
+ * is the one WSPListen listens on and WSPConnect connects from, 0: the NIC's
+ * choice).  INADDR_ANY picks the NIC with the lowest address in the run
+ * directory.  Errors: WSAENOTSOCK, WSAEFAULT (name NULL or
  * namelen too small), WSAEAFNOSUPPORT (not AF_INET), WSAEINVAL (already
  * bound), WSAEADDRNOTAVAIL (no NIC with that address), WSAENETDOWN (a NIC is
  * there but does not answer or refuses the attach).
  */
 int WSPAPI WSPBind(SOCKET s, const struct sockaddr *name, int namelen, LPINT lpErrno);
 
-/* Close a socket, releasing every registration it holds.  WSAENOTSOCK. */
+/*
+ * Close a socket: every operation in flight on it completes at once with
+ * WSA_OPERATION_ABORTED (pending receives included), a thread blocked in a
+ * call on it returns WSAEINTR, a listening socket stops listening (the NIC
+ * refuses the requests not yet accepted), a connection is disconnected (the
+ * peer's operations then fail), the QP slot is freed, and every registration
+ * and RDMA exposure the socket holds is released (R11).  WSAENOTSOCK.
+ */
 int WSPAPI WSPCloseSocket(SOCKET s, LPINT lpErrno);
+
+/*
+ * Listen on the bound port (port 0: a free port of 49152..65535, which the
+ * socket then keeps).  backlog is clamped to 1..64 (the NIC refuses requests
+ * past it).  Calling it again on a listening socket changes nothing.
+ * Errors: WSAENOTSOCK, WSAEINVAL (not bound, or an argument the NIC
+ * refuses), WSAEISCONN (connecting or connected), WSAEADDRINUSE (the port is
+ * taken on this NIC), WSAENETDOWN.
+ */
+int WSPAPI WSPListen(SOCKET s, int backlog, LPINT lpErrno);
+
+/*
+ * Accept a connection on a listening socket: the new socket is bound like
+ * the listener, connected, and inherits its event selection (and so its
+ * non-blocking mode).  A blocking listener waits for a request (without
+ * bound); a non-blocking one fails with WSAEWOULDBLOCK when none is pending
+ * (FD_ACCEPT signals one).  lpfnCondition, if not NULL, is called without
+ * any provider lock with the caller's address (lpCallerId) and the local
+ * one (lpCalleeId) as sockaddr_in; the other arguments are NULL.  CF_ACCEPT
+ * accepts, CF_REJECT refuses (the peer gets WSAECONNREFUSED; this call
+ * WSAECONNREFUSED), CF_DEFER keeps the request for the next call (this call
+ * WSATRY_AGAIN).  addr, if not NULL, gets the peer's sockaddr_in
+ * (*addrlen >= its size).  Errors: WSAENOTSOCK, WSAEFAULT (addr without a
+ * large enough *addrlen), WSAEINVAL (not listening, or a condition function
+ * returned something else), WSAEWOULDBLOCK, WSAEINTR (the listener was
+ * closed), WSAENOBUFS (every one of the 32 QP slots of this process's NIC
+ * context is in use, or no memory), WSAECONNRESET (the peer gave up before
+ * the connection was established), WSAENETDOWN.
+ */
+SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
+			LPCONDITIONPROC lpfnCondition, DWORD_PTR dwCallbackData, LPINT lpErrno);
+
+/*
+ * Connect to the NIC address and port of name (a sockaddr_in).  An unbound
+ * socket is first bound as WSPBind with INADDR_ANY would.  A connected
+ * socket owns one of the 32 QP slots of its NIC context until it closes;
+ * the 33rd connection of a context fails with WSAENOBUFS.  Memory windows
+ * the socket exposed before are bound to the connection (new keys: see the
+ * RDMA buffer descriptor).  Blocking: returns when connected or refused
+ * (bounded by the NIC's connection timeout, at most 60 s).  Non-blocking
+ * (after WSPEventSelect): fails with WSAEWOULDBLOCK once the request is
+ * sent; FD_CONNECT then reports the outcome with its error code.  After a
+ * failed connect the socket may connect again.  Caller/callee data and QoS
+ * are ignored (*lpCalleeData gets length 0).  Errors: WSAENOTSOCK,
+ * WSAEFAULT (name NULL or namelen too small), WSAEAFNOSUPPORT,
+ * WSAEADDRNOTAVAIL (INADDR_ANY or port 0, or no NIC to bind to), WSAEINVAL
+ * (listening), WSAEALREADY (a non-blocking connect in progress), WSAEISCONN,
+ * WSAECONNREFUSED (nobody listens there, or the peer refused),
+ * WSAEHOSTUNREACH (no NIC with that address on the fabric), WSAETIMEDOUT
+ * (no answer, and every unknown failure), WSAENOBUFS, WSAEINTR (closed by
+ * another thread), WSAENETDOWN.
+ */
+int WSPAPI WSPConnect(SOCKET s, const struct sockaddr *name, int namelen, LPWSABUF lpCallerData,
+		      LPWSABUF lpCalleeData, LPQOS lpSQOS, LPQOS lpGQOS, LPINT lpErrno);
+
+/*
+ * Select network events for socket s, reported through hEventObject (an
+ * eventfd) and WSPEnumNetworkEvents; makes the socket non-blocking (for
+ * good, as in Winsock).  A new call replaces the selection and clears what
+ * was recorded.  Reported: FD_ACCEPT (a request is pending; again after each
+ * WSPAccept while more are), FD_CONNECT (a connect finished; its error code
+ * says how), FD_CLOSE (the connection ended: 0 when the peer closed, else
+ * why).  FD_READ, FD_WRITE and FD_OOB may be selected but are never
+ * reported: data transfer completes through overlapped operations.
+ * Errors: WSAENOTSOCK, WSAEINVAL (an unknown bit, or events without an
+ * event object: hEventObject must be an eventfd).
+ */
+int WSPAPI WSPEventSelect(SOCKET s, WSAEVENT hEventObject, long lNetworkEvents, LPINT lpErrno);
+
+/*
+ * The network events recorded for s since the last call, with their error
+ * codes (iErrorCode[FD_*_BIT], WSA codes); clears the record and resets
+ * hEventObject if it is a valid event.  WSAENOTSOCK, WSAEFAULT.
+ */
+int WSPAPI WSPEnumNetworkEvents(SOCKET s, WSAEVENT hEventObject, LPWSANETWORKEVENTS lpNetworkEvents,
+				LPINT lpErrno);
+
+/*
+ * SO_MAX_RDMA_SIZE (get only): the largest single transfer, send, receive or
+ * RDMA: the NIC's largest registration capped at 1 GiB (the cap alone
+ * before the socket is bound).  SO_RDMA_THRESHOLD_SIZE (get and set): the
+ * smallest transfer worth doing by RDMA, a hint for the switch; 64 KiB
+ * until set; an accepted socket starts with its listener's.  *optlen >= 4
+ * on entry, 4 on return.  Errors: WSAENOTSOCK, WSAEINVAL (level not
+ * SOL_SOCKET/WSA_SOL_SOCKET), WSAENOPROTOOPT (another option, or setting
+ * SO_MAX_RDMA_SIZE), WSAEFAULT (optval or optlen NULL, or too small).
+ */
+int WSPAPI WSPGetSockOpt(SOCKET s, int level, int optname, char *optval, LPINT optlen,
+			 LPINT lpErrno);
+int WSPAPI WSPSetSockOpt(SOCKET s, int level, int optname, const char *optval, int optlen,
+			 LPINT lpErrno);
 
 /*
  * SIO_GET_EXTENSION_FUNCTION_POINTER: lpvInBuffer holds a GUID (cbInBuffer ==
  * sizeof(GUID)); the function's address is written at lpvOutBuffer
  * (cbOutBuffer >= sizeof(void *)) and *lpcbBytesReturned is its size.
- * Completes at once; lpOverlapped, lpCompletionRoutine and lpThreadId are
+ * SIO_ADDRESS_LIST_QUERY: the addresses of the NICs in the run directory,
+ * ascending, as a SOCKET_ADDRESS_LIST followed by the sockaddr_in it points
+ * to, all inside lpvOutBuffer; *lpcbBytesReturned is the size used, or the
+ * size needed when cbOutBuffer is too small (WSAEFAULT).
+ * Both complete at once; lpOverlapped, lpCompletionRoutine and lpThreadId are
  * ignored.  Errors: WSAENOTSOCK, WSAEFAULT (a buffer NULL or too small),
  * WSAEINVAL (another code, or an unknown GUID), WSAEOPNOTSUPP (WSPRdmaRead
  * on a socket bound to a NIC without RDMA read; an unbound socket gets the
@@ -541,7 +694,9 @@ HANDLE WSPAPI WSPRegisterMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, 
  * Release one instance of a WSPRegisterMemory handle held by socket s; the
  * last instance in the process removes the TPT entry and unpins.  SOCKET_ERROR
  * with WSAENOTSOCK, or WSAEINVAL (handle NULL, unknown, forged, released, or
- * not held by s; or the NIC reports the region in use): nothing changes then.
+ * not held by s; or it is s's last instance and a transfer of s not yet
+ * completed uses it (R1); or the NIC reports the region in use): nothing
+ * changes then.
  */
 int WSPAPI WSPDeregisterMemory(SOCKET s, HANDLE handle, LPINT lpErrno);
 
@@ -570,12 +725,76 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
 				   DWORD dwDescriptorLength, LPINT lpErrno);
 
 /*
- * RDMA write/read.  This provider does not connect sockets yet, so after
- * validating the arguments both fail with WSAENOTCONN.
- * Argument errors: WSAENOTSOCK, WSAEFAULT (lpBuffers or the descriptor NULL),
- * WSAEINVAL (no buffers, descriptor length not NICSIM_RDMA_DESC_SIZE),
- * WSAEOPNOTSUPP (WSPRdmaRead on a NIC without RDMA read).
+ * Data transfer on a connected socket: WSPSend sends one message made of
+ * lpBuffers; WSPRecv posts lpBuffers to receive the next message (the
+ * switch's model: a message lands in the receive posted for it, and its
+ * length is the byte count); WSPRdmaWrite writes lpBuffers to the peer's
+ * buffer named by lpTargetBufferDescriptor (a descriptor the peer's
+ * WSPRegisterRdmaMemory wrote) at dwTargetBufferOffset; WSPRdmaRead reads
+ * from there into lpBuffers.  Each call posts one work request of 1 to 4
+ * buffers; zero-length buffers are skipped.
+ *
+ * Local buffers: for WSPSend and WSPRecv each buffer must lie inside one
+ * registration made with WSPRegisterMemory that socket s holds (MEM_WRITE or
+ * MEM_READWRITE for WSPRecv); the provider finds it.  For the RDMA calls
+ * each WSABUFEX names its registration by handle, which s must hold, and the
+ * buffer must lie inside it (MEM_WRITE or MEM_READWRITE for a read's sink).
+ * A registration used by a transfer cannot be deregistered until the
+ * transfer completes (R1).
+ *
+ * Ordering (reliable connection): operations of one socket execute in the
+ * order posted, and a send posted after an RDMA read waits for the read to
+ * complete (fenced), so a "read done" message follows the data.
+ *
+ * Completion: with lpOverlapped, the call returns SOCKET_ERROR with
+ * WSA_IO_PENDING once posted (Internal WSA_STATUS_PENDING) and completes
+ * later: see WSPGetOverlappedResult; hEvent, if an eventfd, is signalled.
+ * Without lpOverlapped, the call waits for its completion (on any socket)
+ * and returns 0 with the byte count, or SOCKET_ERROR with the operation's
+ * error.  lpCompletionRoutine must be NULL; lpThreadId and the RDMA calls'
+ * dwFlags are ignored.  WSPSend's dwFlags and WSPRecv's *lpFlags must be 0.
+ *
+ * Errors of the call (nothing is posted): WSAENOTSOCK; WSAENOTCONN (not
+ * connected: unbound, idle, listening or still connecting); WSAECONNRESET,
+ * WSAECONNABORTED and the like (the connection failed earlier: later posts
+ * fail at once with the error that ended it); WSAENETDOWN; WSAEFAULT
+ * (lpBuffers NULL, a local buffer not inside a registration of s as the
+ * operation needs, lpFlags NULL, the descriptor NULL, or offset + length past
+ * the end of the target buffer); WSAEINVAL (no buffers or more than 4, an
+ * RDMA handle that is not a registration s holds, a descriptor of the wrong
+ * length or format, of another NIC than the peer's, or without the access
+ * asked for); WSAEMSGSIZE (longer than SO_MAX_RDMA_SIZE); WSAENOBUFS (128
+ * sends/RDMA operations, or 128 receives, already in flight on s);
+ * WSAEOPNOTSUPP (flags, a completion routine, or WSPRdmaRead on a NIC
+ * without RDMA read).
+ *
+ * Errors of the completion (OffsetHigh, and WSPGetOverlappedResult's error),
+ * from the NIC's completion status:
+ *   success ............................................ 0
+ *   flushed: socket closed, connection ended, or an
+ *     earlier operation failed (WR_FLUSH_ERR) .......... WSA_OPERATION_ABORTED
+ *   the NIC died (no answer, socket hung up) ........... WSAENETDOWN (within 1 s)
+ *   the message is longer than the receive (LOC_LEN) ... WSAEMSGSIZE
+ *   a local key or local DMA failed (LOC_PROT) ......... WSAEFAULT
+ *   a malformed request (LOC_QP_OP) .................... WSAEINVAL
+ *   the peer refused it: remote key, access or range
+ *     (REM_ACCESS), invalid request (REM_INV_REQ),
+ *     remote failure (REM_OP), bad response ............ WSAECONNRESET
+ *   no answer or no receive at the peer within the
+ *     retry limits (RETRY_EXC, RNR_RETRY_EXC) .......... WSAECONNABORTED
+ * Any error other than a flush breaks the connection: the NIC flushes the
+ * socket's other operations, and later posts fail at once with that error.
+ * The peer closing (or its process dying) flushes the operations in flight
+ * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET.
  */
+int WSPAPI WSPSend(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lpNumberOfBytesSent,
+		   DWORD dwFlags, LPWSAOVERLAPPED lpOverlapped,
+		   LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine, LPWSATHREADID lpThreadId,
+		   LPINT lpErrno);
+int WSPAPI WSPRecv(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lpNumberOfBytesRecvd,
+		   LPDWORD lpFlags, LPWSAOVERLAPPED lpOverlapped,
+		   LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine, LPWSATHREADID lpThreadId,
+		   LPINT lpErrno);
 int WSPAPI WSPRdmaWrite(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
 			LPVOID lpTargetBufferDescriptor, DWORD dwTargetDescriptorLength,
 			DWORD dwTargetBufferOffset, LPDWORD lpdwNumberOfBytesWritten, DWORD dwFlags,
@@ -588,6 +807,20 @@ int WSPAPI WSPRdmaRead(SOCKET s, LPWSABUFEX lpBuffers, DWORD dwBufferCount,
 		       LPWSAOVERLAPPED lpOverlapped,
 		       LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine,
 		       LPWSATHREADID lpThreadId, LPINT lpErrno);
+
+/*
+ * The result of an overlapped operation of socket s.  Done: TRUE with the
+ * byte count in *lpcbTransfer and the flags (0) in *lpdwFlags, or FALSE with
+ * the operation's error (see the data transfer calls).  Pending: with fWait
+ * FALSE, FALSE with WSA_IO_INCOMPLETE; with fWait TRUE, waits (spinning
+ * briefly, then sleeping) until it completes.  The WSAOVERLAPPED fields say
+ * the same: Internal WSA_STATUS_PENDING until done (then 0), InternalHigh
+ * the byte count, OffsetHigh the error, Offset the flags.  Errors:
+ * WSAENOTSOCK, WSAEFAULT (lpOverlapped, lpcbTransfer or lpdwFlags NULL),
+ * WSAEINVAL (pending, but not an operation in flight on s).
+ */
+BOOL WSPAPI WSPGetOverlappedResult(SOCKET s, LPWSAOVERLAPPED lpOverlapped, LPDWORD lpcbTransfer,
+				   BOOL fWait, LPDWORD lpdwFlags, LPINT lpErrno);
 
 /*
  * Drop cached registrations overlapping [lpvAddress, lpvAddress + Size).

@@ -1,0 +1,389 @@
+/*
+ * nicsim-pingpong: send/receive ping-pong and RDMA write between two hosts
+ * through the SAN SPI (ws2san.h), as a switch would drive it.
+ *
+ *   nicsim-pingpong --server [--addr A] [--port P]
+ *   nicsim-pingpong --client --peer A [--addr B] [--port P] [--iters N]
+ *                   [--size S] [--rdma-size R]
+ *
+ * The server accepts one connection, exposes an RDMA target of R bytes to
+ * the client, echoes every ping and reports checksums of its target.  The
+ * client sends N pings of S bytes and prints the median half round trip,
+ * then RDMA-writes R bytes max(N / 10, 10) times and prints the bandwidth,
+ * and checks the server's checksum of what landed.  Exits 0 when every step
+ * worked and every checksum matched, 1 otherwise, 2 on a usage error.
+ *
+ * Receives are posted before the peer can send, as the switch's protocol
+ * does: the first message each way answers one the other side sent after
+ * posting its receive.
+ */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "ws2san.h"
+
+enum msg_type { MSG_HELLO = 1, MSG_DESC, MSG_SUM_REQ, MSG_SUM, MSG_BYE };
+
+struct msg {
+	uint32_t type;
+	uint32_t iters; /* HELLO */
+	uint32_t size;  /* HELLO: ping size; SUM_REQ, SUM: bytes summed */
+	uint32_t sum;   /* SUM */
+	uint64_t rdma_size;
+	struct nicsim_rdma_desc desc; /* DESC */
+};
+
+struct conn {
+	SOCKET s;
+	uint8_t *tx, *rx; /* message buffers, registered */
+	HANDLE htx, hrx;
+	size_t buf_len;
+	LPFN_WSPRDMAWRITE rdma_write;
+	LPFN_WSPREGISTERRDMAMEMORY reg_rdma;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t sum32(const uint8_t *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static void *map(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static bool fail(const char *what, int err)
+{
+	fprintf(stderr, "nicsim-pingpong: %s: %s (%d)\n", what, prov_wsa_name(err), err);
+	return false;
+}
+
+/* Wait for an overlapped operation; false (and a message) on error. */
+static bool wait_ov(struct conn *c, WSAOVERLAPPED *ov, DWORD *bytes, const char *what)
+{
+	DWORD n = 0, flags = 0;
+	int err = 0;
+
+	if (!WSPGetOverlappedResult(c->s, ov, &n, TRUE, &flags, &err))
+		return fail(what, err);
+	if (bytes)
+		*bytes = n;
+	return true;
+}
+
+static bool post(struct conn *c, bool send, uint8_t *buf, size_t len, WSAOVERLAPPED *ov)
+{
+	WSABUF b = {.len = (ULONG)len, .buf = (char *)buf};
+	DWORD n, flags = 0;
+	int err = 0, rc;
+
+	memset(ov, 0, sizeof(*ov));
+	rc = send ? WSPSend(c->s, &b, 1, &n, 0, ov, NULL, NULL, &err)
+		  : WSPRecv(c->s, &b, 1, &n, &flags, ov, NULL, NULL, &err);
+	if (rc == SOCKET_ERROR && err != WSA_IO_PENDING)
+		return fail(send ? "WSPSend" : "WSPRecv", err);
+	return true;
+}
+
+static bool send_msg(struct conn *c, const struct msg *m)
+{
+	WSAOVERLAPPED ov;
+
+	memcpy(c->tx, m, sizeof(*m));
+	return post(c, true, c->tx, sizeof(*m), &ov) && wait_ov(c, &ov, NULL, "send");
+}
+
+/* (Re)make the message buffers, large enough for size bytes, and register them. */
+static bool conn_buffers(struct conn *c, size_t size)
+{
+	int err = 0;
+
+	if (c->tx) {
+		WSPDeregisterMemory(c->s, c->htx, &err);
+		WSPDeregisterMemory(c->s, c->hrx, &err);
+		munmap(c->tx, c->buf_len);
+		munmap(c->rx, c->buf_len);
+	}
+	c->buf_len = size > sizeof(struct msg) ? size : sizeof(struct msg);
+	c->tx = map(c->buf_len);
+	c->rx = map(c->buf_len);
+	if (!c->tx || !c->rx)
+		return fail("mmap", WSAENOBUFS);
+	c->htx = WSPRegisterMemory(c->s, c->tx, (DWORD)c->buf_len, MEM_READ, &err);
+	c->hrx =
+	    c->htx ? WSPRegisterMemory(c->s, c->rx, (DWORD)c->buf_len, MEM_READWRITE, &err) : NULL;
+	return c->hrx ? true : fail("WSPRegisterMemory", err);
+}
+
+/* The extension functions, asked for as a switch does. */
+static bool conn_extensions(struct conn *c)
+{
+	GUID wr = WSAID_RDMAWRITE, rr = WSAID_REGISTERRDMAMEMORY;
+	DWORD n;
+	int err = 0;
+
+	if (WSPIoctl(c->s, SIO_GET_EXTENSION_FUNCTION_POINTER, &wr, sizeof(wr), &c->rdma_write,
+		     sizeof(c->rdma_write), &n, NULL, NULL, NULL, &err) ||
+	    WSPIoctl(c->s, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &c->reg_rdma,
+		     sizeof(c->reg_rdma), &n, NULL, NULL, NULL, &err))
+		return fail("WSPIoctl", err);
+	return true;
+}
+
+static SOCKET bound_socket(const char *addr, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int err = 0;
+	SOCKET s = WSPSocket(AF_INET, SOCK_STREAM, 0, NULL, 0, 0, &err);
+
+	if (s == INVALID_SOCKET || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+	    WSPBind(s, (struct sockaddr *)&sa, sizeof(sa), &err)) {
+		fail("socket", err);
+		return INVALID_SOCKET;
+	}
+	return s;
+}
+
+static bool server(const char *addr, uint16_t port)
+{
+	SOCKET l = bound_socket(addr, port);
+	struct conn c = {0};
+	struct msg hello, m = {.type = MSG_DESC};
+	WSAOVERLAPPED ov, ovs;
+	uint8_t *target;
+	DWORD dlen = sizeof(m.desc), n;
+	int err = 0;
+
+	if (l == INVALID_SOCKET || WSPListen(l, 1, &err))
+		return fail("WSPListen", err);
+	c.s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
+	if (c.s == INVALID_SOCKET)
+		return fail("WSPAccept", err);
+	WSPCloseSocket(l, &err);
+	/* The hello says how big the pings are; its receive fits any header. */
+	if (!conn_extensions(&c) || !conn_buffers(&c, sizeof(struct msg)) ||
+	    !post(&c, false, c.rx, c.buf_len, &ov) || !wait_ov(&c, &ov, NULL, "hello"))
+		return false;
+	memcpy(&hello, c.rx, sizeof(hello));
+	if (hello.type != MSG_HELLO || hello.size > (64u << 20) || hello.rdma_size > (1u << 30))
+		return fail("hello", WSAEINVAL);
+	/* Buffers for the pings, and the RDMA target, exposed to the client. */
+	if (hello.size > c.buf_len && !conn_buffers(&c, hello.size))
+		return false;
+	target = map(hello.rdma_size);
+	if (!target)
+		return fail("mmap", WSAENOBUFS);
+	if (c.reg_rdma(c.s, target, (DWORD)hello.rdma_size, MEM_WRITE, &m.desc, &dlen, &err))
+		return fail("WSPRegisterRdmaMemory", err);
+	if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m))
+		return false;
+	/* Echo every ping: the next receive is posted before answering. */
+	for (uint32_t i = 0; i < hello.iters; i++) {
+		if (!wait_ov(&c, &ov, &n, "ping"))
+			return false;
+		memcpy(c.tx, c.rx, n);
+		if (!post(&c, false, c.rx, c.buf_len, &ov) || !post(&c, true, c.tx, n, &ovs) ||
+		    !wait_ov(&c, &ovs, NULL, "pong"))
+			return false;
+	}
+	/* Checksum requests until bye. */
+	for (;;) {
+		if (!wait_ov(&c, &ov, NULL, "request"))
+			return false;
+		memcpy(&m, c.rx, sizeof(m));
+		if (m.type == MSG_BYE)
+			break;
+		if (m.type != MSG_SUM_REQ || m.size > hello.rdma_size)
+			return fail("request", WSAEINVAL);
+		m.type = MSG_SUM;
+		m.sum = sum32(target, m.size);
+		if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m))
+			return false;
+	}
+	WSPCloseSocket(c.s, &err);
+	return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool client(const char *addr, const char *peer, uint16_t port, uint32_t iters, uint32_t size,
+		   uint32_t rdma_size)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+	struct conn c = {0};
+	struct msg m = {.type = MSG_HELLO, .iters = iters, .size = size, .rdma_size = rdma_size};
+	struct nicsim_rdma_desc desc;
+	uint32_t writes = iters / 10 > 10 ? iters / 10 : 10;
+	uint64_t *rtt = calloc(iters ? iters : 1, sizeof(*rtt)), t0;
+	WSAOVERLAPPED ov, ovs;
+	uint8_t *src;
+	HANDLE hsrc;
+	int err = 0;
+
+	c.s = bound_socket(addr, 0);
+	if (c.s == INVALID_SOCKET || !rtt || inet_pton(AF_INET, peer, &to.sin_addr) != 1)
+		return fail("socket", err);
+	t0 = now_ns();
+	if (WSPConnect(c.s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err))
+		return fail("WSPConnect", err);
+	printf("connected to %s:%u in %.0f us\n", peer, port, (double)(now_ns() - t0) / 1e3);
+	if (!conn_extensions(&c) || !conn_buffers(&c, size) ||
+	    !post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m) ||
+	    !wait_ov(&c, &ov, NULL, "descriptor"))
+		return false;
+	memcpy(&m, c.rx, sizeof(m));
+	if (m.type != MSG_DESC)
+		return fail("descriptor", WSAEINVAL);
+	desc = m.desc;
+
+	for (uint32_t i = 0; i < iters; i++) {
+		DWORD n = 0;
+
+		t0 = now_ns();
+		if (!post(&c, false, c.rx, size, &ov) || !post(&c, true, c.tx, size, &ovs) ||
+		    !wait_ov(&c, &ovs, NULL, "ping") || !wait_ov(&c, &ov, &n, "pong"))
+			return false;
+		rtt[i] = now_ns() - t0;
+		if (n != size)
+			return fail("pong length", WSAEMSGSIZE);
+	}
+	if (iters) {
+		qsort(rtt, iters, sizeof(*rtt), cmp_u64);
+		printf("send/recv %u B: half round trip median %.2f us, p99 %.2f us (%u round "
+		       "trips)\n",
+		       size, (double)rtt[iters / 2] / 2e3, (double)rtt[iters * 99 / 100] / 2e3,
+		       iters);
+	}
+
+	src = map(rdma_size);
+	if (!src)
+		return fail("mmap", WSAENOBUFS);
+	for (uint32_t i = 0; i < rdma_size; i++)
+		src[i] = (uint8_t)(i * 131u + 7u);
+	hsrc = WSPRegisterMemory(c.s, src, rdma_size, MEM_READ, &err);
+	if (!hsrc)
+		return fail("WSPRegisterMemory", err);
+	t0 = now_ns();
+	for (uint32_t i = 0; i < writes; i++) {
+		WSABUFEX b = {.len = rdma_size, .buf = (char *)src, .handle = hsrc};
+		DWORD n;
+
+		memset(&ovs, 0, sizeof(ovs));
+		if (c.rdma_write(c.s, &b, 1, &desc, sizeof(desc), 0, &n, 0, &ovs, NULL, NULL,
+				 &err) == SOCKET_ERROR &&
+		    err != WSA_IO_PENDING)
+			return fail("WSPRdmaWrite", err);
+		if (!wait_ov(&c, &ovs, NULL, "RDMA write"))
+			return false;
+	}
+	printf("RDMA write %u B: %.2f GB/s (%u writes, one at a time)\n", rdma_size,
+	       (double)rdma_size * writes / (double)(now_ns() - t0), writes);
+
+	m = (struct msg){.type = MSG_SUM_REQ, .size = rdma_size};
+	if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m) ||
+	    !wait_ov(&c, &ov, NULL, "checksum"))
+		return false;
+	memcpy(&m, c.rx, sizeof(m));
+	if (m.type != MSG_SUM || m.sum != sum32(src, rdma_size)) {
+		fprintf(stderr, "nicsim-pingpong: the server's checksum differs\n");
+		return false;
+	}
+	printf("RDMA write checksum matches\n");
+	m = (struct msg){.type = MSG_BYE};
+	if (!send_msg(&c, &m))
+		return false;
+	WSPCloseSocket(c.s, &err);
+	free(rtt);
+	return true;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: nicsim-pingpong --server [--addr A] [--port P] [--dir D]\n"
+		   "       nicsim-pingpong --client --peer A [--addr B] [--port P] [--iters N]\n"
+		   "                       [--size S] [--rdma-size R] [--dir D]\n"
+		   "\n"
+		   "Ping-pong of S-byte messages (default 8, 10000 times) and RDMA writes of R\n"
+		   "bytes (default 1 MiB) between two hosts through the SAN SPI.  --addr picks\n"
+		   "this host's NIC (default: the lowest in the run directory), --dir the run\n"
+		   "directory (default: $NICSIM_DIR ...), --port the server's (default 7471).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"server", no_argument, NULL, 's'},
+	    {"client", no_argument, NULL, 'c'},
+	    {"addr", required_argument, NULL, 'a'},
+	    {"peer", required_argument, NULL, 'p'},
+	    {"port", required_argument, NULL, 'P'},
+	    {"iters", required_argument, NULL, 'n'},
+	    {"size", required_argument, NULL, 'z'},
+	    {"rdma-size", required_argument, NULL, 'r'},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *addr = "0.0.0.0", *peer = NULL;
+	unsigned long port = 7471, iters = 10000, size = 8, rdma_size = 1u << 20;
+	int role = 0, opt, err = 0;
+	WSPDATA data;
+	WSPPROC_TABLE table;
+	bool ok;
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+		case 'c': role = opt; break;
+		case 'a': addr = optarg; break;
+		case 'p': peer = optarg; break;
+		case 'P': port = strtoul(optarg, NULL, 0); break;
+		case 'n': iters = strtoul(optarg, NULL, 0); break;
+		case 'z': size = strtoul(optarg, NULL, 0); break;
+		case 'r': rdma_size = strtoul(optarg, NULL, 0); break;
+		case 'd': setenv("NICSIM_DIR", optarg, 1); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!role || optind != argc || (role == 'c' && !peer) || !port || port > 65535 || !size ||
+	    size > (64u << 20) || !rdma_size || rdma_size > (1u << 30) || iters > 10000000) {
+		usage(stderr);
+		return 2;
+	}
+	err = WSPStartupEx(MAKEWORD(2, 2), &data, NULL, NULL, &table);
+	if (err) {
+		fail("WSPStartupEx", err);
+		return 1;
+	}
+	ok = role == 's' ? server(addr, (uint16_t)port)
+			 : client(addr, peer, (uint16_t)port, (uint32_t)iters, (uint32_t)size,
+				  (uint32_t)rdma_size);
+	WSPCleanup(&err);
+	return ok ? 0 : 1;
+}
