@@ -151,10 +151,8 @@ static int init(void)
 
 static int clean(void)
 {
-	int status = nst_stop(nic, WAIT_MS);
-
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "nicsimd ended with status 0x%x; log in %s\n", status, dir);
+	if (!nst_stop_clean(nic, WAIT_MS)) {
+		fprintf(stderr, "log in %s\n", dir);
 		return -1;
 	}
 	nst_done_with_dir(dir);

@@ -51,27 +51,6 @@ static char self_exe[PATH_MAX];
 
 /* ---- Helpers ------------------------------------------------------------------ */
 
-static uint32_t sum32(const uint8_t *p, size_t n)
-{
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 16777619u;
-	return h;
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (uint8_t)x;
-	}
-}
-
 static uint8_t *map(size_t n)
 {
 	uint8_t *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -313,12 +292,12 @@ static int child_serve(struct child *c)
 		    post_recv(c->s, c->data + m.off, m.len, &ov) != WSA_IO_PENDING)
 			return 13;
 		if (m.op == CTL_SEND)
-			fill(c->data + m.off, m.len, m.seed);
+			nst_fill(c->data + m.off, m.len, m.seed);
 		if (m.op == CTL_EXPOSE) {
 			if (have_exposed)
 				WSPDeregisterRdmaMemory(c->s, &exposed, sizeof(exposed),
 							(int *)&r.err);
-			fill(c->data, m.len, m.seed);
+			nst_fill(c->data, m.len, m.seed);
 			r.err = (uint32_t)expose(c->s, c->data, m.len, m.flags, &exposed);
 			have_exposed = r.err == 0;
 			r.desc = exposed;
@@ -334,7 +313,7 @@ static int child_serve(struct child *c)
 			r.err = (uint32_t)ov_wait(c->s, &ov, &n);
 			r.op = CTL_SUMS;
 			r.bytes = n;
-			r.sum = sum32(c->data + m.off, n);
+			r.sum = nst_sum32(c->data + m.off, n);
 			if (child_send_ctl(c, &r))
 				return 16;
 			break;
@@ -350,7 +329,7 @@ static int child_serve(struct child *c)
 			break;
 		case CTL_SUM:
 			r.op = CTL_SUMS;
-			r.sum = sum32(c->data + m.off, m.len);
+			r.sum = nst_sum32(c->data + m.off, m.len);
 			if (child_send_ctl(c, &r))
 				return 19;
 			break;
@@ -541,35 +520,35 @@ static void integrity(SOCKET s_a, SOCKET s_b)
 		DWORD n = 0;
 
 		/* Send/receive: b posts first, a sends. */
-		fill(a.src + oa, len, (uint32_t)i + 1);
+		nst_fill(a.src + oa, len, (uint32_t)i + 1);
 		NST_REQUIRE_EQ(post_recv(b.s, b.dst + ob, len, &ovb), WSA_IO_PENDING);
 		NST_REQUIRE_EQ(post_send(a.s, a.src + oa, len, &ova), WSA_IO_PENDING);
 		NST_EQ(ov_wait(a.s, &ova, &n), 0);
 		NST_EQ(n, len);
 		NST_EQ(ov_wait(b.s, &ovb, &n), 0);
 		NST_EQ(n, len);
-		NST_EQ_U(sum32(b.dst + ob, len), sum32(a.src + oa, len));
+		NST_EQ_U(nst_sum32(b.dst + ob, len), nst_sum32(a.src + oa, len));
 
 		/* RDMA write from a into b's exposed buffer at an offset. */
-		fill(a.src + oa, len, (uint32_t)i + 100);
+		nst_fill(a.src + oa, len, (uint32_t)i + 100);
 		memset(b.dst, 0, REGION);
 		NST_REQUIRE_EQ(expose(b.s, b.dst, REGION, MEM_WRITE, &d), 0);
 		NST_REQUIRE_EQ(post_rdma(a.s, true, a.src + oa, len, a.hsrc, &d, ob, &ova),
 			       WSA_IO_PENDING);
 		NST_EQ(ov_wait(a.s, &ova, &n), 0);
 		NST_EQ(n, len);
-		NST_EQ_U(sum32(b.dst + ob, len), sum32(a.src + oa, len));
+		NST_EQ_U(nst_sum32(b.dst + ob, len), nst_sum32(a.src + oa, len));
 		NST_EQ(b.dst[ob + len], 0); /* nothing past the end */
 		unexpose(b.s, &d);
 
 		/* RDMA read by a of b's exposed buffer at an offset. */
-		fill(b.dst + ob, len, (uint32_t)i + 200);
+		nst_fill(b.dst + ob, len, (uint32_t)i + 200);
 		NST_REQUIRE_EQ(expose(b.s, b.dst, REGION, MEM_READ, &d), 0);
 		NST_REQUIRE_EQ(post_rdma(a.s, false, a.dst + oa, len, a.hdst, &d, ob, &ova),
 			       WSA_IO_PENDING);
 		NST_EQ(ov_wait(a.s, &ova, &n), 0);
 		NST_EQ(n, len);
-		NST_EQ_U(sum32(a.dst + oa, len), sum32(b.dst + ob, len));
+		NST_EQ_U(nst_sum32(a.dst + oa, len), nst_sum32(b.dst + ob, len));
 		unexpose(b.s, &d);
 	}
 	printf("\n    3 x %zu sizes, 1 B .. 64 MiB: %.0f ms ", NSIZES,
@@ -604,7 +583,7 @@ static void test_two_processes_one_host(void)
 		DWORD n = 0;
 
 		/* Send to the child: it posts, says READY, and reports the checksum. */
-		fill(src + o, len, (uint32_t)i + 7);
+		nst_fill(src + o, len, (uint32_t)i + 7);
 		m.op = CTL_RECV;
 		m.len = len;
 		m.off = co;
@@ -615,7 +594,7 @@ static void test_two_processes_one_host(void)
 		NST_EQ(ov_wait(pr.s, &ovd, NULL), 0);
 		NST_EQ(ov_wait(pr.s, &ov, NULL), 0);
 		NST_EQ(pr.in->bytes, len);
-		NST_EQ_U(pr.in->sum, sum32(src + o, len));
+		NST_EQ_U(pr.in->sum, nst_sum32(src + o, len));
 
 		/* Receive from the child. */
 		NST_REQUIRE_EQ(post_recv(pr.s, dst + o, len, &ovd), WSA_IO_PENDING);
@@ -624,8 +603,8 @@ static void test_two_processes_one_host(void)
 		NST_REQUIRE_EQ(peer_send(&pr, &m), 0);
 		NST_EQ(ov_wait(pr.s, &ovd, &n), 0);
 		NST_EQ(n, len);
-		fill(src + o, len, m.seed);
-		NST_EQ_U(sum32(dst + o, len), sum32(src + o, len));
+		nst_fill(src + o, len, m.seed);
+		NST_EQ_U(nst_sum32(dst + o, len), nst_sum32(src + o, len));
 
 		/* RDMA write into the child's exposed buffer, checked by its checksum. */
 		m.op = CTL_EXPOSE;
@@ -636,7 +615,7 @@ static void test_two_processes_one_host(void)
 		NST_REQUIRE_EQ(peer_call(&pr, &m, &r), 0);
 		NST_REQUIRE_EQ(r.err, 0);
 		desc = r.desc;
-		fill(src + o, len, (uint32_t)i + 13);
+		nst_fill(src + o, len, (uint32_t)i + 13);
 		NST_REQUIRE_EQ(post_rdma(pr.s, true, src + o, len, hsrc, &desc, co, &ovd),
 			       WSA_IO_PENDING);
 		NST_EQ(ov_wait(pr.s, &ovd, &n), 0);
@@ -645,7 +624,7 @@ static void test_two_processes_one_host(void)
 		m.off = co;
 		m.len = len;
 		NST_REQUIRE_EQ(peer_call(&pr, &m, &r), 0);
-		NST_EQ_U(r.sum, sum32(src + o, len));
+		NST_EQ_U(r.sum, nst_sum32(src + o, len));
 
 		/* RDMA read back what was just written. */
 		memset(dst + o, 0, len);
@@ -653,7 +632,7 @@ static void test_two_processes_one_host(void)
 			       WSA_IO_PENDING);
 		NST_EQ(ov_wait(pr.s, &ovd, &n), 0);
 		NST_EQ(n, len);
-		NST_EQ_U(sum32(dst + o, len), sum32(src + o, len));
+		NST_EQ_U(nst_sum32(dst + o, len), nst_sum32(src + o, len));
 	}
 	dereg(pr.s, hsrc);
 	dereg(pr.s, hdst);
@@ -955,7 +934,7 @@ static void test_overlapped_results(void)
 	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
 	reg(a, buf, 2 * PAGE, MEM_READ);
 	reg(b, buf + 2 * PAGE, 2 * PAGE, MEM_READWRITE);
-	fill(buf, 2 * PAGE, 5);
+	nst_fill(buf, 2 * PAGE, 5);
 
 	/* Pending: fWait FALSE says WSA_IO_INCOMPLETE; the fields say in progress. */
 	NST_REQUIRE_EQ(post_recv(b, buf + 2 * PAGE, PAGE, &ov), WSA_IO_PENDING);
@@ -991,7 +970,7 @@ static void test_overlapped_results(void)
 	NST_EQ(ov.Offset, 0);
 	NST_EQ(ov_wait(a, &ovs, &n), 0);
 	NST_EQ(n, 100);
-	NST_EQ_U(sum32(buf + 2 * PAGE, 100), sum32(buf, 100));
+	NST_EQ_U(nst_sum32(buf + 2 * PAGE, 100), nst_sum32(buf, 100));
 
 	/* hEvent: signalled at completion without anyone calling the provider. */
 	memset(&ov, 0, sizeof(ov));
@@ -1238,7 +1217,7 @@ static void test_bad_input_rdma(void)
 static void refused(SOCKET a, HANDLE h, uint8_t *src, const struct nicsim_rdma_desc *d, bool write,
 		    const uint8_t *target, size_t target_len)
 {
-	uint32_t before = sum32(target, target_len);
+	uint32_t before = nst_sum32(target, target_len);
 	WSAOVERLAPPED ov;
 	DWORD n;
 
@@ -1246,7 +1225,7 @@ static void refused(SOCKET a, HANDLE h, uint8_t *src, const struct nicsim_rdma_d
 	NST_EQ(ov_wait(a, &ov, &n), WSAECONNRESET);
 	NST_EQ(post_rdma(a, write, src, 64, h, d, 0, &ov), WSAECONNRESET);
 	NST_EQ(post_send(a, src, 1, &ov), WSAECONNRESET);
-	NST_EQ_U(sum32(target, target_len), before);
+	NST_EQ_U(nst_sum32(target, target_len), before);
 }
 
 static void test_descriptors_refused_by_nic(void)
@@ -1258,7 +1237,7 @@ static void test_descriptors_refused_by_nic(void)
 	int err = 0;
 
 	NST_REQUIRE(m != NULL);
-	fill(m, 16 * PAGE, 77);
+	nst_fill(m, 16 * PAGE, 77);
 
 	/* Another connection's descriptor, from the same peer NIC (R4). */
 	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
@@ -1298,12 +1277,12 @@ static void test_descriptors_refused_by_nic(void)
 		}
 		if (k == 3) {
 			WSAOVERLAPPED ov;
-			uint32_t before = sum32(t1 + PAGE, PAGE);
+			uint32_t before = nst_sum32(t1 + PAGE, PAGE);
 
 			NST_REQUIRE_EQ(post_rdma(a, true, src, 64, h, &d, PAGE, &ov),
 				       WSA_IO_PENDING);
 			NST_EQ(ov_wait(a, &ov, NULL), WSAECONNRESET);
-			NST_EQ_U(sum32(t1 + PAGE, PAGE), before);
+			NST_EQ_U(nst_sum32(t1 + PAGE, PAGE), before);
 		} else {
 			refused(a, h, src, &d, k != 2, t1, PAGE);
 		}
@@ -1604,7 +1583,7 @@ static void test_nic_without_windows_or_rdma_read(void)
 
 	/* RDMA write into C's exposure works; the key is the region's own. */
 	NST_REQUIRE_EQ(connect_pair(ADDR_C, ADDR_A, &c, &a), 0);
-	fill(m, PAGE, 3);
+	nst_fill(m, PAGE, 3);
 	memset(m + PAGE, 0, PAGE);
 	NST_REQUIRE_EQ(expose(c, m + PAGE, PAGE, MEM_WRITE, &d), 0);
 	h = reg(a, m, PAGE, MEM_READ);

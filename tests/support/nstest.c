@@ -162,6 +162,29 @@ long nst_proc_status_kib(pid_t pid, const char *field)
 	return kib;
 }
 
+void nst_fill(void *buf, size_t n, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
+	uint8_t *p = buf;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+uint32_t nst_sum32(const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
 uint64_t nst_now_ns(void)
 {
 	struct timespec ts;
@@ -211,6 +234,16 @@ int nst_stop(pid_t pid, int timeout_ms)
 		status = nst_wait(pid, 5000);
 	}
 	return status < 0 ? -1 : status;
+}
+
+bool nst_stop_clean(pid_t pid, int timeout_ms)
+{
+	int status = nst_stop(pid, timeout_ms);
+
+	if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return true;
+	fprintf(stderr, "nicsimd %d ended with status 0x%x\n", (int)pid, status);
+	return false;
 }
 
 /* True once a connection to the UNIX socket at path is accepted. */

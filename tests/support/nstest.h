@@ -106,6 +106,12 @@ const char *nst_bin(const char *name);
  */
 long nst_proc_status_kib(pid_t pid, const char *field);
 
+/* Fill n bytes with a pattern drawn from seed (xorshift), for data checks. */
+void nst_fill(void *buf, size_t n, uint32_t seed);
+
+/* A checksum of n bytes (FNV-1a), to compare buffers too big to print. */
+uint32_t nst_sum32(const void *buf, size_t n);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
 
@@ -122,6 +128,12 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
  * SIGKILL and reap.  Returns the wait status, or -1 if it was not our child.
  */
 int nst_stop(pid_t pid, int timeout_ms);
+
+/*
+ * nst_stop for a NIC the test started: true if it exited 0 (it survived the
+ * test and stopped cleanly on SIGTERM); otherwise says how it ended.
+ */
+bool nst_stop_clean(pid_t pid, int timeout_ms);
 
 /* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
 int nst_wait(pid_t pid, int timeout_ms);

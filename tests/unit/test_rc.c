@@ -352,12 +352,6 @@ static bool cqes_done(void)
 	return A.ncqe >= want_a && B.ncqe >= want_b;
 }
 
-static void fill(uint8_t *p, size_t n, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)((i * 2654435761u) >> 13 ^ seed);
-}
-
 /* ---- Tests ---------------------------------------------------------------- */
 
 static void test_send_recv_sizes(void)
@@ -370,7 +364,7 @@ static void test_send_recv_sizes(void)
 		uint32_t lk = reg(&A, src, sizeof(src), 0);
 		uint32_t rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
 
-		fill(src, sizes[i], (uint32_t)i);
+		nst_fill(src, sizes[i], (uint32_t)i);
 		memset(dst, 0xee, sizeof(dst));
 		post_recv(&B, 500 + i, dst, sizeof(dst), rk);
 		NST_EQ(post(&A, i, NIC_WR_SEND, src, sizes[i], lk, 0, 0), 0);
@@ -399,7 +393,7 @@ static void test_write_read_and_immediate(void)
 	lk = reg(&A, local, sizeof(local), 0);
 	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
 	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
-	fill(local, sizeof(local), 7);
+	nst_fill(local, sizeof(local), 7);
 	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, local, 150001, lk, (uintptr_t)remote + 17, rkey), 0);
 	NST_EQ(post(&A, 2, NIC_WR_RDMA_READ, back, 150001, bk, (uintptr_t)remote + 17, rkey), 0);
 	post_recv(&B, 9, NULL, 0, 0);
@@ -452,7 +446,7 @@ static void test_lossy_link(void)
 			     : round % 3 == 1 ? NIC_WR_RDMA_WRITE
 					      : NIC_WR_RDMA_READ;
 
-		fill(src, sizeof(src), (uint32_t)round + 100);
+		nst_fill(src, sizeof(src), (uint32_t)round + 100);
 		if (op == NIC_WR_RDMA_READ) {
 			memset(rb, 0, sizeof(rb));
 			NST_EQ(post(&A, 100 + (uint64_t)round, op, rb, sizeof(rb), rbk,
@@ -515,7 +509,7 @@ static void test_read_larger_than_window(void)
 	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
 	sk = reg(&A, small, sizeof(small), 0);
 	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
-	fill(remote, sizeof(remote), 4);
+	nst_fill(remote, sizeof(remote), 4);
 	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, small, 100, sk, (uintptr_t)remote + 39000, rkey), 0);
 	NST_EQ(post(&A, 2, NIC_WR_RDMA_READ, back, sizeof(back), bk, (uintptr_t)remote, rkey), 0);
 	want_a = 2;
@@ -545,7 +539,7 @@ static void test_late_acks_after_go_back(void)
 	ba.latency = 20000; /* acknowledgements come back after the timeout */
 	lk = reg(&A, src, sizeof(src), 0);
 	rkey = expose(&B, dst, sizeof(dst), NIC_ACCESS_REMOTE_WRITE);
-	fill(src, sizeof(src), 9);
+	nst_fill(src, sizeof(src), 9);
 	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, sizeof(src), lk, (uintptr_t)dst, rkey), 0);
 	want_a = 1;
 	want_b = 0;
@@ -565,7 +559,7 @@ static void test_late_acks_after_go_back(void)
 	NST_EQ(memcmp(src, dst, sizeof(dst)), 0);
 	/* Work posted afterwards starts where the acknowledged data ended. */
 	ab.no_frames = false;
-	fill(src, sizeof(src), 10);
+	nst_fill(src, sizeof(src), 10);
 	NST_EQ(post(&A, 2, NIC_WR_RDMA_WRITE, src, sizeof(src), lk, (uintptr_t)dst, rkey), 0);
 	want_a = 2;
 	NST_REQUIRE(run_until(cqes_done, 1000000));
@@ -636,7 +630,7 @@ static void test_rnr_then_receive_posted(void)
 	setup();
 	lk = reg(&A, src, sizeof(src), 0);
 	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
-	fill(src, sizeof(src), 3);
+	nst_fill(src, sizeof(src), 3);
 	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
 	want_a = 1;
 	want_b = 1;
@@ -713,7 +707,7 @@ static void remote_refusal(uint8_t op, int variant)
 	lk = reg(&A, src, sizeof(src), op == NIC_WR_RDMA_READ ? NIC_ACCESS_LOCAL_WRITE : 0);
 	rkey = expose(&B, target, 4096,
 		      op == NIC_WR_RDMA_READ ? NIC_ACCESS_REMOTE_WRITE : NIC_ACCESS_REMOTE_READ);
-	fill(target, sizeof(target), 9);
+	nst_fill(target, sizeof(target), 9);
 	memcpy(copy, target, sizeof(copy));
 	va = (uintptr_t)target;
 	want = NIC_TPT_R_NO_ACCESS;
@@ -817,7 +811,7 @@ static void test_hostile_packets(void)
 	uint64_t refused = 0, errors = 0;
 
 	setup();
-	fill(payload, sizeof(payload), 1);
+	nst_fill(payload, sizeof(payload), 1);
 	for (int i = 0; i < 200000; i++) {
 		struct fab_pkt p;
 		uint8_t op = (uint8_t)(rnd() % 0x18);
