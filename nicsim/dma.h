@@ -8,7 +8,7 @@
  * region's pages are one virtually contiguous run, so one segment per
  * scatter/gather element) and an offset and length within their
  * concatenation.  Each call turns that into one iovec array and one system
- * call (more only past IOV_MAX segments): no per-page calls and no staging
+ * call (more only past DMA_IOV_BATCH segments or buffers): no per-page calls and no staging
  * copy, so data goes from host memory straight into a frame and from a frame
  * straight into host memory.
  *
@@ -39,6 +39,15 @@ int dma_read(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off
 /* Copy len bytes from buf to offset off of the host's segments. */
 int dma_write(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, const void *buf,
 	      size_t len);
+
+struct iovec;
+
+/* The same, to and from several local buffers in order (one system call
+ * for all of them): how the NIC moves a batch of frames' payloads. */
+int dma_readv(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
+	      const struct iovec *local, unsigned nlocal);
+int dma_writev(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
+	       const struct iovec *local, unsigned nlocal);
 
 /* Total bytes the segments describe (saturating at UINT64_MAX). */
 uint64_t dma_segs_len(const struct dma_seg *segs, unsigned nsegs);

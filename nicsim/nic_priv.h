@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "cmd.h"
 #include "fab.h"
@@ -79,6 +80,22 @@ struct nic_ctx {
 	struct nic_ctx *next;
 };
 
+/*
+ * Received payloads the transport accepted, waiting to be written to host
+ * memory in one DMA (qpio.c): consecutive pieces of one QP's buffer, each
+ * still in its frame.
+ */
+#define NIC_RX_BATCH 16u
+struct nic_rx_batch {
+	struct qp *qp; /* NULL: empty */
+	const struct rc_mem *mem;
+	uint64_t off, end; /* where the first payload goes, where the next would */
+	uint32_t psn;      /* the first payload's packet */
+	uint32_t n;
+	uint32_t idx[NIC_RX_BATCH];
+	struct iovec iov[NIC_RX_BATCH];
+};
+
 struct nic {
 	struct nic_opts opts;
 	struct nic_log log;
@@ -109,6 +126,10 @@ struct nic {
 	uint64_t timer_armed;    /* deadline the timerfd is set to, 0: none */
 	uint32_t woke_by;        /* NIC_WOKE_* bits of the events served by poll_events */
 	struct conn_state *conn; /* listeners, pending requests (conn.c) */
+	/* The frame being dispatched (port.c), which qpio.c may keep. */
+	struct nic_rx_batch rxb;
+	uint32_t rx_idx;
+	bool rx_keepable, rx_kept;
 };
 
 /* ctx.c */
@@ -146,6 +167,8 @@ void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t
 /* Stop a QP: state (ERROR or CLOSED), every work request completes flushed. */
 void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t status);
 /* Add the QP engine's counters to st. */
+/* Write the received payloads held for a batch to host memory (end of a pass). */
+void qpio_rx_flush(struct nic *nic);
 void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st);
 
 /* port.c: the fabric port. */
@@ -153,6 +176,11 @@ int port_open(struct nic *nic);
 void port_close(struct nic *nic);
 /* Receive and handle a bounded batch of due frames; returns how many. */
 unsigned port_poll(struct nic *nic);
+/* A free frame (-ENOBUFS, -EHOSTUNREACH without a fabric), counted. */
+int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data);
+void port_frame_put(struct nic *nic, uint32_t idx);
+/* Send a frame taken with port_frame_get (it is the fabric's after), counted. */
+int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst);
 /* Send a frame built by fill() (which returns its length or a negative errno). */
 int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
 	      void *arg);

@@ -64,39 +64,56 @@ void port_close(struct nic *nic)
 	nic->timer_fd = -1;
 }
 
-int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
-	      void *arg)
+int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data)
 {
-	uint32_t idx;
-	void *data;
-	int len, err;
+	void *d;
 
 	if (!nic->port) {
 		nic->stats.tx_unreachable++;
 		return -EHOSTUNREACH;
 	}
-	err = fab_frame_get(nic->port, &idx, &data);
-	if (err) {
+	if (fab_frame_get(nic->port, idx, &d)) {
 		nic->stats.tx_no_frame++;
 		return -ENOBUFS;
 	}
-	len = fill(arg, data, FAB_SLOT_BYTES);
-	if (len < 0) {
-		fab_frame_put(nic->port, idx);
-		return len;
-	}
-	err = fab_send(nic->port, idx, (uint32_t)len, dst);
-	if (err == -ENOBUFS) {
+	*data = d;
+	return 0;
+}
+
+void port_frame_put(struct nic *nic, uint32_t idx)
+{
+	fab_frame_put(nic->port, idx);
+}
+
+int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst)
+{
+	int err = fab_send(nic->port, idx, len, dst);
+
+	if (err == -ENOBUFS)
 		nic->stats.tx_no_frame++;
-		return err;
-	}
-	if (err == -EHOSTUNREACH) {
+	else if (err == -EHOSTUNREACH)
 		nic->stats.tx_unreachable++;
-		return err;
-	}
-	if (!err)
+	else if (!err)
 		nic->stats.tx_frames++;
 	return err;
+}
+
+int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
+	      void *arg)
+{
+	uint32_t idx;
+	uint8_t *data;
+	int len, err;
+
+	err = port_frame_get(nic, &idx, &data);
+	if (err)
+		return err;
+	len = fill(arg, data, FAB_SLOT_BYTES);
+	if (len < 0) {
+		port_frame_put(nic, idx);
+		return len;
+	}
+	return port_send(nic, idx, (uint32_t)len, dst);
 }
 
 /* One received frame: decode it and hand it on. */
@@ -144,8 +161,16 @@ unsigned port_poll(struct nic *nic)
 	while (n < 64 && fab_recv(nic->port, &rx) == 0) {
 		n++;
 		nic->stats.rx_frames++;
+		/* The data path may keep the frame to write its payload to
+		 * host memory in a batch (qpio.c); it gives it back then. */
+		nic->rx_idx = rx.idx;
+		nic->rx_keepable = true;
+		nic->rx_kept = false;
 		dispatch(nic, &rx, fab_now_ns());
-		fab_rx_done(nic->port, rx.idx);
+		nic->rx_keepable = false;
+		if (!nic->rx_kept)
+			fab_rx_done(nic->port, rx.idx);
 	}
+	qpio_rx_flush(nic);
 	return n;
 }

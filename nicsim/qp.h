@@ -24,6 +24,23 @@
 
 struct nic_ctx;
 
+/*
+ * Frames of one payload stream (a work request's packets, a read's
+ * responses) whose payloads one DMA read ahead, for the packets the engine
+ * sends next (qpio.c).
+ */
+#define QPIO_AHEAD 16u
+struct qpio_ahead {
+	const struct rc_mem *mem; /* NULL: empty */
+	uint64_t va0, len;        /* mem's first segment and length when read */
+	uint32_t n, next;         /* frames held, the next to send */
+	uint32_t idx[QPIO_AHEAD];
+	uint8_t *data[QPIO_AHEAD];
+	uint64_t off[QPIO_AHEAD]; /* where in mem each payload came from */
+	uint32_t plen[QPIO_AHEAD];
+	uint16_t at[QPIO_AHEAD]; /* where in its frame each payload lies */
+};
+
 struct qp {
 	uint32_t qpn;
 	uint32_t slot;
@@ -51,6 +68,12 @@ struct qp {
 	bool passive;
 	/* Transport (qpio.c), valid from RTS on. */
 	struct rc rc;
+	struct qpio_ahead ahead[2]; /* a requester's and a responder's stream */
+	uint32_t ahead_turn;        /* which one a new stream replaces */
+	bool dma_fault;             /* a batched write to host memory failed ... */
+	bool dma_fault_responder;   /* ... placing a request's payload (not a response's) */
+	bool dma_fault_completed;   /* ... and a completion already said so */
+	uint32_t dma_fault_psn;     /* ... from this packet on */
 };
 
 struct qp_table {

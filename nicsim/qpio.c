@@ -49,55 +49,269 @@ static void set_state(struct qp *qp, enum nic_qp_state state, uint16_t error)
 	ring_flag_set(&qp->hdr->state, state);
 }
 
-/* ---- rc_ops --------------------------------------------------------------- */
+/* ---- Transmit: payloads read ahead in batches ------------------------------------- */
 
-struct xmit_arg {
-	struct qp *qp;
-	struct fab_pkt *pkt;
-	const struct rc_mem *mem;
-	uint64_t off;
-};
+/*
+ * The engine sends the packets of a message one after another, and each
+ * process_vm_readv costs more than the copy of a 4 KiB payload.  So when a
+ * packet's payload is not already in a frame, the DMA engine reads it and
+ * the payloads of up to QPIO_AHEAD - 1 packets that follow it in the same
+ * buffer, each into its own frame, in one system call.  The frames wait,
+ * payload in place, for the packets the engine sends next; a packet that
+ * does not match (a retransmission from elsewhere, another message) starts
+ * a new stream, and what a stream still holds when the engine's call
+ * returns goes back to the pool.  The header length of the packets that
+ * follow is guessed (MIDDLE: the BTH alone); a LAST that carries more moves
+ * its payload up.
+ */
 
-/* Build a frame: payload by DMA straight into place, then the headers. */
-static int fill_frame(void *arg, uint8_t *frame, size_t cap)
+static void ahead_drop(struct qp *qp, struct qpio_ahead *a)
 {
-	struct xmit_arg *x = arg;
-	size_t hdr = fab_pkt_hdr_len(x->pkt->opcode), len;
-	int err;
+	struct nic *nic = nic_of(qp);
 
-	if (hdr == 0 || hdr + x->pkt->payload_len > cap)
-		return -EINVAL;
-	if (x->mem && x->pkt->payload_len) {
-		err = dma_read((pid_t)x->qp->ctx->pid, x->mem->seg, x->mem->nseg, x->off,
-			       frame + hdr, x->pkt->payload_len);
-		if (err) {
-			nic_of(x->qp)->stats.dma_faults++;
-			return -EFAULT;
-		}
-	}
-	x->pkt->payload = NULL;
-	err = fab_pkt_encode(x->pkt, frame, cap, &len);
-	return err ? err : (int)len;
+	if (!a->mem)
+		return;
+	nic->stats.dma_ahead_unused += a->n - a->next;
+	for (uint32_t i = a->next; i < a->n; i++)
+		port_frame_put(nic, a->idx[i]);
+	a->mem = NULL;
+	a->n = a->next = 0;
 }
 
-static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uint64_t off)
+static void ahead_drop_all(struct qp *qp)
 {
-	struct qp *qp = arg;
-	struct xmit_arg x = {.qp = qp, .pkt = pkt, .mem = mem, .off = off};
+	ahead_drop(qp, &qp->ahead[0]);
+	ahead_drop(qp, &qp->ahead[1]);
+}
 
-	return port_xmit(nic_of(qp), qp->peer_addr, fill_frame, &x);
+/* The stream whose next frame holds len bytes at off of mem, or NULL. */
+static struct qpio_ahead *ahead_find(struct qp *qp, const struct rc_mem *mem, uint64_t off,
+				     uint32_t len)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct qpio_ahead *a = &qp->ahead[i];
+
+		if (a->mem != mem)
+			continue;
+		if (a->next < a->n && a->off[a->next] == off && a->plen[a->next] == len &&
+		    a->va0 == mem->seg[0].va && a->len == mem->len)
+			return a;
+		ahead_drop(qp, a);
+	}
+	return NULL;
+}
+
+/*
+ * Read the payload of len bytes at off of mem (its packet's header takes
+ * hdr bytes) and those of up to max - 1 packets after it into fresh
+ * frames.  0, -ENOBUFS (no frame), -EFAULT (host memory refused),
+ * -EHOSTUNREACH.
+ */
+static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uint32_t len,
+		      size_t hdr, uint32_t max, struct qpio_ahead *a)
+{
+	struct nic *nic = nic_of(qp);
+	const uint32_t mtu = qp->rc.cfg.mtu;
+	const uint16_t mid = (uint16_t)fab_pkt_hdr_len(FAB_OP_SEND_MIDDLE);
+	struct iovec iov[QPIO_AHEAD];
+	uint32_t n = 1;
+	int err;
+
+	/* Only a full packet can have others after it. */
+	if (len == mtu && mem->len - off > len) {
+		uint64_t more = (mem->len - off - len + mtu - 1) / mtu;
+
+		n += more < max - 1 ? (uint32_t)more : max - 1;
+	}
+	a->mem = mem;
+	a->va0 = mem->seg[0].va;
+	a->len = mem->len;
+	a->n = a->next = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t o = off + (uint64_t)i * mtu;
+
+		if (port_frame_get(nic, &a->idx[i], &a->data[i]))
+			break;
+		a->off[i] = o;
+		a->plen[i] = i == 0 ? len : (uint32_t)(mem->len - o < mtu ? mem->len - o : mtu);
+		a->at[i] = i == 0 ? (uint16_t)hdr : mid;
+		iov[i] = (struct iovec){.iov_base = a->data[i] + a->at[i], .iov_len = a->plen[i]};
+		a->n++;
+	}
+	if (a->n == 0) {
+		a->mem = NULL;
+		return nic->port ? -ENOBUFS : -EHOSTUNREACH;
+	}
+	nic->stats.dma_calls++;
+	err = dma_readv((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, iov, a->n);
+	if (err) {
+		a->next = a->n; /* nothing of it was sent, nothing is unused */
+		ahead_drop(qp, a);
+		return -EFAULT;
+	}
+	nic->stats.dma_frames += a->n;
+	return 0;
+}
+
+/* A frame holding the payload of the packet the engine sends now. */
+static struct qpio_ahead *ahead_get(struct qp *qp, const struct rc_mem *mem, uint64_t off,
+				    uint32_t len, size_t hdr, int *err)
+{
+	struct qpio_ahead *a = ahead_find(qp, mem, off, len);
+
+	if (a)
+		return a;
+	a = !qp->ahead[0].mem   ? &qp->ahead[0]
+	    : !qp->ahead[1].mem ? &qp->ahead[1]
+				: &qp->ahead[qp->ahead_turn++ & 1];
+	ahead_drop(qp, a);
+	*err = ahead_read(qp, mem, off, len, hdr, QPIO_AHEAD, a);
+	/* The fault may lie in a later packet's payload: that packet fails
+	 * when it is sent, not this one. */
+	if (*err == -EFAULT)
+		*err = ahead_read(qp, mem, off, len, hdr, 1, a);
+	if (*err == -EFAULT)
+		nic_of(qp)->stats.dma_faults++;
+	return *err ? NULL : a;
+}
+
+/* ---- Receive: payloads written in batches -------------------------------------- */
+
+/*
+ * A payload the engine places stays in its frame, and consecutive pieces
+ * of one buffer go to host memory in one process_vm_writev: when the next
+ * piece does not follow, before the QP transmits or completes anything (so
+ * no ACK or completion ever runs ahead of its data), before the buffer's
+ * grants end, and at the end of each pass over the fabric.  A write that
+ * fails marks the QP; completions posted after the mark say so, ACKs are
+ * not sent, and once the engine's call returns the QP fails as it would
+ * have at once (rc_dma_fault).
+ */
+static void rx_write(struct nic *nic)
+{
+	struct nic_rx_batch *b = &nic->rxb;
+	struct qp *qp = b->qp;
+
+	if (!b->n)
+		return;
+	nic->stats.dma_calls++;
+	nic->stats.dma_frames += b->n;
+	if (dma_writev((pid_t)qp->ctx->pid, b->mem->seg, b->mem->nseg, b->off, b->iov, b->n)) {
+		nic->stats.dma_faults++;
+		qp->dma_fault = true;
+		qp->dma_fault_responder = b->mem == &qp->rc.rmem;
+		qp->dma_fault_psn = b->psn;
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		fab_rx_done(nic->port, b->idx[i]);
+	b->n = 0;
+	b->qp = NULL;
+	b->mem = NULL;
+}
+
+/* Write what qp has held, from inside the engine. */
+static void rx_write_qp(struct qp *qp)
+{
+	if (nic_of(qp)->rxb.qp == qp)
+		rx_write(nic_of(qp));
+}
+
+/* After an engine call: a late DMA failure fails the QP now. */
+static void settle(struct qp *qp)
+{
+	if (!qp->dma_fault)
+		return;
+	qp->dma_fault = false;
+	rc_dma_fault(&qp->rc, qp->dma_fault_responder, qp->dma_fault_completed, qp->dma_fault_psn);
+	qp->dma_fault_completed = false;
+}
+
+void qpio_rx_flush(struct nic *nic)
+{
+	struct qp *qp = nic->rxb.qp;
+
+	if (!qp)
+		return;
+	rx_write(nic);
+	settle(qp);
 }
 
 static int op_place(void *arg, const struct rc_mem *mem, uint64_t off, const void *buf, size_t len)
 {
 	struct qp *qp = arg;
-	int err = dma_write((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, buf, len);
+	struct nic *nic = nic_of(qp);
+	struct nic_rx_batch *b = &nic->rxb;
 
-	if (err) {
-		nic_of(qp)->stats.dma_faults++;
+	if (b->n && (b->qp != qp || b->mem != mem || b->end != off || b->n == NIC_RX_BATCH))
+		rx_write(nic);
+	if (qp->dma_fault) {
+		/* An earlier piece failed: the engine fails the QP for this
+		 * one, now, as for any failed placement. */
+		qp->dma_fault = false;
 		return -EFAULT;
 	}
+	if (!nic->rx_keepable || nic->rx_kept) {
+		/* Not a frame this pass may keep: write it now. */
+		nic->stats.dma_calls++;
+		nic->stats.dma_frames++;
+		if (dma_write((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, buf, len)) {
+			nic->stats.dma_faults++;
+			return -EFAULT;
+		}
+		return 0;
+	}
+	if (!b->n) {
+		b->qp = qp;
+		b->mem = mem;
+		b->off = b->end = off;
+		b->psn = qp->rc.epsn; /* the packet being placed */
+	}
+	b->idx[b->n] = nic->rx_idx;
+	b->iov[b->n] = (struct iovec){.iov_base = (void *)buf, .iov_len = len};
+	b->n++;
+	b->end += len;
+	nic->rx_kept = true;
 	return 0;
+}
+
+/* ---- rc_ops --------------------------------------------------------------- */
+
+static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uint64_t off)
+{
+	struct qp *qp = arg;
+	struct nic *nic = nic_of(qp);
+	size_t hdr = fab_pkt_hdr_len(pkt->opcode), len;
+	struct qpio_ahead *a;
+	uint32_t idx;
+	uint8_t *frame;
+	int err = 0;
+
+	rx_write_qp(qp);
+	if (qp->dma_fault)
+		return -EIO; /* lost: the QP fails when the engine returns */
+	if (hdr == 0 || hdr + pkt->payload_len > FAB_SLOT_BYTES)
+		return -EINVAL;
+	if (mem && pkt->payload_len) {
+		a = ahead_get(qp, mem, off, pkt->payload_len, hdr, &err);
+		if (!a)
+			return err;
+		idx = a->idx[a->next];
+		frame = a->data[a->next];
+		if (a->at[a->next] != hdr)
+			memmove(frame + hdr, frame + a->at[a->next], pkt->payload_len);
+		a->next++;
+	} else {
+		err = port_frame_get(nic, &idx, &frame);
+		if (err)
+			return err;
+	}
+	pkt->payload = NULL;
+	err = fab_pkt_encode(pkt, frame, FAB_SLOT_BYTES, &len);
+	if (err) {
+		port_frame_put(nic, idx);
+		return err;
+	}
+	return port_send(nic, idx, (uint32_t)len, qp->peer_addr);
 }
 
 static void drained(void *nic, uint32_t key)
@@ -108,6 +322,12 @@ static void drained(void *nic, uint32_t key)
 static void op_release(void *arg, struct rc_mem *mem)
 {
 	struct qp *qp = arg;
+
+	if (nic_of(qp)->rxb.mem == mem)
+		rx_write(nic_of(qp));
+	for (unsigned i = 0; i < 2; i++)
+		if (qp->ahead[i].mem == mem)
+			ahead_drop(qp, &qp->ahead[i]);
 
 	rc_tpt_release(nic_of(qp)->tpt, mem, drained, nic_of(qp));
 }
@@ -141,7 +361,15 @@ static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, 
 
 static void op_complete(void *arg, const struct nic_cqe *cqe)
 {
-	post_cqe(arg, cqe);
+	struct qp *qp = arg;
+	struct nic_cqe c = *cqe;
+
+	rx_write_qp(qp);
+	if (qp->dma_fault && c.status == NIC_WC_SUCCESS) {
+		c.status = NIC_WC_LOC_PROT_ERR;
+		qp->dma_fault_completed = true;
+	}
+	post_cqe(qp, &c);
 }
 
 /* Copy the next receive work request out of the host's ring. */
@@ -172,6 +400,7 @@ static void op_error(void *arg, uint16_t status)
 	struct nic *nic = nic_of(qp);
 	struct nic_event ev = {.type = NIC_EV_QP_ERROR, .status = status, .qpn = qp->qpn};
 
+	rx_write_qp(qp);
 	/* A disconnect stops the engine too; only a real error is an event. */
 	if (qp->state != NIC_QPS_RTS)
 		return;
@@ -254,6 +483,9 @@ void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t
 {
 	bool running = qp->state == NIC_QPS_RTS;
 
+	rx_write_qp(qp);
+	qp->dma_fault = false;
+	ahead_drop_all(qp);
 	if (qp->state == NIC_QPS_ERROR || qp->state == NIC_QPS_CLOSED)
 		return;
 	if (running && state == NIC_QPS_ERROR) {
@@ -340,6 +572,8 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 		ring_publish(&qp->hdr->sq.cons, qp->sq_cons);
 	sent = qp->rc.st.pkts_sent;
 	rc_progress(&qp->rc, now);
+	ahead_drop_all(qp);
+	settle(qp);
 	d = rc_deadline(&qp->rc);
 	if (d && (!*deadline || d < *deadline))
 		*deadline = d;
@@ -352,4 +586,6 @@ void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t
 	rc_recv(&qp->rc, pkt, now);
 	/* Answer at once (ACKs, read responses) rather than on the next pass. */
 	rc_progress(&qp->rc, now);
+	ahead_drop_all(qp);
+	settle(qp);
 }

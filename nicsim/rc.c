@@ -508,6 +508,21 @@ static void responder_fatal(struct rc *rc, enum fab_nak_code code, uint16_t stat
 	rc_fail(rc, status);
 }
 
+void rc_dma_fault(struct rc *rc, bool responder, bool completed, uint32_t psn)
+{
+	if (rc->dead)
+		return;
+	if (responder) {
+		send_aeth(rc, fab_aeth_nak(FAB_NAK_REMOTE_OP_ERROR), psn);
+		rc->st.naks_sent++;
+		rc_fail(rc, NIC_WC_REM_OP_ERR);
+	} else if (completed) {
+		rc_fail(rc, NIC_WC_LOC_PROT_ERR);
+	} else {
+		fail_head(rc, NIC_WC_LOC_PROT_ERR, 0);
+	}
+}
+
 static void complete_recv(struct rc *rc, uint16_t status, uint8_t opcode, const struct fab_pkt *pkt,
 			  uint32_t detail)
 {

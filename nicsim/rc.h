@@ -66,7 +66,10 @@ struct rc_ops {
 	 * for a loss on the wire).
 	 */
 	int (*xmit)(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uint64_t off);
-	/* Copy len bytes to offset off of mem: 0 or -EFAULT. */
+	/* Copy len bytes to offset off of mem: 0 or -EFAULT.  buf stays valid
+	 * until the engine's call returns; the copy may be made as late as
+	 * that, and before any later transmit or completion of this QP (a
+	 * late failure is reported with rc_dma_fault). */
 	int (*place)(void *arg, const struct rc_mem *mem, uint64_t off, const void *buf,
 		     size_t len);
 	/* Check local SGEs (write: the NIC writes them); fill *mem.  0, or
@@ -198,6 +201,17 @@ bool rc_busy(const struct rc *rc);
  * requests still posted are the NIC's to flush.
  */
 void rc_fail(struct rc *rc, uint16_t status);
+
+/*
+ * A payload that place() accepted could not be written to host memory after
+ * all (the NIC writes payloads in batches, after the engine moved on).  As
+ * for a place() that fails at once: the responder NAKs with a remote
+ * operational error naming psn (the first packet whose payload was lost:
+ * everything before it got through); the requester fails the read with a
+ * local protection error (completed: its completion already carried that
+ * status).  Then the QP is in error.
+ */
+void rc_dma_fault(struct rc *rc, bool responder, bool completed, uint32_t psn);
 
 /* PSN arithmetic on 24 bits: a - b as a signed distance. */
 static inline int32_t rc_psn_diff(uint32_t a, uint32_t b)

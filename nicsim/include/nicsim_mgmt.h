@@ -81,6 +81,9 @@
 	X(rnr_naks, "RNR NAKs received")                                                  \
 	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")                \
 	X(dma_faults, "DMA transfers the host's memory refused")                          \
+	X(dma_calls, "DMA system calls (process_vm_readv/writev batches)")                \
+	X(dma_frames, "frame payloads moved by DMA")                                      \
+	X(dma_ahead_unused, "frames read ahead for packets then not sent")                \
 	X(cq_overruns, "completions lost to a full completion queue")                     \
 	X(invalidations_deferred, "DEREG_MR/DEALLOC_MW held until in-flight DMA drained") \
 	X(loop_polls, "event loop passes over rings, fabric and timers")                  \

@@ -126,53 +126,64 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * The next completion, polling and yielding the CPU every 64 polls.  With
- * nap (NICSIM_BENCH_NAP set, bandwidth runs only) it naps NAP_NS between
- * polls after a short spin instead: with DEPTH requests in flight a
- * completion can wait.  Measured: napping halves the spinning host's CPU
- * time but lowers the NICs' CPU use and bandwidth too (1 MiB write 0.36
- * against 0.51 GB/s), so it is not the default.
- */
-#define NAP_NS 50000u
-#define NAP_AFTER_NS 5000u
-
-static int spin_cq_mode(struct nst_qp *qp, struct nic_cqe *c, bool nap)
+static int cqe_status(const struct nic_cqe *c)
 {
-	uint64_t start = nst_now_ns(), deadline = start + (uint64_t)WAIT_MS * 1000000u;
+	if (c->status)
+		fprintf(stderr, "completion of wr %llu failed: status %u detail %u\n",
+			(unsigned long long)c->wr_id, c->status, c->detail);
+	return c->status ? -EIO : 0;
+}
 
-	for (unsigned i = 0;; i++) {
-		if (ring_observe(&qp->hdr->cq.prod) != qp->cq_cons) {
-			*c = qp->cq[qp->cq_cons & (NIC_CQ_DEPTH - 1)];
-			ring_publish(&qp->hdr->cq.cons, ++qp->cq_cons);
-			if (c->status)
-				fprintf(stderr,
-					"completion of wr %llu failed: status %u detail %u\n",
-					(unsigned long long)c->wr_id, c->status, c->detail);
-			return c->status ? -EIO : 0;
-		}
-		if (nap && i % 16 == 15) {
-			uint64_t now = nst_now_ns();
+static bool take_cqe(struct nst_qp *qp, struct nic_cqe *c)
+{
+	if (ring_observe(&qp->hdr->cq.prod) == qp->cq_cons)
+		return false;
+	*c = qp->cq[qp->cq_cons & (NIC_CQ_DEPTH - 1)];
+	ring_publish(&qp->hdr->cq.cons, ++qp->cq_cons);
+	return true;
+}
 
-			if (now > deadline)
-				return -ETIMEDOUT;
-			if (now - start >= NAP_AFTER_NS) {
-				struct timespec ts = {.tv_nsec = NAP_NS};
+/*
+ * The next completion, polling and yielding the CPU every 64 polls: for
+ * latency, where a sleep and its wake-up would be most of what is measured.
+ */
+static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 
-				nanosleep(&ts, NULL);
-			}
-		} else if (i % 64 == 63) {
+	for (unsigned i = 0; !take_cqe(qp, c); i++) {
+		if (i % 64 == 63) {
 			if (nst_now_ns() > deadline)
 				return -ETIMEDOUT;
 			sched_yield();
 		}
 	}
+	return cqe_status(c);
 }
 
-/* A completion, spinning (yielding) while it comes: for timing. */
-static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
+static int cq_ready(void *arg)
 {
-	return spin_cq_mode(qp, c, false);
+	struct nst_qp *qp = arg;
+
+	return ring_observe(&qp->hdr->cq.prod) != qp->cq_cons;
+}
+
+/*
+ * The next completion, sleeping on the NIC's interrupt while it comes: for
+ * bandwidth, with DEPTH requests in flight, so that the two NICs have the
+ * machine's two cores to themselves (a spinning host takes a third of them).
+ */
+static int sleep_cq(struct nst_qp *qp, struct nic_cqe *c)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int err;
+
+	while (!take_cqe(qp, c)) {
+		err = nic_host_await(qp->h, cq_ready, qp, deadline, 0);
+		if (err)
+			return err;
+	}
+	return cqe_status(c);
 }
 
 static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
@@ -218,7 +229,7 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 			NST_REQUIRE_EQ(nst_post_send(qp, &w), 0);
 			posted++;
 		}
-		NST_REQUIRE_EQ(spin_cq_mode(qp, &c, getenv("NICSIM_BENCH_NAP") != NULL), 0);
+		NST_REQUIRE_EQ(sleep_cq(qp, &c), 0);
 		done++;
 	}
 	return (double)(len * n) / (double)(nst_now_ns() - t0);

@@ -305,6 +305,64 @@ static void refused(uint8_t op, int variant, const char *want_reason)
 	munmap(src, 8192);
 }
 
+/*
+ * Host memory that goes away under a live registration (the host unmapped
+ * it; the TPT entry still grants it): the DMA fails in the middle of a
+ * multi-packet transfer, whichever side it is on, and the QPs fail
+ * cleanly with the status a NIC gives.  which: 0 the requester's source of
+ * a WRITE, 1 the responder's target of a WRITE, 2 the requester's target
+ * of a READ; the 8 KiB hole is at offset at: in the middle, where the
+ * failure is found while more packets arrive, or at the end, where it is
+ * found when the NIC acknowledges or completes.
+ */
+static void vanished(int which, size_t at)
+{
+	enum { N = 256 << 10 };
+	struct pair p;
+	uint8_t *src = map(N), *dst = map(N);
+	uint8_t *hole = (which == 1 ? dst : src) + at;
+	uint32_t lk, dmr, rkey;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	long faults = nic_a_counter("dma_faults");
+
+	pair_open(&p, sock_b, addr_b);
+	nst_fill(src, N, 11);
+	lk = nst_reg(p.ha, src, N, NIC_ACCESS_LOCAL_WRITE);
+	dmr = nst_reg(p.hb, dst, N, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	rkey = nst_window(p.hb, dmr, dst, N, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE,
+			  p.b.qpn);
+	NST_REQUIRE(lk && dmr && rkey);
+	/* For the READ the requester's buffer is src (it receives), dst the
+	 * responder's (it is read). */
+	NST_REQUIRE_EQ(munmap(hole, 8192), 0);
+	w = swqe(1, which == 2 ? NIC_WR_RDMA_READ : NIC_WR_RDMA_WRITE, src, N, lk, (uintptr_t)dst,
+		 rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, which == 1 ? NIC_WC_REM_OP_ERR : NIC_WC_LOC_PROT_ERR);
+	if (which == 1) {
+		struct nic_event ev;
+
+		NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
+		NST_EQ(ev.type, NIC_EV_QP_ERROR);
+		NST_EQ(ev.qpn, p.b.qpn);
+	} else {
+		NST_TRUE(nic_a_counter("dma_faults") > faults);
+	}
+	pair_close(&p);
+	munmap(src, N);
+	munmap(dst, N);
+}
+
+static void test_host_memory_vanished_mid_transfer(void)
+{
+	for (int which = 0; which < 3; which++) {
+		vanished(which, 128 << 10);
+		vanished(which, (256 << 10) - 8192);
+	}
+}
+
 static void test_r4_r6_refused_by_the_nic(void)
 {
 	static const char *const reasons[] = {"key byte does not match", "not valid",
@@ -617,6 +675,7 @@ int main(int argc, char **argv)
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
 	    {"dereg_waits_for_dma_in_flight", test_dereg_waits_for_dma_in_flight},
 	    {"malformed_request_in_order", test_malformed_request_in_order},
+	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {NULL, NULL},
 	};
 
