@@ -70,6 +70,9 @@ struct fab_port {
 	uint64_t holder; /* FAB_HOLDER(HELD, slot, gen) */
 	int bell_fd;
 	uint32_t cursor;           /* next frame fab_frame_get looks at */
+	uint32_t hot_base;         /* first frame of the span it prefers (fab_frame_get) */
+	uint32_t hot_cursor;       /* next frame it looks at in that span */
+	uint32_t spill;            /* gets left that skip the span after it was full */
 	struct fab_tx *tx;         /* [max_ports] */
 	struct fab_link_view *rx;  /* [max_ports], by source slot */
 	struct fab_heap_ent *heap; /* [nframes] */
