@@ -302,7 +302,9 @@ bool ctx_share_cpu(struct nic *nic)
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
 		if (me != nic->cpu)
 			ring_flag_set(&c->hdr->nic_cpu, me);
-		if (me && ring_flag_get(&c->hdr->host_cpu) == me)
+		/* A host asleep on the interrupt needs no CPU. */
+		if (me && ring_flag_get(&c->hdr->host_cpu) == me &&
+		    !ring_flag_get(&c->hdr->host_waiting))
 			shared = true;
 	}
 	nic->cpu = me;
