@@ -45,8 +45,12 @@ struct nic_sample {
 	double wait_s; /* time it was runnable but waited for a CPU (schedstat) */
 };
 
-/* Time pid spent runnable on a run queue without a CPU (/proc/PID/schedstat). */
-static double proc_wait_s(pid_t pid)
+/*
+ * What /proc/PID/schedstat says of pid: time on a CPU and time runnable on
+ * a run queue without one, in seconds (nanosecond resolution, where
+ * /proc/PID/stat counts clock ticks).
+ */
+static void proc_sched(pid_t pid, double *run_s, double *wait_s)
 {
 	unsigned long long run = 0, wait = 0;
 	char path[64];
@@ -54,31 +58,28 @@ static double proc_wait_s(pid_t pid)
 
 	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
 	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-		wait = 0;
-	fclose(f);
-	return (double)wait / 1e9;
+	if (f && fscanf(f, "%llu %llu", &run, &wait) != 2)
+		run = wait = 0;
+	if (f)
+		fclose(f);
+	*run_s = (double)run / 1e9;
+	*wait_s = (double)wait / 1e9;
 }
 
 static double proc_cpu_s(pid_t pid)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long ut = 0, stime = 0;
-	FILE *f;
+	double run, wait;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	/* After the command name: state is field 3, utime 14, stime 15. */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &stime) != 2)
-		return 0;
-	return (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
+	proc_sched(pid, &run, &wait);
+	return run;
+}
+
+static double proc_wait_s(pid_t pid)
+{
+	double run, wait;
+
+	proc_sched(pid, &run, &wait);
+	return wait;
 }
 
 static void nic_sample(const char *sock, pid_t pid, struct nic_sample *s)
@@ -110,6 +111,11 @@ static void nic_report(const char *name, const struct nic_sample *a, const struc
 	       (unsigned long long)(b->st.timeouts - a->st.timeouts),
 	       (unsigned long long)(b->st.doorbells - a->st.doorbells));
 #define D(f) (unsigned long long)(b->st.f - a->st.f)
+	if (D(tx_frames) + D(rx_frames) && D(dma_calls))
+		printf("         %.2f us of CPU per frame; %.1f payloads per DMA call, %llu read "
+		       "ahead unused\n",
+		       (b->cpu_s - a->cpu_s) * 1e6 / (double)(D(tx_frames) + D(rx_frames)),
+		       (double)D(dma_frames) / (double)D(dma_calls), D(dma_ahead_unused));
 	printf("         passes %llu, sleeps %llu (aborted %llu, idle wakes %llu), woken by bell "
 	       "%llu timer %llu doorbell %llu socket %llu, asleep %llu us (longest since start "
 	       "%llu us)\n",
