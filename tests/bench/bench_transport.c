@@ -3,15 +3,16 @@
  * requests: RDMA WRITE and RDMA READ bandwidth for 4 KiB .. 16 MiB, SEND
  * half round-trip latency for 8 B and 4 KiB (ping-pong with a peer process),
  * and the small-message rate.  Same-run references: memcpy and
- * process_vm_readv of the same sizes; the ratios are printed.  Where
- * ucx_perftest is installed the same run could measure UCX over TCP; it is
- * not installed here, which the output says.
+ * process_vm_readv of the same sizes, and, where ucx_perftest is installed,
+ * UCX over TCP (tag_bw, tag_lat) on this machine; the ratios are printed.
  *
  * Targets (issue: connections and data): RDMA WRITE of 1 MiB >= 0.5x the
- * process_vm_readv bandwidth of the same run; 8 B SEND half round trip
- * <= 15 us median.
+ * process_vm_readv bandwidth of the same run and >= 1.0x UCX over TCP;
+ * 8 B SEND half round trip <= 15 us median.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -215,17 +216,16 @@ static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 	return (double)(len * iters) / (double)(nst_now_ns() - t0);
 }
 
-/* Bandwidth of op (WRITE or READ) for one size, DEPTH requests in flight. */
-static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
-			uint32_t rkey, size_t len)
+/* n requests of op (WRITE or READ) of len bytes, depth in flight: seconds. */
+static double rdma_run(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
+		       uint32_t rkey, size_t len, size_t n, size_t depth)
 {
-	size_t total = len >= (4u << 20) ? (256u << 20) : (128u << 20);
-	size_t n = total / len < 64 ? 64 : total / len, posted = 0, done = 0;
+	size_t posted = 0, done = 0;
 	uint64_t t0 = nst_now_ns();
 	struct nic_cqe c;
 
 	while (done < n) {
-		while (posted < n && posted - done < DEPTH) {
+		while (posted < n && posted - done < depth) {
 			struct nic_send_wqe w = {.wr_id = posted, .opcode = op, .num_sge = 1};
 
 			w.sge[0] = (struct nic_sge){
@@ -238,7 +238,93 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 		NST_REQUIRE_EQ(sleep_cq(qp, &c), 0);
 		done++;
 	}
-	return (double)(len * n) / (double)(nst_now_ns() - t0);
+	return (double)(nst_now_ns() - t0) / 1e9;
+}
+
+/* Bandwidth of op (WRITE or READ) for one size, DEPTH requests in flight. */
+static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
+			uint32_t rkey, size_t len)
+{
+	size_t total = len >= (4u << 20) ? (256u << 20) : (128u << 20);
+	size_t n = total / len < 64 ? 64 : total / len;
+
+	return (double)(len * n) / rdma_run(qp, op, buf, lk, rbuf, rkey, len, n, DEPTH) / 1e9;
+}
+
+/* ---- UCX over TCP, the reference people use without RDMA hardware ---------------- */
+
+static char ucx_path[PATH_MAX];
+
+/* Where ucx_perftest is on PATH, or false. */
+static bool ucx_find(void)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096], *save = NULL;
+
+	if (!path || strlen(path) >= sizeof(dirs))
+		return false;
+	strcpy(dirs, path);
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(ucx_path, sizeof(ucx_path), "%s/ucx_perftest", d);
+		if (access(ucx_path, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int ucx_server(void *arg)
+{
+	const char *port = arg;
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (null >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+	}
+	execl(ucx_path, ucx_path, "-p", port, (char *)NULL);
+	return 127;
+}
+
+/*
+ * One ucx_perftest run over TCP on this machine (server and client, both
+ * started here): the "Final:" line's median latency (us, half a round trip
+ * for tag_lat), overall bandwidth (GB/s; UCX prints MB/s of 2^20 bytes) and
+ * overall message rate.  0, or -1 if it did not run.
+ */
+static int ucx_measure(const char *test, size_t size, unsigned iters, double *lat_us, double *gbps,
+		       double *rate)
+{
+	static unsigned next_port;
+	char port[16], sz[32], n[32];
+	static char out[65536];
+	const char *argv[] = {ucx_path, "127.0.0.1", "-p", port, "-t", test,
+			      "-s",     sz,          "-n", n,    NULL};
+	double p50, avg, overall, bw_avg, bw, r_avg, r;
+	unsigned long it;
+	const char *fin;
+	pid_t srv;
+	int rc = -1;
+
+	snprintf(port, sizeof(port), "%u", 20000 + (unsigned)getpid() % 20000 + next_port++);
+	snprintf(sz, sizeof(sz), "%zu", size);
+	snprintf(n, sizeof(n), "%u", iters);
+	srv = nst_fork(ucx_server, port);
+	if (srv < 0)
+		return -1;
+	/* The client gives up if the server does not listen yet: try a few times. */
+	for (int tries = 0; tries < 20 && rc != 0; tries++) {
+		usleep(100000);
+		rc = nst_run(argv, out, sizeof(out), WAIT_MS);
+	}
+	nst_stop(srv, WAIT_MS);
+	fin = rc == 0 ? strstr(out, "Final:") : NULL;
+	if (!fin || sscanf(fin, "Final: %lu %lf %lf %lf %lf %lf %lf %lf", &it, &p50, &avg, &overall,
+			   &bw_avg, &bw, &r_avg, &r) != 8)
+		return -1;
+	*lat_us = p50;
+	*gbps = bw * 1048576.0 / 1e9;
+	*rate = r;
+	return 0;
 }
 
 /* The peer of the ping-pong: answers every message with one of equal size. */
@@ -346,7 +432,8 @@ static void bench_bandwidth_and_latency(void)
 	uint8_t *src = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	uint8_t *dst = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	uint32_t lk, dmr, rkey;
-	double w1m = 0, pvm1m = 0, lat8;
+	double w1m = 0, pvm1m = 0, lat8, lat4k, wres[4] = {0}, rres[4] = {0}, rate;
+	bool have_ucx = ucx_find();
 
 	NST_REQUIRE(src != MAP_FAILED && dst != MAP_FAILED);
 	memset(src, 1, cap);
@@ -406,17 +493,67 @@ static void bench_bandwidth_and_latency(void)
 		printf("    read:\n");
 		nic_report("A", &sa[1], &sa[2], (double)(t[2] - t[1]) / 1e9);
 		nic_report("B", &sb[1], &sb[2], (double)(t[2] - t[1]) / 1e9);
+		wres[i] = w;
+		rres[i] = r;
 		if (sizes[i] == (1u << 20)) {
 			w1m = w;
 			pvm1m = pv;
 		}
 	}
+	/* Small-message rate: 8-byte RDMA WRITEs, 64 in flight. */
+	rate = 200000.0 / rdma_run(&a, NIC_WR_RDMA_WRITE, src, lk, dst, rkey, 8, 200000, 64);
 	nic_host_detach(ha);
 	nic_host_detach(hb);
 	lat8 = half_rtt_us(8, 7001);
+	lat4k = half_rtt_us(4096, 7002);
 	printf("\n  SEND half round trip (median of 2000 ping-pongs, peer in another process)\n");
-	printf("  8 B: %.2f us   4 KiB: %.2f us\n", lat8, half_rtt_us(4096, 7002));
-	printf("  ucx_perftest: not installed on this machine, no UCX reference in this run\n");
+	printf("  8 B: %.2f us   4 KiB: %.2f us\n", lat8, lat4k);
+	printf("  small-message rate (8 B RDMA WRITE, 64 in flight): %.0f messages/s\n", rate);
+	if (have_ucx) {
+		static const unsigned iters[] = {100000, 20000, 2000, 200};
+		double ucx1m = 0;
+		double ul8, ul4k, ubw, ur, dummy;
+		int err = 0;
+
+		setenv("UCX_TLS", "tcp", 1);
+		printf(
+		    "\n  UCX over TCP on this machine (ucx_perftest, UCX_TLS=tcp), same sizes\n");
+		printf("  %9s %10s %10s %12s %12s\n", "size", "tag_bw", "GB/s", "write/UCX",
+		       "read/UCX");
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && !err; i++) {
+			if (!wres[i])
+				continue;
+			err = ucx_measure("tag_bw", sizes[i], iters[i], &dummy, &ubw, &ur);
+			if (!err)
+				printf("  %9zu %10s %10.2f %12.2f %12.2f\n", sizes[i], "", ubw,
+				       wres[i] / ubw, rres[i] / ubw);
+			if (!err && sizes[i] == (1u << 20))
+				ucx1m = ubw;
+		}
+		if (!err)
+			err = ucx_measure("tag_lat", 8, 20000, &ul8, &dummy, &ur);
+		if (!err)
+			err = ucx_measure("tag_lat", 4096, 20000, &ul4k, &dummy, &ur);
+		if (!err)
+			err = ucx_measure("tag_bw", 8, 200000, &dummy, &ubw, &ur);
+		if (!err) {
+			printf("  half round trip 8 B: %.2f us (nicsim/UCX %.2f), 4 KiB: %.2f us "
+			       "(%.2f)\n",
+			       ul8, lat8 / ul8, ul4k, lat4k / ul4k);
+			printf("  8 B message rate: %.0f/s (nicsim/UCX %.2f)\n", ur, rate / ur);
+		}
+		if (err)
+			printf("  ucx_perftest did not run to the end: no UCX reference\n");
+		NST_EQ(err, 0);
+		if (ucx1m > 0) {
+			printf("  target: RDMA WRITE 1 MiB >= 1.0x UCX over TCP: %.2fx %s\n",
+			       w1m / ucx1m, w1m >= ucx1m ? "MET" : "MISSED");
+			NST_TRUE(w1m >= ucx1m);
+		}
+	} else {
+		printf("  ucx_perftest: not installed on this machine, no UCX reference in this "
+		       "run\n");
+	}
 	printf("  target: RDMA WRITE 1 MiB >= 0.5x process_vm_readv: %.2fx %s\n", w1m / pvm1m,
 	       w1m / pvm1m >= 0.5 ? "MET" : "MISSED");
 	printf("  target: 8 B SEND half round trip <= 15 us: %.2f us %s\n", lat8,
