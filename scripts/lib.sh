@@ -15,6 +15,7 @@ NS_PACKAGES=(
 	clang clang-format
 	libcunit1-dev libpcap-dev
 	valgrind
+	ucx-utils # ucx_perftest: the UCX-over-TCP reference of bench_transport
 )
 
 ns_say() {
