@@ -69,6 +69,7 @@ static const struct opt_spec opt_specs[] = {
 
 static int run_show_tpt(struct cli_opts *o);
 static int run_show_faults(struct cli_opts *o);
+static int run_show_hosts(struct cli_opts *o);
 static int run_stats(struct cli_opts *o);
 static int run_link_show(struct cli_opts *o);
 static int run_link_set(struct cli_opts *o);
@@ -111,6 +112,12 @@ static const struct cmd_spec cmd_specs[] = {
     {"show faults", NULL, run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
      "The most recent accesses each NIC's TPT refused, oldest first: when, who, which\n"
      "key, which rule refused it, what was asked, and what the entry holds now."},
+    {"show hosts", NULL, run_show_hosts, QUERY_OPTS,
+     "list host processes attached, with their registration caches",
+     "One line per host context of each NIC: context, pid and program, QPs in use,\n"
+     "then the registration cache its provider publishes (docs/registration-cache.md):\n"
+     "on or off, hits, misses, evictions, invalidations, entries tracked and unused,\n"
+     "bytes they cover and bytes pinned. 'cache unknown' when the host publishes none."},
     {"stats", NULL, run_stats, QUERY_OPTS, "print every counter of each NIC",
      "Every counter of each NIC with its description; --json prints\n"
      "{\"nics\":[{\"addr\":...,\"stats\":{...}}]}."},
@@ -274,10 +281,11 @@ static void usage_link(FILE *f)
 static void usage_show(FILE *f)
 {
 	fprintf(f,
-		"usage: nicsim show tpt|faults [OPTIONS]\n\n"
-		"  show tpt     %s\n  show faults  %s\n\n"
-		"'nicsim show tpt --help' and 'nicsim show faults --help' describe them.\n",
-		find_cmd("show tpt")->summary, find_cmd("show faults")->summary);
+		"usage: nicsim show tpt|faults|hosts [OPTIONS]\n\n"
+		"  show tpt     %s\n  show faults  %s\n  show hosts   %s\n\n"
+		"'nicsim show tpt --help' (faults, hosts) describes each.\n",
+		find_cmd("show tpt")->summary, find_cmd("show faults")->summary,
+		find_cmd("show hosts")->summary);
 }
 
 /* ---- Parsing ------------------------------------------------------------- */
@@ -501,11 +509,12 @@ int cli_main(int argc, char **argv)
 				usage_show(stdout);
 				return CLI_EXIT_OK;
 			}
-			cli_err("show what? 'nicsim show tpt' or 'nicsim show faults'");
+			cli_err("show what? 'nicsim show tpt', 'faults' or 'hosts'");
 			return CLI_EXIT_USAGE;
 		}
-		if (strcmp(cl.words[1], "tpt") && strcmp(cl.words[1], "faults")) {
-			cli_err("cannot show '%s': 'nicsim show tpt' or 'nicsim show faults'",
+		if (strcmp(cl.words[1], "tpt") && strcmp(cl.words[1], "faults") &&
+		    strcmp(cl.words[1], "hosts")) {
+			cli_err("cannot show '%s': 'nicsim show tpt', 'faults' or 'hosts'",
 				cl.words[1]);
 			return CLI_EXIT_USAGE;
 		}
@@ -1011,6 +1020,70 @@ static int query_faults(const struct cli_opts *o, struct mgmt_client *c, const c
 static int run_show_faults(struct cli_opts *o)
 {
 	return for_each_nic(o, query_faults);
+}
+
+/* ---- show hosts ---------------------------------------------------------- */
+
+static void print_host(const struct cli_opts *o, const char *addr,
+		       const struct nic_mgmt_host_rec *r, bool first)
+{
+	const struct nic_host_cache_stats *h = &r->cache;
+	const struct {
+		const char *name;
+		uint64_t v;
+	} f[] = {{"hits", h->hits},           {"misses", h->misses},
+		 {"evictions", h->evictions}, {"invalidations", h->invalidations},
+		 {"entries", h->entries},     {"unused", h->unused},
+		 {"bytes", h->bytes},         {"bytes_pinned", h->bytes_pinned}};
+	bool known = h->magic == NIC_HOST_CACHE_MAGIC, on = h->flags & NIC_HOST_CACHE_ON;
+	char comm[17];
+
+	if (o->json) {
+		printf("%s\n {\"ctx\":%u,\"pid\":%u,\"comm\":", first ? "" : ",", r->ctx_id,
+		       r->pid);
+		json_str(r->comm, sizeof(r->comm));
+		printf(",\"qps\":%u,\"cache\":", r->qps);
+		if (known)
+			printf("{\"on\":%s,\"monitor\":%s", on ? "true" : "false",
+			       h->flags & NIC_HOST_CACHE_MONITOR ? "true" : "false");
+		for (size_t i = 0; known && i < ARRAY_SIZE(f); i++)
+			printf(",\"%s\":%llu", f[i].name, (unsigned long long)f[i].v);
+		printf("%s}", known ? "}" : "null");
+		return;
+	}
+	printf("nic %s ctx %u pid %u qps %u cache %s", addr, r->ctx_id, r->pid, r->qps,
+	       !known ? "unknown"
+	       : on   ? "on"
+		      : "off");
+	if (known && !(h->flags & NIC_HOST_CACHE_MONITOR))
+		printf(" (no monitor)");
+	for (size_t i = 0; known && i < ARRAY_SIZE(f); i++)
+		printf(" %s %llu", f[i].name, (unsigned long long)f[i].v);
+	/* The program name goes last: it may contain spaces. */
+	printf(" comm %s\n", comm_str(r->comm, comm));
+}
+
+static int query_hosts(const struct cli_opts *o, struct mgmt_client *c, const char *addr)
+{
+	void *recs;
+	size_t n;
+	int rc = mgmt_client_list(c, NIC_MGMT_HOSTS, sizeof(struct nic_mgmt_host_rec), &recs, &n);
+
+	if (!rc && o->json)
+		printf("{\"addr\":\"%s\",\"pid\":%u,\"hosts\":[", addr, (unsigned)c->hello.nic_pid);
+	else if (!rc && n == 0)
+		printf("nic %s: no hosts attached\n", addr);
+	for (size_t i = 0; i < n; i++)
+		print_host(o, addr, (struct nic_mgmt_host_rec *)recs + i, i == 0);
+	if (!rc && o->json)
+		printf("]}");
+	free(recs);
+	return rc;
+}
+
+static int run_show_hosts(struct cli_opts *o)
+{
+	return for_each_nic(o, query_hosts);
 }
 
 /* ---- link show, link set --------------------------------------------------- */

@@ -111,6 +111,39 @@ static int send_faults(struct nic *nic, int fd)
 	return err;
 }
 
+/* Every host context, with the cache counters its host publishes (copied out). */
+static int send_hosts(struct nic *nic, int fd)
+{
+	enum {
+		PER_MSG = (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) /
+			  sizeof(struct nic_mgmt_host_rec)
+	};
+	struct nic_mgmt_host_rec *recs = calloc(PER_MSG, sizeof(*recs));
+	const struct nic_ctx *c = nic->ctxs;
+	int err = 0;
+
+	if (!recs)
+		return send_msg(fd, NIC_MGMT_HOSTS, NIC_STATUS_NO_RESOURCES, NULL, 0, 0, true);
+	do {
+		uint32_t n = 0;
+
+		for (; c && n < PER_MSG; c = c->next, n++) {
+			struct nic_mgmt_host_rec *r = &recs[n];
+
+			memset(r, 0, sizeof(*r));
+			r->ctx_id = c->id;
+			r->pid = c->pid;
+			memcpy(r->comm, c->comm, sizeof(r->comm));
+			for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
+				r->qps += c->qps[i] != NULL;
+			memcpy(&r->cache, &c->hdr->host_cache, sizeof(r->cache));
+		}
+		err = send_msg(fd, NIC_MGMT_HOSTS, NIC_STATUS_OK, recs, n, sizeof(*recs), !c);
+	} while (!err && c);
+	free(recs);
+	return err;
+}
+
 void mgmt_serve(struct nic *nic, struct nic_conn *conn)
 {
 	struct timeval tv = {.tv_sec = MGMT_SEND_TIMEOUT_MS / 1000,
@@ -142,6 +175,7 @@ void mgmt_serve(struct nic *nic, struct nic_conn *conn)
 		break;
 	case NIC_MGMT_TPT: err = send_tpt(nic, conn->fd); break;
 	case NIC_MGMT_FAULTS: err = send_faults(nic, conn->fd); break;
+	case NIC_MGMT_HOSTS: err = send_hosts(nic, conn->fd); break;
 	default: err = send_msg(conn->fd, req.op, NIC_STATUS_BAD_OPCODE, NULL, 0, 0, true); break;
 	}
 	if (err < 0) {

@@ -2,9 +2,14 @@
  * WSPIoctl (SIO_GET_EXTENSION_FUNCTION_POINTER, SIO_ADDRESS_LIST_QUERY) and
  * WSPMemoryRegistrationCacheCallback.  The RDMA functions are in xfer.c.
  *
- * WSPMemoryRegistrationCacheCallback fails with WSAEINVAL ("never cached"):
- * this provider caches nothing yet, every deregistration releases at once,
- * so no range it is asked about was ever cached.
+ * WSPMemoryRegistrationCacheCallback (R9) drops every registration the
+ * cache tracks that overlaps any byte of [lpvAddress, lpvAddress + Size),
+ * on every NIC, whichever sockets registered it (cache.c): cached ones are
+ * deregistered, unpinned and forgotten; ones still in use lose their NIC
+ * registration and pins at once and their handles fail later transfers.
+ * WSAEINVAL when the cache tracks nothing there (including Size 0),
+ * WSAEFAULT when a NIC could not confirm a release.  The memory monitor
+ * (monitor.c) runs the same code before the application's memory changes.
  */
 #include <string.h>
 
@@ -107,10 +112,12 @@ int WSPAPI WSPIoctl(SOCKET s, DWORD dwIoControlCode, LPVOID lpvInBuffer, DWORD c
 int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno)
 {
 	struct prov *p = prov_lock();
-	int err = p->starts ? -EINVAL : -PROV_ENOTINIT;
+	int err =
+	    p->starts ? prov_cache_invalidate(p, (uintptr_t)lpvAddress, Size) : -PROV_ENOTINIT;
 
-	(void)lpvAddress;
-	(void)Size;
 	prov_unlock(p);
-	return prov_fail(err, lpErrno);
+	/* Nothing tracked there: "the provider never cached it". */
+	if (err == -ENOENT)
+		err = -EINVAL;
+	return err ? prov_fail(err, lpErrno) : 0;
 }

@@ -192,6 +192,7 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	nic->users = 1;
 	nic->next = p->nics;
 	p->nics = nic;
+	prov_cache_attach(p, nic);
 	*out = nic;
 	return 0;
 }

@@ -179,6 +179,12 @@ void prov_pins_fini(struct prov_pins *t)
 	memset(t, 0, sizeof(*t));
 }
 
+void prov_pins_forget(struct prov_pins *t)
+{
+	free(t->tab);
+	memset(t, 0, sizeof(*t));
+}
+
 /* Is every page of [start, start + len) (page-aligned) usable as asked? */
 static int probe(const struct prov_pins *t, uintptr_t start, size_t len, bool write)
 {

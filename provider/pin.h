@@ -50,6 +50,8 @@ struct prov_pins {
 int prov_pins_init(struct prov_pins *t);
 /* Unlocks every page still pinned and frees the table.  Accepts a zeroed one. */
 void prov_pins_fini(struct prov_pins *t);
+/* Frees the table without unlocking (a forked child holds no locks).  Accepts a zeroed one. */
+void prov_pins_forget(struct prov_pins *t);
 
 /*
  * Pin the pages of [addr, addr + len); write: the NIC may write them.

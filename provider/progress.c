@@ -85,7 +85,7 @@ void prov_op_complete(struct prov_nic *nic, struct prov_qp *qp, struct prov_op *
 	LPWSAOVERLAPPED ov = op->ov;
 
 	for (uint32_t i = 0; i < op->nref; i++)
-		op->ref[i]->inflight--;
+		__atomic_fetch_sub(&op->ref[i]->inflight, 1, __ATOMIC_RELEASE);
 	op->nref = 0;
 	if (op->kind == PROV_OP_READ)
 		qp->reads--;
@@ -410,6 +410,8 @@ static void *ev_main(void *arg)
 {
 	struct prov_nic *nic = arg;
 
+	/* The provider's own thread: the memory monitor leaves it alone. */
+	prov_tls_depth = 1;
 	pthread_mutex_lock(&nic->lock);
 	while (!nic->ev_stop) {
 		uint64_t slice = nic_host_now_ns() + (uint64_t)PROV_WAIT_SLICE_MS * 1000000u;

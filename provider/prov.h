@@ -34,13 +34,16 @@
  *               -ENETDOWN and the attachment is shut down at once.
  *   prov_qp     one QP slot of a context: the QP number, its state, and the
  *               operations posted on its send and receive queues, in order.
- *   prov_mr     one NIC registration (TPT region): the pages pinned once and
- *               the key.  Shared regions are hashed by (nic, va, len, flags,
- *               kind) so that the same buffer registered again is found (R2).
+ *   prov_mr     one registration entry (cache.c): the pages pinned once and,
+ *               while registered, the TPT key.  Hashed by (nic, va, len,
+ *               flags, kind) so that the same buffer registered again is
+ *               found (R2, R7), indexed by virtual range for invalidation
+ *               (R9, R10), and kept unused on an LRU when caching is on.
  *               A local region's slot handle is the WSPRegisterMemory handle.
  *   prov_inst   how many instances of one local region one socket holds, and
  *               how many of that socket's transfers use it (R1); the handle
- *               is valid on a socket only while it holds one (R3).
+ *               is valid on a socket only while it holds one (R3).  At 0 the
+ *               instance stays, idle, to say the socket cached it (R11).
  *   prov_win    one socket's exposure of a buffer to its peer: a memory
  *               window over a shared region (NIC with windows) or a region
  *               of its own (NIC without); hashed by (socket, va, len, flags).
@@ -59,6 +62,7 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "ivtree.h"
 #include "nicsim_host.h"
 #include "pin.h"
 #include "slot.h"
@@ -151,7 +155,10 @@ struct prov_nic {
 	uint32_t caps; /* NIC_CAP_* */
 	uint64_t max_reg_len;
 	uint32_t users; /* prov.lock: sockets bound, plus threads waiting */
-	uint32_t down;  /* atomic: stopped answering, every command fails */
+	/* The registration cache's counters for this NIC, in the context
+	 * header (host-owned): written under prov.lock, read by the NIC. */
+	struct nic_host_cache_stats *hstats;
+	uint32_t down; /* atomic: stopped answering, every command fails */
 
 	pthread_mutex_t lock; /* the context's mutex; guards everything below */
 	pthread_cond_t cond;  /* CLOCK_MONOTONIC; broadcast after any progress */
@@ -193,6 +200,7 @@ struct prov_sock {
 	struct sockaddr_in local;
 	struct prov_nic *nic;        /* set when bound */
 	struct prov_inst *insts;     /* local registration instances held */
+	struct prov_inst *idle;      /* instances of cached entries it registered (R11) */
 	struct prov_win *wins;       /* RDMA exposures */
 	struct prov_inst *last_inst; /* last registration a send or receive found */
 	uint32_t rdma_threshold;     /* SO_RDMA_THRESHOLD_SIZE */
@@ -220,24 +228,44 @@ enum prov_mr_kind {
 	PROV_MR_PRIVATE = 3, /* one exposure's own region (NIC without windows) */
 };
 
+/*
+ * A registration entry (see cache.c for its life): the pinned pages of
+ * [va, va + len) and, while registered, the NIC's key.  users counts who
+ * uses it now; tracked is the cache's own reference, held while the entry is
+ * in prov.mr_hash, the interval index and the monitor's filter.  An entry
+ * nobody uses stays tracked (cached, on the LRU) when caching is on, and is
+ * released otherwise.  An entry the memory monitor or the cache callback
+ * invalidated while in use is no longer tracked, registered or pinned: its
+ * users still hold its handle, and the last of them frees it.
+ */
 struct prov_mr {
 	struct prov_slot_hdr slot;
-	struct prov_hnode hnode; /* in prov.mr_hash unless PRIVATE */
+	struct prov_hnode hnode;             /* in prov.mr_hash while tracked */
+	struct prov_ivnode ivn;              /* in prov.cache.index while tracked */
+	struct prov_mr *lru_prev, *lru_next; /* on prov.cache's LRU while tracked and unused */
 	struct prov_nic *nic;
 	uint64_t va, len;
-	uint32_t flags;          /* MEM_* as registered: part of the key */
-	uint32_t kind;           /* enum prov_mr_kind */
-	uint32_t access;         /* NIC_ACCESS_* */
-	uint32_t key;            /* TPT key */
-	uint32_t refs;           /* LOCAL: instances; RDMA: windows; PRIVATE: 1 */
-	struct prov_inst *insts; /* LOCAL: per-socket instance counts */
+	uint32_t flags;  /* MEM_* as registered: part of the key */
+	uint32_t kind;   /* enum prov_mr_kind */
+	uint32_t access; /* NIC_ACCESS_* */
+	uint32_t key;    /* TPT key while registered */
+	uint32_t users;  /* LOCAL: instances; RDMA: windows; PRIVATE: 1 while exposed */
+	bool tracked;    /* the cache's reference */
+	bool registered; /* key is live at the NIC */
+	bool pinned;     /* holds one pin of each of its pages */
+	bool lru;        /* on the LRU */
+	/* Per socket that registered it: LOCAL instances (count 0: the socket's
+	 * cached, idle instance); RDMA and PRIVATE: idle instances only, the
+	 * exposures themselves being the sockets' prov_win records. */
+	struct prov_inst *insts;
+	struct prov_win *wins; /* RDMA: the windows bound over it */
 };
 
 struct prov_inst {
 	struct prov_mr *mr;
 	struct prov_sock *sock;
-	uint32_t count;
-	uint32_t inflight; /* nic->lock: this socket's transfers using it (R1) */
+	uint32_t count;    /* 0: idle, on sk->idle; else on sk->insts */
+	uint32_t inflight; /* this socket's transfers using it (R1): atomic, see register.c */
 	struct prov_inst *mr_next;
 	struct prov_inst *sk_prev, *sk_next;
 };
@@ -252,7 +280,24 @@ struct prov_win {
 	uint32_t mw_key; /* the window's current key (= rkey); 0 without windows */
 	uint32_t rkey;
 	uint32_t refs;
+	bool dead; /* invalidated with its buffer: no NIC state left, only the record */
 	struct prov_win *sk_prev, *sk_next;
+	struct prov_win *mr_next; /* in mr->wins (windows only) */
+};
+
+/*
+ * The registration cache (cache.c, docs/registration-cache.md): every
+ * tracked entry by virtual range, the unused ones in LRU order, the limits
+ * and the counters.  Guarded by prov.lock.
+ */
+struct prov_cache {
+	bool enabled;         /* unused entries are kept (configuration and monitor) */
+	bool warned;          /* the "caching off" warning was printed */
+	uint64_t max_entries; /* tracked entries beyond which unused ones are evicted */
+	uint64_t max_bytes;   /* likewise for the bytes they cover */
+	struct prov_ivtree index;
+	struct prov_mr *lru_head, *lru_tail; /* unused entries, least recently used first */
+	struct nic_host_cache_stats stats;   /* process-wide; per NIC in each context header */
 };
 
 struct prov {
@@ -267,11 +312,75 @@ struct prov {
 	struct prov_hash mr_hash, win_hash;
 	struct prov_inst *inst_free; /* recycled instance records */
 	struct prov_pins pins;
+	struct prov_cache cache;
 };
 
 /* startup.c: the instance, locked; unlock it when done. */
 struct prov *prov_lock(void);
 void prov_unlock(struct prov *p);
+/*
+ * How many times this thread holds prov.lock (or runs the provider's own
+ * event thread): the memory monitor's interposed functions do nothing while
+ * it is not 0, since the provider never gives back memory an application
+ * registered.
+ */
+extern __thread unsigned prov_tls_depth __attribute__((tls_model("initial-exec")));
+/* The instance without locking it (the memory monitor's fast path). */
+struct prov *prov_instance_get(void);
+
+/* cache.c: entries, the LRU, the limits, invalidation (see the top of cache.c). */
+/* Read the configuration (environment) and start the monitor: caching on or off. */
+void prov_cache_start(struct prov *p);
+/* Release every entry (WSPCleanup, after the sockets closed). */
+void prov_cache_flush(struct prov *p);
+/* Start tracking a new entry (hash, index, monitor filter, counters). */
+void prov_cache_track(struct prov *p, struct prov_mr *mr);
+/* Count a registration that had to pin and register. */
+void prov_cache_miss(struct prov *p, struct prov_nic *nic);
+/* A tracked entry found for a registration: one more user (off the LRU at 0 -> 1). */
+void prov_cache_use(struct prov *p, struct prov_mr *mr, bool hit);
+/*
+ * The last user let go of mr (users is 0 now): keep it on the LRU when it is
+ * tracked and caching is on, else release it (dead entries: free the record).
+ */
+void prov_cache_unuse(struct prov *p, struct prov_mr *mr);
+/*
+ * Release entries nobody uses, least recently used first, to make room:
+ * PROV_EVICT_TPT one that holds a TPT entry of nic, PROV_EVICT_PINS one
+ * holding pins.  True if one was released.
+ */
+#define PROV_EVICT_TPT 1
+#define PROV_EVICT_PINS 2
+bool prov_cache_evict(struct prov *p, struct prov_nic *nic, int need);
+/*
+ * Drop every entry overlapping [va, va + len) (R9, R10): entries nobody uses
+ * are released, entries in use lose their windows, NIC registration and pins
+ * and wait for their users.  0, -ENOENT (nothing there), -EFAULT (a NIC
+ * could not confirm a release).
+ */
+int prov_cache_invalidate(struct prov *p, uint64_t va, uint64_t len);
+/* R11: release the cached entries a closing socket registered. */
+void prov_cache_release_sock(struct prov *p, struct prov_sock *sk);
+/* Free mr's record (no NIC work, no pins held); unlinks its idle instances. */
+void prov_mr_destroy(struct prov *p, struct prov_mr *mr);
+/* Publish the pinned bytes to every NIC's context header after pins changed. */
+void prov_cache_pins_changed(struct prov *p);
+/* A NIC was attached: start publishing its counters in its context header. */
+void prov_cache_attach(struct prov *p, struct prov_nic *nic);
+
+/* monitor.c: the memory monitor (docs/registration-cache.md). */
+#define PROV_MON_UNMAP 0x1u /* munmap, mremap, madvise, mmap MAP_FIXED, brk, sbrk */
+#define PROV_MON_FREE 0x2u  /* free and realloc of malloc blocks */
+/*
+ * Start the monitor once per process: 0 with what it sees in *flags, or
+ * -ENOSYS with the reason in why (the cache must then stay off).
+ */
+int prov_mon_start(unsigned *flags, char *why, size_t size);
+/* The monitor's filter: ranges registrations cover (prov.lock held). */
+void prov_mon_add(uint64_t va, uint64_t len);
+void prov_mon_del(uint64_t va, uint64_t len);
+/* In a forked child: nothing is registered there. */
+void prov_mon_reset(void);
 
 /* errmap.c: the one place where errnos become WSA codes. */
 int prov_wsa_error(int err);
@@ -386,19 +495,44 @@ void prov_qp_release(struct prov *p, struct prov_sock *sk);
 /* mr.c: regions (see the top of mr.c). */
 /* Checks shared by both registration calls: 0, -ENOTCONN, -EINVAL, -EFAULT, -ENETDOWN. */
 int prov_check_buffer(const struct prov_sock *sk, const void *buf, uint32_t len, uint32_t flags);
+/* The tracked entry of that key; of kind PRIVATE only an unused one. */
 struct prov_mr *prov_mr_find(struct prov *p, const struct prov_nic *nic, uint64_t va, uint64_t len,
 			     uint32_t flags, uint32_t kind);
+/*
+ * Pin, register and track a new entry with one user (a cache miss).  A full
+ * TPT or a pin refused for lack of locked memory evicts unused entries and
+ * tries again.  0, -ENOBUFS, -EFAULT, -ENETDOWN; nothing changed on failure.
+ */
 int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len, uint32_t flags,
 		   uint32_t kind, uint32_t access, bool nic_writes, struct prov_mr **out);
+/* Register a pinned entry again (kind PRIVATE), evicting on a full TPT. */
+int prov_mr_reg(struct prov *p, struct prov_mr *mr);
+/*
+ * Remove mr's NIC registration if it has one.  Unless force, a NIC that
+ * refuses because the entry is in use gives -EBUSY with nothing changed.
+ * Otherwise 0, or the NIC's error (the registration is then considered gone
+ * with the context, as for a NIC that died).
+ */
 int prov_mr_dereg(struct prov *p, struct prov_mr *mr, bool force);
-void prov_mr_free(struct prov *p, struct prov_mr *mr);
+/* Release an entry nobody uses: NIC registration, pins, tracking, record. */
+int prov_mr_release(struct prov *p, struct prov_mr *mr);
+/* Drop mr's pins, if it holds them. */
+void prov_mr_unpin(struct prov *p, struct prov_mr *mr);
+/* The hash of mr's key in prov.mr_hash. */
+uint64_t prov_mr_hash(const struct prov_mr *mr);
 
 /* register.c, rdma.c */
 int prov_reg_local(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		   uint64_t *handle);
 int prov_dereg_local(struct prov *p, struct prov_sock *sk, uint64_t handle);
-/* The instance of mr that sk holds, or NULL (R3). */
+/* The instance of mr that sk holds now (count not 0), or NULL (R3). */
 struct prov_inst *prov_inst_find(const struct prov_mr *mr, const struct prov_sock *sk);
+/* Note that sk cached mr (an idle instance, for R11); best effort. */
+void prov_inst_idle(struct prov *p, struct prov_mr *mr, struct prov_sock *sk);
+/* Forget sk's idle instance of mr, if any. */
+void prov_inst_unidle(struct prov *p, struct prov_mr *mr, struct prov_sock *sk);
+/* Unlink and recycle an instance record. */
+void prov_inst_unlink(struct prov *p, struct prov_inst *i);
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		  struct nicsim_rdma_desc *desc);
 int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rdma_desc *desc);

@@ -20,9 +20,13 @@
  *     that learns it can use it while it is registered.  Revoking it
  *     (deregistration) is the only protection such a NIC offers.
  * The same buffer exposed again on the same socket returns the same
- * descriptor and counts a reference (R2).  The last deregistration deallocates
- * the window (if any), deregisters the region when nothing else uses it, and
- * unpins.
+ * descriptor and counts a reference (R2).  The last deregistration takes the
+ * peer's access away at once: it deallocates the window, or without windows
+ * deregisters the exposure's region from the NIC.  The region itself stays
+ * in the registration cache (R8, cache.c): with windows still registered and
+ * pinned, so that exposing the buffer again costs a window (ALLOC_MW,
+ * BIND_MW) and no registration; without windows pinned only, and registered
+ * again on reuse under a new key.
  *
  * Access: MEM_READ lets the peer RDMA-read (REMOTE_READ), MEM_WRITE lets it
  * RDMA-write (REMOTE_WRITE, which needs LOCAL_WRITE), MEM_READWRITE both.
@@ -39,8 +43,9 @@ static uint64_t win_hash(const struct prov_sock *sk, uint64_t va, uint64_t len, 
 	return prov_hash_mix(h, flags);
 }
 
+/* sk's exposure of that buffer with key rkey, or (rkey 0) its live one. */
 static struct prov_win *win_find(struct prov *p, const struct prov_sock *sk, uint64_t va,
-				 uint64_t len, uint32_t flags)
+				 uint64_t len, uint32_t flags, uint32_t rkey)
 {
 	uint64_t h = win_hash(sk, va, len, flags);
 
@@ -48,7 +53,7 @@ static struct prov_win *win_find(struct prov *p, const struct prov_sock *sk, uin
 		struct prov_win *w = prov_container_of(n, struct prov_win, hnode);
 
 		if (n->hash == h && w->sock == sk && w->va == va && w->len == len &&
-		    w->flags == flags)
+		    w->flags == flags && (rkey ? w->rkey == rkey : !w->dead))
 			return w;
 	}
 	return NULL;
@@ -86,72 +91,91 @@ static int key_cmd(struct prov_nic *nic, uint16_t opcode, uint32_t key)
 	return prov_nic_exec(nic, &cmd, NULL);
 }
 
-/* Window over a shared region: *mr and *mw_key, *rkey on success, nothing otherwise. */
-static int expose_mw(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len,
-		     uint32_t flags, uint32_t qpn, struct prov_mr **mrp, uint32_t *mw_key,
-		     uint32_t *rkey)
+/* A user of a cached region gives up before it exposed anything. */
+static void region_put(struct prov *p, struct prov_mr *mr)
 {
+	if (--mr->users == 0)
+		prov_cache_unuse(p, mr);
+}
+
+/*
+ * The region of an exposure, from the cache or new: one more user of it.
+ * With windows, the shared region (kind RDMA) stays registered while cached;
+ * without, the exposure's own region (PRIVATE) stays pinned only and is
+ * registered again here (R8).
+ */
+static int region_get(struct prov *p, struct prov_sock *sk, uint64_t va, uint64_t len,
+		      uint32_t flags, struct prov_mr **out)
+{
+	struct prov_nic *nic = sk->nic;
+	bool mw = nic->caps & NIC_CAP_MW;
+	uint32_t kind = mw ? PROV_MR_RDMA : PROV_MR_PRIVATE;
 	uint32_t remote = remote_access(flags);
-	struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
-	struct nic_cmd alloc = {.opcode = NIC_CMD_ALLOC_MW};
-	struct prov_mr *mr;
-	bool created = false;
+	struct prov_mr *mr = prov_mr_find(p, nic, va, len, flags, kind);
 	int err;
 
-	mr = prov_mr_find(p, nic, va, len, flags, PROV_MR_RDMA);
-	if (mr && mr->refs == UINT32_MAX)
-		return -ENOBUFS;
-	if (!mr) {
-		/* No remote bits on the region: only the windows reach it
-		 * remotely, each for its own connection (R4). */
-		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_RDMA,
-				     (remote & NIC_ACCESS_LOCAL_WRITE) | NIC_ACCESS_MW_BIND,
-				     (flags & MEM_WRITE) != 0, &mr);
-		if (err)
-			return err;
-		created = true;
+	if (mr) {
+		if (mr->users == UINT32_MAX)
+			return -ENOBUFS;
+		prov_cache_use(p, mr, true);
+		if (!mw) {
+			err = prov_mr_reg(p, mr);
+			if (err) {
+				region_put(p, mr);
+				return err;
+			}
+		}
+		*out = mr;
+		return 0;
 	}
-	err = prov_nic_exec(nic, &alloc, mw_key);
+	/* With windows, no remote bits on the region: only the windows reach it
+	 * remotely, each for its own connection (R4). */
+	return prov_mr_create(p, nic, va, len, flags, kind,
+			      mw ? (remote & NIC_ACCESS_LOCAL_WRITE) | NIC_ACCESS_MW_BIND : remote,
+			      (flags & MEM_WRITE) != 0, out);
+}
+
+/* A window over mr for connection qpn: *mw_key and *rkey on success, nothing otherwise. */
+static int bind_window(struct prov *p, struct prov_mr *mr, uint32_t flags, uint32_t qpn,
+		       uint32_t *mw_key, uint32_t *rkey)
+{
+	struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
+	struct nic_cmd alloc = {.opcode = NIC_CMD_ALLOC_MW};
+	int err = prov_nic_exec(mr->nic, &alloc, mw_key);
+
+	while (err == -ENOSPC && prov_cache_evict(p, mr->nic, PROV_EVICT_TPT))
+		err = prov_nic_exec(mr->nic, &alloc, mw_key);
 	if (err)
-		goto undo_mr;
+		return err;
 	bind.u.bind_mw.mw_key = *mw_key;
 	bind.u.bind_mw.mr_key = mr->key;
-	bind.u.bind_mw.va = va;
-	bind.u.bind_mw.len = len;
-	bind.u.bind_mw.access = remote & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	bind.u.bind_mw.va = mr->va;
+	bind.u.bind_mw.len = mr->len;
+	bind.u.bind_mw.access =
+	    remote_access(flags) & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
 	bind.u.bind_mw.qpn = qpn;
-	err = prov_nic_exec(nic, &bind, rkey);
-	if (err)
-		goto dealloc;
+	err = prov_nic_exec(mr->nic, &bind, rkey);
+	if (err) {
+		key_cmd(mr->nic, NIC_CMD_DEALLOC_MW, *mw_key);
+		return err;
+	}
 	/* Binding gave the window a new key byte: the old key is stale now. */
 	*mw_key = *rkey;
-	mr->refs++;
-	*mrp = mr;
 	return 0;
-
-dealloc:
-	key_cmd(nic, NIC_CMD_DEALLOC_MW, *mw_key);
-undo_mr:
-	if (created) {
-		prov_mr_dereg(p, mr, true);
-		prov_mr_free(p, mr);
-	}
-	return err;
 }
 
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		  struct nicsim_rdma_desc *desc)
 {
 	uint64_t va = (uintptr_t)buf;
-	struct prov_nic *nic;
+	struct prov_mr *mr;
 	struct prov_win *w;
 	int err;
 
 	err = prov_check_buffer(sk, buf, len, flags);
 	if (err)
 		return err;
-	nic = sk->nic;
-	w = win_find(p, sk, va, len, flags);
+	w = win_find(p, sk, va, len, flags, 0);
 	if (w) {
 		if (w->refs == UINT32_MAX)
 			return -ENOBUFS;
@@ -163,22 +187,24 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 	w = prov_slot_alloc(&p->wins);
 	if (!w)
 		return -ENOBUFS;
-	if (nic->caps & NIC_CAP_MW) {
-		err = expose_mw(p, nic, va, len, flags, sk->qp ? sk->qp->qpn : NIC_QPN_NONE, &w->mr,
-				&w->mw_key, &w->rkey);
-	} else {
-		err = prov_mr_create(p, nic, va, len, flags, PROV_MR_PRIVATE, remote_access(flags),
-				     (flags & MEM_WRITE) != 0, &w->mr);
-		if (!err) {
-			w->mr->refs = 1;
-			w->rkey = w->mr->key;
-		}
+	err = region_get(p, sk, va, len, flags, &mr);
+	if (!err && (sk->nic->caps & NIC_CAP_MW)) {
+		err = bind_window(p, mr, flags, sk->qp ? sk->qp->qpn : NIC_QPN_NONE, &w->mw_key,
+				  &w->rkey);
+		if (err)
+			region_put(p, mr);
+	} else if (!err) {
+		w->rkey = mr->key;
 	}
 	if (err) {
 		prov_slot_free(&p->wins, w);
 		/* TPT full or NIC out of memory for the window: no resources. */
 		return err == -ENOSPC || err == -ENOMEM ? -ENOBUFS : err;
 	}
+	prov_inst_unidle(p, mr, sk);
+	w->mr = mr;
+	w->mr_next = mr->wins;
+	mr->wins = w;
 	w->sock = sk;
 	w->va = va;
 	w->len = len;
@@ -195,33 +221,34 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 }
 
 /*
- * Remove an exposure.  Unless force, a NIC refusing because the memory is in
- * use gives -EBUSY with nothing changed; the window goes first, so that is
- * decided before anything is torn down.
+ * Remove an exposure: the peer loses access at once (the window is
+ * deallocated, or without windows the region deregistered, both after
+ * in-flight DMA drained), the region stays cached (R8).  Unless force, a
+ * NIC refusing because the memory is in use gives -EBUSY with nothing
+ * changed.  A dead exposure (its memory was invalidated) has nothing left
+ * at the NIC.
  */
 static int win_release(struct prov *p, struct prov_win *w, bool force)
 {
 	struct prov_mr *mr = w->mr;
+	struct prov_win **pp;
 	int err;
 
-	if (w->mw_key) {
+	if (!w->dead && w->mw_key) {
 		err = key_cmd(mr->nic, NIC_CMD_DEALLOC_MW, w->mw_key);
 		if (err == -EBUSY && !force)
 			return -EBUSY;
-		/*
-		 * The window is gone; a region still busy after it is left to the
-		 * context teardown rather than failing a half-done release.
-		 */
-		if (--mr->refs == 0) {
-			prov_mr_dereg(p, mr, true);
-			prov_mr_free(p, mr);
-		}
-	} else {
+	} else if (!w->dead) {
 		err = prov_mr_dereg(p, mr, force);
-		if (err)
-			return err;
-		prov_mr_free(p, mr);
+		if (err == -EBUSY)
+			return -EBUSY;
 	}
+	for (pp = &mr->wins; *pp != w; pp = &(*pp)->mr_next)
+		;
+	*pp = w->mr_next;
+	if (mr->users == 1)
+		prov_inst_idle(p, mr, w->sock);
+	region_put(p, mr);
 	prov_hash_remove(&p->win_hash, &w->hnode);
 	if (w->sk_prev)
 		w->sk_prev->sk_next = w->sk_next;
@@ -239,11 +266,11 @@ int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rd
 
 	if (d->magic != NICSIM_RDMA_DESC_MAGIC || d->version != NICSIM_RDMA_DESC_VERSION)
 		return -EINVAL;
-	if (!sk->nic || d->nic_addr != sk->nic->addr)
+	if (!sk->nic || d->nic_addr != sk->nic->addr || !d->rkey)
 		return -EINVAL;
-	w = win_find(p, sk, d->va, d->len, d->access);
 	/* The rkey changes with every registration: an old descriptor is stale. */
-	if (!w || w->rkey != d->rkey)
+	w = win_find(p, sk, d->va, d->len, d->access, d->rkey);
+	if (!w)
 		return -EINVAL;
 	if (w->refs > 1) {
 		w->refs--;

@@ -9,9 +9,13 @@
  * guarded by its one mutex; WSPStartupEx/WSPCleanup reference-count it the
  * way Winsock does.
  *
- * The process-wide state is not fork-safe: a child must not use sockets or
- * registrations its parent made (mlock is not inherited and the NIC knows
- * the child as nobody).
+ * Fork: a child does not inherit the provider.  Its copies of the parent's
+ * sockets, NIC attachments and registrations name the parent's contexts (and
+ * mlock is not inherited), so the child side of pthread_atfork() forgets
+ * them all, closing the child's copies of the attachments' descriptors, and
+ * the child starts the provider afresh with WSPStartupEx if it wants it.
+ * The prepare side takes the provider lock so that no other thread is half
+ * way through changing the state being copied.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,15 +31,81 @@
 
 static struct prov prov_instance = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+__thread unsigned prov_tls_depth __attribute__((tls_model("initial-exec")));
+
 struct prov *prov_lock(void)
 {
 	pthread_mutex_lock(&prov_instance.lock);
+	prov_tls_depth++;
 	return &prov_instance;
 }
 
 void prov_unlock(struct prov *p)
 {
+	prov_tls_depth--;
 	pthread_mutex_unlock(&p->lock);
+}
+
+struct prov *prov_instance_get(void)
+{
+	return &prov_instance;
+}
+
+/* Free the records and tables (after the registrations were released or forgotten). */
+static void free_tables(struct prov *p)
+{
+	prov_reg_fini(p);
+	prov_hash_fini(&p->win_hash);
+	prov_hash_fini(&p->mr_hash);
+	prov_slots_fini(&p->wins);
+	prov_slots_fini(&p->mrs);
+	prov_slots_fini(&p->socks);
+}
+
+static void fork_prepare(void)
+{
+	prov_lock();
+}
+
+static void fork_parent(void)
+{
+	prov_unlock(&prov_instance);
+}
+
+/*
+ * In the child: forget everything (see the top).  No NIC command, no
+ * munlock (the child holds no locks), no join of the parent's threads: only
+ * the child's own copies of descriptors, mappings and memory are released.
+ */
+static void fork_child(void)
+{
+	struct prov *p = &prov_instance;
+	uint32_t epoch = p->epoch;
+	bool warned = p->cache.warned;
+
+	while (p->nics) {
+		struct prov_nic *nic = p->nics;
+
+		p->nics = nic->next;
+		nic_host_detach(nic->host);
+		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
+			free(nic->qp[i].sq);
+		free(nic);
+	}
+	prov_pins_forget(&p->pins);
+	free_tables(p);
+	prov_mon_reset();
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->lock, NULL);
+	p->epoch = epoch;
+	p->cache.warned = warned;
+	prov_tls_depth = 0;
+}
+
+/* Runs when the library is loaded, before the application's threads. */
+__attribute__((constructor)) static void prov_load(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 int prov_run_dir(char *buf, size_t size)
@@ -71,6 +141,8 @@ static void stop(struct prov *p)
 		nanosleep(&pause, NULL);
 		prov_lock();
 	}
+	/* Closing released every cached entry (R11); be safe, while the NICs answer. */
+	prov_cache_flush(p);
 	/* Every NIC reference belongs to a socket, so none is left; be safe. */
 	while (p->nics) {
 		struct prov_nic *nic = p->nics;
@@ -78,13 +150,8 @@ static void stop(struct prov *p)
 		nic->users = 1;
 		prov_nic_put(p, nic);
 	}
-	prov_reg_fini(p);
 	prov_pins_fini(&p->pins);
-	prov_hash_fini(&p->win_hash);
-	prov_hash_fini(&p->mr_hash);
-	prov_slots_fini(&p->wins);
-	prov_slots_fini(&p->mrs);
-	prov_slots_fini(&p->socks);
+	free_tables(p);
 	memset(p->dir, 0, sizeof(p->dir));
 	p->stopping = false;
 }
@@ -106,9 +173,12 @@ static int start(struct prov *p)
 		err = prov_hash_init(&p->win_hash, 64);
 	if (!err)
 		err = prov_pins_init(&p->pins);
-	if (err)
+	if (err) {
 		stop(p);
-	return err;
+		return err;
+	}
+	prov_cache_start(p);
+	return 0;
 }
 
 static void fill_wspdata(LPWSPDATA d)

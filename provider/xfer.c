@@ -60,10 +60,12 @@ static struct prov_inst *find_covering(struct prov_sock *sk, uint64_t va, uint64
 {
 	struct prov_inst *i = sk->last_inst;
 
-	if (i && covers(i->mr, va, len) && (!write || (i->mr->flags & MEM_WRITE)))
+	/* An entry invalidated with its memory (cache.c) covers nothing. */
+	if (i && i->mr->tracked && covers(i->mr, va, len) && (!write || (i->mr->flags & MEM_WRITE)))
 		return i;
 	for (i = sk->insts; i; i = i->sk_next) {
-		if (covers(i->mr, va, len) && (!write || (i->mr->flags & MEM_WRITE))) {
+		if (i->mr->tracked && covers(i->mr, va, len) &&
+		    (!write || (i->mr->flags & MEM_WRITE))) {
 			sk->last_inst = i;
 			return i;
 		}
@@ -121,7 +123,8 @@ static int build_bufs_ex(struct prov *p, struct prov_sock *sk, const WSABUFEX *b
 			return -EINVAL;
 		if (!b.len)
 			continue;
-		if (!b.buf || !covers(mr, (uintptr_t)b.buf, b.len))
+		/* Its memory was given back (cache.c): not a buffer any more. */
+		if (!b.buf || !mr->tracked || !covers(mr, (uintptr_t)b.buf, b.len))
 			return -EFAULT;
 		if (x->kind == PROV_OP_READ && !(mr->flags & MEM_WRITE))
 			return -EFAULT;
@@ -241,7 +244,7 @@ static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int ev
 	op->nref = x->nsge;
 	for (uint32_t i = 0; i < x->nsge; i++) {
 		op->ref[i] = x->ref[i];
-		x->ref[i]->inflight++;
+		__atomic_fetch_add(&x->ref[i]->inflight, 1, __ATOMIC_RELAXED);
 	}
 	if (x->kind == PROV_OP_READ)
 		qp->reads++;

@@ -396,6 +396,32 @@ struct nic_qp_hdr {
 
 /* ---- Context segment ---------------------------------------------------- */
 
+/*
+ * The host's registration-cache counters (host-owned, in the context header
+ * at NIC_CTX_HOST_CACHE_OFF): the provider publishes them for `nicsim show
+ * hosts`; the NIC only copies them out for management and trusts nothing in
+ * them.  Zero until the host publishes (magic).  Each field is written with
+ * one aligned 64-bit (or 32-bit) store.
+ */
+#define NIC_HOST_CACHE_MAGIC 0x48435243u /* "CRCH" in memory order */
+#define NIC_HOST_CACHE_ON 0x1u           /* unused registrations are kept (cached) */
+#define NIC_HOST_CACHE_MONITOR 0x2u      /* the memory monitor sees unmaps */
+#define NIC_HOST_CACHE_FREE 0x4u         /* ... and frees of malloc blocks */
+
+struct nic_host_cache_stats {
+	uint32_t magic;         /* NIC_HOST_CACHE_MAGIC once published */
+	uint32_t flags;         /* NIC_HOST_CACHE_* */
+	uint64_t hits;          /* registrations served without pinning or registering */
+	uint64_t misses;        /* registrations that pinned and registered */
+	uint64_t evictions;     /* unused entries released: limits, full TPT, pin limit */
+	uint64_t invalidations; /* entries dropped because their memory changed */
+	uint64_t entries;       /* registrations tracked now, in use or cached */
+	uint64_t unused;        /* of which cached and unused */
+	uint64_t bytes;         /* bytes the tracked registrations cover */
+	uint64_t bytes_pinned;  /* bytes of pages the process has pinned (all NICs) */
+	uint8_t reserved[56];
+};
+
 /* Context state, written by the NIC only. */
 enum nic_ctx_state {
 	NIC_CTX_OK = 0,
@@ -426,10 +452,13 @@ struct nic_ctx_hdr {
 	struct nic_ring_idx cplq;
 	/* NIC produces events, host consumes them (ABI 2). */
 	struct nic_ring_idx eq;
+	/* Host-owned: the registration cache's counters. */
+	alignas(NIC_CACHELINE) struct nic_host_cache_stats host_cache;
 };
 
 #define NIC_CMDQ_DEPTH 64u
 #define NIC_CTX_HDR_SIZE 4096u
+#define NIC_CTX_HOST_CACHE_OFF 640u
 #define NIC_CTX_CMDQ_OFF NIC_CTX_HDR_SIZE
 #define NIC_CTX_CPLQ_OFF (NIC_CTX_CMDQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cmd))
 #define NIC_CTX_EQ_OFF (NIC_CTX_CPLQ_OFF + NIC_CMDQ_DEPTH * sizeof(struct nic_cpl))
@@ -462,6 +491,9 @@ _Static_assert(offsetof(struct nic_ctx_hdr, cplq) == 384, "cplq indices at 384")
 _Static_assert(offsetof(struct nic_ctx_hdr, eq) == 512, "eq indices at 512");
 _Static_assert(offsetof(struct nic_ctx_hdr, eq_off) == 40, "eq_off at 40");
 _Static_assert(offsetof(struct nic_ctx_hdr, qp_off) == 48, "qp_off at 48");
+_Static_assert(sizeof(struct nic_host_cache_stats) == 128, "host cache stats: two lines");
+_Static_assert(offsetof(struct nic_ctx_hdr, host_cache) == NIC_CTX_HOST_CACHE_OFF,
+	       "host cache stats at 640");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
 _Static_assert(sizeof(struct nic_cmd_qp) == 8, "cmd qp is 8 bytes");
 _Static_assert(sizeof(struct nic_cmd_listen) == 8, "cmd listen is 8 bytes");

@@ -107,6 +107,7 @@ enum nic_mgmt_op {
 	NIC_MGMT_STATS = 1,  /* -> one struct nic_stats */
 	NIC_MGMT_TPT = 2,    /* -> struct nic_mgmt_tpt_rec listing, live entries */
 	NIC_MGMT_FAULTS = 3, /* -> struct nic_mgmt_fault_rec listing, oldest first */
+	NIC_MGMT_HOSTS = 4,  /* -> struct nic_mgmt_host_rec listing, one per host context */
 };
 
 struct nic_mgmt_req {
@@ -194,6 +195,20 @@ struct nic_mgmt_fault_rec {
 	uint32_t entry_qpn;
 };
 
+/*
+ * One attached host context: who it is and the registration-cache counters
+ * its host publishes in its context header (all zero, magic included, when
+ * the host publishes none).  Copied from the host's memory: display only.
+ */
+struct nic_mgmt_host_rec {
+	uint32_t ctx_id;
+	uint32_t pid;
+	char comm[16];
+	uint32_t qps; /* QP slots in use */
+	uint32_t reserved0;
+	struct nic_host_cache_stats cache;
+};
+
 #define NIC_MGMT_MSG_MAX 65536u
 
 _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
@@ -201,5 +216,6 @@ _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 88, "fault rec is 88 bytes");
 _Static_assert(sizeof(struct nic_stats) % 8 == 0, "stats are u64s");
+_Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 
 #endif /* NICSIM_MGMT_H */

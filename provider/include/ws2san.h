@@ -681,7 +681,9 @@ int WSPAPI WSPIoctl(SOCKET s, DWORD dwIoControlCode, LPVOID lpvInBuffer, DWORD c
  * The pages are pinned (mlock) and entered in the NIC's TPT.  Registering the
  * same (buffer, length, flags) again in this process on the same NIC returns
  * the same handle and counts one more instance (R2).  The handle is valid
- * only with this process and with a socket holding an instance (R3).
+ * only with this process and with a socket holding an instance (R3).  A
+ * buffer still in the registration cache (R7) is found again with no
+ * pinning and no NIC work, under the same handle.
  * NULL with WSAENOTSOCK, WSAENOTCONN (socket not bound), WSAEINVAL (bad
  * flags, zero length), WSAEFAULT (NULL, wrapping, unmapped or inaccessible
  * buffer), WSAENOBUFS (cannot pin, TPT full, larger than the NIC allows),
@@ -691,8 +693,12 @@ HANDLE WSPAPI WSPRegisterMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, 
 				LPINT lpErrno);
 
 /*
- * Release one instance of a WSPRegisterMemory handle held by socket s; the
- * last instance in the process removes the TPT entry and unpins.  SOCKET_ERROR
+ * Release one instance of a WSPRegisterMemory handle held by socket s.  The
+ * last instance in the process leaves the buffer pinned and registered in
+ * the registration cache (R7) until its memory changes, the cache callback
+ * drops it, the limits evict it, or the sockets that registered it close
+ * (with caching off, NICSIM_CACHE=off, it removes the TPT entry and unpins
+ * at once; docs/registration-cache.md).  SOCKET_ERROR
  * with WSAENOTSOCK, or WSAEINVAL (handle NULL, unknown, forged, released, or
  * not held by s; or it is s's last instance and a transfer of s not yet
  * completed uses it (R1); or the NIC reports the region in use): nothing
@@ -716,8 +722,10 @@ int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength,
 
 /*
  * Release one reference to a descriptor this socket registered; the last
- * one revokes the peer's access (the window or region is removed from the
- * TPT) and unpins when nothing else uses the pages.  SOCKET_ERROR with
+ * one revokes the peer's access at once (the window, or without windows the
+ * region, is removed from the TPT after in-flight DMA drained), while the
+ * pages stay pinned in the registration cache (R8): exposing the buffer
+ * again costs no pinning, and gives a new key.  SOCKET_ERROR with
  * WSAENOTSOCK, or WSAEINVAL (NULL, truncated, forged, stale, or another
  * socket's descriptor; or in use by a transfer): nothing changes then.
  */
@@ -823,10 +831,16 @@ BOOL WSPAPI WSPGetOverlappedResult(SOCKET s, LPWSAOVERLAPPED lpOverlapped, LPDWO
 				   BOOL fWait, LPDWORD lpdwFlags, LPINT lpErrno);
 
 /*
- * Drop cached registrations overlapping [lpvAddress, lpvAddress + Size).
- * This provider caches nothing yet (every deregistration releases at once),
- * so the range was never cached: SOCKET_ERROR with WSAEINVAL, as the SPI
- * specifies for that case (WSANOTINITIALISED before WSPStartupEx).
+ * Drop every registration the cache holds that overlaps any byte of
+ * [lpvAddress, lpvAddress + Size), on every NIC, whichever sockets made it
+ * (R9; docs/registration-cache.md).  Unused cached ones are deregistered,
+ * unpinned and forgotten; ones still in use lose their NIC registration,
+ * pins and windows at once, and their handles and descriptors are then good
+ * only for deregistering (a transfer naming them fails with WSAEFAULT).  The
+ * provider's memory monitor calls the same code before munmap, mremap,
+ * madvise, brk, sbrk, free and realloc change registered memory.  0, or
+ * SOCKET_ERROR with WSAEINVAL (nothing cached there, Size 0), WSAEFAULT (a
+ * NIC could not confirm a release), WSANOTINITIALISED (before WSPStartupEx).
  */
 int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno);
 

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "fab.h"
+#include "../../nicsim/mgmt_client.h"
 #include "fab_addr.h"
 #include "nicsim_host.h"
 #include "nstest.h"
@@ -20,6 +21,18 @@ int nst_tpt_in_use(const char *sock)
 		n = (int)cpl.u.query_device.tpt_in_use;
 	nic_host_detach(h);
 	return n;
+}
+
+int nst_nic_stats(const char *sock, struct nic_stats *out)
+{
+	struct mgmt_client c;
+	int err = mgmt_client_open(&c, sock, 5000);
+
+	if (err)
+		return err;
+	err = mgmt_client_stats(&c, out);
+	mgmt_client_close(&c);
+	return err;
 }
 
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)

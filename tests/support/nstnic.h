@@ -9,6 +9,13 @@
 /* TPT entries in use on the NIC listening at sock, or -1. */
 int nst_tpt_in_use(const char *sock);
 
+/*
+ * Every counter of the NIC listening at sock, through its management
+ * interface: 0 or a negative errno.  (struct nic_stats is in nicsim_mgmt.h.)
+ */
+struct nic_stats;
+int nst_nic_stats(const char *sock, struct nic_stats *out);
+
 /* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
 
