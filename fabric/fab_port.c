@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fab_addr.h"
+#include "fab_capture_priv.h"
 #include "fab_priv.h"
 
 /* A frame due further ahead than this was not scheduled by a link model
@@ -104,12 +105,18 @@ static void heap_pop(struct fab_port *p, struct fab_heap_ent *out)
 
 /* ---- Tap ------------------------------------------------------------------------- */
 
+/*
+ * A frame for the taps: the port's callback, and the port's capture ring
+ * while a capture is attached (fab_capture.h).  rx: the receiver drops it
+ * on delivery.  Without either, one load of the header's tap_ctl.
+ */
 static void tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
-		uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq)
+		uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx)
 {
+	uint64_t ctl = fab_tap_ctl(p->fab);
 	struct fab_tap_frame f;
 
-	if (!p->tap)
+	if (!p->tap && !FAB_TAP_CTL_SNAP(ctl))
 		return;
 	f = (struct fab_tap_frame){
 	    .data = fab_frame_at(p->fab, idx),
@@ -122,7 +129,10 @@ static void tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t s
 	    .due_ns = due_ns,
 	    .link_seq = link_seq,
 	};
-	p->tap(p->tap_arg, &f);
+	if (FAB_TAP_CTL_SNAP(ctl))
+		fab_tap_ring_put(p->fab, p->slot, ctl, &f, rx);
+	if (p->tap)
+		p->tap(p->tap_arg, &f);
 }
 
 void fab_port_set_tap(struct fab_port *p, fab_tap_fn fn, void *arg)
@@ -279,7 +289,7 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 		if (v->cfg.flags & FAB_LINK_DOWN) {
 			fab_count(&fab_link_at(p->fab, e.src_slot, p->slot)->rx.dropped_down_rx, 1);
 			tap(p, e.idx, e.len, e.src_addr, p->addr, e.marks | FAB_MARK_DROP_DOWN,
-			    e.sent_ns, e.due_ns, e.link_seq);
+			    e.sent_ns, e.due_ns, e.link_seq, true);
 			release(p, e.idx);
 			continue;
 		}
@@ -506,8 +516,7 @@ static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t idx,
 	m->src_slot = (uint16_t)p->slot;
 	m->dst_slot = (uint16_t)sc->d;
 	m->marks = marks;
-	m->tap_seq = 0;
-	tap(p, idx, len, p->addr, sc->dst, marks, sc->now, v->due_ns, v->link_seq);
+	tap(p, idx, len, p->addr, sc->dst, marks, sc->now, v->due_ns, v->link_seq, false);
 	__atomic_store_n(&m->holder, FAB_HOLDER(FAB_HOLD_INFLIGHT, sc->d, sc->dgen),
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&ring[pos & (fab->ring_depth - 1)], idx, __ATOMIC_RELAXED);
@@ -555,13 +564,14 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	data = fab_frame_at(fab, idx);
 	fab_link_decide(sc.l, &t->view, data, len, sc.now, &v);
 	if (v.marks & FAB_MARKS_DROP) {
-		tap(p, idx, len, p->addr, dst, v.marks, sc.now, 0, v.link_seq);
+		tap(p, idx, len, p->addr, dst, v.marks, sc.now, 0, v.link_seq, false);
 		release(p, idx);
 		return 0;
 	}
 	if (!ring_room(fab, t, sc.l, 1)) {
 		fab_count(&sc.l->tx.dropped_full, 1);
-		tap(p, idx, len, p->addr, dst, v.marks | FAB_MARK_DROP_FULL, sc.now, 0, v.link_seq);
+		tap(p, idx, len, p->addr, dst, v.marks | FAB_MARK_DROP_FULL, sc.now, 0, v.link_seq,
+		    false);
 		release(p, idx);
 		return owner_dead(fab, sc.d) ? -EHOSTUNREACH : -ENOBUFS;
 	}

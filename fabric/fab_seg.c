@@ -22,7 +22,7 @@
 #define SEG_MAX_BYTES (16ull << 30)
 
 struct layout {
-	uint64_t ports_off, links_off, rings_off, meta_off, frames_off, size;
+	uint64_t ports_off, links_off, rings_off, meta_off, frames_off, tap_off, tap_size, size;
 };
 
 static uint64_t align_page(uint64_t v)
@@ -49,7 +49,9 @@ static int layout_of(uint32_t ports, uint32_t frames, uint32_t depth, struct lay
 	lo->rings_off = align_page(lo->links_off + pairs * sizeof(struct fab_seg_link));
 	lo->meta_off = align_page(lo->rings_off + pairs * depth * sizeof(uint32_t));
 	lo->frames_off = align_page(lo->meta_off + (uint64_t)frames * sizeof(struct fab_seg_frame));
-	lo->size = align_page(lo->frames_off + (uint64_t)frames * FAB_SLOT_BYTES);
+	lo->tap_off = align_page(lo->frames_off + (uint64_t)frames * FAB_SLOT_BYTES);
+	lo->tap_size = fab_tap_size(ports);
+	lo->size = lo->tap_off + lo->tap_size;
 	return lo->size > SEG_MAX_BYTES ? -EINVAL : 0;
 }
 
@@ -186,8 +188,9 @@ static int check_hdr(const struct fab_seg_hdr *h, uint64_t file_size, struct lay
 		return -EPROTO;
 	if (h->ports_off != lo->ports_off || h->links_off != lo->links_off ||
 	    h->rings_off != lo->rings_off || h->meta_off != lo->meta_off ||
-	    h->frames_off != lo->frames_off || h->seg_size != lo->size || h->tap_off != lo->size ||
-	    h->tap_size != 0 || file_size != lo->size)
+	    h->frames_off != lo->frames_off || h->seg_size != lo->size ||
+	    h->tap_off != lo->tap_off || h->tap_size != lo->tap_size ||
+	    h->tap_ring_bytes != fab_tap_ring_bytes(h->max_ports) || file_size != lo->size)
 		return -EPROTO;
 	return 0;
 }
@@ -333,8 +336,9 @@ int fab_create(const char *dir, const struct fab_config *cfg)
 	}
 	/* Reserve the space now, so that a full disk is an error here rather
 	 * than a SIGBUS in a NIC later; file systems without fallocate keep a
-	 * sparse file. */
-	rc = posix_fallocate(fd, 0, (off_t)lo.size);
+	 * sparse file.  The capture section stays sparse: a capture reserves
+	 * it when it attaches (fab_capture.h). */
+	rc = posix_fallocate(fd, 0, (off_t)lo.tap_off);
 	if (rc && rc != EOPNOTSUPP && rc != EINVAL) {
 		rc = -rc;
 		goto fail;
@@ -363,10 +367,11 @@ int fab_create(const char *dir, const struct fab_config *cfg)
 	    .rings_off = lo.rings_off,
 	    .meta_off = lo.meta_off,
 	    .frames_off = lo.frames_off,
-	    .tap_off = lo.size,
-	    .tap_size = 0,
+	    .tap_off = lo.tap_off,
+	    .tap_size = lo.tap_size,
 	    .seed = cfg->seed,
 	    .created_ns = realtime_ns(),
+	    .tap_ring_bytes = fab_tap_ring_bytes(ports),
 	};
 	/* Everything else starts as zero: free frames, empty rings, unbound
 	 * slots, default links. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture.h"
 #include "fab.h"
 #include "fab_addr.h"
 #include "log.h"
@@ -247,6 +248,7 @@ static void usage_top(FILE *f)
 	fprintf(f, "\nCommands:\n");
 	for (i = 0; i < ARRAY_SIZE(cmd_specs); i++)
 		fprintf(f, "  %-20s %s\n", cmd_specs[i].name, cmd_specs[i].summary);
+	fprintf(f, "  %-20s %s\n", "capture", "capture the fabric's frames (pcap, pcapng, tshark)");
 	fprintf(f, "  %-20s %s\n", "help [COMMAND]", "show help for a command");
 	fprintf(f, "\nCommon options (before or after the command):\n");
 	print_opt(f, &opt_specs[OPT_DIR]);
@@ -464,6 +466,9 @@ int cli_main(int argc, char **argv)
 	size_t used;
 	int rc;
 
+	/* `capture` has options of its own: it parses its command line. */
+	if (cli_capture_cmd(argc, argv))
+		return cli_capture(argc, argv);
 	rc = split_args(argc, argv, &cl);
 	if (rc)
 		return rc;

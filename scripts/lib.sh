@@ -16,6 +16,7 @@ NS_PACKAGES=(
 	libcunit1-dev libpcap-dev
 	valgrind
 	ucx-utils # ucx_perftest: the UCX-over-TCP reference of bench_transport
+	tshark    # test_capture reads nicsim's captures with it
 )
 
 ns_say() {

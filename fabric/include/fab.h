@@ -91,9 +91,11 @@
  * Capture tap.  fab_port_set_tap installs a callback that sees every frame
  * the port sends (with its fault marks, including the frames the rules
  * drop, before they are released) and every frame dropped on delivery.  The
- * capture (`nicsim capture`) will hang off it; the header's tap_off,
- * tap_size and tap_active and each frame's tap_seq are reserved for a
- * capture ring in the segment.
+ * same frames go to the segment's capture rings while a capture is attached
+ * (fab_capture.h, `nicsim capture`): one ring per port, which only its
+ * owner writes, inside fab_send and fab_recv; a full ring counts the frame
+ * as not captured and never makes the port wait.  Without a capture, one
+ * load of the header's tap_ctl per frame.
  *
  * Errors: 0 or a negative errno everywhere.  Addresses are IPv4 in
  * 198.18.0.0/15, network byte order (fab_addr.h).  Times are

@@ -14,7 +14,13 @@
  *   rings_off     uint32_t[max_ports^2][ring_depth]     frame indices, same index
  *   meta_off      struct fab_seg_frame[nframes]         one cache line per frame
  *   frames_off    uint8_t[nframes][FAB_SLOT_BYTES]      the frames' bytes
- *   tap_off       reserved for the capture tap (tap_size 0 in version 1)
+ *   tap_off       struct fab_tap_ring[max_ports]        page aligned; one per port slot
+ *   tap_off + fab_tap_data_off(max_ports)
+ *                 uint8_t[max_ports][tap_ring_bytes]    the capture rings' records
+ *
+ * The capture section (tap_off to the end) is not reserved on disk when the
+ * segment is created: a capture reserves it (fallocate) when it attaches,
+ * so that fabrics nobody captures cost no memory for it.
  *
  * Every field is fixed width; the struct sizes and the offsets that matter
  * are checked below.  Fields named "reserved" are zero.  Words that more than
@@ -32,7 +38,7 @@
 #include <stdint.h>
 
 #define FAB_SEG_MAGIC 0x4241464eu /* "NFAB" in file order */
-#define FAB_SEG_VERSION 1u
+#define FAB_SEG_VERSION 2u
 #define FAB_SEG_FILE "fabric.shm"
 #define FAB_BELL_PREFIX "fab-" /* D/fab-<addr>.bell: a port's wake-up FIFO */
 #define FAB_BELL_SUFFIX ".bell"
@@ -111,13 +117,19 @@ struct fab_seg_hdr {
 	uint64_t rings_off;
 	uint64_t meta_off;
 	uint64_t frames_off;
-	uint64_t tap_off;    /* reserved for the capture tap: == seg_size ... */
-	uint64_t tap_size;   /* ... and 0 in version 1 */
+	uint64_t tap_off;    /* the capture section: rings, then their records */
+	uint64_t tap_size;   /* tap_off + tap_size == seg_size */
 	uint64_t seed;       /* the links' default PRNG seeds derive from it */
 	uint64_t created_ns; /* CLOCK_REALTIME */
-	uint32_t tap_active; /* reserved for the capture tap: attached captures */
-	uint32_t reserved0;
-	uint64_t reserved[16];
+	/* The capture's switch (FAB_TAP_CTL): the attached capture's
+	 * generation in the high half, the bytes of each frame the ports copy
+	 * in the low half; a low half of 0 means no capture is attached.
+	 * Written by the capture when it attaches and detaches, and cleared by
+	 * a port that finds the capture dead (fab_capture.h). */
+	uint64_t tap_ctl;
+	uint32_t tap_ring_bytes; /* bytes of records per port: fab_tap_ring_bytes(max_ports) */
+	uint32_t tap_pid;        /* pid of the capture that attached last (messages only) */
+	uint64_t reserved[15];
 };
 
 /* ---- Ports -------------------------------------------------------------- */
@@ -268,10 +280,88 @@ struct fab_seg_frame {
 	uint32_t ring_pos; /* the producer index it was published at */
 	uint16_t src_slot;
 	uint16_t dst_slot;
-	uint32_t marks;   /* FAB_MARK_*, delivered marks only */
-	uint32_t tap_seq; /* reserved for the capture tap */
-	uint32_t reserved;
+	uint32_t marks; /* FAB_MARK_*, delivered marks only */
+	uint32_t reserved[2];
 };
+
+/* ---- Capture ------------------------------------------------------------ */
+
+/*
+ * The capture section (fab_capture.h describes the design).  One ring of
+ * records per port slot: its port's owner is the only producer, the
+ * attached capture the only consumer, so a port that dies or stalls holds
+ * up no one and a port never waits for the capture.  Positions count bytes
+ * since the segment was created; a record lies whole at position % bytes,
+ * 8-byte aligned, and a record that would cross the end of the ring is
+ * preceded by a pad record (flags FAB_TAP_REC_PAD, 8 bytes read) that
+ * fills the rest.
+ */
+#define FAB_TAP_CTL(gen, snap) ((uint64_t)(gen) << 32 | (uint32_t)(snap))
+#define FAB_TAP_CTL_GEN(ctl) ((uint32_t)((ctl) >> 32))
+#define FAB_TAP_CTL_SNAP(ctl) ((uint32_t)(ctl))
+#define FAB_TAP_BUDGET (32u << 20)   /* record bytes of all the rings together */
+#define FAB_TAP_RING_MIN (64u << 10) /* bytes of one ring, at least ... */
+#define FAB_TAP_RING_MAX (1u << 20)  /* ... and at most */
+#define FAB_TAP_ALIGN 8u             /* records start and end on this */
+#define FAB_TAP_REC_PAD (1u << 0)    /* filler to the end of the ring: skip it */
+#define FAB_TAP_REC_RX (1u << 1)     /* written by the receiver: dropped on delivery */
+/* The byte of fabric.shm on which the attached capture holds an OFD write
+ * lock while it lives (the kernel drops it when the capture dies). */
+#define FAB_TAP_LOCK_OFF 120u
+
+/* One port's ring: the producer's line, then the consumer's. */
+struct fab_tap_ring {
+	/* Line 0, written by the port's owner only. */
+	uint64_t prod;         /* end of the last record written */
+	uint64_t records;      /* records written */
+	uint64_t not_captured; /* frames left out because the ring was full */
+	uint64_t check_ns;     /* when the owner last looked whether the capture lives */
+	uint8_t reserved0[32];
+	/* Line 1, written by the capture only. */
+	uint64_t cons; /* start of the first record not yet read */
+	uint8_t reserved1[56];
+};
+
+/* One record: this header, then caplen bytes of the frame, then zeros up to
+ * rec_len. */
+struct fab_tap_rec {
+	uint32_t rec_len; /* bytes, header included, a multiple of FAB_TAP_ALIGN */
+	uint32_t flags;   /* FAB_TAP_REC_* */
+	uint32_t len;     /* the frame's length, 1 .. FAB_SLOT_BYTES */
+	uint32_t caplen;  /* bytes of it kept: <= len */
+	uint32_t src;     /* addresses, network byte order */
+	uint32_t dst;
+	uint32_t marks;    /* FAB_MARK_* */
+	uint32_t seq;      /* the ring's record count when written (low half) */
+	uint64_t ts_ns;    /* CLOCK_MONOTONIC: sent, or dropped on delivery */
+	uint64_t due_ns;   /* when it was (or would have been) delivered; 0 if dropped at send */
+	uint64_t link_seq; /* its number on its link */
+	uint64_t not_captured; /* the ring's not_captured when written */
+};
+
+/* Bytes of records in each port's ring: FAB_TAP_BUDGET shared by the port
+ * slots, a power of two within [FAB_TAP_RING_MIN, FAB_TAP_RING_MAX]. */
+static inline uint32_t fab_tap_ring_bytes(uint32_t max_ports)
+{
+	uint32_t b = FAB_TAP_RING_MAX;
+
+	while (b > FAB_TAP_RING_MIN && (uint64_t)b * max_ports > FAB_TAP_BUDGET)
+		b /= 2;
+	return b;
+}
+
+/* Offset of the records from tap_off: the rings' headers, page aligned. */
+static inline uint64_t fab_tap_data_off(uint32_t max_ports)
+{
+	return ((uint64_t)max_ports * sizeof(struct fab_tap_ring) + FAB_PAGE - 1) &
+	       ~(uint64_t)(FAB_PAGE - 1);
+}
+
+/* Bytes of the capture section (tap_size). */
+static inline uint64_t fab_tap_size(uint32_t max_ports)
+{
+	return fab_tap_data_off(max_ports) + (uint64_t)max_ports * fab_tap_ring_bytes(max_ports);
+}
 
 _Static_assert(sizeof(struct fab_seg_hdr) == 256, "segment header is 256 bytes");
 _Static_assert(offsetof(struct fab_seg_hdr, ports_off) == 48, "header offsets");
@@ -291,5 +381,13 @@ _Static_assert(sizeof(struct fab_seg_frame) == FAB_CACHELINE, "frame metadata is
 _Static_assert(offsetof(struct fab_seg_frame, len) == 32, "frame metadata layout");
 _Static_assert(FAB_SLOT_BYTES % FAB_CACHELINE == 0, "frame slots are whole lines");
 _Static_assert(FAB_MAX_PORTS % 64 == 0 && FAB_MAX_PORTS <= 0xffffu, "port slots fit the holder");
+_Static_assert(offsetof(struct fab_seg_hdr, tap_ctl) == FAB_TAP_LOCK_OFF,
+	       "the capture's lock byte");
+_Static_assert(offsetof(struct fab_seg_hdr, tap_ctl) % 8 == 0, "tap_ctl is one atomic word");
+_Static_assert(sizeof(struct fab_tap_ring) == 2 * FAB_CACHELINE, "a capture ring is two lines");
+_Static_assert(offsetof(struct fab_tap_ring, cons) == FAB_CACHELINE, "consumer line");
+_Static_assert(sizeof(struct fab_tap_rec) == 64, "a record header is 64 bytes");
+_Static_assert(sizeof(struct fab_tap_rec) % FAB_TAP_ALIGN == 0, "records stay aligned");
+_Static_assert(FAB_TAP_RING_MIN % FAB_PAGE == 0, "rings are whole pages");
 
 #endif /* FAB_SEG_H */

@@ -1,5 +1,7 @@
 #include "nstest.h"
 
+#include "nstcapture.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +61,7 @@ int nst_run_suite(int argc, char **argv, const struct nst_suite *suite)
 			suite->name);
 		failed = failed ? failed : 1;
 	}
+	nst_capture_stop_all(failed || asserts_failed);
 	CU_cleanup_registry();
 	return failed || asserts_failed ? 1 : 0;
 fail:
@@ -80,6 +83,7 @@ int nst_tmpdir(char *buf, size_t size, const char *tag)
 		return -ENAMETOOLONG;
 	if (!mkdtemp(buf))
 		return -errno;
+	nst_capture_start(buf);
 	return 0;
 }
 
@@ -113,12 +117,15 @@ static int rm_entry(int dirfd, const char *name, int depth)
 
 void nst_rmtree(const char *dir)
 {
-	if (dir && *dir)
+	if (dir && *dir) {
+		nst_capture_stop(dir, CU_get_number_of_failures() != 0);
 		rm_entry(AT_FDCWD, dir, 0);
+	}
 }
 
 void nst_done_with_dir(const char *dir)
 {
+	nst_capture_stop(dir, CU_get_number_of_failures() != 0);
 	if (CU_get_number_of_failures() == 0) {
 		nst_rmtree(dir);
 		return;

@@ -88,7 +88,8 @@ int nst_main(int argc, char **argv, const char *suite, const struct nst_test *te
 
 /* ---- Files and processes ------------------------------------------------ */
 
-/* A new private (0700) directory under $TMPDIR or /tmp; path in buf. */
+/* A new private (0700) directory under $TMPDIR or /tmp; path in buf.  With
+ * NICSIM_CAPTURE set, a capture follows it (nstcapture.h). */
 int nst_tmpdir(char *buf, size_t size, const char *tag);
 /* Remove a directory tree made by nst_tmpdir (best effort). */
 void nst_rmtree(const char *dir);

@@ -6,6 +6,7 @@
 #include "../../nicsim/mgmt_client.h"
 #include "fab_addr.h"
 #include "nicsim_host.h"
+#include "nstcapture.h"
 #include "nstest.h"
 
 int nst_tpt_in_use(const char *sock)
@@ -51,6 +52,7 @@ int nst_make_fabric(const char *dir, const char *const *addrs)
 	uint32_t a[64];
 	size_t n = 0;
 	struct fab_config cfg = {0};
+	int rc;
 
 	for (; addrs && addrs[n] && n < 64; n++) {
 		int err = fab_addr_parse(addrs[n], &a[n]);
@@ -60,5 +62,8 @@ int nst_make_fabric(const char *dir, const char *const *addrs)
 	}
 	cfg.addrs = a;
 	cfg.naddrs = n;
-	return fab_create(dir, &cfg);
+	rc = fab_create(dir, &cfg);
+	if (!rc)
+		nst_capture_wait(dir); /* NICSIM_CAPTURE: the first frames too */
+	return rc;
 }

@@ -15,59 +15,9 @@
 #include "fab_addr.h"
 #include "fab_wire.h"
 #include "nstest.h"
+#include "nstwire.h"
 
-/* ---- Independent references ------------------------------------------------ */
-
-/*
- * CRC register update one bit at a time, reflected polynomial 0xedb88320,
- * no inversion: deliberately unlike the slicing-by-8 tables under test.
- */
-static uint32_t ref_crc_reg(uint32_t reg, const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		reg ^= p[i];
-		for (int bit = 0; bit < 8; bit++)
-			reg = (reg & 1u) ? (reg >> 1) ^ 0xedb88320u : reg >> 1;
-	}
-	return reg;
-}
-
-static uint32_t ref_crc32(const uint8_t *p, size_t n)
-{
-	return ~ref_crc_reg(0xffffffffu, p, n);
-}
-
-/*
- * The ICRC of a frame (n bytes, without the ICRC) from the definition, with
- * the masked fields found by their absolute offsets in an Ethernet/IPv4/UDP
- * frame rather than through the header structures.
- */
-static uint32_t ref_icrc(const uint8_t *frame, size_t n)
-{
-	static const uint8_t lrh[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-	uint8_t *copy = malloc(n);
-	uint32_t reg;
-
-	NST_REQUIRE(copy != NULL && n >= 54);
-	memcpy(copy, frame, n);
-	copy[14 + 1] = 0xff;                  /* IPv4 TOS */
-	copy[14 + 8] = 0xff;                  /* IPv4 TTL */
-	copy[14 + 10] = copy[14 + 11] = 0xff; /* IPv4 header checksum */
-	copy[34 + 6] = copy[34 + 7] = 0xff;   /* UDP checksum */
-	copy[42 + 4] = 0xff;                  /* BTH FECN, BECN, resv6a */
-	reg = ref_crc_reg(0xffffffffu, lrh, sizeof(lrh));
-	reg = ref_crc_reg(reg, copy + 14, n - 14);
-	free(copy);
-	return ~reg;
-}
-
-/* The ICRC as it lies on the wire, least significant byte first. */
-static uint32_t wire_icrc(const uint8_t *frame, size_t len)
-{
-	const uint8_t *p = frame + len - 4;
-
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* ---- Independent references (also tests/support/nstwire.h) ---------------- */
 
 /* RFC 1071 checksum of n bytes (n even), 32-bit accumulation. */
 static uint16_t ref_inet_csum(const uint8_t *p, size_t n, uint32_t sum)
@@ -300,7 +250,7 @@ static void test_crc32_known_answers(void)
 	 * give it.
 	 */
 	NST_EQ_U(fab_crc32(0, check, 9), 0xcbf43926u);
-	NST_EQ_U(ref_crc32(check, 9), 0xcbf43926u);
+	NST_EQ_U(nst_crc32(check, 9), 0xcbf43926u);
 	NST_EQ_U(fab_crc32(0, NULL, 0), 0);
 	/* Chaining: the CRC of a message split anywhere equals the whole. */
 	for (size_t k = 0; k <= 9; k++)
@@ -310,7 +260,7 @@ static void test_crc32_known_answers(void)
 	 * with a seed of 0xffffffff and 8 bytes of 0xff representing a masked
 	 * LRH": the reference must reproduce that register value.
 	 */
-	NST_EQ_U(ref_crc_reg(0xffffffffu, ffs, 8), 0xdebb20e3u);
+	NST_EQ_U(nst_crc_reg(0xffffffffu, ffs, 8), 0xdebb20e3u);
 }
 
 static void test_crc32_fast_paths_match_bitwise(void)
@@ -328,7 +278,7 @@ static void test_crc32_fast_paths_match_bitwise(void)
 			uint32_t seed = (uint32_t)rnd(&r);
 
 			blk[pos] = (uint8_t)v;
-			NST_EQ_U(fab_crc32_sliced(seed, blk, 8), ~ref_crc_reg(~seed, blk, 8));
+			NST_EQ_U(fab_crc32_sliced(seed, blk, 8), ~nst_crc_reg(~seed, blk, 8));
 		}
 	}
 	/*
@@ -340,21 +290,21 @@ static void test_crc32_fast_paths_match_bitwise(void)
 		buf[i] = (uint8_t)rnd(&r);
 	for (size_t off = 0; off < 8; off++) {
 		for (size_t n = 0; n <= 300; n++) {
-			uint32_t want = ref_crc32(buf + off, n);
+			uint32_t want = nst_crc32(buf + off, n);
 			uint32_t seed = (uint32_t)rnd(&r);
 
 			NST_EQ_U(fab_crc32(0, buf + off, n), want);
 			NST_EQ_U(fab_crc32_sliced(0, buf + off, n), want);
-			NST_EQ_U(fab_crc32(seed, buf + off, n), ~ref_crc_reg(~seed, buf + off, n));
+			NST_EQ_U(fab_crc32(seed, buf + off, n), ~nst_crc_reg(~seed, buf + off, n));
 		}
 	}
 	/* 256 bytes and more take the 512-bit folding where the CPU has it:
 	 * every remainder of its 256- and 64-byte steps. */
 	for (size_t n = 256; n <= 1100; n++)
-		NST_EQ_U(fab_crc32(0, buf + 5, n), ref_crc32(buf + 5, n));
+		NST_EQ_U(fab_crc32(0, buf + 5, n), nst_crc32(buf + 5, n));
 	for (size_t n = 4090; n <= 4200; n++) {
-		NST_EQ_U(fab_crc32(0, buf + 3, n), ref_crc32(buf + 3, n));
-		NST_EQ_U(fab_crc32_sliced(0, buf + 3, n), ref_crc32(buf + 3, n));
+		NST_EQ_U(fab_crc32(0, buf + 3, n), nst_crc32(buf + 3, n));
+		NST_EQ_U(fab_crc32_sliced(0, buf + 3, n), nst_crc32(buf + 3, n));
 	}
 }
 
@@ -383,8 +333,8 @@ static void test_icrc_matches_connectx_capture(void)
 	memcpy(f, connectx_cnp, sizeof(f));
 	/* The CRC value 0x2a00fd82, sent least significant byte first. */
 	NST_EQ_U(fab_icrc(f, n), 0x2a00fd82u);
-	NST_EQ_U(ref_icrc(f, n), 0x2a00fd82u);
-	NST_EQ_U(wire_icrc(f, sizeof(f)), 0x2a00fd82u);
+	NST_EQ_U(nst_icrc(f, n), 0x2a00fd82u);
+	NST_EQ_U(nst_wire_icrc(f, sizeof(f)), 0x2a00fd82u);
 
 	/*
 	 * Decoding: its MACs are not nicsim's (and not covered by the ICRC).
@@ -462,7 +412,7 @@ static void test_encode_matches_hand_built_frame(void)
 		}
 	}
 	NST_EQ_U(fab_icrc(f, len - 4), 0xa400aaecu);
-	NST_EQ_U(ref_icrc(hand_frame, len - 4), 0xa400aaecu);
+	NST_EQ_U(nst_icrc(hand_frame, len - 4), 0xa400aaecu);
 	NST_EQ_U(fab_ip4_csum((const struct fab_ip4_hdr *)(f + 14)), 0xae81);
 
 	NST_REQUIRE_EQ(fab_pkt_decode(hand_frame, sizeof(hand_frame), &d, NULL), 0);
@@ -506,8 +456,8 @@ static void test_round_trip_every_opcode_length_and_pad(void)
 			check_framing(f, len);
 			for (unsigned k = 0; k < pad; k++)
 				NST_EQ(f[len - 4 - pad + k], 0);
-			NST_EQ_U(wire_icrc(f, len), ref_icrc(f, len - 4));
-			NST_EQ_U(fab_icrc(f, len - 4), ref_icrc(f, len - 4));
+			NST_EQ_U(nst_wire_icrc(f, len), nst_icrc(f, len - 4));
+			NST_EQ_U(fab_icrc(f, len - 4), nst_icrc(f, len - 4));
 			NST_REQUIRE_EQ(fab_pkt_decode(f, len, &d, &why), 0);
 			NST_EQ(why, FAB_WIRE_E_NONE);
 			check_same(&p, &d, pad);
@@ -944,7 +894,7 @@ static void test_masked_fields_survive_router_rewrites(void)
 
 	for (unsigned s = 0; s < N_SAMPLES; s++) {
 		size_t len = sample_frame(s, f, &r);
-		uint32_t icrc = wire_icrc(f, len);
+		uint32_t icrc = nst_wire_icrc(f, len);
 		struct fab_pkt d;
 
 		/*
@@ -961,9 +911,9 @@ static void test_masked_fields_survive_router_rewrites(void)
 		NST_TRUE(d.fecn);
 		NST_TRUE(d.becn);
 		/* The ICRC on the wire was not touched and still matches. */
-		NST_EQ_U(wire_icrc(f, len), icrc);
+		NST_EQ_U(nst_wire_icrc(f, len), icrc);
 		NST_EQ_U(fab_icrc(f, len - 4), icrc);
-		NST_EQ_U(ref_icrc(f, len - 4), icrc);
+		NST_EQ_U(nst_icrc(f, len - 4), icrc);
 		/* A field that is not masked does break it (UDP checksum off first). */
 		f[40] = f[41] = 0;
 		NST_EQ(decode_why(f, len), FAB_WIRE_E_NONE);

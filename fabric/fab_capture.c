@@ -1,0 +1,486 @@
+/*
+ * The capture tap: ports writing their frames into their rings, and the
+ * capture attaching, draining and detaching (fab_capture.h; layout in
+ * fab_seg.h).
+ *
+ * Who writes what.  The producer (a port's owner) writes a record at prod,
+ * then publishes prod with release; it alone writes prod, records,
+ * not_captured and check_ns.  The consumer (the capture) reads prod with
+ * acquire, copies the record headers out, hands the frames out where they
+ * lie, then publishes cons with release; it alone writes cons, and keeps
+ * its own copy of it, so a scribbled cons misleads only the producer (into
+ * a full ring, or into overwriting frames being read: their bytes change,
+ * never where they are read from).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fab_capture.h"
+#include "fab_capture_priv.h"
+
+_Static_assert(FAB_CAP_COPY_MIN == FAB_HDR_BASE, "ports keep the headers through the BTH");
+
+/* A port with a full ring reads the clock once per this many frames. */
+#define FULL_CHECK_EVERY 1024u
+/* Records one pass gathers at most. */
+#define BATCH_RECS 32768u
+
+static uint32_t align8(uint32_t v)
+{
+	return (v + FAB_TAP_ALIGN - 1) & ~(FAB_TAP_ALIGN - 1);
+}
+
+/* The capture section, from the checked sizes (it follows the frames). */
+static uint8_t *tap_section(const struct fab *fab)
+{
+	uint64_t end =
+	    (uint64_t)(fab->frames - fab->base) + (uint64_t)fab->nframes * FAB_SLOT_BYTES;
+
+	return fab->base + ((end + FAB_PAGE - 1) & ~(uint64_t)(FAB_PAGE - 1));
+}
+
+static struct fab_tap_ring *tap_ring(const struct fab *fab, uint32_t slot)
+{
+	return (struct fab_tap_ring *)tap_section(fab) + slot;
+}
+
+static uint8_t *tap_data(const struct fab *fab, uint32_t slot, uint32_t ring_bytes)
+{
+	return tap_section(fab) + fab_tap_data_off(fab->max_ports) + (size_t)slot * ring_bytes;
+}
+
+static struct flock lock_req(short type)
+{
+	return (struct flock){
+	    .l_type = type, .l_whence = SEEK_SET, .l_start = FAB_TAP_LOCK_OFF, .l_len = 1};
+}
+
+/* Whether an open file description other than fd's holds the capture lock. */
+static bool lock_held(int fd)
+{
+	struct flock fl = lock_req(F_WRLCK);
+
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+/* ---- Producer ------------------------------------------------------------------ */
+
+/*
+ * No room: count the frame, and now and then (every FULL_CHECK_EVERY frames
+ * left out, and at most every FAB_CAP_CHECK_NS) turn a dead capture's tap
+ * off.  The common case is one load and one store.
+ */
+static void ring_full(struct fab *fab, struct fab_tap_ring *r, uint64_t ctl)
+{
+	uint64_t now, n = __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED) + 1;
+
+	__atomic_store_n(&r->not_captured, n, __ATOMIC_RELAXED);
+	if (n % FULL_CHECK_EVERY)
+		return;
+	now = fab_now_ns();
+	if (now - __atomic_load_n(&r->check_ns, __ATOMIC_RELAXED) < FAB_CAP_CHECK_NS)
+		return;
+	__atomic_store_n(&r->check_ns, now, __ATOMIC_RELAXED);
+	if (!lock_held(fab->fd))
+		__atomic_compare_exchange_n(&fab->hdr->tap_ctl, &ctl,
+					    FAB_TAP_CTL(FAB_TAP_CTL_GEN(ctl), 0), false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct fab_tap_frame *f,
+		      bool rx)
+{
+	uint32_t size = fab_tap_ring_bytes(fab->max_ports), snap = FAB_TAP_CTL_SNAP(ctl);
+	struct fab_tap_ring *r = tap_ring(fab, slot);
+	uint8_t *ring = tap_data(fab, slot, size);
+	uint32_t caplen, need, off, tail;
+	struct fab_tap_rec rec;
+	uint64_t prod, cons, used;
+
+	if (snap < FAB_CAP_COPY_MIN)
+		snap = FAB_CAP_COPY_MIN;
+	if (snap > FAB_SLOT_BYTES)
+		snap = FAB_SLOT_BYTES;
+	caplen = f->len < snap ? f->len : snap;
+	need = align8((uint32_t)sizeof(rec) + caplen);
+	/* Our own prod, unless someone scribbled on it: keep it aligned. */
+	prod = __atomic_load_n(&r->prod, __ATOMIC_RELAXED) & ~(uint64_t)(FAB_TAP_ALIGN - 1);
+	cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+	used = prod - cons;
+	off = (uint32_t)(prod & (size - 1));
+	tail = size - off;
+	if (used > size || size - used < (need <= tail ? need : tail + need)) {
+		ring_full(fab, r, ctl);
+		return;
+	}
+	if (need > tail) {
+		/* The record would cross the end: pad to it, start over at 0. */
+		rec = (struct fab_tap_rec){.rec_len = tail, .flags = FAB_TAP_REC_PAD};
+		memcpy(ring + off, &rec, 2 * sizeof(uint32_t));
+		prod += tail;
+		off = 0;
+	}
+	rec = (struct fab_tap_rec){
+	    .rec_len = need,
+	    .flags = rx ? FAB_TAP_REC_RX : 0,
+	    .len = f->len,
+	    .caplen = caplen,
+	    .src = f->src,
+	    .dst = f->dst,
+	    .marks = f->marks,
+	    .seq = (uint32_t)__atomic_load_n(&r->records, __ATOMIC_RELAXED),
+	    .ts_ns = rx ? f->due_ns : f->sent_ns,
+	    .due_ns = f->due_ns,
+	    .link_seq = f->link_seq,
+	    .not_captured = __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED),
+	};
+	memcpy(ring + off, &rec, sizeof(rec));
+	memcpy(ring + off + sizeof(rec), f->data, caplen);
+	memset(ring + off + sizeof(rec) + caplen, 0, need - sizeof(rec) - caplen);
+	fab_count(&r->records, 1);
+	__atomic_store_n(&r->prod, prod + need, __ATOMIC_RELEASE);
+}
+
+/* ---- Consumer ------------------------------------------------------------------ */
+
+/*
+ * A record of the current pass: its header, copied out and checked, where
+ * its frame bytes lie in the ring (they stay there until the pass ends and
+ * cons moves past them), and its sort key.
+ */
+struct batch_ent {
+	struct fab_tap_rec rec;
+	const uint8_t *data;
+	uint32_t order;
+	uint32_t slot;
+};
+
+struct fab_cap {
+	struct fab *fab;
+	int lock_fd; /* our own open file description: the lock's holder */
+	uint32_t gen, copy, ring_bytes;
+	bool stopped;
+	uint64_t *cons;         /* [max_ports] our read positions */
+	uint64_t *next;         /* [max_ports] read positions at the end of this pass */
+	uint64_t *nocap0;       /* [max_ports] each ring's not_captured at the attach */
+	uint64_t *nocap;        /* [max_ports] not_captured in the ring's last record read */
+	struct batch_ent *ents; /* BATCH_RECS */
+	struct fab_cap_stats st;
+};
+
+static void cap_free(struct fab_cap *cap)
+{
+	if (cap->lock_fd >= 0)
+		close(cap->lock_fd); /* drops the lock */
+	free(cap->cons);
+	free(cap->next);
+	free(cap->nocap0);
+	free(cap->nocap);
+	free(cap->ents);
+	free(cap);
+}
+
+/* A second open file description of the mapped file: the lock must not be
+ * held through fab->fd, which the ports of this process query. */
+static int reopen(const struct fab *fab)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fab->fd);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **out)
+{
+	struct flock fl = lock_req(F_WRLCK);
+	struct fab_cap *cap;
+	uint64_t ctl;
+	uint32_t s;
+	int rc;
+
+	*out = NULL;
+	cap = calloc(1, sizeof(*cap));
+	if (!cap)
+		return -ENOMEM;
+	cap->fab = fab;
+	cap->ring_bytes = fab_tap_ring_bytes(fab->max_ports);
+	cap->copy = copy_bytes < FAB_CAP_COPY_MIN ? FAB_CAP_COPY_MIN
+		    : copy_bytes > FAB_SLOT_BYTES ? FAB_SLOT_BYTES
+						  : copy_bytes;
+	cap->lock_fd = reopen(fab);
+	if (cap->lock_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (fcntl(cap->lock_fd, F_OFD_SETLK, &fl) < 0) {
+		rc = errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+		goto fail;
+	}
+	rc = posix_fallocate(cap->lock_fd, (off_t)(tap_section(fab) - fab->base),
+			     (off_t)fab_tap_size(fab->max_ports));
+	if (rc && rc != EOPNOTSUPP && rc != EINVAL) {
+		rc = -rc;
+		goto fail;
+	}
+	cap->cons = calloc(fab->max_ports, sizeof(*cap->cons));
+	cap->next = calloc(fab->max_ports, sizeof(*cap->next));
+	cap->nocap0 = calloc(fab->max_ports, sizeof(*cap->nocap0));
+	cap->nocap = calloc(fab->max_ports, sizeof(*cap->nocap));
+	cap->ents = malloc(BATCH_RECS * sizeof(*cap->ents));
+	rc = -ENOMEM;
+	if (!cap->cons || !cap->next || !cap->nocap0 || !cap->nocap || !cap->ents)
+		goto fail;
+	/* Whatever an earlier capture left unread is not ours. */
+	for (s = 0; s < fab->max_ports; s++) {
+		struct fab_tap_ring *r = tap_ring(fab, s);
+
+		cap->cons[s] = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&r->cons, cap->cons[s], __ATOMIC_RELEASE);
+		cap->nocap0[s] = cap->nocap[s] =
+		    __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED);
+	}
+	ctl = __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE);
+	cap->gen = FAB_TAP_CTL_GEN(ctl) + 1;
+	__atomic_store_n(&fab->hdr->tap_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&fab->hdr->tap_ctl, FAB_TAP_CTL(cap->gen, cap->copy), __ATOMIC_SEQ_CST);
+	*out = cap;
+	return 0;
+fail:
+	cap_free(cap);
+	return rc;
+}
+
+void fab_cap_stop(struct fab_cap *cap)
+{
+	uint64_t ctl = FAB_TAP_CTL(cap->gen, cap->copy);
+
+	if (cap->stopped)
+		return;
+	cap->stopped = true;
+	__atomic_compare_exchange_n(&cap->fab->hdr->tap_ctl, &ctl, FAB_TAP_CTL(cap->gen, 0), false,
+				    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+void fab_cap_detach(struct fab_cap *cap)
+{
+	if (!cap)
+		return;
+	fab_cap_stop(cap);
+	cap_free(cap);
+}
+
+/*
+ * The ring of slot s makes no sense from its read position on: skip to its
+ * producer.  A position that is not aligned is never read from (it would
+ * leave less than a record header before the end): the next record the
+ * producer writes, at an aligned position, makes this ring resync once more.
+ */
+static void resync(struct fab_cap *cap, uint32_t s, uint64_t prod)
+{
+	cap->st.bad++;
+	cap->next[s] = prod;
+}
+
+/* A record header copied out of a ring: whether its fields add up. */
+static bool rec_valid(const struct fab_tap_rec *rec)
+{
+	return !(rec->flags & ~FAB_TAP_REC_RX) && rec->len >= 1 && rec->len <= FAB_SLOT_BYTES &&
+	       rec->caplen <= rec->len && rec->rec_len == align8(sizeof(*rec) + rec->caplen);
+}
+
+/*
+ * Gather the records of slot s's ring into the pass, n entries so far;
+ * next[s] gets the position after the last one.  Stops when the pass is
+ * full.  The headers are copied out and checked; the frame bytes stay in
+ * the ring, which the producer does not reuse before cons moves.
+ */
+static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
+{
+	struct fab_tap_ring *r = tap_ring(cap->fab, s);
+	const uint8_t *ring = tap_data(cap->fab, s, cap->ring_bytes);
+	uint64_t prod = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE), pos = cap->cons[s];
+	struct batch_ent *e;
+	uint32_t off, tail, hdr[2];
+
+	cap->next[s] = pos;
+	if (prod == pos)
+		return;
+	if (prod - pos > cap->ring_bytes || prod % FAB_TAP_ALIGN || pos % FAB_TAP_ALIGN) {
+		resync(cap, s, prod);
+		return;
+	}
+	while (pos != prod && *n < BATCH_RECS) {
+		off = (uint32_t)(pos & (cap->ring_bytes - 1));
+		tail = cap->ring_bytes - off;
+		memcpy(hdr, ring + off, sizeof(hdr));
+		if (hdr[1] & FAB_TAP_REC_PAD) {
+			if (hdr[0] != tail || hdr[0] > prod - pos) {
+				resync(cap, s, prod);
+				return;
+			}
+			pos += tail;
+			continue;
+		}
+		if (hdr[0] < sizeof(e->rec) || hdr[0] > tail || hdr[0] > prod - pos ||
+		    hdr[0] % FAB_TAP_ALIGN) {
+			resync(cap, s, prod);
+			return;
+		}
+		e = &cap->ents[*n];
+		memcpy(&e->rec, ring + off, sizeof(e->rec));
+		pos += hdr[0];
+		/* The copy is what counts from here on: check it. */
+		if (!rec_valid(&e->rec) || e->rec.rec_len != hdr[0]) {
+			cap->st.bad++;
+			continue;
+		}
+		e->data = ring + off + sizeof(e->rec);
+		e->order = (uint32_t)*n;
+		e->slot = s;
+		(*n)++;
+	}
+	cap->next[s] = pos;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	const struct batch_ent *x = a, *y = b;
+
+	if (x->rec.ts_ns != y->rec.ts_ns)
+		return x->rec.ts_ns < y->rec.ts_ns ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The pass is over: the producers may reuse what it read. */
+static void release_rings(struct fab_cap *cap)
+{
+	struct fab_tap_ring *r;
+	uint32_t s;
+
+	for (s = 0; s < cap->fab->max_ports; s++) {
+		cap->cons[s] = cap->next[s];
+		r = tap_ring(cap->fab, s);
+		/* Stored only when it changed (or was scribbled on): the
+		 * producer reads this line for every record. */
+		if (__atomic_load_n(&r->cons, __ATOMIC_RELAXED) != cap->cons[s])
+			__atomic_store_n(&r->cons, cap->cons[s], __ATOMIC_RELEASE);
+	}
+}
+
+int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
+{
+	const struct fab_tap_rec *rec;
+	struct fab_cap_rec out;
+	size_t n = 0, i;
+	bool sorted = true;
+	uint32_t s;
+	int rc = 0;
+
+	if (count)
+		*count = 0;
+	for (s = 0; s < cap->fab->max_ports; s++)
+		gather_ring(cap, s, &n);
+	for (i = 1; i < n && sorted; i++)
+		sorted = cap->ents[i - 1].rec.ts_ns <= cap->ents[i].rec.ts_ns;
+	if (!sorted)
+		qsort(cap->ents, n, sizeof(*cap->ents), ent_cmp);
+	for (i = 0; i < n && !rc; i++) {
+		rec = &cap->ents[i].rec;
+		s = cap->ents[i].slot;
+		out = (struct fab_cap_rec){
+		    .data = cap->ents[i].data,
+		    .caplen = rec->caplen,
+		    .len = rec->len,
+		    .src = rec->src,
+		    .dst = rec->dst,
+		    .marks = rec->marks,
+		    .rx_drop = rec->flags & FAB_TAP_REC_RX,
+		    .port_slot = s,
+		    .ts_ns = rec->ts_ns,
+		    .due_ns = rec->due_ns,
+		    .link_seq = rec->link_seq,
+		};
+		/* The producer's count only grows; anything else is scribbling. */
+		if (rec->not_captured >= cap->nocap[s]) {
+			out.lost_before = rec->not_captured - cap->nocap[s];
+			cap->nocap[s] = rec->not_captured;
+		}
+		cap->st.read++;
+		if (count)
+			(*count)++;
+		rc = fn(arg, &out);
+	}
+	release_rings(cap);
+	return rc;
+}
+
+void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st)
+{
+	uint64_t v;
+	uint32_t s;
+
+	*st = cap->st;
+	st->not_captured = 0;
+	for (s = 0; s < cap->fab->max_ports; s++) {
+		v = __atomic_load_n(&tap_ring(cap->fab, s)->not_captured, __ATOMIC_RELAXED);
+		if (v >= cap->nocap0[s])
+			st->not_captured += v - cap->nocap0[s];
+	}
+}
+
+bool fab_cap_attached(struct fab *fab, uint32_t *pid)
+{
+	uint64_t ctl = __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE);
+
+	if (pid)
+		*pid = __atomic_load_n(&fab->hdr->tap_pid, __ATOMIC_RELAXED);
+	return FAB_TAP_CTL_SNAP(ctl) != 0 && lock_held(fab->fd);
+}
+
+/* ---- Marks in words --------------------------------------------------------------- */
+
+const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t size)
+{
+	static const struct {
+		uint32_t mark;
+		const char *text;
+	} words[] = {
+	    {FAB_MARK_DROP_LOSS, "dropped (loss rule)"},
+	    {FAB_MARK_DROP_NTH, "dropped (drop-nth rule)"},
+	    {FAB_MARK_DROP_DOWN, "dropped (link down)"},
+	    {FAB_MARK_DROP_QUEUE, "dropped (rate limit: queued too long)"},
+	    {FAB_MARK_DROP_FULL, "dropped (destination ring full)"},
+	    {FAB_MARK_DUPLICATE, "duplicate (dup rule)"},
+	    {FAB_MARK_CORRUPTED, "corrupted (corrupt rule: one bit flipped, ICRC fails)"},
+	    {FAB_MARK_DELAYED, "delayed (delay rule)"},
+	    {FAB_MARK_REORDERED, "reordered (reorder rule)"},
+	};
+	uint32_t known = 0;
+	size_t len = 0, i;
+	int n;
+
+	if (!size)
+		return buf;
+	buf[0] = '\0';
+	if (!marks)
+		return buf;
+	n = snprintf(buf, size, "nicsim:");
+	len = n < 0 ? 0 : (size_t)n;
+	for (i = 0; i < sizeof(words) / sizeof(words[0]) && len < size; i++) {
+		known |= words[i].mark;
+		if (!(marks & words[i].mark))
+			continue;
+		n = snprintf(buf + len, size - len, "%s %s", len > 7 ? "," : "",
+			     rx_drop && words[i].mark == FAB_MARK_DROP_DOWN
+				 ? "dropped on delivery (link went down in flight)"
+				 : words[i].text);
+		len += n < 0 ? 0 : (size_t)n;
+	}
+	if (marks & ~known && len < size)
+		snprintf(buf + len, size - len, "%s marks 0x%x", len > 7 ? "," : "",
+			 marks & ~known);
+	return buf;
+}

@@ -1,0 +1,180 @@
+/*
+ * Packet capture from the fabric: the tap rings in the segment, and a
+ * pcapng writer for what `nicsim capture` reads from them.
+ *
+ * The tap.  While a capture is attached, every port copies each frame it
+ * sends (dropped, duplicated, delayed and corrupted ones included, with
+ * their fault marks) and each frame it drops on delivery into its own ring
+ * in the segment's capture section (layout: fab_seg.h), from inside
+ * fab_send and fab_recv: the NIC does nothing for it.  The capture drains
+ * the rings (fab_cap_read).  A record keeps the frame's first copy_bytes
+ * bytes (fab_cap_attach), its length, addresses, marks and times.
+ *
+ * Never blocking the fabric.  A ring has one producer, the port's owner,
+ * and one consumer, the capture.  A port that finds no room in its ring
+ * leaves the frame out and counts it (not_captured, like pcap's ps_drop);
+ * it never waits, and a port that dies or stalls holds up no one.  Without
+ * a capture a port pays one load of the header's tap_ctl per frame; with
+ * one, a 64-byte record header and a copy of up to copy_bytes bytes.
+ *
+ * One capture at a time.  The capture holds an OFD write lock on byte
+ * FAB_TAP_LOCK_OFF of fabric.shm (through an open file description of its
+ * own); attaching while a live process holds it is -EBUSY.  A capture that
+ * dies leaves tap_ctl on, but the kernel drops its lock: a port whose ring
+ * is full looks, every 1024 frames it leaves out and at most every
+ * FAB_CAP_CHECK_NS, whether anyone still holds it, and if no one does it
+ * turns tap_ctl off, so the ports stop copying.
+ * The next capture takes over in any case: a new generation, and every
+ * ring's consumer position moved up to its producer's.
+ *
+ * Order.  fab_cap_read gathers the records of every ring once, then hands
+ * them out in timestamp order (ties in ring order).  A record that a later
+ * pass brings can be older than the last one handed out, when its port was
+ * descheduled between taking its timestamp and writing it.
+ *
+ * Hostile rings.  Anything in the segment can be scribbled on.  The capture
+ * copies each record's header out before it looks at it; a ring whose
+ * positions are impossible, or a record whose length, flags or frame length
+ * do not add up, is counted (bad) and the ring skipped up to its producer;
+ * nothing is read outside the ring.  The frame bytes are handed out where
+ * they lie (the producer does not reuse them before the pass ends): a
+ * scribbler can change what is written out, never where it is read from.
+ * A producer reads the consumer's position only to find room, and takes an
+ * impossible one for a full ring.
+ *
+ * The capture section is reserved on disk (fallocate) by the capture when
+ * it attaches, not when the fabric is created: -ENOSPC then, never a SIGBUS
+ * in a NIC.
+ *
+ * Threads: a struct fab_cap is used by one thread at a time.  Errors: 0 or
+ * a negative errno.
+ */
+#ifndef FAB_CAPTURE_H
+#define FAB_CAPTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fab.h"
+
+/* A port with a full ring checks that the capture lives this often. */
+#define FAB_CAP_CHECK_NS 100000000ull
+/* Ports always copy at least the headers up to the BTH, so that a capture
+ * can filter on addresses, QP and opcode whatever its snap length. */
+#define FAB_CAP_COPY_MIN 54u
+
+struct fab_cap; /* an attached capture */
+
+/*
+ * Attach to fab's tap: reserve the capture section, take the lock, and turn
+ * the tap on with ports copying copy_bytes of each frame (clamped to
+ * [FAB_CAP_COPY_MIN, FAB_SLOT_BYTES]).  Returns 0, -EBUSY if another live
+ * capture is attached (fab_cap_attached gives its pid), -ENOSPC if the
+ * section cannot be reserved, -ENOMEM, or a system error.
+ */
+int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **cap);
+
+/*
+ * Turn the tap off: ports stop copying.  What they copied already can
+ * still be read.  Idempotent.
+ */
+void fab_cap_stop(struct fab_cap *cap);
+
+/* Stop, release the lock and free.  Unread records are lost.  Accepts NULL. */
+void fab_cap_detach(struct fab_cap *cap);
+
+/* One captured frame, valid during the callback only. */
+struct fab_cap_rec {
+	const uint8_t *data; /* caplen bytes */
+	uint32_t caplen;
+	uint32_t len;       /* the frame's length */
+	uint32_t src, dst;  /* addresses, network byte order */
+	uint32_t marks;     /* FAB_MARK_* */
+	bool rx_drop;       /* recorded by the receiver: dropped on delivery */
+	uint32_t port_slot; /* the ring it came from */
+	uint64_t ts_ns;     /* CLOCK_MONOTONIC: when sent, or dropped on delivery */
+	uint64_t due_ns;    /* when it was (or would have been) delivered; 0: dropped at send */
+	uint64_t link_seq;
+	uint64_t lost_before; /* frames of the same port left out just before this one */
+};
+
+/* Return 0 to go on, anything else to end the pass. */
+typedef int (*fab_cap_fn)(void *arg, const struct fab_cap_rec *rec);
+
+/*
+ * One pass: gather the records of every ring (32,768 at most), call fn for
+ * each in timestamp order, then give the rings' space back.  *n (if not
+ * NULL) gets the number of records handed out.  Returns 0, or fn's
+ * non-zero return (the records after it in this pass are dropped).
+ */
+int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *n);
+
+struct fab_cap_stats {
+	uint64_t read;         /* records handed out */
+	uint64_t not_captured; /* frames the ports left out since the attach: ring full */
+	uint64_t bad;          /* rings or records refused (hostile or broken writers) */
+};
+
+void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st);
+
+/*
+ * Whether a live capture is attached to fab (the tap is on and a process
+ * holds the capture lock), and its pid.  Any process may ask.
+ */
+bool fab_cap_attached(struct fab *fab, uint32_t *pid);
+
+/*
+ * The fault marks of a record in words, for a pcapng comment or a line of
+ * text: "nicsim: dropped (loss rule)", "nicsim: duplicate (dup rule),
+ * delayed (delay rule)"; "" when there are none.  Returns buf.
+ */
+const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t size);
+
+/* ---- pcapng ------------------------------------------------------------- */
+
+/*
+ * A writer of the pcapng format (the IETF draft "PCAP Next Generation
+ * Dump File Format"), in this machine's byte order, one section, for
+ * Ethernet frames with nanosecond timestamps.  libpcap 1.10 reads pcapng
+ * but cannot write it; nicsim needs it for what plain pcap cannot hold per
+ * frame: a comment (opt_comment) with the fault marks, the flags word
+ * (epb_flags) with the CRC-error bit for corrupted frames, and the count of
+ * frames not captured (epb_dropcount).
+ *
+ * Each function writes whole blocks with stdio and returns 0, or -EIO (or
+ * the errno stdio left) when the stream reported an error.
+ */
+
+#define FAB_PCAPNG_LINKTYPE_ETHERNET 1u
+#define FAB_PCAPNG_CRC_ERROR 0x01000000u /* epb_flags: link-layer CRC error */
+
+/* Section header block; appl names the writing program (shb_userappl). */
+int fab_pcapng_begin(FILE *f, const char *appl);
+
+/* Interface description block: Ethernet, if_tsresol 9 (nanoseconds),
+ * if_name name (may be NULL).  Interfaces are numbered from 0 in the order
+ * they are written. */
+int fab_pcapng_interface(FILE *f, const char *name, uint32_t snaplen);
+
+struct fab_pcapng_pkt {
+	uint32_t ifid;
+	uint64_t ts_ns; /* CLOCK_REALTIME nanoseconds */
+	const void *data;
+	uint32_t caplen;
+	uint32_t len;
+	uint32_t flags;      /* epb_flags, written when not 0 */
+	uint64_t dropcount;  /* epb_dropcount, written when not 0 */
+	const char *comment; /* opt_comment, written when not NULL or "" */
+};
+
+/* Enhanced packet block. */
+int fab_pcapng_packet(FILE *f, const struct fab_pcapng_pkt *pkt);
+
+/* Interface statistics block: the capture's start and end, frames seen
+ * (isb_ifrecv), not captured (isb_ifdrop) and written (isb_filteraccept). */
+int fab_pcapng_stats(FILE *f, uint32_t ifid, uint64_t start_ns, uint64_t end_ns, uint64_t recv,
+		     uint64_t drop, uint64_t accepted);
+
+#endif /* FAB_CAPTURE_H */

@@ -1,0 +1,829 @@
+/*
+ * Unit tests of the capture tap (fabric/include/fab_capture.h) with real
+ * ports on a real segment in one process: every frame a port sends or
+ * drops, with its marks, reaches the capture whole and in order; a full
+ * ring costs the sender nothing but a count and never blocks it; one
+ * capture at a time, and a capture that dies releases the tap; snap
+ * lengths; hostile ring contents never make the capture read outside the
+ * ring or crash it; and the pcapng writer, checked by a block parser
+ * written here and by libpcap reading the file back.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pcap/pcap.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fab.h"
+#include "fab_addr.h"
+#include "fab_capture.h"
+#include "fab_wire.h"
+#include "nstest.h"
+
+#define A_ADDR "198.18.0.1"
+#define B_ADDR "198.18.0.2"
+#define QPN 0x11u
+
+static char tmp[256], dir[512];
+static int dir_no;
+static uint32_t a_addr, b_addr;
+static struct fab *fab, *cap_fab; /* the ports' mapping, the capture's own */
+static struct fab_port *pa, *pb;
+
+/* ---- Helpers -------------------------------------------------------------------- */
+
+/* A SEND Only from A to B with PSN psn and n payload bytes; its length. */
+static uint32_t make_send(void *frame, uint32_t psn, uint32_t n)
+{
+	static uint8_t payload[FAB_MTU];
+	struct fab_pkt p;
+	size_t len;
+
+	nst_fill(payload, n, psn);
+	NST_REQUIRE_EQ(fab_pkt_init(&p, FAB_OP_SEND_ONLY), 0);
+	p.src_ip = a_addr;
+	p.dst_ip = b_addr;
+	p.dest_qpn = QPN;
+	p.psn = psn;
+	p.payload = payload;
+	p.payload_len = n;
+	NST_REQUIRE_EQ(fab_pkt_encode(&p, frame, FAB_SLOT_BYTES, &len), 0);
+	return (uint32_t)len;
+}
+
+/* Send a SEND Only from A; 0 or fab_send's error.  *len gets its length. */
+static int send_one(uint32_t psn, uint32_t n, uint32_t *len)
+{
+	uint32_t idx, l;
+	void *data;
+
+	NST_REQUIRE_EQ(fab_frame_get(pa, &idx, &data), 0);
+	l = make_send(data, psn, n);
+	if (len)
+		*len = l;
+	return fab_send(pa, idx, l, b_addr);
+}
+
+/* Receive and release everything B has, waiting up to ms for want frames. */
+static unsigned drain_b(unsigned want, int ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u;
+	struct fab_rx rx;
+	unsigned n = 0;
+
+	do {
+		while (fab_recv(pb, &rx) == 0) {
+			fab_rx_done(pb, rx.idx);
+			n++;
+		}
+	} while (n < want && nst_now_ns() < deadline);
+	return n;
+}
+
+static void set_link(const struct fab_link_config *cfg)
+{
+	NST_REQUIRE_EQ(fab_link_set(fab, a_addr, b_addr, cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
+}
+
+/* What a test kept of the records it read. */
+#define MAX_KEPT 20000u
+struct kept {
+	size_t n;
+	struct fab_cap_rec r[MAX_KEPT];
+	uint8_t *bytes[MAX_KEPT];
+};
+
+static struct kept *kept;
+
+static int keep(void *arg, const struct fab_cap_rec *r)
+{
+	struct kept *k = arg;
+
+	if (k->n == MAX_KEPT)
+		return 1;
+	k->r[k->n] = *r;
+	k->bytes[k->n] = malloc(r->caplen ? r->caplen : 1);
+	NST_REQUIRE(k->bytes[k->n] != NULL);
+	memcpy(k->bytes[k->n], r->data, r->caplen);
+	k->r[k->n].data = k->bytes[k->n];
+	k->n++;
+	return 0;
+}
+
+static void forget(struct kept *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		free(k->bytes[i]);
+	k->n = 0;
+}
+
+/* Read passes until one brings nothing. */
+static size_t read_until_empty(struct fab_cap *cap, struct kept *k)
+{
+	size_t total = 0, n;
+
+	do {
+		NST_EQ(fab_cap_read(cap, keep, k, &n), 0);
+		total += n;
+	} while (n);
+	return total;
+}
+
+/* ---- Set-up -------------------------------------------------------------------- */
+
+static int suite_init(void)
+{
+	kept = calloc(1, sizeof(*kept));
+	return kept && fab_addr_parse(A_ADDR, &a_addr) == 0 &&
+		       fab_addr_parse(B_ADDR, &b_addr) == 0 &&
+		       nst_tmpdir(tmp, sizeof(tmp), "capr") == 0
+		   ? 0
+		   : -1;
+}
+
+static int suite_clean(void)
+{
+	free(kept);
+	nst_rmtree(tmp);
+	return 0;
+}
+
+static void setup(void)
+{
+	const uint32_t addrs[] = {a_addr, b_addr};
+	const struct fab_config cfg = {
+	    .max_ports = 8, .frames = 4096, .seed = 3, .addrs = addrs, .naddrs = 2};
+
+	snprintf(dir, sizeof(dir), "%s/f%d", tmp, ++dir_no);
+	NST_REQUIRE_EQ(mkdir(dir, 0700), 0);
+	NST_REQUIRE_EQ(fab_create(dir, &cfg), 0);
+	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
+	NST_REQUIRE_EQ(fab_open(dir, &cap_fab), 0);
+	NST_REQUIRE_EQ(fab_port_open(fab, a_addr, &pa), 0);
+	NST_REQUIRE_EQ(fab_port_open(fab, b_addr, &pb), 0);
+}
+
+static void teardown(void)
+{
+	forget(kept);
+	fab_port_close(pa);
+	fab_port_close(pb);
+	pa = pb = NULL;
+	fab_close(fab);
+	fab_close(cap_fab);
+	fab = cap_fab = NULL;
+}
+
+/* ---- The tap -------------------------------------------------------------------- */
+
+static void test_off_until_attached(void)
+{
+	struct fab_cap *cap;
+
+	NST_TRUE(!fab_cap_attached(fab, NULL));
+	NST_REQUIRE_EQ(send_one(1, 100, NULL), 0);
+	NST_EQ(drain_b(1, 1000), 1);
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	/* What was sent before the attach is not there. */
+	NST_EQ(read_until_empty(cap, kept), 0);
+	fab_cap_detach(cap);
+}
+
+static void test_every_frame_with_its_marks(void)
+{
+	struct fab_link_config cfg;
+	struct fab_link_stats st;
+	struct fab_cap_stats cs;
+	struct fab_cap *cap;
+	uint32_t i, len[600], pid = 0, dups = 0, corrupt = 0, lost = 0, delayed = 0;
+	uint64_t last_ts = 0;
+	struct fab_pkt pkt;
+	enum fab_wire_err why;
+	uint8_t want[FAB_SLOT_BYTES];
+
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	NST_TRUE(fab_cap_attached(fab, &pid));
+	NST_EQ(pid, getpid());
+	fab_link_config_default(&cfg);
+	cfg.loss_ppb = 100000000;   /* 10 % */
+	cfg.dup_ppb = 100000000;    /* 10 % */
+	cfg.corrupt_ppb = 50000000; /* 5 % */
+	cfg.delay_ppb = 50000000;
+	cfg.delay_ns = 1000;
+	set_link(&cfg);
+	for (i = 0; i < 600; i++)
+		NST_REQUIRE_EQ(send_one(i, 1 + i * 3, &len[i]), 0);
+	st = (struct fab_link_stats){0};
+	NST_REQUIRE_EQ(fab_link_stats(fab, a_addr, b_addr, &st), 0);
+	drain_b((unsigned)(600 - st.tx.dropped_loss + st.tx.duplicated), 2000);
+	NST_EQ(read_until_empty(cap, kept), 600 + st.tx.duplicated);
+	/* Each original in send order, each copy right after its original. */
+	for (size_t k = 0, psn = 0; k < kept->n; k++) {
+		const struct fab_cap_rec *r = &kept->r[k];
+		bool dup = r->marks & FAB_MARK_DUPLICATE;
+
+		if (dup)
+			dups++;
+		else
+			psn++;
+		NST_EQ(r->len, len[psn - 1]);
+		NST_EQ(r->caplen, r->len);
+		NST_EQ_U(r->src, a_addr);
+		NST_EQ_U(r->dst, b_addr);
+		NST_TRUE(!r->rx_drop);
+		NST_EQ(r->lost_before, 0);
+		NST_TRUE(r->ts_ns >= last_ts);
+		last_ts = r->ts_ns;
+		if (r->marks & FAB_MARK_DROP_LOSS) {
+			lost++;
+			NST_EQ(r->due_ns, 0);
+		}
+		delayed += !dup && (r->marks & FAB_MARK_DELAYED);
+		/* The bytes the sender put on the wire, bit flip included (a
+		 * copy is made after the flip). */
+		make_send(want, (uint32_t)psn - 1, 1 + ((uint32_t)psn - 1) * 3);
+		if (r->marks & FAB_MARK_CORRUPTED) {
+			corrupt += !dup;
+			NST_EQ(fab_pkt_decode(r->data, r->caplen, &pkt, &why), -EBADMSG);
+			NST_NE(memcmp(r->data, want, r->len), 0);
+		} else {
+			NST_EQ(memcmp(r->data, want, r->len), 0);
+		}
+	}
+	NST_EQ(dups, st.tx.duplicated);
+	NST_EQ(lost, st.tx.dropped_loss);
+	NST_EQ(corrupt, st.tx.corrupted);
+	NST_EQ(delayed, st.tx.delayed);
+	NST_TRUE(dups > 0 && lost > 0 && corrupt > 0 && delayed > 0);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.read, kept->n);
+	NST_EQ(cs.not_captured, 0);
+	NST_EQ(cs.bad, 0);
+	fab_cap_detach(cap);
+	NST_TRUE(!fab_cap_attached(fab, NULL));
+}
+
+static void test_dropped_on_delivery_recorded_by_receiver(void)
+{
+	struct fab_link_config cfg;
+	struct fab_cap *cap;
+
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, 100, &cap), 0);
+	fab_link_config_default(&cfg);
+	cfg.latency_ns = 20000000; /* 20 ms in flight */
+	set_link(&cfg);
+	NST_REQUIRE_EQ(send_one(5, 500, NULL), 0);
+	cfg.flags = FAB_LINK_DOWN;
+	set_link(&cfg);
+	NST_EQ(drain_b(1, 100), 0);
+	NST_EQ(read_until_empty(cap, kept), 2);
+	NST_REQUIRE_EQ(kept->n, 2);
+	NST_TRUE(!kept->r[0].rx_drop);
+	NST_EQ(kept->r[0].marks, 0);
+	NST_TRUE(kept->r[1].rx_drop);
+	NST_EQ_U(kept->r[1].marks, FAB_MARK_DROP_DOWN);
+	NST_EQ(kept->r[1].port_slot, 2); /* B's ring: 198.18.0.2 sits in slot 2 */
+	NST_EQ(kept->r[1].ts_ns, kept->r[1].due_ns);
+	NST_EQ(kept->r[1].link_seq, kept->r[0].link_seq);
+	NST_EQ(kept->r[1].caplen, 100);
+	fab_cap_detach(cap);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median time of n sends of a ready 4 KiB frame, received as they go. */
+static uint64_t median_send_ns(uint64_t *took, uint32_t n)
+{
+	static uint8_t frame[FAB_SLOT_BYTES];
+	uint32_t len = make_send(frame, 0, 4000), idx, i;
+	uint64_t t0;
+	void *data;
+
+	for (i = 0; i < n; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx, &data), 0);
+		memcpy(data, frame, len);
+		t0 = nst_now_ns();
+		NST_REQUIRE_EQ(fab_send(pa, idx, len, b_addr), 0);
+		took[i] = nst_now_ns() - t0;
+		drain_b(0, 0);
+	}
+	qsort(took, n, sizeof(took[0]), cmp_u64);
+	return took[n / 2];
+}
+
+static void test_full_ring_never_blocks(void)
+{
+	enum { SENT = 20000 };
+	static uint64_t took[SENT];
+	struct fab_cap_stats cs;
+	struct fab_cap *cap;
+	uint64_t off, full;
+	size_t first;
+
+	off = median_send_ns(took, 2000);
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	/* Nobody reads the capture: the ring (1 MiB here) fills after a few
+	 * hundred 4 KiB frames, and every send still succeeds at once, at the
+	 * cost of one without a capture (medians: a descheduled send does not
+	 * count). */
+	full = median_send_ns(took, SENT);
+	printf("\n    median send: %.2f us without a capture, %.2f us with a full capture "
+	       "ring\n",
+	       (double)off / 1000.0, (double)full / 1000.0);
+	NST_TRUE(full <= 2 * off + 1000);
+	first = read_until_empty(cap, kept);
+	fab_cap_get_stats(cap, &cs);
+	NST_TRUE(first > 100 && first < SENT / 2);
+	NST_EQ(cs.not_captured, SENT - first);
+	NST_TRUE(fab_cap_attached(fab, NULL));
+	/* Room again: the next frame is captured, and says how many were
+	 * left out before it. */
+	NST_REQUIRE_EQ(send_one(1, 10, NULL), 0);
+	drain_b(1, 1000);
+	NST_EQ(read_until_empty(cap, kept), 1);
+	NST_EQ(kept->r[kept->n - 1].lost_before, SENT - first);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.read, first + 1);
+	fab_cap_detach(cap);
+}
+
+static void test_snap_length(void)
+{
+	struct fab_cap *cap;
+	uint32_t len;
+
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, 100, &cap), 0);
+	NST_REQUIRE_EQ(send_one(1, 1000, &len), 0);
+	NST_REQUIRE_EQ(send_one(2, 10, NULL), 0);
+	drain_b(2, 1000);
+	NST_EQ(read_until_empty(cap, kept), 2);
+	NST_EQ(kept->r[0].caplen, 100);
+	NST_EQ(kept->r[0].len, len);
+	NST_EQ(kept->r[1].caplen, kept->r[1].len); /* shorter than the snap length */
+	fab_cap_detach(cap);
+	forget(kept);
+	/* Below the headers through the BTH: the headers are kept anyway. */
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, 1, &cap), 0);
+	NST_REQUIRE_EQ(send_one(3, 1000, NULL), 0);
+	drain_b(1, 1000);
+	NST_EQ(read_until_empty(cap, kept), 1);
+	NST_EQ(kept->r[0].caplen, FAB_CAP_COPY_MIN);
+	fab_cap_detach(cap);
+}
+
+static void test_one_capture_at_a_time(void)
+{
+	struct fab_cap *cap, *second;
+	struct fab *third;
+
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, 200, &cap), 0);
+	NST_EQ(fab_cap_attach(cap_fab, 200, &second), -EBUSY);
+	NST_REQUIRE_EQ(fab_open(dir, &third), 0);
+	NST_EQ(fab_cap_attach(third, 200, &second), -EBUSY);
+	fab_cap_detach(cap);
+	NST_EQ(fab_cap_attach(third, 200, &second), 0);
+	fab_cap_detach(second);
+	fab_close(third);
+}
+
+/* The whole segment of the current fabric, mapped as another process would
+ * map it; *size gets its length. */
+static uint8_t *map_segment(size_t *size)
+{
+	char path[600];
+	void *base;
+	off_t end;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	end = lseek(fd, 0, SEEK_END);
+	*size = end > 0 ? (size_t)end : 0;
+	base = *size ? mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	close(fd);
+	NST_REQUIRE(base != MAP_FAILED);
+	return base;
+}
+
+/* A child that attaches a capture and dies without detaching. */
+static int attach_and_die(void *arg)
+{
+	struct fab_cap *cap;
+	struct fab *f;
+
+	(void)arg;
+	if (fab_open(dir, &f) || fab_cap_attach(f, 200, &cap))
+		return 1;
+	_exit(0);
+}
+
+static void test_dead_capture_releases_the_tap(void)
+{
+	const struct fab_seg_hdr *h;
+	struct fab_cap *cap;
+	uint32_t i, pid = 0;
+	uint64_t ctl;
+	pid_t child = nst_fork(attach_and_die, NULL);
+	size_t size;
+	void *base;
+	int st;
+
+	NST_REQUIRE(child > 0);
+	st = nst_wait(child, 10000);
+	NST_REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	base = map_segment(&size);
+	h = base;
+	/* The tap is still on, but nobody holds the lock. */
+	NST_NE(FAB_TAP_CTL_SNAP(__atomic_load_n(&h->tap_ctl, __ATOMIC_ACQUIRE)), 0);
+	NST_TRUE(!fab_cap_attached(fab, &pid));
+	NST_EQ(pid, child);
+	/* The port copies until its ring is full (1 MiB: 3971 records of 264
+	 * bytes here), then, 1024 frames left out later and once a check is
+	 * due, finds the capture gone and turns the tap off. */
+	for (i = 0; i < 6000; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	ctl = __atomic_load_n(&h->tap_ctl, __ATOMIC_ACQUIRE);
+	NST_EQ(FAB_TAP_CTL_SNAP(ctl), 0);
+	/* A new capture attaches, with a new generation, and starts clean. */
+	drain_b(1, 1000);
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, 200, &cap), 0);
+	NST_EQ(FAB_TAP_CTL_GEN(__atomic_load_n(&h->tap_ctl, __ATOMIC_ACQUIRE)),
+	       FAB_TAP_CTL_GEN(ctl) + 1);
+	NST_EQ(read_until_empty(cap, kept), 0);
+	NST_REQUIRE_EQ(send_one(9, 50, NULL), 0);
+	NST_EQ(read_until_empty(cap, kept), 1);
+	fab_cap_detach(cap);
+	munmap(base, size);
+}
+
+/* ---- Hostile ring contents ------------------------------------------------------ */
+
+/* splitmix64: the scribbler's randomness, reproducible from its start. */
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t xrand(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ z >> 27) * 0x94d049bb133111ebull;
+	return z ^ z >> 31;
+}
+
+/* Values that hurt: around the ring's size, alignment and record sizes. */
+static uint64_t nasty(uint32_t ring_bytes)
+{
+	static const uint64_t edges[] = {
+	    0, 1, 7, 8, 63, 64, 65, 4160, 0xffffffffull, UINT64_MAX, 0x8000000000000000ull};
+	uint64_t e[] = {ring_bytes, ring_bytes - 8, ring_bytes + 8, (uint64_t)ring_bytes * 2};
+
+	switch (xrand() % 4) {
+	case 0: return edges[xrand() % (sizeof(edges) / sizeof(edges[0]))];
+	case 1: return e[xrand() % 4];
+	default: return xrand();
+	}
+}
+
+static int count_only(void *arg, const struct fab_cap_rec *r)
+{
+	size_t *n = arg;
+
+	/* Whatever the ring held, what is handed out adds up. */
+	NST_TRUE(r->caplen <= r->len && r->len <= FAB_SLOT_BYTES);
+	(*n)++;
+	return 0;
+}
+
+static void test_hostile_ring_contents(void)
+{
+	struct fab_cap_stats cs;
+	struct fab_tap_ring *rings;
+	struct fab_seg_hdr *h;
+	struct fab_cap *cap;
+	uint32_t ring_bytes, round, i, s;
+	uint8_t *base, *data;
+	size_t handed = 0, n, size;
+
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	/* A mapping of our own, as a hostile process would have. */
+	base = map_segment(&size);
+	h = (struct fab_seg_hdr *)base;
+	ring_bytes = h->tap_ring_bytes;
+	rings = (struct fab_tap_ring *)(base + h->tap_off);
+	for (round = 0; round < 400; round++) {
+		for (i = 0; i < 10; i++) {
+			if (send_one(round * 10 + i, (uint32_t)(xrand() % 4000), NULL))
+				break;
+		}
+		drain_b(0, 0);
+		/* Scribble on A's ring (slot 1): positions, then record bytes. */
+		s = 1 + (uint32_t)(xrand() % 2);
+		data = base + h->tap_off + fab_tap_data_off(h->max_ports) + (size_t)s * ring_bytes;
+		switch (xrand() % 7) {
+		case 0:
+			__atomic_store_n(&rings[s].prod, nasty(ring_bytes), __ATOMIC_RELEASE);
+			break;
+		case 1:
+			__atomic_store_n(&rings[s].cons, nasty(ring_bytes), __ATOMIC_RELEASE);
+			break;
+		case 2:
+			for (int k = 0; k < 16; k++) {
+				uint64_t off = (__atomic_load_n(&rings[s].prod, __ATOMIC_RELAXED) -
+						8 * (xrand() % 64)) &
+					       (ring_bytes - 8);
+				uint64_t v = nasty(ring_bytes);
+
+				memcpy(data + off, &v, sizeof(v));
+			}
+			break;
+		case 3: __atomic_store_n(&rings[s].not_captured, xrand(), __ATOMIC_RELAXED); break;
+		case 5: /* a copy length out of range in the switch */
+			__atomic_store_n(&h->tap_ctl,
+					 FAB_TAP_CTL(FAB_TAP_CTL_GEN(h->tap_ctl),
+						     (uint32_t)nasty(ring_bytes) | 1),
+					 __ATOMIC_RELEASE);
+			break;
+		case 4: /* a plausible header with lies inside */
+		{
+			struct fab_tap_rec r = {.rec_len = 64 + 8 * (uint32_t)(xrand() % 600),
+						.flags = (uint32_t)(xrand() % 4),
+						.len = (uint32_t)nasty(ring_bytes),
+						.caplen = (uint32_t)nasty(ring_bytes)};
+			uint64_t off =
+			    __atomic_load_n(&rings[s].cons, __ATOMIC_RELAXED) & (ring_bytes - 8);
+
+			if (off + sizeof(r) <= ring_bytes)
+				memcpy(data + off, &r, sizeof(r));
+			break;
+		}
+		default: break;
+		}
+		n = 0;
+		NST_EQ(fab_cap_read(cap, count_only, &n, NULL), 0);
+		handed += n;
+	}
+	/* The scribbling stops; the next record realigns A's own position. */
+	NST_REQUIRE_EQ(send_one(1, 100, NULL), 0);
+	NST_EQ(fab_cap_read(cap, count_only, &n, NULL), 0);
+	drain_b(0, 0);
+	fab_cap_get_stats(cap, &cs);
+	printf("\n    400 rounds of scribbling: %zu records handed out, %llu refused\n", handed,
+	       (unsigned long long)cs.bad);
+	NST_TRUE(cs.bad > 0);
+	NST_TRUE(handed > 0);
+	fab_cap_detach(cap);
+	/* A new capture starts from where the producers are, and works. */
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	NST_REQUIRE_EQ(send_one(1, 100, NULL), 0);
+	NST_EQ(read_until_empty(cap, kept), 1);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.bad, 0);
+	fab_cap_detach(cap);
+	munmap(base, size);
+}
+
+/* ---- Marks in words --------------------------------------------------------------- */
+
+static void test_describe(void)
+{
+	char buf[256];
+
+	NST_EQ(strcmp(fab_cap_describe(0, false, buf, sizeof(buf)), ""), 0);
+	NST_EQ(strcmp(fab_cap_describe(FAB_MARK_DROP_LOSS, false, buf, sizeof(buf)),
+		      "nicsim: dropped (loss rule)"),
+	       0);
+	NST_EQ(
+	    strcmp(fab_cap_describe(FAB_MARK_DUPLICATE | FAB_MARK_DELAYED, false, buf, sizeof(buf)),
+		   "nicsim: duplicate (dup rule), delayed (delay rule)"),
+	    0);
+	NST_EQ(strcmp(fab_cap_describe(FAB_MARK_DROP_DOWN, true, buf, sizeof(buf)),
+		      "nicsim: dropped on delivery (link went down in flight)"),
+	       0);
+	NST_EQ(
+	    strcmp(fab_cap_describe(1u << 20, false, buf, sizeof(buf)), "nicsim: marks 0x100000"),
+	    0);
+	/* A small buffer is cut, never overrun. */
+	fab_cap_describe(FAB_MARK_CORRUPTED | FAB_MARK_DROP_NTH, false, buf, 12);
+	NST_EQ(strlen(buf), 11);
+}
+
+/* ---- pcapng ------------------------------------------------------------------------ */
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* Options of a block body from p to end: find code's value.  Also checks
+ * that the options are well formed and end with opt_endofopt. */
+static const uint8_t *find_opt(const uint8_t *p, const uint8_t *end, uint16_t code, uint16_t *len)
+{
+	const uint8_t *found = NULL;
+	uint16_t c, l;
+
+	while (p + 4 <= end) {
+		memcpy(&c, p, 2);
+		memcpy(&l, p + 2, 2);
+		if (c == 0) {
+			NST_EQ(l, 0);
+			NST_TRUE(p + 4 == end);
+			return found;
+		}
+		NST_REQUIRE(p + 4 + l <= end);
+		if (c == code) {
+			found = p + 4;
+			*len = l;
+		}
+		p += 4 + ((l + 3u) & ~3u);
+	}
+	NST_TRUE(false); /* no opt_endofopt */
+	return NULL;
+}
+
+static void test_pcapng_writer(void)
+{
+	static uint8_t frame[300];
+	char path[600], errbuf[PCAP_ERRBUF_SIZE];
+	const char *comment = "nicsim: dropped (loss rule)";
+	struct pcap_pkthdr *ph;
+	const u_char *data;
+	uint8_t *file;
+	uint16_t olen;
+	const uint8_t *opt;
+	size_t size, off, blocks = 0, pkts = 0;
+	pcap_t *pc;
+	FILE *f;
+	long n;
+
+	nst_fill(frame, sizeof(frame), 9);
+	snprintf(path, sizeof(path), "%s/w.pcapng", tmp);
+	f = fopen(path, "w+");
+	NST_REQUIRE(f != NULL);
+	NST_EQ(fab_pcapng_begin(f, "test"), 0);
+	NST_EQ(fab_pcapng_interface(f, "nicsim fabric x", 262144), 0);
+	NST_EQ(fab_pcapng_packet(f, &(struct fab_pcapng_pkt){.ts_ns = 1700000000123456789ull,
+							     .data = frame,
+							     .caplen = 61,
+							     .len = 61}),
+	       0);
+	NST_EQ(fab_pcapng_packet(f, &(struct fab_pcapng_pkt){.ts_ns = 1700000000123456790ull,
+							     .data = frame,
+							     .caplen = 100,
+							     .len = 300,
+							     .flags = FAB_PCAPNG_CRC_ERROR,
+							     .dropcount = 7,
+							     .comment = comment}),
+	       0);
+	NST_EQ(fab_pcapng_stats(f, 0, 1, 2, 12, 7, 2), 0);
+	NST_EQ(fflush(f), 0);
+	n = ftell(f);
+	NST_REQUIRE(n > 0);
+	size = (size_t)n;
+	file = malloc(size);
+	NST_REQUIRE(file != NULL);
+	rewind(f);
+	NST_REQUIRE_EQ(fread(file, 1, size, f), size);
+	fclose(f);
+
+	/* Every block: length a multiple of 4, the same at both ends. */
+	for (off = 0; off + 12 <= size; blocks++) {
+		uint32_t type = rd32(file + off), len = rd32(file + off + 4);
+		const uint8_t *b = file + off;
+
+		NST_REQUIRE(len >= 12 && len % 4 == 0 && off + len <= size);
+		NST_EQ(rd32(b + len - 4), len);
+		if (type == 0x0a0d0d0au) {
+			NST_EQ_U(rd32(b + 8), 0x1a2b3c4du);
+			NST_EQ(rd64(b + 16), UINT64_MAX);
+			opt = find_opt(b + 24, b + len - 4, 4, &olen);
+			NST_TRUE(opt && olen == 4 && !memcmp(opt, "test", 4));
+		} else if (type == 1) {
+			NST_EQ(rd32(b + 8) & 0xffff, 1); /* Ethernet */
+			NST_EQ(rd32(b + 12), 262144);
+			opt = find_opt(b + 16, b + len - 4, 9, &olen);
+			NST_TRUE(opt && olen == 1 && opt[0] == 9);
+			opt = find_opt(b + 16, b + len - 4, 2, &olen);
+			NST_TRUE(opt && olen == 15 && !memcmp(opt, "nicsim fabric x", 15));
+		} else if (type == 6) {
+			uint32_t cap = rd32(b + 20);
+			uint64_t ts = (uint64_t)rd32(b + 12) << 32 | rd32(b + 16);
+			const uint8_t *o = b + 28 + ((cap + 3) & ~3u);
+
+			NST_EQ(rd32(b + 8), 0);
+			NST_EQ(memcmp(b + 28, frame, cap), 0);
+			if (pkts++ == 0) {
+				NST_EQ(ts, 1700000000123456789ull);
+				NST_EQ(cap, 61);
+				NST_TRUE(o == b + len - 4); /* no options at all */
+			} else {
+				NST_EQ(cap, 100);
+				NST_EQ(rd32(b + 24), 300);
+				opt = find_opt(o, b + len - 4, 1, &olen);
+				NST_TRUE(opt && olen == strlen(comment) &&
+					 !memcmp(opt, comment, olen));
+				opt = find_opt(o, b + len - 4, 2, &olen);
+				NST_TRUE(opt && olen == 4 && rd32(opt) == FAB_PCAPNG_CRC_ERROR);
+				opt = find_opt(o, b + len - 4, 4, &olen);
+				NST_TRUE(opt && olen == 8 && rd64(opt) == 7);
+			}
+		} else if (type == 5) {
+			opt = find_opt(b + 20, b + len - 4, 4, &olen);
+			NST_TRUE(opt && rd64(opt) == 12);
+			opt = find_opt(b + 20, b + len - 4, 5, &olen);
+			NST_TRUE(opt && rd64(opt) == 7);
+			opt = find_opt(b + 20, b + len - 4, 6, &olen);
+			NST_TRUE(opt && rd64(opt) == 2);
+		} else {
+			NST_TRUE(false);
+		}
+		off += len;
+	}
+	NST_EQ(off, size);
+	NST_EQ(blocks, 5);
+	NST_EQ(pkts, 2);
+	free(file);
+
+	/* libpcap reads it back, nanoseconds intact. */
+	pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+	NST_REQUIRE(pc != NULL);
+	NST_EQ(pcap_datalink(pc), DLT_EN10MB);
+	NST_REQUIRE_EQ(pcap_next_ex(pc, &ph, &data), 1);
+	NST_EQ(ph->ts.tv_sec, 1700000000);
+	NST_EQ(ph->ts.tv_usec, 123456789);
+	NST_EQ(ph->caplen, 61);
+	NST_EQ(memcmp(data, frame, 61), 0);
+	NST_REQUIRE_EQ(pcap_next_ex(pc, &ph, &data), 1);
+	NST_EQ(ph->caplen, 100);
+	NST_EQ(ph->len, 300);
+	NST_EQ(pcap_next_ex(pc, &ph, &data), PCAP_ERROR_BREAK);
+	pcap_close(pc);
+}
+
+static void test_pcapng_write_error(void)
+{
+	FILE *f = fopen("/dev/full", "w");
+	uint8_t frame[64] = {0};
+	int rc = 0;
+
+	NST_REQUIRE(f != NULL);
+	setvbuf(f, NULL, _IONBF, 0);
+	rc = fab_pcapng_begin(f, "x");
+	NST_TRUE(rc < 0);
+	rc = fab_pcapng_packet(f, &(struct fab_pcapng_pkt){.data = frame, .caplen = 64, .len = 64});
+	NST_TRUE(rc < 0);
+	fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"off_until_attached", test_off_until_attached},
+	    {"every_frame_with_its_marks", test_every_frame_with_its_marks},
+	    {"dropped_on_delivery_recorded_by_receiver",
+	     test_dropped_on_delivery_recorded_by_receiver},
+	    {"full_ring_never_blocks", test_full_ring_never_blocks},
+	    {"snap_length", test_snap_length},
+	    {"one_capture_at_a_time", test_one_capture_at_a_time},
+	    {"dead_capture_releases_the_tap", test_dead_capture_releases_the_tap},
+	    {"hostile_ring_contents", test_hostile_ring_contents},
+	    {"describe", test_describe},
+	    {"pcapng_writer", test_pcapng_writer},
+	    {"pcapng_write_error", test_pcapng_write_error},
+	    {NULL, NULL},
+	};
+	const struct nst_suite suite = {
+	    .name = "capture_ring",
+	    .tests = tests,
+	    .init = suite_init,
+	    .clean = suite_clean,
+	    .setup = setup,
+	    .teardown = teardown,
+	};
+
+	/* These tests attach captures of their own: one per fabric at a time. */
+	unsetenv("NICSIM_CAPTURE");
+	return nst_run_suite(argc, argv, &suite);
+}
