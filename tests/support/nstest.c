@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -395,6 +396,28 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 		return -1;
 	buf[n] = '\0';
 	return n;
+}
+
+int nst_pin(pid_t pid, unsigned cpu)
+{
+	cpu_set_t allowed, one;
+	unsigned n = 0;
+
+	/* The CPUs pid may use now (not the caller's: it may be pinned). */
+	if (sched_getaffinity(pid, sizeof(allowed), &allowed) < 0)
+		return -errno;
+	n = (unsigned)CPU_COUNT(&allowed);
+	if (n == 0)
+		return -EINVAL;
+	cpu %= n;
+	CPU_ZERO(&one);
+	for (unsigned c = 0; c < CPU_SETSIZE; c++) {
+		if (CPU_ISSET(c, &allowed) && cpu-- == 0) {
+			CPU_SET(c, &one);
+			break;
+		}
+	}
+	return sched_setaffinity(pid, sizeof(one), &one) < 0 ? -errno : 0;
 }
 
 bool nst_pid_alive(pid_t pid)

@@ -142,6 +142,14 @@ int nst_wait(pid_t pid, int timeout_ms);
 /* True if pid exists and is not a zombie. */
 bool nst_pid_alive(pid_t pid);
 
+/*
+ * Keep pid (0: the caller) on the cpu-th (modulo their number) of the CPUs
+ * it may use, for benchmarks that measure two processes each on its own
+ * core: left to itself the scheduler sometimes puts both on one for tens of
+ * milliseconds after a wake-up.  0 or a negative errno.
+ */
+int nst_pin(pid_t pid, unsigned cpu);
+
 /* True if pid's program name is nicsimd. */
 bool nst_pid_is_nicsimd(pid_t pid);
 
