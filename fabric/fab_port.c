@@ -531,6 +531,43 @@ static bool owner_dead(const struct fab *fab, uint32_t d)
 	return pid && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
+#define FAB_KICK_EVERY 8u
+
+/* Tell d of its frames now, or at fab_port_release_kicks. */
+static void kick_or_hold(struct fab_port *p, uint32_t d)
+{
+	/* Not too many at a time either: a receiver that could have been
+	 * working on the first frames would wait for the last. */
+	if (p->holding && ++p->held_frames % FAB_KICK_EVERY == 0) {
+		fab_port_release_kicks(p);
+		p->holding = true;
+	}
+	if (p->holding) {
+		for (uint32_t i = 0; i < p->nheld; i++)
+			if (p->held[i] == d)
+				return;
+		if (p->nheld < FAB_HELD_MAX) {
+			p->held[p->nheld++] = d;
+			return;
+		}
+	}
+	kick(p, d);
+}
+
+void fab_port_hold_kicks(struct fab_port *p)
+{
+	p->holding = true;
+	p->held_frames = 0;
+}
+
+void fab_port_release_kicks(struct fab_port *p)
+{
+	p->holding = false;
+	for (uint32_t i = 0; i < p->nheld; i++)
+		kick(p, p->held[i]);
+	p->nheld = 0;
+}
+
 int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 {
 	struct fab *fab = p->fab;
@@ -591,7 +628,7 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	publish(p, &sc, idx, len, &v, v.marks);
 	if (dup)
 		publish(p, &sc, dup_idx, len, &v, v.marks | FAB_MARK_DUPLICATE);
-	kick(p, sc.d);
+	kick_or_hold(p, sc.d);
 	return 0;
 }
 

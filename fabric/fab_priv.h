@@ -63,6 +63,8 @@ struct fab_heap_ent {
 	uint16_t marks;
 };
 
+#define FAB_HELD_MAX 8u
+
 struct fab_port {
 	struct fab *fab;
 	struct fab_seg_port *seg;
@@ -84,6 +86,11 @@ struct fab_port {
 	uint64_t wakeups;
 	fab_tap_fn tap;
 	void *tap_arg;
+	/* fab_port_hold_kicks: destinations not yet told of their frames. */
+	bool holding;
+	uint32_t held_frames; /* sent since holding began */
+	uint32_t nheld;
+	uint32_t held[FAB_HELD_MAX];
 };
 
 /* Section accessors; slots and indices already checked by the caller. */

@@ -571,9 +571,11 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 	if (taken)
 		ring_publish(&qp->hdr->sq.cons, qp->sq_cons);
 	sent = qp->rc.st.pkts_sent;
+	fab_port_hold_kicks(nic->port);
 	rc_progress(&qp->rc, now);
 	ahead_drop_all(qp);
 	settle(qp);
+	fab_port_release_kicks(nic->port);
 	d = rc_deadline(&qp->rc);
 	if (d && (!*deadline || d < *deadline))
 		*deadline = d;
@@ -582,10 +584,13 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 
 void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t now)
 {
-	(void)nic;
+	/* The frames the engine sends now reach the peer's NIC together, with
+	 * one notification (fab_port_hold_kicks). */
+	fab_port_hold_kicks(nic->port);
 	rc_recv(&qp->rc, pkt, now);
 	/* Answer at once (ACKs, read responses) rather than on the next pass. */
 	rc_progress(&qp->rc, now);
 	ahead_drop_all(qp);
 	settle(qp);
+	fab_port_release_kicks(nic->port);
 }

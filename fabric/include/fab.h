@@ -224,6 +224,19 @@ void *fab_frame_data(struct fab_port *port, uint32_t idx);
  */
 int fab_send(struct fab_port *port, uint32_t idx, uint32_t len, uint32_t dst);
 
+/*
+ * Batched notification.  Telling a receiver of a frame (its pending bit, its
+ * bell if it sleeps) costs a fence and two loads of lines the receiver
+ * writes, more than the rest of a send; a sender that sends several frames
+ * in a row can tell each receiver once.  Between fab_port_hold_kicks and
+ * fab_port_release_kicks, fab_send publishes frames without telling their
+ * receivers (past eight receivers it tells at once); release tells
+ * each of them.  A receiver may not look at held frames before that, so
+ * release before waiting for anything.
+ */
+void fab_port_hold_kicks(struct fab_port *port);
+void fab_port_release_kicks(struct fab_port *port);
+
 /* A received frame, valid until fab_rx_done(idx). */
 struct fab_rx {
 	uint32_t idx;
