@@ -963,6 +963,47 @@ static void test_bell(void)
 	fab_port_sleep_cancel(pb);
 }
 
+/* Held notifications: a sleeping receiver hears of held frames at the
+ * eighth or at the release, once, and gets every frame. */
+static void test_held_kicks(void)
+{
+	struct pollfd pfd = {.fd = fab_port_fd(pb), .events = POLLIN};
+	struct fab_rx rx;
+	int got = 0;
+
+	NST_EQ(fab_port_sleep_prepare(pb), 0);
+	fab_port_hold_kicks(pa);
+	for (uint32_t i = 0; i < 7; i++)
+		NST_REQUIRE_EQ(send_seq(pa, b_addr, 100 + i), 0);
+	NST_EQ(poll(&pfd, 1, 0), 0); /* seven sent, nobody told */
+	NST_REQUIRE_EQ(send_seq(pa, b_addr, 107), 0);
+	NST_EQ(poll(&pfd, 1, WAIT_MS), 1); /* the eighth tells */
+	fab_port_sleep_cancel(pb);
+	while (fab_recv(pb, &rx) == 0) {
+		got++;
+		NST_EQ(fab_rx_done(pb, rx.idx), 0);
+	}
+	NST_EQ(got, 8);
+	/* Asleep again: one more held frame rings nothing ... */
+	NST_EQ(fab_port_sleep_prepare(pb), 0);
+	NST_REQUIRE_EQ(send_seq(pa, b_addr, 108), 0);
+	NST_EQ(poll(&pfd, 1, 0), 0);
+	fab_port_sleep_cancel(pb);
+	/* ... but is not lost: the look before sleeping scans every ring. */
+	NST_EQ(fab_port_sleep_prepare(pb), -EAGAIN);
+	fab_port_release_kicks(pa);
+	NST_REQUIRE_EQ(fab_recv(pb, &rx), 0);
+	NST_EQ(fab_rx_done(pb, rx.idx), 0);
+	NST_EQ(fab_recv(pb, &rx), -EAGAIN);
+	/* Released: sends tell at once again. */
+	NST_EQ(fab_port_sleep_prepare(pb), 0);
+	NST_REQUIRE_EQ(send_seq(pa, b_addr, 109), 0);
+	NST_EQ(poll(&pfd, 1, WAIT_MS), 1);
+	fab_port_sleep_cancel(pb);
+	NST_REQUIRE_EQ(fab_recv(pb, &rx), 0);
+	NST_EQ(fab_rx_done(pb, rx.idx), 0);
+}
+
 /* ---- Configuration ---------------------------------------------------------------- */
 
 static void test_link_config(void)
@@ -1276,6 +1317,7 @@ static const struct nst_test tests[] = {
     {"reopen_reclaims", test_reopen_reclaims},
     {"close_frees", test_close_frees},
     {"bell", test_bell},
+    {"held_kicks", test_held_kicks},
     {"link_config", test_link_config},
     {"writer_died", test_writer_died},
     {"hostile_segment", test_hostile_segment},
