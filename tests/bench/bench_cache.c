@@ -37,19 +37,6 @@
 
 static char dir[256];
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
-
 /* Median ns of one hit pair over buffers base[i * stride], i < n, in batches. */
 static double hit_ns(SOCKET s, uint8_t *base, size_t n, size_t stride)
 {
@@ -69,7 +56,7 @@ static double hit_ns(SOCKET s, uint8_t *base, size_t n, size_t stride)
 		}
 		per[b] = (double)(nst_now_ns() - t0) / BATCH;
 	}
-	return median(per, BATCHES);
+	return nst_median(per, BATCHES);
 }
 
 /* Median us of a cold pair: a fresh page pinned and registered, then released. */
@@ -89,7 +76,7 @@ static double cold_us(SOCKET s, uint8_t *pages)
 		NST_REQUIRE_EQ(WSPMemoryRegistrationCacheCallback(buf, ENTRY, &err), 0);
 		t[i] = (double)(nst_now_ns() - t0) / 1000.0;
 	}
-	return median(t, COLD);
+	return nst_median(t, COLD);
 }
 
 static void bench_cache_hits(void)

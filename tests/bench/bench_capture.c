@@ -62,13 +62,6 @@ struct shared {
 
 static struct shared *sh;
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The frame A sends: a SEND Only or an RDMA WRITE Middle. */
 static uint32_t make_template(uint32_t payload)
 {
@@ -90,23 +83,13 @@ static uint32_t make_template(uint32_t payload)
 
 /* ---- A and B ------------------------------------------------------------------ */
 
-/* A on the first CPU, B on the second (best effort: where they exist). */
-static void on_cpu(int cpu)
-{
-	cpu_set_t one;
-
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	sched_setaffinity(0, sizeof(one), &one);
-}
-
 /* Map the fabric, open our port, say so, and wait (bounded) for the peer. */
 static int start_port(uint32_t addr, uint32_t *mine, uint32_t *peer, struct fab **fab,
 		      struct fab_port **port)
 {
 	uint64_t give_up = nst_now_ns() + 10000000000ull;
 
-	on_cpu(addr == a_addr ? 0 : 1);
+	nst_pin(0, addr == a_addr ? 0 : 1); /* A on one CPU, B on another */
 	if (fab_open(dir, fab) || fab_port_open(*fab, addr, port))
 		return -1;
 	__atomic_store_n(mine, 1, __ATOMIC_SEQ_CST);
@@ -297,8 +280,8 @@ static double row(const char *name, uint32_t payload, uint32_t frames, uint64_t 
 		/* Every frame A offered is either in the file or counted. */
 		NST_EQ(captured + missed, offered);
 	}
-	qsort(off, ROUNDS, sizeof(off[0]), cmp_double);
-	qsort(on, ROUNDS, sizeof(on[0]), cmp_double);
+	qsort(off, ROUNDS, sizeof(off[0]), nst_cmp_double);
+	qsort(on, ROUNDS, sizeof(on[0]), nst_cmp_double);
 	printf("  %-10s %6u %12.3f %12.3f %7.2f %13.1f%% %13.1f%%\n", name, sh->len,
 	       off[ROUNDS / 2] / 1e6, on[ROUNDS / 2] / 1e6, on[ROUNDS / 2] / off[ROUNDS / 2],
 	       100.0 * (double)cap_sum / (double)sent, 100.0 * (double)miss_sum / (double)sent);

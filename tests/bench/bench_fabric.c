@@ -63,75 +63,16 @@ struct shared {
 
 static struct shared *sh;
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median_ns(uint64_t *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return (double)v[n / 2];
-}
-
-/* Median time of one copy of len bytes, by memcpy and by process_vm_readv. */
-static void copy_refs(size_t len, double *memcpy_ns, double *pvr_ns)
-{
-	enum { N = 2001 };
-	static uint64_t a[N], b[N];
-	char *src = malloc(len), *dst = malloc(len);
-
-	memset(src, 1, len);
-	memset(dst, 2, len);
-	for (int i = 0; i < N; i++) {
-		struct iovec l = {.iov_base = dst, .iov_len = len};
-		struct iovec r = {.iov_base = src, .iov_len = len};
-		uint64_t t0 = nst_now_ns();
-
-		memcpy(dst, src, len);
-		__asm__ __volatile__("" ::"r"(dst) : "memory");
-		a[i] = nst_now_ns() - t0;
-		t0 = nst_now_ns();
-		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
-			b[i] = 0;
-		else
-			b[i] = nst_now_ns() - t0;
-	}
-	*memcpy_ns = median_ns(a, N);
-	*pvr_ns = median_ns(b, N);
-	free(src);
-	free(dst);
-}
-
 /* ---- The two processes ------------------------------------------------------ */
-
-/* Run on the which-th CPU this process may use (A on one, B on another),
- * so that the figures are those of two cores, as DESIGN.md's table. */
-static void pin(int which)
-{
-	cpu_set_t allowed, one;
-	int cpu, seen = 0;
-
-	if (sched_getaffinity(0, sizeof(allowed), &allowed) || CPU_COUNT(&allowed) < 2)
-		return;
-	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, &allowed) || seen++ != which)
-			continue;
-		CPU_ZERO(&one);
-		CPU_SET(cpu, &one);
-		sched_setaffinity(0, sizeof(one), &one);
-		return;
-	}
-}
 
 static int open_port(uint32_t addr, uint32_t *flag, uint32_t *peer_flag, struct fab **fab,
 		     struct fab_port **port)
 {
 	uint64_t deadline = nst_now_ns() + 10000000000ull;
 
-	pin(addr == a_addr ? 0 : 1);
+	/* A on one core, B on another, so that the figures are those of two
+	 * cores, as DESIGN.md's table. */
+	nst_pin(0, addr == a_addr ? 0 : 1);
 	if (fab_open(dir, fab) || fab_port_open(*fab, addr, port))
 		return -1;
 	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
@@ -353,9 +294,11 @@ static double cost_ns(uint32_t len)
 static void bench_fabric(void)
 {
 	static const uint32_t sizes[] = {64, 4096};
+	static char copy_src[4096], copy_dst[4096];
 	double cost[2], mc, pv, fps, lat_spin, lat_sleep;
 	size_t k;
 
+	memset(copy_src, 1, sizeof(copy_src));
 	printf("\n\n  fabric data path, two processes (medians; ratios to the same-run copies)\n");
 	printf("  %6s %9s %11s %9s %11s %11s %9s %9s %9s %9s\n", "bytes", "cost ns", "Mframes/s",
 	       "GB/s", "lat spin", "lat sleep", "memcpy", "pvm_rdv", "cost/mc", "spin/pvm");
@@ -366,12 +309,12 @@ static void bench_fabric(void)
 		run_pair(MODE_RATE, len);
 		fps = RATE_FRAMES / ((double)(sh->t1 - sh->t0) / 1e9);
 		run_pair(MODE_SPIN, len);
-		lat_spin = median_ns(sh->half_rtt_ns, LAT_ROUNDS) / 1000.0;
+		lat_spin = nst_median_u64(sh->half_rtt_ns, LAT_ROUNDS) / 1000.0;
 		run_pair(MODE_SLEEP, len);
-		lat_sleep = median_ns(sh->half_rtt_ns, SLEEP_ROUNDS) / 1000.0;
+		lat_sleep = nst_median_u64(sh->half_rtt_ns, SLEEP_ROUNDS) / 1000.0;
 		printf("    (sleep mode: %llu bell wake-ups in %u rounds)\n",
 		       (unsigned long long)sh->wakeups, SLEEP_ROUNDS);
-		copy_refs(len, &mc, &pv);
+		nst_copy_refs(copy_src, copy_dst, len, 2001, &mc, &pv);
 		printf("  %6u %9.0f %11.2f %9.2f %8.2f us %8.2f us %6.0f ns %6.0f ns %9.1f %9.1f\n",
 		       len, cost[k], fps / 1e6, fps * len / 1e9, lat_spin, lat_sleep, mc, pv,
 		       cost[k] / mc, lat_spin * 1000.0 / pv);

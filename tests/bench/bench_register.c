@@ -30,43 +30,6 @@
 
 static char dir[256];
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median_us(uint64_t *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return (double)v[n / 2] / 1000.0;
-}
-
-/* Median time of one copy of len bytes, by memcpy and by process_vm_readv. */
-static void copy_refs(char *src, char *dst, size_t len, double *memcpy_us, double *pvr_us)
-{
-	enum { N = 31 };
-	uint64_t a[N], b[N];
-
-	for (int i = 0; i < N; i++) {
-		struct iovec l = {.iov_base = dst, .iov_len = len};
-		struct iovec r = {.iov_base = src, .iov_len = len};
-		uint64_t t0 = nst_now_ns();
-
-		memcpy(dst, src, len);
-		__asm__ __volatile__("" ::"r"(dst) : "memory");
-		a[i] = nst_now_ns() - t0;
-		t0 = nst_now_ns();
-		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
-			b[i] = 0;
-		else
-			b[i] = nst_now_ns() - t0;
-	}
-	*memcpy_us = median_us(a, N);
-	*pvr_us = median_us(b, N);
-}
-
 static void bench_cold_registration(void)
 {
 	static const unsigned pages[] = {1, 16, 256, 4096, 16384};
@@ -122,9 +85,11 @@ static void bench_cold_registration(void)
 			NST_REQUIRE_EQ(munlock(buf, len), 0);
 			pin[k] = nst_now_ns() - t0;
 		}
-		r = median_us(reg, iters);
-		p = median_us(pin, iters);
-		copy_refs(buf, dst, len, &mc, &pv);
+		r = nst_median_u64(reg, iters) / 1000.0;
+		p = nst_median_u64(pin, iters) / 1000.0;
+		nst_copy_refs(buf, dst, len, 31, &mc, &pv);
+		mc /= 1000.0;
+		pv /= 1000.0;
 		printf("  %6u %10.2f %12.2f %10.2f %8.2f %10.2f %10.2f %9.1f\n", pages[i], r, p,
 		       r - p, r / p, mc, pv, r / pv);
 		if (pages[i] == 1)

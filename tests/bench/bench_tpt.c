@@ -86,13 +86,6 @@ static uint64_t resident_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * One timed pass over the key stream.  Returns the number of refused checks,
  * which must be 0: every key is live.
@@ -126,12 +119,6 @@ static uint64_t floor_pass(struct floor_line *lines, const uint32_t *stream)
 	return nst_now_ns() - start;
 }
 
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return v[n / 2];
-}
-
 /* Median memory floor for a table of live entries; -1 if it could not run. */
 static double run_floor(uint32_t live, const uint32_t *stream)
 {
@@ -148,7 +135,7 @@ static double run_floor(uint32_t live, const uint32_t *stream)
 	for (uint32_t i = 0; i <= live; i++)
 		hits += lines[i].hits;
 	free(lines);
-	return hits == (uint64_t)(BATCHES + 1) * LOOKUPS ? median(per, BATCHES) : -1;
+	return hits == (uint64_t)(BATCHES + 1) * LOOKUPS ? nst_median(per, BATCHES) : -1;
 }
 
 static int run_size(uint32_t live, uint32_t *keys, uint32_t *stream, struct result *res)
@@ -179,7 +166,7 @@ static int run_size(uint32_t live, uint32_t *keys, uint32_t *stream, struct resu
 		per[b] = (double)ns / LOOKUPS;
 	}
 	res->live = live;
-	res->median_ns = median(per, BATCHES);
+	res->median_ns = nst_median(per, BATCHES);
 	res->min_ns = per[0];
 	res->max_ns = per[BATCHES - 1];
 	res->floor_ns = run_floor(live, stream);
@@ -193,7 +180,7 @@ static int run_size(uint32_t live, uint32_t *keys, uint32_t *stream, struct resu
 		refused += lookup_pass(t, stream, &ns);
 		per[b] = (double)ns / LOOKUPS;
 	}
-	res->hot_ns = median(per, BATCHES);
+	res->hot_ns = nst_median(per, BATCHES);
 	rc = refused != 0 ? -EACCES : res->floor_ns < 0 ? -ENOMEM : 0;
 out:
 	tpt_destroy(t);

@@ -130,13 +130,6 @@ static void nic_report(const char *name, const struct nic_sample *a, const struc
 #undef D
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static int cqe_status(const struct nic_cqe *c)
 {
 	if (c->status)
@@ -201,12 +194,6 @@ static int sleep_cq(struct nst_qp *qp, struct nic_cqe *c)
  * by tens of percent from one 50 ms stretch to the next. */
 #define ROUNDS 5
 
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	return v[n / 2];
-}
-
 static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 {
 	size_t iters = len >= (4u << 20) ? 20 : len >= (256u << 10) ? 200 : 5000;
@@ -231,7 +218,7 @@ static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 		if (pass)
 			g[pass - 1] = (double)(len * iters) / (double)(nst_now_ns() - t0);
 	}
-	return median(g, ROUNDS);
+	return nst_median(g, ROUNDS);
 }
 
 /* n requests of op (WRITE or READ) of len bytes, depth in flight: seconds. */
@@ -270,7 +257,7 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 	for (int k = 0; k < ROUNDS; k++)
 		g[k] =
 		    (double)(len * n) / rdma_run(qp, op, buf, lk, rbuf, rkey, len, n, DEPTH) / 1e9;
-	return median(g, ROUNDS);
+	return nst_median(g, ROUNDS);
 }
 
 /* ---- UCX over TCP, the reference people use without RDMA hardware ---------------- */
@@ -441,7 +428,7 @@ static double half_rtt_us(uint32_t len, uint16_t port)
 	st = nst_wait(peer, WAIT_MS);
 	NST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	nic_host_detach(h);
-	qsort(t, N, sizeof(t[0]), cmp_double);
+	qsort(t, N, sizeof(t[0]), nst_cmp_double);
 	return t[N / 2];
 }
 
@@ -625,7 +612,7 @@ static void bench_bandwidth_and_latency(void)
 
 			for (int k = 0; k < 3 && !err; k++)
 				err = ucx_measure("tag_bw", sizes[i], iters[i], &dummy, &u[k], &ur);
-			ubw = err ? 0 : median(u, 3);
+			ubw = err ? 0 : nst_median(u, 3);
 			if (!err)
 				printf("  %9zu %10s %10.2f %12.2f %12.2f\n", sizes[i], "", ubw,
 				       wres[i] / ubw, rres[i] / ubw);

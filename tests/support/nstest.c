@@ -4,15 +4,16 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -191,6 +192,73 @@ uint32_t nst_sum32(const void *buf, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ p[i]) * 16777619u;
 	return h;
+}
+
+uint64_t nst_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+int nst_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int nst_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double nst_median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), nst_cmp_double);
+	return v[n / 2];
+}
+
+double nst_median_u64(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), nst_cmp_u64);
+	return (double)v[n / 2];
+}
+
+void nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
+		   double *pvr_ns)
+{
+	uint64_t *a = calloc(rounds ? rounds : 1, sizeof(*a));
+	uint64_t *b = calloc(rounds ? rounds : 1, sizeof(*b));
+
+	*memcpy_ns = *pvr_ns = 0;
+	if (!a || !b || !rounds) {
+		free(a);
+		free(b);
+		return;
+	}
+	for (unsigned i = 0; i < rounds; i++) {
+		struct iovec l = {.iov_base = dst, .iov_len = len};
+		struct iovec r = {.iov_base = (void *)src, .iov_len = len};
+		uint64_t t0 = nst_now_ns();
+
+		memcpy(dst, src, len);
+		__asm__ __volatile__("" ::"r"(dst) : "memory");
+		a[i] = nst_now_ns() - t0;
+		t0 = nst_now_ns();
+		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
+			b[i] = 0;
+		else
+			b[i] = nst_now_ns() - t0;
+	}
+	*memcpy_ns = nst_median_u64(a, rounds);
+	*pvr_ns = nst_median_u64(b, rounds);
+	free(a);
+	free(b);
 }
 
 uint64_t nst_now_ns(void)

@@ -113,6 +113,25 @@ void nst_fill(void *buf, size_t n, uint32_t seed);
 /* A checksum of n bytes (FNV-1a), to compare buffers too big to print. */
 uint32_t nst_sum32(const void *buf, size_t n);
 
+/* For qsort: doubles, uint64_t. */
+int nst_cmp_double(const void *a, const void *b);
+int nst_cmp_u64(const void *a, const void *b);
+/* The median of n values (n > 0), sorting them in place. */
+double nst_median(double *v, size_t n);
+double nst_median_u64(uint64_t *v, size_t n);
+
+/* splitmix64: the next number from *state (any seed); a fixed seed makes a
+ * randomized test the same on every run. */
+uint64_t nst_splitmix64(uint64_t *state);
+
+/*
+ * Same-run references for benchmarks: the median time of one copy of len
+ * bytes from src to dst by memcpy and by process_vm_readv (of this process),
+ * over rounds copies, in nanoseconds.
+ */
+void nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
+		   double *pvr_ns);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
 

@@ -293,13 +293,6 @@ static void test_dropped_on_delivery_recorded_by_receiver(void)
 	fab_cap_detach(cap);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Median time of n sends of a ready 4 KiB frame, received as they go. */
 static uint64_t median_send_ns(uint64_t *took, uint32_t n)
 {
@@ -316,8 +309,7 @@ static uint64_t median_send_ns(uint64_t *took, uint32_t n)
 		took[i] = nst_now_ns() - t0;
 		drain_b(0, 0);
 	}
-	qsort(took, n, sizeof(took[0]), cmp_u64);
-	return took[n / 2];
+	return (uint64_t)nst_median_u64(took, n);
 }
 
 static void test_full_ring_never_blocks(void)
@@ -475,11 +467,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
 static uint64_t xrand(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ z >> 27) * 0x94d049bb133111ebull;
-	return z ^ z >> 31;
+	return nst_splitmix64(&rng_state);
 }
 
 /* Values that hurt: around the ring's size, alignment and record sizes. */

@@ -27,14 +27,10 @@ struct rng {
 	uint64_t s;
 };
 
-/* splitmix64: a fixed seed makes every run the same. */
+/* A fixed seed makes every run the same. */
 static uint64_t rnd(struct rng *r)
 {
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return nst_splitmix64(&r->s);
 }
 
 static const enum fab_cm_type every_type[] = {
