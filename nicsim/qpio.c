@@ -129,9 +129,11 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 	a->n = a->next = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t o = off + (uint64_t)i * mtu;
+		void *d;
 
-		if (port_frame_get(nic, &a->idx[i], &a->data[i]))
+		if (!nic->port || fab_frame_get(nic->port, &a->idx[i], &d))
 			break;
+		a->data[i] = d;
 		a->off[i] = o;
 		a->plen[i] = i == 0 ? len : (uint32_t)(mem->len - o < mtu ? mem->len - o : mtu);
 		a->at[i] = i == 0 ? (uint16_t)hdr : mid;
@@ -139,8 +141,15 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 		a->n++;
 	}
 	if (a->n == 0) {
+		/* Only the packet being sent is delayed (tx_no_frame): fewer
+		 * frames read ahead is no delay. */
 		a->mem = NULL;
-		return nic->port ? -ENOBUFS : -EHOSTUNREACH;
+		if (!nic->port) {
+			nic->stats.tx_unreachable++;
+			return -EHOSTUNREACH;
+		}
+		nic->stats.tx_no_frame++;
+		return -ENOBUFS;
 	}
 	nic->stats.dma_calls++;
 	err = dma_readv((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, iov, a->n);
