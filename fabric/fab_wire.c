@@ -287,27 +287,55 @@ __attribute__((target("pclmul,sse2"))) static inline __m128i clmul_fold(__m128i 
 }
 
 /*
- * The end both folding loops share: four lanes x0..x3 (the last 64 bytes
- * folded) into one, then the whole 16-byte blocks left, then the tables.
+ * The end of the folding: the last 16 bytes, as a 128-bit value, reduced to
+ * the 32-bit register with carry-less products instead of the tables (which
+ * the data just folded has pushed out of the L1 cache): 128 bits to 96 with
+ * x^96, 96 to 64 with x^64, then Barrett's reduction modulo P with
+ * mu = floor(x^64 / P).  Constants as above, for the IEEE 802.3 polynomial
+ * (the same values as in Linux's crc32-pclmul and in the Intel paper).
  */
-__attribute__((target("pclmul,sse2"))) static inline uint32_t
+#define CLMUL_X64 0x163cd6124ll /* x^64 mod P */
+#define CLMUL_P 0x1db710641ll   /* P */
+#define CLMUL_MU 0x1f7011641ll  /* floor(x^64 / P) */
+
+__attribute__((target("pclmul,sse2,sse4.1"))) static inline uint32_t clmul_reduce(__m128i x)
+{
+	const __m128i k34 = _mm_set_epi64x(CLMUL_K4, CLMUL_K3);
+	const __m128i x64 = _mm_set_epi64x(0, CLMUL_X64);
+	const __m128i pmu = _mm_set_epi64x(CLMUL_MU, CLMUL_P);
+	const __m128i lo32 = _mm_set_epi32(0, 0, 0, -1);
+	__m128i t;
+
+	t = _mm_clmulepi64_si128(x, k34, 0x10); /* low 64 bits by x^96 */
+	x = _mm_xor_si128(_mm_srli_si128(x, 8), t);
+	t = _mm_srli_si128(x, 4);
+	x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, lo32), x64, 0x00), t);
+	t = _mm_clmulepi64_si128(_mm_and_si128(x, lo32), pmu, 0x10); /* quotient */
+	t = _mm_clmulepi64_si128(_mm_and_si128(t, lo32), pmu, 0x00); /* times P */
+	return (uint32_t)_mm_extract_epi32(_mm_xor_si128(x, t), 1);
+}
+
+/*
+ * The end both folding loops share: four lanes x0..x3 (the last 64 bytes
+ * folded) into one, then the whole 16-byte blocks left, then the reduction
+ * and the tables for the last few bytes.
+ */
+__attribute__((target("pclmul,sse2,sse4.1"))) static inline uint32_t
 clmul_finish(__m128i x0, __m128i x1, __m128i x2, __m128i x3, const uint8_t *p, size_t n)
 {
 	const __m128i k34 = _mm_set_epi64x(CLMUL_K4, CLMUL_K3);
-	uint8_t last[16];
 
 	x0 = clmul_fold(x0, k34, x1);
 	x0 = clmul_fold(x0, k34, x2);
 	x0 = clmul_fold(x0, k34, x3);
 	for (; n >= 16; p += 16, n -= 16)
 		x0 = clmul_fold(x0, k34, _mm_loadu_si128((const __m128i *)p));
-	_mm_storeu_si128((__m128i *)last, x0);
-	return crc_sliced(crc_sliced(0, last, sizeof(last)), p, n);
+	return crc_sliced(clmul_reduce(x0), p, n);
 }
 
 /* As crc_sliced, for n >= 64 on a CPU with PCLMULQDQ. */
-__attribute__((target("pclmul,sse2"))) static uint32_t crc_clmul(uint32_t crc, const uint8_t *p,
-								 size_t n)
+__attribute__((target("pclmul,sse2,sse4.1"))) static uint32_t crc_clmul(uint32_t crc,
+									const uint8_t *p, size_t n)
 {
 	const __m128i k12 = _mm_set_epi64x(CLMUL_K2, CLMUL_K1);
 	__m128i x0 = _mm_loadu_si128((const __m128i *)p);
@@ -339,7 +367,7 @@ __attribute__((target("pclmul,sse2"))) static uint32_t crc_clmul(uint32_t crc, c
 #define CLMUL_K7 0x01072db28ll /* n = 4096+32 */
 #define CLMUL_K8 0x1d741f35cll /* n = 4096-32 */
 
-#define VPCLMUL_TARGET "pclmul,sse2,avx2,avx512f,avx512vl,vpclmulqdq"
+#define VPCLMUL_TARGET "pclmul,sse2,sse4.1,avx2,avx512f,avx512vl,vpclmulqdq"
 
 __attribute__((target(VPCLMUL_TARGET))) static inline __m512i zfold(__m512i x, __m512i k,
 								    __m512i data)
@@ -350,21 +378,22 @@ __attribute__((target(VPCLMUL_TARGET))) static inline __m512i zfold(__m512i x, _
 	return _mm512_ternarylogic_epi64(lo, hi, data, 0x96); /* lo ^ hi ^ data */
 }
 
-/* As crc_sliced, for n >= 256 on a CPU with AVX-512 and VPCLMULQDQ. */
-__attribute__((target(VPCLMUL_TARGET))) static uint32_t crc_vpclmul(uint32_t crc, const uint8_t *p,
-								    size_t n)
+/*
+ * As crc_sliced, on a CPU with AVX-512 and VPCLMULQDQ, for the 256 bytes at
+ * head followed by the n bytes at p (head may be p - 256: one buffer).
+ */
+__attribute__((target(VPCLMUL_TARGET))) static uint32_t
+crc_vpclmul(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t n)
 {
 	const __m512i k4096 = _mm512_broadcast_i32x4(_mm_set_epi64x(CLMUL_K8, CLMUL_K7));
 	const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(CLMUL_K6, CLMUL_K5));
 	const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(CLMUL_K2, CLMUL_K1));
-	__m512i z0 = _mm512_loadu_si512(p);
-	__m512i z1 = _mm512_loadu_si512(p + 64);
-	__m512i z2 = _mm512_loadu_si512(p + 128);
-	__m512i z3 = _mm512_loadu_si512(p + 192);
+	__m512i z0 = _mm512_loadu_si512(head);
+	__m512i z1 = _mm512_loadu_si512(head + 64);
+	__m512i z2 = _mm512_loadu_si512(head + 128);
+	__m512i z3 = _mm512_loadu_si512(head + 192);
 
 	z0 = _mm512_xor_si512(z0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
-	p += 256;
-	n -= 256;
 	if (n >= 256) {
 		/* Eight registers, 512 bytes a step, each folded by x^4096:
 		 * twice the independent work of four, which the multiplier's
@@ -404,15 +433,19 @@ __attribute__((target(VPCLMUL_TARGET))) static uint32_t crc_vpclmul(uint32_t crc
 			    _mm512_extracti32x4_epi32(z0, 2), _mm512_extracti32x4_epi32(z0, 3), p,
 			    n);
 }
+/* The CPU model is read once by libgcc's constructor: a load and a test. */
+static inline bool have_vpclmul(void)
+{
+	return __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512vl");
+}
 #endif
 
 /* Advance the raw CRC register (no inversion) over n bytes. */
 static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n)
 {
 #ifdef HAVE_CLMUL
-	/* The CPU model is read once by libgcc's constructor: a load and a test. */
-	if (n >= 256 && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512vl"))
-		return crc_vpclmul(crc, p, n);
+	if (n >= 256 && have_vpclmul())
+		return crc_vpclmul(crc, p, p + 256, n - 256);
 	if (n >= 64 && __builtin_cpu_supports("pclmul"))
 		return crc_clmul(crc, p, n);
 #endif
@@ -440,7 +473,12 @@ enum {
 
 uint32_t fab_icrc(const uint8_t *frame, size_t len_without_icrc)
 {
-	uint8_t ph[PH_LEN];
+	/* The pseudo-header, then the first bytes of the rest of the frame:
+	 * one message for the folding, which would otherwise start again
+	 * (and end through the tables) after the 48 bytes of the first part. */
+	uint8_t msg[256];
+	const uint8_t *rest;
+	size_t n, first;
 	uint32_t crc;
 
 	if (!frame || len_without_icrc < FAB_HDR_BASE)
@@ -451,17 +489,25 @@ uint32_t fab_icrc(const uint8_t *frame, size_t len_without_icrc)
 	 * (TOS, TTL, and the IPv4 checksum that follows them), the UDP
 	 * checksum, and the BTH byte with FECN and BECN.
 	 */
-	memset(ph + PH_LRH, 0xff, 8);
-	memcpy(ph + PH_IP, frame + FAB_ETH_HLEN, PH_LEN - PH_IP);
-	ph[PH_IP + offsetof(struct fab_ip4_hdr, tos)] = 0xff;
-	ph[PH_IP + offsetof(struct fab_ip4_hdr, ttl)] = 0xff;
-	memset(ph + PH_IP + offsetof(struct fab_ip4_hdr, csum), 0xff, 2);
-	memset(ph + PH_UDP + offsetof(struct fab_udp_hdr, csum), 0xff, 2);
-	ph[PH_BTH + offsetof(struct fab_bth, fb)] = 0xff;
+	memset(msg + PH_LRH, 0xff, 8);
+	memcpy(msg + PH_IP, frame + FAB_ETH_HLEN, PH_LEN - PH_IP);
+	msg[PH_IP + offsetof(struct fab_ip4_hdr, tos)] = 0xff;
+	msg[PH_IP + offsetof(struct fab_ip4_hdr, ttl)] = 0xff;
+	memset(msg + PH_IP + offsetof(struct fab_ip4_hdr, csum), 0xff, 2);
+	memset(msg + PH_UDP + offsetof(struct fab_udp_hdr, csum), 0xff, 2);
+	msg[PH_BTH + offsetof(struct fab_bth, fb)] = 0xff;
 
-	crc = crc_update(0xffffffffu, ph, sizeof(ph));
-	crc = crc_update(crc, frame + FAB_HDR_BASE, len_without_icrc - FAB_HDR_BASE);
-	return ~crc;
+	n = len_without_icrc - FAB_HDR_BASE;
+	first = n < sizeof(msg) - PH_LEN ? n : sizeof(msg) - PH_LEN;
+	memcpy(msg + PH_LEN, frame + FAB_HDR_BASE, first);
+	rest = frame + FAB_HDR_BASE + first;
+	n -= first;
+#ifdef HAVE_CLMUL
+	if (PH_LEN + first == sizeof(msg) && have_vpclmul())
+		return ~crc_vpclmul(0xffffffffu, msg, rest, n);
+#endif
+	crc = crc_update(0xffffffffu, msg, PH_LEN + first);
+	return ~crc_update(crc, rest, n);
 }
 
 /* The ICRC goes on the wire least significant byte first, as rxe writes it. */

@@ -320,6 +320,28 @@ static const uint8_t connectx_cnp[74] = {
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
 };
 
+/*
+ * fab_icrc folds the pseudo-header and the start of the frame as one
+ * message: every length around the points where that message reaches 256
+ * bytes (the folding's first step) and a full MTU, over random bytes.
+ */
+static void test_icrc_every_length(void)
+{
+	static uint8_t f[FAB_FRAME_MAX + 64];
+	struct rng r = {7};
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(f); i++)
+		f[i] = (uint8_t)rnd(&r);
+	for (n = FAB_HDR_BASE; n <= FAB_HDR_BASE + 600; n++)
+		NST_EQ_U(fab_icrc(f, n), nst_icrc(f, n));
+	for (n = FAB_FRAME_MAX - 300; n <= sizeof(f); n++) {
+		NST_EQ_U(fab_icrc(f, n), nst_icrc(f, n));
+		NST_EQ_U(fab_icrc(f + 1, n - 1), nst_icrc(f + 1, n - 1));
+	}
+	NST_EQ_U(fab_icrc(f, FAB_HDR_BASE - 1), 0);
+}
+
 static void test_icrc_matches_connectx_capture(void)
 {
 	uint8_t f[sizeof(connectx_cnp)];
@@ -1072,6 +1094,7 @@ static void test_mac_and_source_port(void)
 
 static const struct nst_test tests[] = {
     {"crc32_known_answers", test_crc32_known_answers},
+    {"icrc_every_length", test_icrc_every_length},
     {"crc32_fast_paths_match_bitwise", test_crc32_fast_paths_match_bitwise},
     {"icrc_matches_connectx_capture", test_icrc_matches_connectx_capture},
     {"encode_matches_hand_built_frame", test_encode_matches_hand_built_frame},
