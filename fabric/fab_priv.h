@@ -75,7 +75,7 @@ struct fab_port {
 	uint32_t hot_base;         /* first frame of the span it prefers (fab_frame_get) */
 	uint32_t hot_cursor;       /* next frame it looks at in that span */
 	uint32_t spill;            /* gets left that skip the span after it was full */
-	uint64_t clock;            /* a recent fab_now_ns() (fab_recv) */
+	uint64_t clock;            /* a recent fab_now_ns() (fab_recv, send_clock) */
 	struct fab_tx *tx;         /* [max_ports] */
 	struct fab_link_view *rx;  /* [max_ports], by source slot */
 	struct fab_heap_ent *heap; /* [nframes] */
@@ -89,6 +89,7 @@ struct fab_port {
 	/* fab_port_hold_kicks: destinations not yet told of their frames. */
 	bool holding;
 	uint32_t held_frames; /* sent since holding began */
+	uint32_t clock_sends; /* sent on the reading in clock (send_clock) */
 	uint32_t nheld;
 	uint32_t held[FAB_HELD_MAX];
 };
