@@ -103,6 +103,52 @@ static void heap_pop(struct fab_port *p, struct fab_heap_ent *out)
 	h[i] = last;
 }
 
+/*
+ * Frames waiting for delivery: a queue of the frames that arrived in
+ * (due_ns, order) order, which without latency rules is nearly all of them,
+ * and the heap for the others.  The earliest of the two heads is delivered
+ * first, which is the heap's order with a push and a pop of the heap saved
+ * for most frames (the sift over 48-byte entries was 5% of a receiver's
+ * time per frame).
+ */
+static uint32_t waiting(const struct fab_port *p)
+{
+	return p->heap_n + p->queue_n;
+}
+
+static void wait_push(struct fab_port *p, const struct fab_heap_ent *e)
+{
+	uint32_t cap = p->fab->nframes;
+
+	if (p->queue_n == 0 || !heap_before(e, &p->queue[(p->queue_head + p->queue_n - 1) % cap])) {
+		p->queue[(p->queue_head + p->queue_n) % cap] = *e;
+		p->queue_n++;
+	} else {
+		heap_push(p, e);
+	}
+}
+
+/* The next frame to deliver, NULL if none waits. */
+static const struct fab_heap_ent *wait_first(const struct fab_port *p)
+{
+	const struct fab_heap_ent *q = p->queue_n ? &p->queue[p->queue_head] : NULL;
+
+	if (!p->heap_n)
+		return q;
+	return q && heap_before(q, &p->heap[0]) ? q : &p->heap[0];
+}
+
+static void wait_pop(struct fab_port *p, struct fab_heap_ent *out)
+{
+	if (p->queue_n && (!p->heap_n || heap_before(&p->queue[p->queue_head], &p->heap[0]))) {
+		*out = p->queue[p->queue_head];
+		p->queue_head = (p->queue_head + 1) % p->fab->nframes;
+		p->queue_n--;
+		return;
+	}
+	heap_pop(p, out);
+}
+
 /* ---- Tap ------------------------------------------------------------------------- */
 
 /*
@@ -218,13 +264,13 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 			release(p, idx);
 			continue;
 		}
-		if (p->heap_n == fab->nframes) {
+		if (waiting(p) == fab->nframes) {
 			COUNT(p, heap_full);
 			release(p, idx);
 			continue;
 		}
 		e.order = p->order++;
-		heap_push(p, &e);
+		wait_push(p, &e);
 	}
 	__atomic_store_n(&l->cons, cons, __ATOMIC_RELEASE);
 	return n;
@@ -263,6 +309,7 @@ static uint32_t pull_all(struct fab_port *p, uint64_t *now)
 
 int fab_recv(struct fab_port *p, struct fab_rx *rx)
 {
+	const struct fab_heap_ent *first;
 	struct fab_link_view *v;
 	struct fab_heap_ent e;
 	uint64_t now = 0;
@@ -273,15 +320,16 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 	} else {
 		pull_pending(p, &now);
 	}
-	if (!p->heap_n)
+	first = wait_first(p);
+	if (!first)
 		return -EAGAIN;
 	/* A clock read costs more than the rest of a delivery: read it again
 	 * only when the next frame is not due by the last reading. */
-	if (p->heap[0].due_ns > p->clock)
+	if (first->due_ns > p->clock)
 		p->clock = fab_now_ns();
 	now = p->clock;
-	while (p->heap_n && p->heap[0].due_ns <= now) {
-		heap_pop(p, &e);
+	while ((first = wait_first(p)) && first->due_ns <= now) {
+		wait_pop(p, &e);
 		v = &p->rx[e.src_slot];
 		if (!fab_link_view_refresh(p->fab, fab_link_at(p->fab, e.src_slot, p->slot),
 					   e.src_slot, p->slot, v))
@@ -314,19 +362,23 @@ uint64_t fab_next_due_ns(struct fab_port *p)
 {
 	uint64_t now = 0;
 
+	const struct fab_heap_ent *first;
+
 	pull_pending(p, &now);
-	return p->heap_n ? p->heap[0].due_ns : UINT64_MAX;
+	first = wait_first(p);
+	return first ? first->due_ns : UINT64_MAX;
 }
 
 /* ---- Sleeping and waking -------------------------------------------------------- */
 
 int fab_port_sleep_prepare(struct fab_port *p)
 {
+	const struct fab_heap_ent *first;
 	uint64_t now = 0;
 
 	__atomic_store_n(&p->seg->sleeping, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (pull_all(p, &now) || (p->heap_n && p->heap[0].due_ns <= fab_now_ns())) {
+	if (pull_all(p, &now) || ((first = wait_first(p)) && first->due_ns <= fab_now_ns())) {
 		__atomic_store_n(&p->seg->sleeping, 0, __ATOMIC_RELAXED);
 		return -EAGAIN;
 	}
@@ -706,6 +758,7 @@ static void port_free(struct fab_port *p)
 	free(p->tx);
 	free(p->rx);
 	free(p->heap);
+	free(p->queue);
 	free(p);
 }
 
@@ -756,7 +809,8 @@ int fab_port_open(struct fab *fab, uint32_t addr, struct fab_port **out)
 	p->tx = calloc(fab->max_ports, sizeof(*p->tx));
 	p->rx = calloc(fab->max_ports, sizeof(*p->rx));
 	p->heap = malloc((size_t)fab->nframes * sizeof(*p->heap));
-	if (!p->tx || !p->rx || !p->heap) {
+	p->queue = malloc((size_t)fab->nframes * sizeof(*p->queue));
+	if (!p->tx || !p->rx || !p->heap || !p->queue) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -821,8 +875,8 @@ void fab_port_close(struct fab_port *p)
 	 * taken and not sent).  Frames still on their way are freed by the
 	 * next open. */
 	pull_all(p, &now);
-	while (p->heap_n) {
-		heap_pop(p, &e);
+	while (waiting(p)) {
+		wait_pop(p, &e);
 		release(p, e.idx);
 	}
 	reclaim(p->fab, p->slot, 0);

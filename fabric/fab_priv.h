@@ -80,6 +80,8 @@ struct fab_port {
 	struct fab_link_view *rx;  /* [max_ports], by source slot */
 	struct fab_heap_ent *heap; /* [nframes] */
 	uint32_t heap_n;
+	struct fab_heap_ent *queue; /* [nframes]: in order (wait_push) */
+	uint32_t queue_head, queue_n;
 	uint64_t order;
 	uint32_t recv_calls;
 	bool scan_all; /* pull every ring at the next fab_recv */

@@ -391,6 +391,36 @@ static void test_order_two_sources(void)
 	NST_EQ(frames_free(), 4096);
 }
 
+/*
+ * Frames wait for delivery in two places: those that arrive in order of
+ * their due times in a queue, the others in a heap.  Delivered all at once,
+ * they come out in order of due time whichever place they waited in.
+ */
+static void test_delivery_in_due_order(void)
+{
+	enum { N = 1000 }; /* within a ring's depth per source */
+	static struct got g[N];
+	uint32_t from_a = 0;
+	size_t n, i;
+
+	link_set(a_addr, b_addr, "jitter 300 reorder 10 reorder-gap 200");
+	link_set(c_addr, b_addr, "latency 150");
+	for (i = 0; i < N / 2; i++) {
+		NST_REQUIRE_EQ(send_seq(pa, b_addr, (uint32_t)i), 0);
+		NST_REQUIRE_EQ(send_seq(pc, b_addr, 100000 + (uint32_t)i), 0);
+	}
+	sleep_ns(2000000); /* all due */
+	n = collect(pb, g, N);
+	NST_EQ(n, N);
+	for (i = 0; i < n; i++) {
+		NST_TRUE(g[i].intact);
+		NST_TRUE(i == 0 || g[i].due_ns >= g[i - 1].due_ns);
+		from_a += g[i].src == a_addr;
+	}
+	NST_EQ(from_a, N / 2);
+	NST_EQ(frames_free(), 4096);
+}
+
 /* ---- Timing ----------------------------------------------------------------------- */
 
 static void test_latency(void)
@@ -1301,6 +1331,7 @@ static const struct nst_test tests[] = {
     {"send_recv_by_index", test_send_recv_by_index},
     {"errors", test_errors},
     {"order_two_sources", test_order_two_sources},
+    {"delivery_in_due_order", test_delivery_in_due_order},
     {"latency", test_latency},
     {"rate_limit", test_rate_limit},
     {"loss_reproducible", test_loss_reproducible},
