@@ -194,30 +194,40 @@ static int sleep_cq(struct nst_qp *qp, struct nic_cqe *c)
  * by tens of percent from one 50 ms stretch to the next. */
 #define ROUNDS 5
 
+/* Iterations of a reference round of len bytes. */
+static size_t ref_iters(size_t len)
+{
+	return len >= (4u << 20) ? 20 : len >= (256u << 10) ? 200 : 5000;
+}
+
+/* One round of memcpy (pvm false) or process_vm_readv of len bytes: GB/s. */
+static double ref_round(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
+{
+	size_t iters = ref_iters(len);
+	uint64_t t0 = nst_now_ns();
+
+	for (size_t i = 0; i < iters; i++) {
+		if (pvm) {
+			struct iovec l = {.iov_base = dst, .iov_len = len};
+			struct iovec r = {.iov_base = src, .iov_len = len};
+
+			if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
+				return 0;
+		} else {
+			memcpy(dst, src, len);
+			__asm__ __volatile__("" ::"r"(dst) : "memory");
+		}
+	}
+	return (double)(len * iters) / (double)(nst_now_ns() - t0);
+}
+
 static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 {
-	size_t iters = len >= (4u << 20) ? 20 : len >= (256u << 10) ? 200 : 5000;
 	double g[ROUNDS];
-	uint64_t t0;
 
-	/* Pass 0 warms up. */
-	for (int pass = 0; pass <= ROUNDS; pass++) {
-		t0 = nst_now_ns();
-		for (size_t i = 0; i < iters; i++) {
-			if (pvm) {
-				struct iovec l = {.iov_base = dst, .iov_len = len};
-				struct iovec r = {.iov_base = src, .iov_len = len};
-
-				if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
-					return 0;
-			} else {
-				memcpy(dst, src, len);
-				__asm__ __volatile__("" ::"r"(dst) : "memory");
-			}
-		}
-		if (pass)
-			g[pass - 1] = (double)(len * iters) / (double)(nst_now_ns() - t0);
-	}
+	ref_round(pvm, src, dst, len); /* warm-up */
+	for (int k = 0; k < ROUNDS; k++)
+		g[k] = ref_round(pvm, src, dst, len);
 	return nst_median(g, ROUNDS);
 }
 
@@ -246,21 +256,50 @@ static double rdma_run(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk,
 	return (double)(nst_now_ns() - t0) / 1e9;
 }
 
-/* Bandwidth of op (WRITE or READ) for one size, DEPTH requests in flight. */
-static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
-			uint32_t rkey, size_t len)
+/* One bandwidth round of op (WRITE or READ) for one size, DEPTH in flight. */
+static double rdma_round(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
+			 uint32_t rkey, size_t len)
 {
 	size_t total = len >= (4u << 20) ? (256u << 20) : (128u << 20);
 	size_t n = total / len < 64 ? 64 : total / len;
+
+	return (double)(len * n) / rdma_run(qp, op, buf, lk, rbuf, rkey, len, n, DEPTH) / 1e9;
+}
+
+/* Bandwidth of op for one size: the median of ROUNDS rounds. */
+static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
+			uint32_t rkey, size_t len)
+{
 	double g[ROUNDS];
 
 	for (int k = 0; k < ROUNDS; k++)
-		g[k] =
-		    (double)(len * n) / rdma_run(qp, op, buf, lk, rbuf, rkey, len, n, DEPTH) / 1e9;
+		g[k] = rdma_round(qp, op, buf, lk, rbuf, rkey, len);
 	return nst_median(g, ROUNDS);
 }
 
-/* ---- UCX over TCP, the reference people use without RDMA hardware ---------------- */
+#define PAIRS 9
+
+/*
+ * The target's ratio, RDMA WRITE of 1 MiB over process_vm_readv of 1 MiB:
+ * a round of each in turn, PAIRS times, and the median of the pairs'
+ * ratios.  The two of a pair see the same machine: this guest's speed
+ * drifts by tens of percent over seconds, more than the medians of rounds
+ * taken a second apart can hide.
+ */
+static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32_t lk,
+			   uint8_t *rbuf, uint32_t rkey, double *lo, double *hi)
+{
+	const size_t len = 1u << 20;
+	double r[PAIRS];
+
+	for (int k = 0; k < PAIRS; k++)
+		r[k] = rdma_round(qp, NIC_WR_RDMA_WRITE, src, lk, rbuf, rkey, len) /
+		       ref_round(true, src, ref, len);
+	qsort(r, PAIRS, sizeof(r[0]), nst_cmp_double);
+	*lo = r[0];
+	*hi = r[PAIRS - 1];
+	return r[PAIRS / 2];
+}
 
 static char ucx_path[PATH_MAX];
 
@@ -498,7 +537,8 @@ static void bench_bandwidth_and_latency(void)
 	struct nst_qp a;
 	uint8_t *src, *dst, *ref;
 	uint32_t lk, rkey;
-	double w1m = 0, pvm1m = 0, lat8, lat4k, wres[4] = {0}, rres[4] = {0}, rate;
+	double w1m = 0, ratio1m = 0, rlo = 0, rhi = 0, lat8, lat4k, wres[4] = {0}, rres[4] = {0},
+	       rate;
 	bool have_ucx = ucx_find();
 	pid_t target;
 	int st;
@@ -579,7 +619,10 @@ static void bench_bandwidth_and_latency(void)
 		rres[i] = r;
 		if (sizes[i] == (1u << 20)) {
 			w1m = w;
-			pvm1m = pv;
+			ratio1m = paired_ratio(&a, src, ref, lk, dst, rkey, &rlo, &rhi);
+			printf("  1 MiB RDMA WRITE / process_vm_readv, %d rounds of each in turn: "
+			       "%.2f (median of the pairs; %.2f .. %.2f)\n",
+			       PAIRS, ratio1m, rlo, rhi);
 		}
 	}
 	/* Small-message rate: 8-byte RDMA WRITEs, 64 in flight. */
@@ -643,11 +686,11 @@ static void bench_bandwidth_and_latency(void)
 		printf("  ucx_perftest: not installed on this machine, no UCX reference in this "
 		       "run\n");
 	}
-	printf("  target: RDMA WRITE 1 MiB >= 0.5x process_vm_readv: %.2fx %s\n", w1m / pvm1m,
-	       w1m / pvm1m >= 0.5 ? "MET" : "MISSED");
+	printf("  target: RDMA WRITE 1 MiB >= 0.5x process_vm_readv: %.2fx %s\n", ratio1m,
+	       ratio1m >= 0.5 ? "MET" : "MISSED");
 	printf("  target: 8 B SEND half round trip <= 15 us: %.2f us %s\n", lat8,
 	       lat8 <= 15.0 ? "MET" : "MISSED");
-	NST_TRUE(w1m / pvm1m >= 0.5);
+	NST_TRUE(ratio1m >= 0.5);
 	NST_TRUE(lat8 <= 15.0);
 	munmap(src, cap);
 	munmap(ref, cap);
