@@ -360,9 +360,8 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 
 uint64_t fab_next_due_ns(struct fab_port *p)
 {
-	uint64_t now = 0;
-
 	const struct fab_heap_ent *first;
+	uint64_t now = 0;
 
 	pull_pending(p, &now);
 	first = wait_first(p);

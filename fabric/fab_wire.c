@@ -433,6 +433,7 @@ crc_vpclmul(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t n)
 			    _mm512_extracti32x4_epi32(z0, 2), _mm512_extracti32x4_epi32(z0, 3), p,
 			    n);
 }
+
 /* The CPU model is read once by libgcc's constructor: a load and a test. */
 static inline bool have_vpclmul(void)
 {
