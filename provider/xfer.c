@@ -369,14 +369,32 @@ static int check_common(struct prov_sock *sk, LPWSAOVERLAPPED_COMPLETION_ROUTINE
 	return 0;
 }
 
+/*
+ * The rest of WSPSend and WSPRecv once their own checks gave err: the
+ * buffers, their size, the start, and the report; releases the provider.
+ */
+static int send_recv(struct prov *p, struct prov_sock *sk, int err, uint8_t kind, LPWSABUF bufs,
+		     DWORD count, LPWSAOVERLAPPED ov, LPDWORD bytes, LPINT lpErrno)
+{
+	struct xfer x = {.kind = kind};
+	WSAOVERLAPPED own = {.hEvent = WSA_INVALID_EVENT};
+
+	if (!err)
+		err = build_bufs(sk, bufs, count, &x);
+	if (!err && x.total > prov_nic_max_xfer(sk->nic))
+		err = -EMSGSIZE;
+	if (!err)
+		err = start(p, sk, &x, ov, &own);
+	prov_unlock(p);
+	return report(err, ov, &own, bytes, lpErrno);
+}
+
 int WSPAPI WSPSend(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lpNumberOfBytesSent,
 		   DWORD dwFlags, LPWSAOVERLAPPED lpOverlapped,
 		   LPWSAOVERLAPPED_COMPLETION_ROUTINE lpCompletionRoutine, LPWSATHREADID lpThreadId,
 		   LPINT lpErrno)
 {
 	struct prov *p = prov_lock();
-	struct xfer x = {.kind = PROV_OP_SEND};
-	WSAOVERLAPPED own = {.hEvent = WSA_INVALID_EVENT};
 	struct prov_sock *sk;
 	int err = prov_sock_get(p, s, &sk);
 
@@ -385,14 +403,8 @@ int WSPAPI WSPSend(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lp
 		err = check_common(sk, lpCompletionRoutine);
 	if (!err && dwFlags)
 		err = -EOPNOTSUPP; /* MSG_OOB, MSG_PARTIAL, ...: not for a SAN */
-	if (!err)
-		err = build_bufs(sk, lpBuffers, dwBufferCount, &x);
-	if (!err && x.total > prov_nic_max_xfer(sk->nic))
-		err = -EMSGSIZE;
-	if (!err)
-		err = start(p, sk, &x, lpOverlapped, &own);
-	prov_unlock(p);
-	return report(err, lpOverlapped, &own, lpNumberOfBytesSent, lpErrno);
+	return send_recv(p, sk, err, PROV_OP_SEND, lpBuffers, dwBufferCount, lpOverlapped,
+			 lpNumberOfBytesSent, lpErrno);
 }
 
 int WSPAPI WSPRecv(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lpNumberOfBytesRecvd,
@@ -401,8 +413,6 @@ int WSPAPI WSPRecv(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lp
 		   LPINT lpErrno)
 {
 	struct prov *p = prov_lock();
-	struct xfer x = {.kind = PROV_OP_RECV};
-	WSAOVERLAPPED own = {.hEvent = WSA_INVALID_EVENT};
 	struct prov_sock *sk;
 	int err = prov_sock_get(p, s, &sk);
 
@@ -413,14 +423,8 @@ int WSPAPI WSPRecv(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lp
 		err = -EFAULT;
 	else if (!err && *lpFlags)
 		err = -EOPNOTSUPP; /* MSG_PEEK, MSG_OOB, ... */
-	if (!err)
-		err = build_bufs(sk, lpBuffers, dwBufferCount, &x);
-	if (!err && x.total > prov_nic_max_xfer(sk->nic))
-		err = -EMSGSIZE;
-	if (!err)
-		err = start(p, sk, &x, lpOverlapped, &own);
-	prov_unlock(p);
-	return report(err, lpOverlapped, &own, lpNumberOfBytesRecvd, lpErrno);
+	return send_recv(p, sk, err, PROV_OP_RECV, lpBuffers, dwBufferCount, lpOverlapped,
+			 lpNumberOfBytesRecvd, lpErrno);
 }
 
 static int rdma(SOCKET s, uint8_t kind, LPWSABUFEX bufs, DWORD count, LPVOID desc, DWORD desc_len,

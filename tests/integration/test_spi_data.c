@@ -258,14 +258,15 @@ struct child {
 	WSAOVERLAPPED ov_in;
 };
 
-static int child_send_ctl(struct child *c, const struct ctl *m)
+/* Send control message m on s from out, its registered buffer, and wait. */
+static int send_ctl(SOCKET s, struct ctl *out, const struct ctl *m)
 {
 	WSAOVERLAPPED ov;
 
-	*c->out = *m;
-	if (post_send(c->s, c->out, sizeof(*m), &ov) != WSA_IO_PENDING)
+	*out = *m;
+	if (post_send(s, out, sizeof(*m), &ov) != WSA_IO_PENDING)
 		return -1;
-	return ov_wait(c->s, &ov, NULL);
+	return ov_wait(s, &ov, NULL);
 }
 
 /* Serve the parent's commands on one connection; 0 when told to quit. */
@@ -308,13 +309,13 @@ static int child_serve(struct child *c)
 		switch (m.op) {
 		case CTL_RECV:
 			r.op = CTL_READY;
-			if (child_send_ctl(c, &r))
+			if (send_ctl(c->s, c->out, &r))
 				return 15;
 			r.err = (uint32_t)ov_wait(c->s, &ov, &n);
 			r.op = CTL_SUMS;
 			r.bytes = n;
 			r.sum = nst_sum32(c->data + m.off, n);
-			if (child_send_ctl(c, &r))
+			if (send_ctl(c->s, c->out, &r))
 				return 16;
 			break;
 		case CTL_SEND:
@@ -324,13 +325,13 @@ static int child_serve(struct child *c)
 			break;
 		case CTL_EXPOSE:
 			r.op = CTL_DESC;
-			if (child_send_ctl(c, &r))
+			if (send_ctl(c->s, c->out, &r))
 				return 18;
 			break;
 		case CTL_SUM:
 			r.op = CTL_SUMS;
 			r.sum = nst_sum32(c->data + m.off, m.len);
-			if (child_send_ctl(c, &r))
+			if (send_ctl(c->s, c->out, &r))
 				return 19;
 			break;
 		default: return 20;
@@ -429,16 +430,6 @@ static bool peer_open(struct peer *pr, const char *child_addr, const char *mine)
 	return true;
 }
 
-static int peer_send(struct peer *pr, const struct ctl *m)
-{
-	WSAOVERLAPPED ov;
-
-	*pr->out = *m;
-	if (post_send(pr->s, pr->out, sizeof(*m), &ov) != WSA_IO_PENDING)
-		return -1;
-	return ov_wait(pr->s, &ov, NULL);
-}
-
 /* Send m and wait for the answer (its receive posted first). */
 static int peer_call(struct peer *pr, const struct ctl *m, struct ctl *answer)
 {
@@ -447,7 +438,7 @@ static int peer_call(struct peer *pr, const struct ctl *m, struct ctl *answer)
 
 	if (post_recv(pr->s, pr->in, sizeof(*pr->in), &ov) != WSA_IO_PENDING)
 		return -1;
-	err = peer_send(pr, m);
+	err = send_ctl(pr->s, pr->out, m);
 	if (!err)
 		err = ov_wait(pr->s, &ov, NULL);
 	*answer = *pr->in;
@@ -467,7 +458,7 @@ static void peer_close(struct peer *pr, bool quit)
 	int status;
 
 	if (quit)
-		NST_EQ(peer_send(pr, &m), 0);
+		NST_EQ(send_ctl(pr->s, pr->out, &m), 0);
 	close_socket(pr->s);
 	munmap(pr->ctl, PAGE);
 	status = nst_wait(pr->pid, WAIT_MS);
@@ -600,7 +591,7 @@ static void test_two_processes_one_host(void)
 		NST_REQUIRE_EQ(post_recv(pr.s, dst + o, len, &ovd), WSA_IO_PENDING);
 		m.op = CTL_SEND;
 		m.seed = (uint32_t)i + 9;
-		NST_REQUIRE_EQ(peer_send(&pr, &m), 0);
+		NST_REQUIRE_EQ(send_ctl(pr.s, pr.out, &m), 0);
 		NST_EQ(ov_wait(pr.s, &ovd, &n), 0);
 		NST_EQ(n, len);
 		nst_fill(src + o, len, m.seed);

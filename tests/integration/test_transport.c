@@ -111,6 +111,14 @@ static struct nic_recv_wqe rwqe(uint64_t id, void *buf, uint32_t len, uint32_t l
 	return w;
 }
 
+/* buf (n bytes in host B) registered, and a window of it with access bound
+ * to B's QP: the window's rkey (0 on failure); *mr gets the region's key. */
+static uint32_t expose(struct pair *p, void *buf, size_t n, uint32_t access, uint32_t *mr)
+{
+	*mr = nst_reg(p->hb, buf, n, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	return *mr ? nst_window(p->hb, *mr, buf, n, access, p->b.qpn) : 0;
+}
+
 /* SEND, WRITE and READ of each size at an odd offset, checksummed. */
 static void integrity(struct pair *p)
 {
@@ -119,9 +127,8 @@ static void integrity(struct pair *p)
 	uint8_t *src = map(cap), *dst = map(cap), *back = map(cap);
 	uint32_t lk = nst_reg(p->ha, src, cap, 0);
 	uint32_t bk = nst_reg(p->ha, back, cap, NIC_ACCESS_LOCAL_WRITE);
-	uint32_t dmr = nst_reg(p->hb, dst, cap, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
-	uint32_t rkey = nst_window(p->hb, dmr, dst, cap,
-				   NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, p->b.qpn);
+	uint32_t dmr;
+	uint32_t rkey = expose(p, dst, cap, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, &dmr);
 	struct nic_cqe c;
 
 	NST_REQUIRE(lk && bk && dmr && rkey);
@@ -329,9 +336,7 @@ static void vanished(int which, size_t at)
 	pair_open(&p, sock_b, addr_b);
 	nst_fill(src, N, 11);
 	lk = nst_reg(p.ha, src, N, NIC_ACCESS_LOCAL_WRITE);
-	dmr = nst_reg(p.hb, dst, N, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
-	rkey = nst_window(p.hb, dmr, dst, N, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE,
-			  p.b.qpn);
+	rkey = expose(&p, dst, N, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, &dmr);
 	NST_REQUIRE(lk && dmr && rkey);
 	/* For the READ the requester's buffer is src (it receives), dst the
 	 * responder's (it is read). */
@@ -431,8 +436,7 @@ static void test_rc_over_a_lossy_link(void)
 
 	pair_open(&p, sock_b, addr_b);
 	lk = nst_reg(p.ha, src, n, 0);
-	dmr = nst_reg(p.hb, dst, n, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
-	rkey = nst_window(p.hb, dmr, dst, n, NIC_ACCESS_REMOTE_WRITE, p.b.qpn);
+	rkey = expose(&p, dst, n, NIC_ACCESS_REMOTE_WRITE, &dmr);
 	nst_fill(src, n, 31);
 	set_links(50000000, 10000000, 10000000, 1000000, false);
 	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
@@ -546,8 +550,7 @@ static void test_dereg_waits_for_dma_in_flight(void)
 
 	pair_open(&p, sock_b, addr_b);
 	lk = nst_reg(p.ha, src, n, 0);
-	dmr = nst_reg(p.hb, dst, n, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
-	rkey = nst_window(p.hb, dmr, dst, n, NIC_ACCESS_REMOTE_WRITE, p.b.qpn);
+	rkey = expose(&p, dst, n, NIC_ACCESS_REMOTE_WRITE, &dmr);
 	nst_fill(src, n, 8);
 	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
