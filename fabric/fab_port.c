@@ -255,11 +255,13 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 			COUNT(p, stale);
 			continue;
 		}
-		if (!*now)
+		/* A frame due when it was sent is due now: no clock reading. */
+		if (!*now && e.due_ns != e.sent_ns)
 			*now = fab_now_ns();
 		if (e.len == 0 || e.len > FAB_SLOT_BYTES ||
 		    e.src_addr != __atomic_load_n(&fab->ports[s].addr, __ATOMIC_RELAXED) ||
-		    (e.due_ns > *now && e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
+		    (e.due_ns != e.sent_ns && e.due_ns > *now &&
+		     e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
 			COUNT(p, bad_meta);
 			release(p, idx);
 			continue;
@@ -307,6 +309,13 @@ static uint32_t pull_all(struct fab_port *p, uint64_t *now)
 	return n;
 }
 
+/* Whether e is due at now: by its due time, or at once when it was due
+ * the moment it was sent. */
+static bool due_by(const struct fab_heap_ent *e, uint64_t now)
+{
+	return e->due_ns <= now || e->due_ns == e->sent_ns;
+}
+
 int fab_recv(struct fab_port *p, struct fab_rx *rx)
 {
 	const struct fab_heap_ent *first;
@@ -324,11 +333,12 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 	if (!first)
 		return -EAGAIN;
 	/* A clock read costs more than the rest of a delivery: read it again
-	 * only when the next frame is not due by the last reading. */
-	if (first->due_ns > p->clock)
+	 * only when the next frame is not due by the last reading, and not for
+	 * a frame that was due when it was sent (a link that adds no delay). */
+	if (!due_by(first, p->clock))
 		p->clock = fab_now_ns();
 	now = p->clock;
-	while ((first = wait_first(p)) && first->due_ns <= now) {
+	while ((first = wait_first(p)) && due_by(first, now)) {
 		wait_pop(p, &e);
 		v = &p->rx[e.src_slot];
 		if (!fab_link_view_refresh(p->fab, fab_link_at(p->fab, e.src_slot, p->slot),
