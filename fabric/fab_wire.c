@@ -4,6 +4,7 @@
  */
 #include "fab_wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -543,13 +544,28 @@ static uint16_t fold16(uint64_t sum)
 	return (uint16_t)sum;
 }
 
+/*
+ * The folded ones' complement sum of an IPv4 header's ten 16-bit words,
+ * the checksum field counted as zero when without_csum.  The sum does not
+ * depend on byte order (RFC 1071, section 2): the words are added as the
+ * CPU loads them, and the sum is in that order too.
+ */
+static uint16_t ip4_sum(const struct fab_ip4_hdr *hdr, bool without_csum)
+{
+	uint16_t w[FAB_IP4_HLEN / 2];
+	uint64_t sum = 0;
+
+	memcpy(w, hdr, sizeof(w));
+	if (without_csum)
+		w[offsetof(struct fab_ip4_hdr, csum) / 2] = 0;
+	for (size_t i = 0; i < FAB_IP4_HLEN / 2; i++)
+		sum += w[i];
+	return fold16(sum);
+}
+
 uint16_t fab_ip4_csum(const struct fab_ip4_hdr *hdr)
 {
-	const uint8_t *p = (const uint8_t *)hdr;
-	uint64_t sum = sum16(0, p, offsetof(struct fab_ip4_hdr, csum));
-
-	sum = sum16(sum, p + offsetof(struct fab_ip4_hdr, saddr), 8);
-	return (uint16_t)~fold16(sum);
+	return (uint16_t)~ntohs(ip4_sum(hdr, true));
 }
 
 /* ---- Addresses ------------------------------------------------------------------ */
@@ -767,7 +783,7 @@ static enum fab_wire_err check_ip_udp(const uint8_t *frame, size_t len, size_t *
 		return FAB_WIRE_E_IP_LEN;
 	if (fab_get16(h->ip.frag) & ~FAB_IP4_DF)
 		return FAB_WIRE_E_IP_FRAG;
-	if (fold16(sum16(0, (const uint8_t *)&h->ip, FAB_IP4_HLEN)) != 0xffff)
+	if (ip4_sum(&h->ip, false) != 0xffff)
 		return FAB_WIRE_E_IP_CSUM;
 	if (!mac_matches(h->eth.dst, h->ip.daddr) || !mac_matches(h->eth.src, h->ip.saddr))
 		return FAB_WIRE_E_ETH_ADDR;
