@@ -85,7 +85,7 @@ struct nic_ctx {
  * memory in one DMA (qpio.c): consecutive pieces of one QP's buffer, each
  * still in its frame.
  */
-#define NIC_RX_BATCH 32u
+#define NIC_RX_BATCH 64u
 struct nic_rx_batch {
 	struct qp *qp; /* NULL: empty */
 	const struct rc_mem *mem;

@@ -29,7 +29,7 @@ struct nic_ctx;
  * responses) whose payloads one DMA read ahead, for the packets the engine
  * sends next (qpio.c).
  */
-#define QPIO_AHEAD 32u
+#define QPIO_AHEAD 64u
 struct qpio_ahead {
 	const struct rc_mem *mem; /* NULL: empty */
 	uint64_t va0, len;        /* mem's first segment and length when read */

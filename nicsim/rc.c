@@ -13,7 +13,7 @@ void rc_config_default(struct rc_config *cfg)
 {
 	*cfg = (struct rc_config){.mtu = FAB_MTU,
 				  .window = 256,
-				  .ack_every = 32,
+				  .ack_every = 64,
 				  .timeout_ns = 10000000u,
 				  .retry_cnt = 7,
 				  .rnr_retry = RC_RNR_FOREVER,
