@@ -189,6 +189,18 @@ void fab_port_set_tap(struct fab_port *p, fab_tap_fn fn, void *arg)
 
 /* ---- Receiving: rings -> heap -------------------------------------------------------- */
 
+/* A frame its link did not delay: due the moment it was sent, so due now. */
+static bool due_at_send(const struct fab_heap_ent *e)
+{
+	return e->due_ns == e->sent_ns;
+}
+
+/* Whether e is due at now. */
+static bool due_by(const struct fab_heap_ent *e, uint64_t now)
+{
+	return e->due_ns <= now || due_at_send(e);
+}
+
 /*
  * Move every frame published in the ring from slot s into the heap.  The
  * ring, the frame indices and the metadata are validated; the return value
@@ -255,13 +267,12 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 			COUNT(p, stale);
 			continue;
 		}
-		/* A frame due when it was sent is due now: no clock reading. */
-		if (!*now && e.due_ns != e.sent_ns)
+		/* A frame due when it was sent needs no clock reading. */
+		if (!*now && !due_at_send(&e))
 			*now = fab_now_ns();
 		if (e.len == 0 || e.len > FAB_SLOT_BYTES ||
 		    e.src_addr != __atomic_load_n(&fab->ports[s].addr, __ATOMIC_RELAXED) ||
-		    (e.due_ns != e.sent_ns && e.due_ns > *now &&
-		     e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
+		    (!due_at_send(&e) && e.due_ns > *now && e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
 			COUNT(p, bad_meta);
 			release(p, idx);
 			continue;
@@ -307,13 +318,6 @@ static uint32_t pull_all(struct fab_port *p, uint64_t *now)
 		if (__atomic_load_n(&p->fab->ports[s].addr, __ATOMIC_RELAXED))
 			n += pull_ring(p, s, now);
 	return n;
-}
-
-/* Whether e is due at now: by its due time, or at once when it was due
- * the moment it was sent. */
-static bool due_by(const struct fab_heap_ent *e, uint64_t now)
-{
-	return e->due_ns <= now || e->due_ns == e->sent_ns;
 }
 
 int fab_recv(struct fab_port *p, struct fab_rx *rx)
