@@ -13,7 +13,12 @@
  * when the REP arrives.  A lost REQ or REP is recovered by the active side
  * sending the REQ again (the passive side answers a duplicate REQ with its
  * REP again); after CM_TRIES requests without an answer the connect fails
- * as timed out.  Ports are per NIC, like TCP ports on a host.
+ * as timed out.  A request nobody accepted is forgotten once its sender
+ * has stopped repeating it (CM_REQ_SILENCE_NS): the active side has given
+ * up by then, and the listener's backlog is free again.  A DREQ is sent
+ * again until its DREP arrives, CM_TRIES times at most, so that a lost one
+ * cannot leave the peer waiting on a connection that is gone.  Ports are
+ * per NIC, like TCP ports on a host.
  *
  * Every CM message is hostile input: it must match the state it claims to
  * continue (the same peer address and communication IDs), or it is counted
@@ -26,10 +31,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "fab_addr.h"
 #include "fab_cm.h"
 
 #define CM_RETRY_NS 100000000ull /* REQ retransmission interval */
 #define CM_TRIES 5u
+/* A pending request not heard again for this long is dropped: three
+ * retransmission intervals, so that one lost repeat does not drop it. */
+#define CM_REQ_SILENCE_NS (3u * CM_RETRY_NS)
 #define CM_EPHEMERAL_FIRST 49152u
 
 struct listener {
@@ -43,8 +52,16 @@ struct pending_req {
 	uint64_t conn_id;
 	uint64_t tid;        /* the REQ's MAD transaction ID, echoed in REP and REJ */
 	struct nic_ctx *ctx; /* the listener's */
+	uint64_t heard;      /* when its REQ last arrived (ns) */
 	uint16_t local_port, peer_port;
 	uint32_t peer_addr, peer_qpn, peer_psn, peer_comm_id;
+};
+
+/* A DREQ sent and not yet answered: the QP it closed may be gone. */
+struct dreq_out {
+	uint64_t tid, deadline;
+	uint32_t peer_addr, peer_qpn, comm_id, peer_comm_id;
+	uint32_t tries;
 };
 
 struct conn_state {
@@ -54,6 +71,8 @@ struct conn_state {
 	uint32_t nreq, capreq;
 	struct qp **connecting; /* active QPs waiting for a REP */
 	uint32_t nconn, capconn;
+	struct dreq_out *dreq; /* DREQs waiting for a DREP */
+	uint32_t ndreq, capdreq;
 	uint64_t next_conn_id;
 	uint32_t next_comm_id;
 	uint16_t next_port;
@@ -117,6 +136,7 @@ void conn_fini(struct nic *nic)
 	free(cs->lst);
 	free(cs->req);
 	free(cs->connecting);
+	free(cs->dreq);
 	free(cs);
 	nic->conn = NULL;
 }
@@ -205,7 +225,8 @@ static void connect_failed(struct nic *nic, struct qp *qp, uint16_t status)
 	event(nic, qp->ctx, NIC_EV_CONN_FAILED, status, qp->qpn);
 }
 
-unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
+/* Repeat the REQs whose REP is late; fail the connects tried CM_TRIES times. */
+static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 {
 	struct conn_state *cs = nic->conn;
 	unsigned work = 0;
@@ -368,14 +389,94 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	return NIC_STATUS_OK;
 }
 
+static void dreq_xmit(struct nic *nic, struct dreq_out *d)
+{
+	struct fab_cm_msg m = cm_msg(FAB_CM_DREQ, d->tid);
+
+	m.local_comm_id = d->comm_id;
+	m.remote_comm_id = d->peer_comm_id;
+	m.qpn = d->peer_qpn;
+	cm_send(nic, d->peer_addr, &m);
+	d->tries++;
+	d->deadline = now_ns() + CM_RETRY_NS;
+}
+
+/* Close qp's connection on the wire: a DREQ, sent again until answered. */
 static void send_dreq(struct nic *nic, struct qp *qp)
 {
-	struct fab_cm_msg m = cm_msg(FAB_CM_DREQ, nic->conn->next_tid++);
+	struct conn_state *cs = nic->conn;
+	struct dreq_out d = {.tid = cs->next_tid++,
+			     .peer_addr = qp->peer_addr,
+			     .peer_qpn = qp->peer_qpn,
+			     .comm_id = qp->comm_id,
+			     .peer_comm_id = qp->peer_comm_id};
 
-	m.local_comm_id = qp->comm_id;
-	m.remote_comm_id = qp->peer_comm_id;
-	m.qpn = qp->peer_qpn;
-	cm_send(nic, qp->peer_addr, &m);
+	dreq_xmit(nic, &d);
+	/* Without the memory to track it, the DREQ goes out once. */
+	if (!grow((void **)&cs->dreq, &cs->capdreq, cs->ndreq, sizeof(*cs->dreq)))
+		cs->dreq[cs->ndreq++] = d;
+}
+
+/* Repeat the DREQs whose DREP is late; forget those tried CM_TRIES times. */
+static unsigned dreq_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
+{
+	struct conn_state *cs = nic->conn;
+	unsigned work = 0;
+
+	for (uint32_t i = 0; i < cs->ndreq;) {
+		struct dreq_out *d = &cs->dreq[i];
+
+		if (d->deadline > now) {
+			if (!*deadline || d->deadline < *deadline)
+				*deadline = d->deadline;
+			i++;
+			continue;
+		}
+		work++;
+		if (d->tries >= CM_TRIES) {
+			nic->stats.dreq_unanswered++;
+			*d = cs->dreq[--cs->ndreq];
+			continue;
+		}
+		dreq_xmit(nic, d);
+		i++;
+	}
+	return work;
+}
+
+/* Forget the pending requests whose sender has stopped repeating them. */
+static unsigned req_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
+{
+	struct conn_state *cs = nic->conn;
+	unsigned work = 0;
+
+	for (uint32_t i = 0; i < cs->nreq;) {
+		struct pending_req *r = &cs->req[i];
+		char addr[FAB_ADDR_STRLEN];
+		uint64_t expiry = r->heard + CM_REQ_SILENCE_NS;
+
+		if (expiry > now) {
+			if (!*deadline || expiry < *deadline)
+				*deadline = expiry;
+			i++;
+			continue;
+		}
+		work++;
+		nic->stats.conn_requests_expired++;
+		nic_info(&nic->log,
+			 "connection request from %s port %u to port %u dropped: nobody accepted "
+			 "it and its sender has stopped asking",
+			 fab_addr_format(r->peer_addr, addr, sizeof(addr)), r->peer_port,
+			 r->local_port);
+		drop_req(cs, r);
+	}
+	return work;
+}
+
+unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
+{
+	return connect_timers(nic, now, deadline) + dreq_timers(nic, now, deadline) +
+	       req_timers(nic, now, deadline);
 }
 
 static bool connected(const struct qp *qp)
@@ -526,8 +627,10 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 		}
 	}
 	for (uint32_t i = 0; i < cs->nreq; i++) {
-		if (cs->req[i].peer_addr == src && cs->req[i].peer_comm_id == m->local_comm_id)
+		if (cs->req[i].peer_addr == src && cs->req[i].peer_comm_id == m->local_comm_id) {
+			cs->req[i].heard = now_ns(); /* still waited for */
 			return;
+		}
 	}
 	l = find_listener(cs, m->dst_port);
 	if (!l) {
@@ -545,6 +648,7 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	*r = (struct pending_req){.conn_id = ++cs->next_conn_id,
 				  .tid = m->tid,
 				  .ctx = l->ctx,
+				  .heard = now_ns(),
 				  .local_port = l->port,
 				  .peer_port = m->src_port,
 				  .peer_addr = src,
@@ -618,6 +722,23 @@ static void rx_dreq(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	cm_send(nic, src, &drep);
 }
 
+/* The answer to one of our DREQs: stop sending it. */
+static void rx_drep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct conn_state *cs = nic->conn;
+
+	for (uint32_t i = 0; i < cs->ndreq; i++) {
+		struct dreq_out *d = &cs->dreq[i];
+
+		if (d->peer_addr == src && d->tid == m->tid && d->comm_id == m->remote_comm_id &&
+		    d->peer_comm_id == m->local_comm_id) {
+			*d = cs->dreq[--cs->ndreq];
+			return;
+		}
+	}
+	/* A DREP for a DREQ sent twice: both copies are answered. */
+}
+
 void conn_rx(struct nic *nic, const struct fab_pkt *pkt)
 {
 	struct fab_cm_msg m;
@@ -635,6 +756,7 @@ void conn_rx(struct nic *nic, const struct fab_pkt *pkt)
 	case FAB_CM_REP: rx_rep(nic, &m, pkt->src_ip); break;
 	case FAB_CM_REJ: rx_rej(nic, &m, pkt->src_ip); break;
 	case FAB_CM_DREQ: rx_dreq(nic, &m, pkt->src_ip); break;
-	default: break; /* RTU, DREP: nothing to do */
+	case FAB_CM_DREP: rx_drep(nic, &m, pkt->src_ip); break;
+	default: break; /* RTU: nothing to do */
 	}
 }

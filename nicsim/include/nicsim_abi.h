@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 2u
+#define NIC_ABI_VERSION 3u
 #define NIC_CACHELINE 64
 
 /* Socket file of the NIC with address A (dotted quad) inside its run directory. */

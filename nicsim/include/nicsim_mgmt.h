@@ -95,7 +95,9 @@
 	X(wake_socket, "sleeps ended by a socket or signal")                              \
 	X(wake_idle, "sleeps after which the first pass found no work")                   \
 	X(sleep_us, "microseconds asleep in epoll_wait")                                  \
-	X(sleep_max_us, "longest single sleep, microseconds")
+	X(sleep_max_us, "longest single sleep, microseconds")                             \
+	X(dreq_unanswered, "disconnect requests the peer never answered")                 \
+	X(conn_requests_expired, "connection requests dropped unaccepted: sender gave up")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;

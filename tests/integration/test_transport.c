@@ -58,10 +58,10 @@ static int poll_cq(struct nst_qp *qp, struct nic_cqe *c, int ms)
 	return err;
 }
 
-/* A counter of NIC A from `nicsim stats`, or -1 if it cannot be read. */
-static long nic_a_counter(const char *name)
+/* A counter of the NIC at addr from `nicsim stats`, or -1 if it cannot be read. */
+static long nic_counter(const char *addr, const char *name)
 {
-	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", ADDR_A, "stats", NULL};
+	const char *argv[] = {nst_bin("nicsim"), "--dir", dir, "--nic", addr, "stats", NULL};
 	static char out[65536];
 	const char *r;
 
@@ -331,7 +331,7 @@ static void vanished(int which, size_t at)
 	uint32_t lk, dmr, rkey;
 	struct nic_send_wqe w;
 	struct nic_cqe c;
-	long faults = nic_a_counter("dma_faults");
+	long faults = nic_counter(ADDR_A, "dma_faults");
 
 	pair_open(&p, sock_b, addr_b);
 	nst_fill(src, N, 11);
@@ -353,7 +353,7 @@ static void vanished(int which, size_t at)
 		NST_EQ(ev.type, NIC_EV_QP_ERROR);
 		NST_EQ(ev.qpn, p.b.qpn);
 	} else {
-		NST_TRUE(nic_a_counter("dma_faults") > faults);
+		NST_TRUE(nic_counter(ADDR_A, "dma_faults") > faults);
 	}
 	pair_close(&p);
 	munmap(src, N);
@@ -445,7 +445,7 @@ static void test_rc_over_a_lossy_link(void)
 	set_links(0, 0, 0, 0, false);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
-	retransmits = nic_a_counter("retransmits");
+	retransmits = nic_counter(ADDR_A, "retransmits");
 	NST_TRUE(retransmits > 0);
 	printf("\n    64 MiB over 5%% loss, 1%% dup, 1%% reorder, 0.1%% corrupt: %ld go-back-N "
 	       "restarts\n",
@@ -565,7 +565,7 @@ static void test_dereg_waits_for_dma_in_flight(void)
 	NST_EQ(nst_poll_cq(&p.a, &c, 0), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
-	NST_TRUE(nic_a_counter("invalidations_deferred") > 0);
+	NST_TRUE(nic_counter(ADDR_A, "invalidations_deferred") > 0);
 	pair_close(&p);
 	munmap(src, n);
 	munmap(dst, n);
@@ -628,6 +628,102 @@ static void test_connect_refused_and_unreachable(void)
 	nic_host_detach(h);
 }
 
+/* The disconnect's first DREQ is lost: B still hears of it, from a second. */
+static void test_lost_dreq_sent_again(void)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+	struct fab_link_stats st;
+	struct nic_cmd c = {.opcode = NIC_CMD_DISCONNECT};
+	struct nic_event ev;
+	struct pair p;
+	uint64_t t0;
+
+	pair_open(&p, sock_b, addr_b);
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.nth = 1;
+	cfg.nth_opcode = FAB_ANY;
+	cfg.nth_qpn = 1; /* the CM's QP */
+	NST_REQUIRE_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_NTH), 0);
+	t0 = nst_now_ns();
+	c.u.conn.qpn = p.a.qpn;
+	NST_REQUIRE_EQ(nst_cmd(p.ha, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, 2000), 0);
+	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
+	NST_EQ(ev.qpn, p.b.qpn);
+	NST_EQ(fab_link_stats(f, addr_a, addr_b, &st), 0);
+	NST_EQ(st.tx.dropped_nth, 1); /* the first DREQ did not arrive */
+	printf("\n    peer told of the disconnect after %.0f ms, one DREQ lost\n",
+	       (double)(nst_now_ns() - t0) / 1e6);
+	cfg.nth = 0;
+	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_NTH), 0);
+	fab_close(f);
+	pair_close(&p);
+}
+
+/*
+ * A request B never accepts fills its backlog of one until A gives up;
+ * then B forgets it, and the next request is let in and accepted.
+ */
+static void test_unaccepted_request_expires(void)
+{
+	struct nic_host *ha, *hb;
+	struct nst_qp a1, a2, b;
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nic_event ev;
+	uint16_t port = next_port++;
+	uint64_t stale, deadline;
+	long expired = -1;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(ha, 0, &a1), 0);
+	NST_REQUIRE_EQ(nst_qp_create(ha, 1, &a2), 0);
+	NST_REQUIRE_EQ(nst_qp_create(hb, 0, &b), 0);
+	c.u.listen.port = port;
+	c.u.listen.backlog = 1;
+	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
+	c = (struct nic_cmd){.opcode = NIC_CMD_CONNECT};
+	c.u.conn.qpn = a1.qpn;
+	c.u.conn.dst_addr = addr_b;
+	c.u.conn.dst_port = port;
+	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
+	NST_REQUIRE_EQ(ev.type, NIC_EV_CONN_REQUEST);
+	stale = ev.conn_id;
+	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
+	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
+	/* B drops the request a few hundred ms after A's last REQ. */
+	deadline = nst_now_ns() + 2000000000ull;
+	while (nst_now_ns() < deadline &&
+	       (expired = nic_counter(ADDR_B, "conn_requests_expired")) < 1)
+		usleep(50000);
+	NST_REQUIRE_EQ(expired, 1);
+	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
+	c.u.conn.qpn = b.qpn;
+	c.u.conn.conn_id = stale;
+	NST_EQ(nst_cmd(hb, &c, NULL), NIC_STATUS_BAD_CONN); /* it is gone */
+	/* The backlog has room again. */
+	c = (struct nic_cmd){.opcode = NIC_CMD_CONNECT};
+	c.u.conn.qpn = a2.qpn;
+	c.u.conn.dst_addr = addr_b;
+	c.u.conn.dst_port = port;
+	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
+	NST_REQUIRE_EQ(ev.type, NIC_EV_CONN_REQUEST);
+	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
+	c.u.conn.qpn = b.qpn;
+	c.u.conn.conn_id = ev.conn_id;
+	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONNECTED);
+	NST_EQ(ev.qpn, a2.qpn);
+	nic_host_detach(ha);
+	nic_host_detach(hb);
+}
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
@@ -673,6 +769,8 @@ int main(int argc, char **argv)
 	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
 	    {"r5_foreign_region_key", test_r5_foreign_region_key},
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
+	    {"lost_dreq_sent_again", test_lost_dreq_sent_again},
+	    {"unaccepted_request_expires", test_unaccepted_request_expires},
 	    {"retry_limit_when_link_down", test_retry_limit_when_link_down},
 	    {"peer_killed_mid_transfer", test_peer_killed_mid_transfer},
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
