@@ -662,6 +662,21 @@ static void test_lost_dreq_sent_again(void)
 	pair_close(&p);
 }
 
+/* CONNECT of a (on NIC A) to port on NIC B: the conn_id B's listener is given. */
+static uint64_t request(struct nst_qp *a, struct nic_host *hb, uint16_t port)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_CONNECT};
+	struct nic_event ev;
+
+	c.u.conn.qpn = a->qpn;
+	c.u.conn.dst_addr = addr_b;
+	c.u.conn.dst_port = port;
+	NST_REQUIRE_EQ(nst_cmd(a->h, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
+	NST_REQUIRE_EQ(ev.type, NIC_EV_CONN_REQUEST);
+	return ev.conn_id;
+}
+
 /*
  * A request B never accepts fills its backlog of one until A gives up;
  * then B forgets it, and the next request is let in and accepted.
@@ -684,14 +699,7 @@ static void test_unaccepted_request_expires(void)
 	c.u.listen.port = port;
 	c.u.listen.backlog = 1;
 	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
-	c = (struct nic_cmd){.opcode = NIC_CMD_CONNECT};
-	c.u.conn.qpn = a1.qpn;
-	c.u.conn.dst_addr = addr_b;
-	c.u.conn.dst_port = port;
-	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
-	NST_REQUIRE_EQ(ev.type, NIC_EV_CONN_REQUEST);
-	stale = ev.conn_id;
+	stale = request(&a1, hb, port);
 	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
@@ -705,17 +713,8 @@ static void test_unaccepted_request_expires(void)
 	c.u.conn.qpn = b.qpn;
 	c.u.conn.conn_id = stale;
 	NST_EQ(nst_cmd(hb, &c, NULL), NIC_STATUS_BAD_CONN); /* it is gone */
-	/* The backlog has room again. */
-	c = (struct nic_cmd){.opcode = NIC_CMD_CONNECT};
-	c.u.conn.qpn = a2.qpn;
-	c.u.conn.dst_addr = addr_b;
-	c.u.conn.dst_port = port;
-	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
-	NST_REQUIRE_EQ(ev.type, NIC_EV_CONN_REQUEST);
-	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
-	c.u.conn.qpn = b.qpn;
-	c.u.conn.conn_id = ev.conn_id;
+	/* The backlog has room again: the next request is let in and accepted. */
+	c.u.conn.conn_id = request(&a2, hb, port);
 	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
 	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONNECTED);
