@@ -736,7 +736,7 @@ static void rx_drep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 			return;
 		}
 	}
-	/* A DREP for a DREQ sent twice: both copies are answered. */
+	/* Otherwise a second DREP, for a DREQ that went out twice: nothing to do. */
 }
 
 void conn_rx(struct nic *nic, const struct fab_pkt *pkt)
