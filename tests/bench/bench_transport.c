@@ -277,76 +277,95 @@ static double rdma_gbps(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk
 }
 
 #define PAIRS 9
-#define COPY_NS 20000000ull /* how long each copier of two_cpus runs */
+#define PROBE_NS 20000000ull /* how long each prober of cpu_probe runs */
 
-/* One copier of two_cpus: memcpy of 1 MiB on one CPU for COPY_NS. */
-struct copier {
+/* One prober of cpu_probe: arithmetic on one CPU for PROBE_NS. */
+struct prober {
 	unsigned cpu;
-	int fd; /* its GB/s goes here, as a double */
+	int fd; /* its rate goes here, as a double */
 };
 
-static int copier_run(void *arg)
+/*
+ * Eight chained multiply-adds, in G a second.  Unlike memcpy (whose rate
+ * moved by 25% at most in the same samples), this rate falls by up to half
+ * when the core's other hardware thread is busy, whoever runs there.
+ */
+static int prober_run(void *arg)
 {
-	const struct copier *c = arg;
-	const size_t len = 1u << 20;
-	uint8_t *a = malloc(2 * len);
-	uint64_t t0, n = 0;
+	const struct prober *c = arg;
+	uint64_t x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, t0, n = 0;
 	double g;
 
-	if (!a || nst_pin(0, c->cpu))
+	if (nst_pin(0, c->cpu))
 		return 1;
-	memset(a, 1, 2 * len);
 	t0 = nst_now_ns();
 	do {
-		memcpy(a + len, a, len);
-		__asm__ __volatile__("" ::"r"(a) : "memory");
+		for (int k = 0; k < 10000; k++) {
+			x[0] = x[0] * 3 + x[1];
+			x[1] = x[1] * 5 + x[2];
+			x[2] = x[2] * 7 + x[3];
+			x[3] = x[3] * 9 + x[0];
+			x[4] = x[4] * 3 + x[5];
+			x[5] = x[5] * 5 + x[6];
+			x[6] = x[6] * 7 + x[7];
+			x[7] = x[7] * 9 + x[4];
+		}
+		__asm__ __volatile__("" : "+r"(x[0]), "+r"(x[4]));
 		n++;
-	} while (nst_now_ns() - t0 < COPY_NS);
-	g = (double)(n * len) / (double)(nst_now_ns() - t0);
+	} while (nst_now_ns() - t0 < PROBE_NS);
+	g = (double)n * 8 * 10000 / (double)(nst_now_ns() - t0);
 	return write(c->fd, &g, sizeof(g)) == (ssize_t)sizeof(g) ? 0 : 1;
 }
 
-/* The memcpy bandwidth of each of n copiers (1 or 2) at once, one per CPU: the mean. */
-static double copiers(unsigned n)
+/* The rates of probers on CPUs first .. first + n - 1, at once, into g[]. */
+static void probers(unsigned first, unsigned n, double *g)
 {
 	pid_t pid[2];
 	int fd[2];
-	double sum = 0, g;
 
 	NST_REQUIRE_EQ(pipe2(fd, O_CLOEXEC), 0);
 	for (unsigned k = 0; k < n; k++) {
-		struct copier c = {.cpu = k, .fd = fd[1]};
+		struct prober c = {.cpu = first + k, .fd = fd[1]};
 
-		pid[k] = nst_fork(copier_run, &c);
+		pid[k] = nst_fork(prober_run, &c);
 		NST_REQUIRE(pid[k] > 0);
 	}
 	close(fd[1]);
-	for (unsigned k = 0; k < n; k++) {
-		NST_REQUIRE_EQ(read(fd[0], &g, sizeof(g)), (ssize_t)sizeof(g));
-		sum += g;
-	}
+	for (unsigned k = 0; k < n; k++)
+		NST_REQUIRE_EQ(read(fd[0], &g[k], sizeof(g[k])), (ssize_t)sizeof(g[k]));
 	close(fd[0]);
 	for (unsigned k = 0; k < n; k++) {
 		int st = nst_wait(pid[k], WAIT_MS);
 
 		NST_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	return sum / n;
 }
 
 /*
- * Whether this machine's two CPUs work in parallel now: memcpy on both at
- * once, each over memcpy on one alone (1.0: two whole cores).  The target's
- * premise is two copies in parallel on two cores.  On the 2-vCPU guest
- * this was written on, about one 250 ms sample in ten gave 0.53-0.64 (the
- * host ran both virtual CPUs on one core) and the rest 0.8-1.17; while it
- * is near 0.5 no two-stage pipeline keeps up with one process_vm_readv.
+ * What the machine's two CPUs can do now: the probe's rate on CPU 0 alone
+ * and on CPU 1 alone, and (both) the rate of the two at once over the mean
+ * of the two alone (1.0: two whole cores).  The target's premise is two
+ * copies in parallel on two cores.  This guest's two CPUs are hardware
+ * threads of a host shared with other work: in 50 ms samples one CPU's
+ * rate alone ranged from 38 to 73 (either CPU, independently of the other),
+ * and about one sample in ten of both at once gave near 0.5 (the host ran
+ * both on one core).  The pipeline of two NICs goes at the pace of the
+ * slower CPU, where process_vm_readv runs on one.
  */
-static double two_cpus(void)
-{
-	double one = copiers(1);
+struct cpu_probe {
+	double alone[2];
+	double both;
+};
 
-	return one > 0 ? copiers(2) / one : 0;
+static void cpu_probe(struct cpu_probe *cp)
+{
+	double g[2];
+
+	probers(0, 1, &cp->alone[0]);
+	probers(1, 1, &cp->alone[1]);
+	probers(0, 2, g);
+	cp->both =
+	    cp->alone[0] + cp->alone[1] > 0 ? (g[0] + g[1]) / (cp->alone[0] + cp->alone[1]) : 0;
 }
 
 /*
@@ -354,33 +373,39 @@ static double two_cpus(void)
  * a round of each in turn, PAIRS times, and the median of the pairs'
  * ratios.  The two of a pair see the same machine: this guest's speed
  * drifts by tens of percent over seconds, more than the medians of rounds
- * taken a second apart can hide.  Beside each pair, two_cpus says whether
- * the machine's two CPUs were two cores at that moment; each pair is
- * printed.
+ * taken a second apart can hide.  Beside each pair, cpu_probe says what the
+ * machine's two CPUs could do right after it; each pair is printed.
  */
 static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32_t lk,
 			   uint8_t *rbuf, uint32_t rkey, double *lo, double *hi, double w[PAIRS])
 {
 	const size_t len = 1u << 20;
-	double r[PAIRS], two[PAIRS], sorted[PAIRS];
+	double r[PAIRS], one[2 * PAIRS], two[PAIRS];
 
-	printf("  1 MiB RDMA WRITE and process_vm_readv in turn (GB/s), and memcpy on two CPUs at "
-	       "once over one alone:\n");
+	printf("  1 MiB RDMA WRITE and process_vm_readv in turn (GB/s), and what each CPU did "
+	       "alone right after (G multiply-adds/s) and both at once (over the two alone):\n");
 	for (int k = 0; k < PAIRS; k++) {
+		struct cpu_probe cp;
 		double pv;
 
 		w[k] = rdma_round(qp, NIC_WR_RDMA_WRITE, src, lk, rbuf, rkey, len);
 		pv = ref_round(true, src, ref, len);
 		r[k] = w[k] / pv;
-		two[k] = two_cpus();
-		printf(
-		    "    pair %d: write %5.2f  process_vm_readv %5.2f  ratio %.2f  two CPUs %.2f\n",
-		    k + 1, w[k], pv, r[k], two[k]);
+		cpu_probe(&cp);
+		one[2 * k] = cp.alone[0];
+		one[2 * k + 1] = cp.alone[1];
+		two[k] = cp.both;
+		printf("    pair %d: write %5.2f  process_vm_readv %5.2f  ratio %.2f  CPU 0 %.2f  "
+		       "CPU 1 %.2f  both %.2f\n",
+		       k + 1, w[k], pv, r[k], cp.alone[0], cp.alone[1], cp.both);
 	}
-	memcpy(sorted, two, sizeof(sorted));
-	qsort(sorted, PAIRS, sizeof(sorted[0]), nst_cmp_double);
-	printf("  two CPUs at once: %.2f of one alone (median of the pairs; %.2f .. %.2f)\n",
-	       sorted[PAIRS / 2], sorted[0], sorted[PAIRS - 1]);
+	qsort(one, 2 * PAIRS, sizeof(one[0]), nst_cmp_double);
+	qsort(two, PAIRS, sizeof(two[0]), nst_cmp_double);
+	printf("  one CPU alone: %.2f .. %.2f G multiply-adds/s (the slowest %.0f%% of the "
+	       "fastest); both at once: %.2f of the two alone (median; %.2f .. %.2f)\n",
+	       one[0], one[2 * PAIRS - 1],
+	       one[2 * PAIRS - 1] > 0 ? 100 * one[0] / one[2 * PAIRS - 1] : 0, two[PAIRS / 2],
+	       two[0], two[PAIRS - 1]);
 	qsort(r, PAIRS, sizeof(r[0]), nst_cmp_double);
 	*lo = r[0];
 	*hi = r[PAIRS - 1];
