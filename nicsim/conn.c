@@ -15,7 +15,10 @@
  * REP again); after CM_TRIES requests without an answer the connect fails
  * as timed out.  A request nobody accepted is forgotten once its sender
  * has stopped repeating it (CM_REQ_SILENCE_NS): the active side has given
- * up by then, and the listener's backlog is free again.  A DREQ is sent
+ * up by then, and the listener's backlog is free again.  A REP that comes
+ * after the active side gave up (or destroyed its QP) is answered with a
+ * REJ, which closes the passive QP: its owner gets NIC_EV_DISCONNECTED
+ * with status CONN_REFUSED rather than a connection to nobody.  A DREQ is sent
  * again until its DREP arrives, CM_TRIES times at most, so that a lost one
  * cannot leave the peer waiting on a connection that is gone.  Ports are
  * per NIC, like TCP ports on a host.
@@ -672,7 +675,21 @@ static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
 	struct fab_cm_msg rtu = cm_msg(FAB_CM_RTU, m->tid);
 
-	if (!qp || qp->passive) {
+	if (qp && qp->passive) {
+		nic->stats.cm_bad++;
+		return;
+	}
+	if (!qp || (qp->state != NIC_QPS_CONNECTING && qp->peer_comm_id != m->local_comm_id)) {
+		/* A REP for a connect given up (timed out, or its QP destroyed):
+		 * the peer accepted too late and would stay connected to nobody.
+		 * Refuse it, naming both IDs, so that the peer closes its QP. */
+		struct fab_cm_msg rej = cm_msg(FAB_CM_REJ, m->tid);
+
+		rej.local_comm_id = m->remote_comm_id;
+		rej.remote_comm_id = m->local_comm_id;
+		rej.rej_msg = FAB_CM_REJ_MSG_REP;
+		rej.reason = FAB_CM_REJ_TIMEOUT;
+		cm_send(nic, src, &rej);
 		nic->stats.cm_bad++;
 		return;
 	}
@@ -698,6 +715,14 @@ static void rx_rej(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 {
 	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
 
+	if (qp && qp->passive && connected(qp) && m->rej_msg == FAB_CM_REJ_MSG_REP &&
+	    qp->peer_comm_id == m->local_comm_id) {
+		/* Our REP reached a requester that had given up. */
+		qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+		nic->stats.disconnects++;
+		event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_CONN_REFUSED, qp->qpn);
+		return;
+	}
 	if (!qp || qp->state != NIC_QPS_CONNECTING) {
 		nic->stats.cm_bad++;
 		return;

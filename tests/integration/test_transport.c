@@ -723,6 +723,70 @@ static void test_unaccepted_request_expires(void)
 	nic_host_detach(hb);
 }
 
+/* B accepts conn_id on b; B's QP connects and is then refused by A. */
+static void accept_refused(struct nic_host *hb, struct nst_qp *b, uint64_t conn_id)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_ACCEPT};
+	struct nic_event ev;
+
+	c.u.conn.qpn = b->qpn;
+	c.u.conn.conn_id = conn_id;
+	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONNECTED);
+	/* A's REJ comes back within a round trip; 2 s is generous. */
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, 2000), 0);
+	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
+	NST_EQ(ev.status, NIC_STATUS_CONN_REFUSED);
+	NST_EQ(ev.qpn, b->qpn);
+	NST_EQ(__atomic_load_n(&b->hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_CLOSED);
+}
+
+/*
+ * B accepts requests whose requester has given up: once after A destroyed
+ * its connecting QP, once after A's connect timed out (B still holds the
+ * request for a while).  A refuses B's REP each time, and B's QP is closed
+ * with an event saying so instead of staying connected to nobody.
+ */
+static void test_late_accept_refused(void)
+{
+	struct nic_host *ha, *hb;
+	struct nst_qp a1, a2, b1, b2;
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nic_event ev;
+	uint16_t port = next_port++;
+	uint64_t conn_id;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(ha, 0, &a1), 0);
+	NST_REQUIRE_EQ(nst_qp_create(ha, 1, &a2), 0);
+	NST_REQUIRE_EQ(nst_qp_create(hb, 0, &b1), 0);
+	NST_REQUIRE_EQ(nst_qp_create(hb, 1, &b2), 0);
+	c.u.listen.port = port;
+	c.u.listen.backlog = 2;
+	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
+
+	conn_id = request(&a1, hb, port);
+	c = (struct nic_cmd){.opcode = NIC_CMD_DESTROY_QP};
+	c.u.qp.qpn = a1.qpn;
+	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
+	accept_refused(hb, &b1, conn_id);
+
+	/* A gives up after five REQs 100 ms apart; B keeps the request until
+	 * 300 ms after the last, so an ACCEPT right after A's failure comes
+	 * about 200 ms early enough. */
+	conn_id = request(&a2, hb, port);
+	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
+	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
+	accept_refused(hb, &b2, conn_id);
+	/* A's QP, back in INIT, was left alone by B's REP. */
+	NST_EQ(__atomic_load_n(&a2.hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_INIT);
+	nic_host_detach(ha);
+	nic_host_detach(hb);
+}
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
@@ -770,6 +834,7 @@ int main(int argc, char **argv)
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
 	    {"lost_dreq_sent_again", test_lost_dreq_sent_again},
 	    {"unaccepted_request_expires", test_unaccepted_request_expires},
+	    {"late_accept_refused", test_late_accept_refused},
 	    {"retry_limit_when_link_down", test_retry_limit_when_link_down},
 	    {"peer_killed_mid_transfer", test_peer_killed_mid_transfer},
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
