@@ -211,9 +211,11 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 		}
 		break;
 	case NIC_EV_DISCONNECTED:
-		/* The peer closed: later posts fail as reset; FD_CLOSE says "graceful". */
+		/* The peer closed: later posts fail as reset; FD_CLOSE says
+		 * "graceful", unless the peer refused the connection we
+		 * accepted (it had given up before our answer came). */
 		if (qp->state != PROV_QP_DEAD)
-			qp_dead(nic, qp, -ECONNRESET, 0);
+			qp_dead(nic, qp, -ECONNRESET, ev->status ? -ECONNRESET : 0);
 		break;
 	case NIC_EV_QP_ERROR:
 		err = prov_wc_errno(ev->status);

@@ -878,6 +878,50 @@ static void test_nonblocking_connect_and_accept(void)
 	close(ec2);
 }
 
+/*
+ * The connector closes its socket after its request reached the listener
+ * and before the accept: the accepted connection is refused by the
+ * connector's NIC.  Either the accept itself fails with WSAECONNRESET (the
+ * refusal came first) or the accepted socket gets FD_CLOSE with
+ * WSAECONNRESET and its receives fail: never a connection to nobody.
+ */
+static void test_accept_after_connector_left(void)
+{
+	uint16_t port = next_port++;
+	int el = eventfd(0, EFD_NONBLOCK), ec = eventfd(0, EFD_NONBLOCK), err = 0;
+	SOCKET l = sock_on(ADDR_B, port), c = sock_on(ADDR_A, 0), s;
+	WSANETWORKEVENTS ne;
+	WSAOVERLAPPED ov;
+	char buf[16];
+	HANDLE h;
+
+	NST_REQUIRE(el >= 0 && ec >= 0);
+	NST_EQ(WSPListen(l, 4, &err), 0);
+	NST_EQ(WSPEventSelect(l, el, FD_ACCEPT | FD_CLOSE, &err), 0);
+	NST_EQ(WSPEventSelect(c, ec, FD_CONNECT, &err), 0);
+	NST_EQ(try_connect(c, ADDR_B, port), WSAEWOULDBLOCK);
+	NST_REQUIRE(event_fires(el, WAIT_MS));
+	NST_EQ(events_of(l, el, &ne), 0);
+	NST_EQ(ne.lNetworkEvents, FD_ACCEPT);
+	close_socket(c);
+	s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
+	if (s == INVALID_SOCKET) {
+		NST_EQ(err, WSAECONNRESET);
+	} else {
+		NST_REQUIRE(event_fires(el, WAIT_MS));
+		NST_EQ(events_of(s, el, &ne), 0);
+		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
+		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], WSAECONNRESET);
+		h = reg(s, buf, sizeof(buf), MEM_READWRITE);
+		NST_EQ(post_recv(s, buf, sizeof(buf), &ov), WSAECONNRESET);
+		dereg(s, h);
+		close_socket(s);
+	}
+	close_socket(l);
+	close(el);
+	close(ec);
+}
+
 /* ---- Overlapped results --------------------------------------------------------------- */
 
 struct waiter {
@@ -1780,6 +1824,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"connect_listen_accept_errors", test_connect_listen_accept_errors},
 	    {"nonblocking_connect_and_accept", test_nonblocking_connect_and_accept},
+	    {"accept_after_connector_left", test_accept_after_connector_left},
 	    {"overlapped_results", test_overlapped_results},
 	    {"two_hosts_integrity", test_two_hosts_integrity},
 	    {"two_processes_one_host", test_two_processes_one_host},
