@@ -677,6 +677,23 @@ static uint64_t request(struct nst_qp *a, struct nic_host *hb, uint16_t port)
 	return ev.conn_id;
 }
 
+/* Hosts on A and B with na and nb QPs (slots 0, 1, ...), B listening on port. */
+static void cm_hosts(struct nic_host **ha, struct nic_host **hb, struct nst_qp *a, unsigned na,
+		     struct nst_qp *b, unsigned nb, uint16_t port, uint16_t backlog)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, hb), 0);
+	for (unsigned i = 0; i < na; i++)
+		NST_REQUIRE_EQ(nst_qp_create(*ha, i, &a[i]), 0);
+	for (unsigned i = 0; i < nb; i++)
+		NST_REQUIRE_EQ(nst_qp_create(*hb, i, &b[i]), 0);
+	c.u.listen.port = port;
+	c.u.listen.backlog = backlog;
+	NST_REQUIRE_EQ(nst_cmd(*hb, &c, NULL), 0);
+}
+
 /*
  * A request B never accepts fills its backlog of one until A gives up;
  * then B forgets it, and the next request is let in and accepted.
@@ -684,22 +701,15 @@ static uint64_t request(struct nst_qp *a, struct nic_host *hb, uint16_t port)
 static void test_unaccepted_request_expires(void)
 {
 	struct nic_host *ha, *hb;
-	struct nst_qp a1, a2, b;
-	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nst_qp a[2], b;
+	struct nic_cmd c;
 	struct nic_event ev;
 	uint16_t port = next_port++;
 	uint64_t stale, deadline;
 	long expired = -1;
 
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(ha, 0, &a1), 0);
-	NST_REQUIRE_EQ(nst_qp_create(ha, 1, &a2), 0);
-	NST_REQUIRE_EQ(nst_qp_create(hb, 0, &b), 0);
-	c.u.listen.port = port;
-	c.u.listen.backlog = 1;
-	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
-	stale = request(&a1, hb, port);
+	cm_hosts(&ha, &hb, a, 2, &b, 1, port, 1);
+	stale = request(&a[0], hb, port);
 	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
@@ -714,11 +724,11 @@ static void test_unaccepted_request_expires(void)
 	c.u.conn.conn_id = stale;
 	NST_EQ(nst_cmd(hb, &c, NULL), NIC_STATUS_BAD_CONN); /* it is gone */
 	/* The backlog has room again: the next request is let in and accepted. */
-	c.u.conn.conn_id = request(&a2, hb, port);
+	c.u.conn.conn_id = request(&a[1], hb, port);
 	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
 	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONNECTED);
-	NST_EQ(ev.qpn, a2.qpn);
+	NST_EQ(ev.qpn, a[1].qpn);
 	nic_host_detach(ha);
 	nic_host_detach(hb);
 }
@@ -751,38 +761,28 @@ static void accept_refused(struct nic_host *hb, struct nst_qp *b, uint64_t conn_
 static void test_late_accept_refused(void)
 {
 	struct nic_host *ha, *hb;
-	struct nst_qp a1, a2, b1, b2;
-	struct nic_cmd c = {.opcode = NIC_CMD_LISTEN};
+	struct nst_qp a[2], b[2];
+	struct nic_cmd c = {.opcode = NIC_CMD_DESTROY_QP};
 	struct nic_event ev;
 	uint16_t port = next_port++;
 	uint64_t conn_id;
 
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(ha, 0, &a1), 0);
-	NST_REQUIRE_EQ(nst_qp_create(ha, 1, &a2), 0);
-	NST_REQUIRE_EQ(nst_qp_create(hb, 0, &b1), 0);
-	NST_REQUIRE_EQ(nst_qp_create(hb, 1, &b2), 0);
-	c.u.listen.port = port;
-	c.u.listen.backlog = 2;
-	NST_REQUIRE_EQ(nst_cmd(hb, &c, NULL), 0);
-
-	conn_id = request(&a1, hb, port);
-	c = (struct nic_cmd){.opcode = NIC_CMD_DESTROY_QP};
-	c.u.qp.qpn = a1.qpn;
+	cm_hosts(&ha, &hb, a, 2, b, 2, port, 2);
+	conn_id = request(&a[0], hb, port);
+	c.u.qp.qpn = a[0].qpn;
 	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
-	accept_refused(hb, &b1, conn_id);
+	accept_refused(hb, &b[0], conn_id);
 
 	/* A gives up after five REQs 100 ms apart; B keeps the request until
 	 * 300 ms after the last, so an ACCEPT right after A's failure comes
 	 * about 200 ms early enough. */
-	conn_id = request(&a2, hb, port);
+	conn_id = request(&a[1], hb, port);
 	NST_REQUIRE_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
-	accept_refused(hb, &b2, conn_id);
+	accept_refused(hb, &b[1], conn_id);
 	/* A's QP, back in INIT, was left alone by B's REP. */
-	NST_EQ(__atomic_load_n(&a2.hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_INIT);
+	NST_EQ(__atomic_load_n(&a[1].hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_INIT);
 	nic_host_detach(ha);
 	nic_host_detach(hb);
 }
