@@ -287,8 +287,8 @@ struct prober {
 
 /*
  * Eight chained multiply-adds, in G a second.  Unlike memcpy (whose rate
- * moved by 25% at most in the same samples), this rate falls by up to half
- * when the core's other hardware thread is busy, whoever runs there.
+ * moved by 25% at most in the same samples), this rate falls to as little
+ * as 40% when the core's other hardware thread is busy, whoever runs there.
  */
 static int prober_run(void *arg)
 {
@@ -347,8 +347,8 @@ static void probers(unsigned first, unsigned n, double *g)
  * of the two alone (1.0: two whole cores).  The target's premise is two
  * copies in parallel on two cores.  This guest's two CPUs are hardware
  * threads of a host shared with other work: in 50 ms samples one CPU's
- * rate alone ranged from 38 to 73 (either CPU, independently of the other),
- * and about one sample in ten of both at once gave near 0.5 (the host ran
+ * rate alone ranged from 2.2 to 5.8 (either CPU, independently of the other),
+ * and a few samples of both at once gave near 0.5 (the host ran
  * both on one core).  The pipeline of two NICs goes at the pace of the
  * slower CPU, where process_vm_readv runs on one.
  */
