@@ -123,6 +123,11 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 
 		n += more < max - 1 ? (uint32_t)more : max - 1;
 	}
+	/* Only the packet being sent is delayed when no frame is left (counted
+	 * by port_frame_get): fewer frames read ahead is no delay. */
+	err = port_frame_get(nic, &a->idx[0], &a->data[0]);
+	if (err)
+		return err;
 	a->mem = mem;
 	a->va0 = mem->seg[0].va;
 	a->len = mem->len;
@@ -131,25 +136,16 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 		uint64_t o = off + (uint64_t)i * mtu;
 		void *d;
 
-		if (!nic->port || fab_frame_get(nic->port, &a->idx[i], &d))
-			break;
-		a->data[i] = d;
+		if (i > 0) {
+			if (fab_frame_get(nic->port, &a->idx[i], &d))
+				break;
+			a->data[i] = d;
+		}
 		a->off[i] = o;
 		a->plen[i] = i == 0 ? len : (uint32_t)(mem->len - o < mtu ? mem->len - o : mtu);
 		a->at[i] = i == 0 ? (uint16_t)hdr : mid;
 		iov[i] = (struct iovec){.iov_base = a->data[i] + a->at[i], .iov_len = a->plen[i]};
 		a->n++;
-	}
-	if (a->n == 0) {
-		/* Only the packet being sent is delayed (tx_no_frame): fewer
-		 * frames read ahead is no delay. */
-		a->mem = NULL;
-		if (!nic->port) {
-			nic->stats.tx_unreachable++;
-			return -EHOSTUNREACH;
-		}
-		nic->stats.tx_no_frame++;
-		return -ENOBUFS;
 	}
 	nic->stats.dma_calls++;
 	err = dma_readv((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, iov, a->n);
