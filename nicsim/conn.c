@@ -13,15 +13,18 @@
  * when the REP arrives.  A lost REQ or REP is recovered by the active side
  * sending the REQ again (the passive side answers a duplicate REQ with its
  * REP again); after CM_TRIES requests without an answer the connect fails
- * as timed out.  A request nobody accepted is forgotten once its sender
- * has stopped repeating it (CM_REQ_SILENCE_NS): the active side has given
- * up by then, and the listener's backlog is free again.  A REP that comes
- * after the active side gave up (or destroyed its QP) is answered with a
- * REJ, which closes the passive QP: its owner gets NIC_EV_DISCONNECTED
- * with status CONN_REFUSED rather than a connection to nobody.  A DREQ is sent
- * again until its DREP arrives, CM_TRIES times at most, so that a lost one
- * cannot leave the peer waiting on a connection that is gone.  Ports are
- * per NIC, like TCP ports on a host.
+ * as timed out.  The passive side sends its REP again too, until the RTU
+ * or a packet from the peer on the QP arrives; after CM_TRIES REPs it
+ * closes the QP (NIC_EV_DISCONNECTED, status TIMED_OUT) and sends a DREQ.
+ * A request nobody accepted is forgotten once its sender has stopped
+ * repeating it (CM_REQ_SILENCE_NS): the active side has given up by then,
+ * and the listener's backlog is free again.  A REP that comes after the
+ * active side gave up (or destroyed its QP) is answered with a REJ, which
+ * closes the passive QP: its owner gets NIC_EV_DISCONNECTED with status
+ * CONN_REFUSED rather than a connection to nobody (a lost REJ is made good
+ * by the next REP).  A DREQ is sent again until its DREP arrives, CM_TRIES
+ * times at most, so that a lost one cannot leave the peer waiting on a
+ * connection that is gone.  Ports are per NIC, like TCP ports on a host.
  *
  * Every CM message is hostile input: it must match the state it claims to
  * continue (the same peer address and communication IDs), or it is counted
@@ -37,7 +40,7 @@
 #include "fab_addr.h"
 #include "fab_cm.h"
 
-#define CM_RETRY_NS 100000000ull /* REQ retransmission interval */
+#define CM_RETRY_NS 100000000ull /* REQ and REP retransmission interval */
 #define CM_TRIES 5u
 /* A pending request not heard again for this long is dropped: three
  * retransmission intervals, so that one lost repeat does not drop it. */
@@ -72,7 +75,7 @@ struct conn_state {
 	uint32_t nlst, caplst;
 	struct pending_req *req;
 	uint32_t nreq, capreq;
-	struct qp **connecting; /* active QPs waiting for a REP */
+	struct qp **connecting; /* QPs waiting: active ones for a REP, passive for an RTU */
 	uint32_t nconn, capconn;
 	struct dreq_out *dreq; /* DREQs waiting for a DREP */
 	uint32_t ndreq, capdreq;
@@ -206,7 +209,23 @@ static void send_req(struct nic *nic, struct qp *qp)
 		qp->cm_deadline = 1; /* fail at the next timer pass, not inside CONNECT */
 }
 
-/* ---- Connecting QPs ----------------------------------------------------------- */
+/* The reply to the request qp accepted (tid: the REQ's transaction ID). */
+static void send_rep(struct nic *nic, struct qp *qp, uint64_t tid)
+{
+	struct fab_cm_msg m = cm_msg(FAB_CM_REP, tid);
+
+	m.local_comm_id = qp->comm_id;
+	m.remote_comm_id = qp->peer_comm_id;
+	m.qpn = qp->qpn;
+	m.psn = qp->sq_psn;
+	m.src_port = qp->local_port;
+	m.dst_port = qp->peer_port;
+	cm_send(nic, qp->peer_addr, &m);
+}
+
+static void send_dreq(struct nic *nic, struct qp *qp);
+
+/* ---- QPs waiting on the CM -------------------------------------------------------- */
 
 static void connecting_remove(struct conn_state *cs, struct qp *qp)
 {
@@ -228,7 +247,37 @@ static void connect_failed(struct nic *nic, struct qp *qp, uint16_t status)
 	event(nic, qp->ctx, NIC_EV_CONN_FAILED, status, qp->qpn);
 }
 
-/* Repeat the REQs whose REP is late; fail the connects tried CM_TRIES times. */
+/* A passive QP stops waiting for the RTU. */
+static void rtu_wait_end(struct conn_state *cs, struct qp *qp)
+{
+	qp->rtu_wait = false;
+	qp->cm_deadline = 0;
+	connecting_remove(cs, qp);
+}
+
+void conn_established(struct nic *nic, struct qp *qp)
+{
+	if (qp->rtu_wait)
+		rtu_wait_end(nic->conn, qp);
+}
+
+/* A passive QP whose REPs all went unanswered: its requester is not there
+ * (or cannot be reached), so the QP is closed, and a DREQ tells a requester
+ * that did connect but whose RTUs were all lost. */
+static void rtu_timed_out(struct nic *nic, struct qp *qp)
+{
+	rtu_wait_end(nic->conn, qp);
+	send_dreq(nic, qp);
+	nic->stats.disconnects++;
+	qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+	event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_TIMED_OUT, qp->qpn);
+}
+
+/*
+ * Repeat the REQs whose REP is late and the REPs whose RTU is late; give up
+ * on a QP that has sent CM_TRIES of them.  A passive QP that left RTS
+ * meanwhile (DISCONNECT, the peer's DREQ or REJ, an error) waits no more.
+ */
 static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 {
 	struct conn_state *cs = nic->conn;
@@ -237,6 +286,10 @@ static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline
 	for (uint32_t i = 0; i < cs->nconn;) {
 		struct qp *qp = cs->connecting[i];
 
+		if (qp->passive && qp->state != NIC_QPS_RTS) {
+			rtu_wait_end(cs, qp);
+			continue;
+		}
 		if (qp->cm_deadline > now) {
 			if (!*deadline || qp->cm_deadline < *deadline)
 				*deadline = qp->cm_deadline;
@@ -244,6 +297,17 @@ static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline
 			continue;
 		}
 		work++;
+		if (qp->passive) {
+			if (qp->cm_tries >= CM_TRIES) {
+				rtu_timed_out(nic, qp);
+				continue;
+			}
+			send_rep(nic, qp, qp->cm_tid);
+			qp->cm_tries++;
+			qp->cm_deadline = now + CM_RETRY_NS;
+			i++;
+			continue;
+		}
 		if (!nic->port || qp->cm_deadline == 1) {
 			connect_failed(nic, qp, NIC_STATUS_UNREACHABLE);
 			continue;
@@ -363,12 +427,13 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	struct conn_state *cs = nic->conn;
 	struct pending_req *r = find_req(cs, cc->conn_id);
 	struct qp *qp = own_qp(nic, c, cc->qpn);
-	struct fab_cm_msg m;
 
 	if (!r || r->ctx != c)
 		return NIC_STATUS_BAD_CONN;
 	if (!qp || qp->state != NIC_QPS_INIT)
 		return NIC_STATUS_BAD_QP;
+	if (grow((void **)&cs->connecting, &cs->capconn, cs->nconn, sizeof(*cs->connecting)))
+		return NIC_STATUS_NO_RESOURCES;
 	qp->passive = true;
 	qp->local_port = r->local_port;
 	qp->peer_port = r->peer_port;
@@ -379,14 +444,11 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->cm_tid = r->tid;
 	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
 	drop_req(cs, r);
-	m = cm_msg(FAB_CM_REP, qp->cm_tid);
-	m.local_comm_id = qp->comm_id;
-	m.remote_comm_id = qp->peer_comm_id;
-	m.qpn = qp->qpn;
-	m.psn = qp->sq_psn;
-	m.src_port = qp->local_port;
-	m.dst_port = qp->peer_port;
-	cm_send(nic, qp->peer_addr, &m);
+	send_rep(nic, qp, qp->cm_tid);
+	qp->rtu_wait = true;
+	qp->cm_tries = 1;
+	qp->cm_deadline = now_ns() + CM_RETRY_NS;
+	cs->connecting[cs->nconn++] = qp;
 	nic->stats.conn_established++;
 	event(nic, c, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
 	return NIC_STATUS_OK;
@@ -619,13 +681,7 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 
 		if (qp && qp->passive && qp->peer_addr == src &&
 		    qp->peer_comm_id == m->local_comm_id && qp->state == NIC_QPS_RTS) {
-			struct fab_cm_msg rep = cm_msg(FAB_CM_REP, m->tid);
-
-			rep.local_comm_id = qp->comm_id;
-			rep.remote_comm_id = qp->peer_comm_id;
-			rep.qpn = qp->qpn;
-			rep.psn = qp->sq_psn;
-			cm_send(nic, src, &rep);
+			send_rep(nic, qp, m->tid);
 			return;
 		}
 	}
@@ -711,6 +767,18 @@ static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	cm_send(nic, src, &rtu);
 }
 
+/* The requester has our REP: stop sending it (a repeated RTU changes nothing). */
+static void rx_rtu(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
+{
+	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
+
+	if (!qp || !qp->passive || qp->peer_comm_id != m->local_comm_id) {
+		nic->stats.cm_bad++;
+		return;
+	}
+	conn_established(nic, qp);
+}
+
 static void rx_rej(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 {
 	struct qp *qp = qp_by_comm(nic, src, m->remote_comm_id);
@@ -782,6 +850,7 @@ void conn_rx(struct nic *nic, const struct fab_pkt *pkt)
 	case FAB_CM_REJ: rx_rej(nic, &m, pkt->src_ip); break;
 	case FAB_CM_DREQ: rx_dreq(nic, &m, pkt->src_ip); break;
 	case FAB_CM_DREP: rx_drep(nic, &m, pkt->src_ip); break;
-	default: break; /* RTU: nothing to do */
+	case FAB_CM_RTU: rx_rtu(nic, &m, pkt->src_ip); break;
+	default: break;
 	}
 }

@@ -212,10 +212,14 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 		break;
 	case NIC_EV_DISCONNECTED:
 		/* The peer closed: later posts fail as reset; FD_CLOSE says
-		 * "graceful", unless the peer refused the connection we
-		 * accepted (it had given up before our answer came). */
-		if (qp->state != PROV_QP_DEAD)
-			qp_dead(nic, qp, -ECONNRESET, ev->status ? -ECONNRESET : 0);
+		 * "graceful".  Unless the connection we accepted never was one:
+		 * the peer refused it (it had given up before our answer came),
+		 * or never confirmed it (our answers went unanswered), which
+		 * FD_CLOSE reports as aborted after a time-out. */
+		if (qp->state != PROV_QP_DEAD) {
+			err = ev->status == NIC_STATUS_TIMED_OUT ? -ECONNABORTED : -ECONNRESET;
+			qp_dead(nic, qp, err, ev->status ? err : 0);
+		}
 		break;
 	case NIC_EV_QP_ERROR:
 		err = prov_wc_errno(ev->status);

@@ -114,7 +114,7 @@ enum nic_status {
 	NIC_STATUS_ADDR_IN_USE = 15,   /* LISTEN: the port is taken on this NIC */
 	NIC_STATUS_CONN_REFUSED = 16,  /* nobody listens there, or the peer rejected */
 	NIC_STATUS_UNREACHABLE = 17,   /* no NIC with that address on the fabric */
-	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request */
+	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request (or reply) */
 	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
 	NIC_STATUS_MAX_
 };

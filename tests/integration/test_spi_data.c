@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fab.h"
+#include "fab_addr.h"
 #include "nicsim_abi.h"
 #include "nstest.h"
 #include "nstnic.h"
@@ -917,6 +919,73 @@ static void test_accept_after_connector_left(void)
 		dereg(s, h);
 		close_socket(s);
 	}
+	close_socket(l);
+	close(el);
+	close(ec);
+}
+
+/* Take the fabric link from one NIC's address to another's down, or bring it up. */
+static void link_down(const char *from, const char *to, bool down)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+	uint32_t a, b;
+
+	NST_REQUIRE(fab_addr_parse(from, &a) == 0 && fab_addr_parse(to, &b) == 0);
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.flags = down ? FAB_LINK_DOWN : 0;
+	NST_EQ(fab_link_set(f, a, b, &cfg, FAB_LF_DOWN), 0);
+	fab_close(f);
+}
+
+/*
+ * Nothing from A reaches B once B has the request, so B's NIC never hears
+ * the RTU: the accepted socket gets FD_CLOSE with WSAECONNABORTED after the
+ * NIC's five replies, and later posts fail the same way.  The connector's
+ * socket connected, and hears of the close from B's DREQ.
+ */
+static void test_accepted_never_confirmed(void)
+{
+	uint16_t port = next_port++;
+	int el = eventfd(0, EFD_NONBLOCK), ec = eventfd(0, EFD_NONBLOCK), err = 0;
+	SOCKET l = sock_on(ADDR_B, port), c = sock_on(ADDR_A, 0), s;
+	WSANETWORKEVENTS ne;
+	WSAOVERLAPPED ov;
+	char buf[16];
+	HANDLE h;
+
+	NST_REQUIRE(el >= 0 && ec >= 0);
+	NST_EQ(WSPListen(l, 4, &err), 0);
+	NST_EQ(WSPEventSelect(l, el, FD_ACCEPT | FD_CLOSE, &err), 0);
+	NST_EQ(WSPEventSelect(c, ec, FD_CONNECT | FD_CLOSE, &err), 0);
+	NST_EQ(try_connect(c, ADDR_B, port), WSAEWOULDBLOCK);
+	NST_REQUIRE(event_fires(el, WAIT_MS));
+	NST_EQ(events_of(l, el, &ne), 0);
+	NST_EQ(ne.lNetworkEvents, FD_ACCEPT);
+	link_down(ADDR_A, ADDR_B, true);
+	s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
+	NST_TRUE(s != INVALID_SOCKET);
+	if (s != INVALID_SOCKET) {
+		NST_TRUE(event_fires(ec, WAIT_MS));
+		NST_EQ(events_of(c, ec, &ne), 0);
+		NST_EQ(ne.lNetworkEvents, FD_CONNECT);
+		NST_EQ(ne.iErrorCode[FD_CONNECT_BIT], 0);
+		NST_TRUE(event_fires(el, 2000));
+		NST_EQ(events_of(s, el, &ne), 0);
+		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
+		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], WSAECONNABORTED);
+		h = reg(s, buf, sizeof(buf), MEM_READWRITE);
+		NST_EQ(post_recv(s, buf, sizeof(buf), &ov), WSAECONNABORTED);
+		dereg(s, h);
+		NST_TRUE(event_fires(ec, 2000));
+		NST_EQ(events_of(c, ec, &ne), 0);
+		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
+		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], 0);
+		close_socket(s);
+	}
+	link_down(ADDR_A, ADDR_B, false);
+	close_socket(c);
 	close_socket(l);
 	close(el);
 	close(ec);
@@ -1825,6 +1894,7 @@ int main(int argc, char **argv)
 	    {"connect_listen_accept_errors", test_connect_listen_accept_errors},
 	    {"nonblocking_connect_and_accept", test_nonblocking_connect_and_accept},
 	    {"accept_after_connector_left", test_accept_after_connector_left},
+	    {"accepted_never_confirmed", test_accepted_never_confirmed},
 	    {"overlapped_results", test_overlapped_results},
 	    {"two_hosts_integrity", test_two_hosts_integrity},
 	    {"two_processes_one_host", test_two_processes_one_host},

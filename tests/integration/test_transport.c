@@ -629,36 +629,43 @@ static void test_connect_refused_and_unreachable(void)
 }
 
 /* The disconnect's first DREQ is lost: B still hears of it, from a second. */
-static void test_lost_dreq_sent_again(void)
+/* From now on, drop the nth CM message (QP 1) from A to B; 0: none.  The
+ * CM messages that rule dropped so far. */
+static uint64_t drop_nth_cm(uint32_t nth)
 {
 	struct fab *f;
 	struct fab_link_config cfg;
-	struct fab_link_stats st;
+	struct fab_link_stats st = {0};
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.nth = nth;
+	cfg.nth_opcode = FAB_ANY;
+	cfg.nth_qpn = 1; /* the CM's QP */
+	NST_EQ(fab_link_stats(f, addr_a, addr_b, &st), 0);
+	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_NTH), 0);
+	fab_close(f);
+	return st.tx.dropped_nth;
+}
+
+static void test_lost_dreq_sent_again(void)
+{
 	struct nic_cmd c = {.opcode = NIC_CMD_DISCONNECT};
 	struct nic_event ev;
 	struct pair p;
-	uint64_t t0;
+	uint64_t t0, dropped;
 
 	pair_open(&p, sock_b, addr_b);
-	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
-	fab_link_config_default(&cfg);
-	cfg.nth = 1;
-	cfg.nth_opcode = FAB_ANY;
-	cfg.nth_qpn = 1; /* the CM's QP */
-	NST_REQUIRE_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_NTH), 0);
+	dropped = drop_nth_cm(1);
 	t0 = nst_now_ns();
 	c.u.conn.qpn = p.a.qpn;
 	NST_REQUIRE_EQ(nst_cmd(p.ha, &c, NULL), 0);
-	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, 2000), 0);
+	NST_EQ(nst_next_event(p.hb, &ev, 2000), 0);
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
 	NST_EQ(ev.qpn, p.b.qpn);
-	NST_EQ(fab_link_stats(f, addr_a, addr_b, &st), 0);
-	NST_EQ(st.tx.dropped_nth, 1); /* the first DREQ did not arrive */
 	printf("\n    peer told of the disconnect after %.0f ms, one DREQ lost\n",
 	       (double)(nst_now_ns() - t0) / 1e6);
-	cfg.nth = 0;
-	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_NTH), 0);
-	fab_close(f);
+	NST_EQ(drop_nth_cm(0) - dropped, 1); /* the first DREQ did not arrive */
 	pair_close(&p);
 }
 
@@ -755,19 +762,21 @@ static void accept_refused(struct nic_host *hb, struct nst_qp *b, uint64_t conn_
 /*
  * B accepts requests whose requester has given up: once after A destroyed
  * its connecting QP, once after A's connect timed out (B still holds the
- * request for a while).  A refuses B's REP each time, and B's QP is closed
- * with an event saying so instead of staying connected to nobody.
+ * request for a while), and once more after A destroyed its QP, with A's
+ * first answer lost.  A refuses B's REP each time (B sends it again while
+ * no RTU comes), and B's QP is closed with an event saying so instead of
+ * staying connected to nobody.
  */
 static void test_late_accept_refused(void)
 {
 	struct nic_host *ha, *hb;
-	struct nst_qp a[2], b[2];
+	struct nst_qp a[3], b[3];
 	struct nic_cmd c = {.opcode = NIC_CMD_DESTROY_QP};
 	struct nic_event ev;
 	uint16_t port = next_port++;
-	uint64_t conn_id;
+	uint64_t conn_id, dropped;
 
-	cm_hosts(&ha, &hb, a, 2, b, 2, port, 2);
+	cm_hosts(&ha, &hb, a, 3, b, 3, port, 3);
 	conn_id = request(&a[0], hb, port);
 	c.u.qp.qpn = a[0].qpn;
 	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
@@ -783,6 +792,69 @@ static void test_late_accept_refused(void)
 	accept_refused(hb, &b[1], conn_id);
 	/* A's QP, back in INIT, was left alone by B's REP. */
 	NST_EQ(__atomic_load_n(&a[1].hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_INIT);
+
+	conn_id = request(&a[2], hb, port);
+	c.u.qp.qpn = a[2].qpn;
+	NST_REQUIRE_EQ(nst_cmd(ha, &c, NULL), 0);
+	dropped = drop_nth_cm(1);
+	accept_refused(hb, &b[2], conn_id);
+	NST_EQ(drop_nth_cm(0) - dropped, 1); /* the first REJ did not arrive */
+	nic_host_detach(ha);
+	nic_host_detach(hb);
+}
+
+/* Take the link from A to B down, or bring it up. */
+static void link_a_to_b_down(bool down)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.flags = down ? FAB_LINK_DOWN : 0;
+	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_DOWN), 0);
+	fab_close(f);
+}
+
+/*
+ * Nothing A sends reaches B once B has the request, so B never hears A's
+ * RTU: A connects, B sends its REP five times, 100 ms apart, then closes
+ * its QP with DISCONNECTED/TIMED_OUT, and its DREQ (which the link from B
+ * to A still carries) tells A.
+ */
+static void test_rtu_never_arrives(void)
+{
+	struct nic_host *ha, *hb;
+	struct nst_qp a, b;
+	struct nic_cmd c = {.opcode = NIC_CMD_ACCEPT};
+	struct nic_event ev;
+	uint16_t port = next_port++;
+	uint64_t t0;
+	double ms;
+
+	cm_hosts(&ha, &hb, &a, 1, &b, 1, port, 1);
+	c.u.conn.conn_id = request(&a, hb, port);
+	c.u.conn.qpn = b.qpn;
+	link_a_to_b_down(true);
+	t0 = nst_now_ns();
+	NST_EQ(nst_cmd(hb, &c, NULL), 0);
+	NST_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONNECTED);
+	NST_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
+	NST_EQ(ev.type, NIC_EV_CONNECTED);
+	NST_EQ(nst_next_event(hb, &ev, 2000), 0);
+	ms = (double)(nst_now_ns() - t0) / 1e6;
+	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
+	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
+	NST_EQ(ev.qpn, b.qpn);
+	NST_TRUE(ms >= 450 && ms < 1500);
+	NST_EQ(__atomic_load_n(&b.hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_CLOSED);
+	NST_EQ(nst_next_event(ha, &ev, 2000), 0);
+	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
+	NST_EQ(ev.status, NIC_STATUS_OK);
+	NST_EQ(ev.qpn, a.qpn);
+	printf("\n    accepting side gave up after %.0f ms without an RTU\n", ms);
+	link_a_to_b_down(false);
 	nic_host_detach(ha);
 	nic_host_detach(hb);
 }
@@ -835,6 +907,7 @@ int main(int argc, char **argv)
 	    {"lost_dreq_sent_again", test_lost_dreq_sent_again},
 	    {"unaccepted_request_expires", test_unaccepted_request_expires},
 	    {"late_accept_refused", test_late_accept_refused},
+	    {"rtu_never_arrives", test_rtu_never_arrives},
 	    {"retry_limit_when_link_down", test_retry_limit_when_link_down},
 	    {"peer_killed_mid_transfer", test_peer_killed_mid_transfer},
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
