@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fab.h"
 #include "fab_addr.h"
 #include "nicsim_abi.h"
 #include "nstest.h"
@@ -880,6 +879,59 @@ static void test_nonblocking_connect_and_accept(void)
 	close(ec2);
 }
 
+/* A listener on B at port, and a request to it from a new socket on A,
+ * which selects cev, waiting to be accepted. */
+struct pending {
+	SOCKET l, c;
+	int el, ec; /* the event objects of l and c */
+};
+
+static void pending_accept(struct pending *p, uint16_t port, long cev)
+{
+	WSANETWORKEVENTS ne;
+	int err = 0;
+
+	p->el = eventfd(0, EFD_NONBLOCK);
+	p->ec = eventfd(0, EFD_NONBLOCK);
+	NST_REQUIRE(p->el >= 0 && p->ec >= 0);
+	p->l = sock_on(ADDR_B, port);
+	p->c = sock_on(ADDR_A, 0);
+	NST_EQ(WSPListen(p->l, 4, &err), 0);
+	NST_EQ(WSPEventSelect(p->l, p->el, FD_ACCEPT | FD_CLOSE, &err), 0);
+	NST_EQ(WSPEventSelect(p->c, p->ec, cev, &err), 0);
+	NST_EQ(try_connect(p->c, ADDR_B, port), WSAEWOULDBLOCK);
+	NST_REQUIRE(event_fires(p->el, WAIT_MS));
+	NST_EQ(events_of(p->l, p->el, &ne), 0);
+	NST_EQ(ne.lNetworkEvents, FD_ACCEPT);
+}
+
+static void pending_close(struct pending *p)
+{
+	if (p->c != INVALID_SOCKET)
+		close_socket(p->c);
+	close_socket(p->l);
+	close(p->el);
+	close(p->ec);
+}
+
+/* Socket s, accepted on a listener with event object el, was closed under
+ * it within ms: FD_CLOSE says so with err, and a receive fails with err. */
+static void closed_with(SOCKET s, int el, int ms, int err)
+{
+	WSANETWORKEVENTS ne;
+	WSAOVERLAPPED ov;
+	char buf[16];
+	HANDLE h;
+
+	NST_TRUE(event_fires(el, ms));
+	NST_EQ(events_of(s, el, &ne), 0);
+	NST_EQ(ne.lNetworkEvents, FD_CLOSE);
+	NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], err);
+	h = reg(s, buf, sizeof(buf), MEM_READWRITE);
+	NST_EQ(post_recv(s, buf, sizeof(buf), &ov), err);
+	dereg(s, h);
+}
+
 /*
  * The connector closes its socket after its request reached the listener
  * and before the accept: the accepted connection is refused by the
@@ -889,54 +941,21 @@ static void test_nonblocking_connect_and_accept(void)
  */
 static void test_accept_after_connector_left(void)
 {
-	uint16_t port = next_port++;
-	int el = eventfd(0, EFD_NONBLOCK), ec = eventfd(0, EFD_NONBLOCK), err = 0;
-	SOCKET l = sock_on(ADDR_B, port), c = sock_on(ADDR_A, 0), s;
-	WSANETWORKEVENTS ne;
-	WSAOVERLAPPED ov;
-	char buf[16];
-	HANDLE h;
+	struct pending p;
+	SOCKET s;
+	int err = 0;
 
-	NST_REQUIRE(el >= 0 && ec >= 0);
-	NST_EQ(WSPListen(l, 4, &err), 0);
-	NST_EQ(WSPEventSelect(l, el, FD_ACCEPT | FD_CLOSE, &err), 0);
-	NST_EQ(WSPEventSelect(c, ec, FD_CONNECT, &err), 0);
-	NST_EQ(try_connect(c, ADDR_B, port), WSAEWOULDBLOCK);
-	NST_REQUIRE(event_fires(el, WAIT_MS));
-	NST_EQ(events_of(l, el, &ne), 0);
-	NST_EQ(ne.lNetworkEvents, FD_ACCEPT);
-	close_socket(c);
-	s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
+	pending_accept(&p, next_port++, FD_CONNECT);
+	close_socket(p.c);
+	p.c = INVALID_SOCKET;
+	s = WSPAccept(p.l, NULL, NULL, NULL, 0, &err);
 	if (s == INVALID_SOCKET) {
 		NST_EQ(err, WSAECONNRESET);
 	} else {
-		NST_REQUIRE(event_fires(el, WAIT_MS));
-		NST_EQ(events_of(s, el, &ne), 0);
-		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
-		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], WSAECONNRESET);
-		h = reg(s, buf, sizeof(buf), MEM_READWRITE);
-		NST_EQ(post_recv(s, buf, sizeof(buf), &ov), WSAECONNRESET);
-		dereg(s, h);
+		closed_with(s, p.el, WAIT_MS, WSAECONNRESET);
 		close_socket(s);
 	}
-	close_socket(l);
-	close(el);
-	close(ec);
-}
-
-/* Take the fabric link from one NIC's address to another's down, or bring it up. */
-static void link_down(const char *from, const char *to, bool down)
-{
-	struct fab *f;
-	struct fab_link_config cfg;
-	uint32_t a, b;
-
-	NST_REQUIRE(fab_addr_parse(from, &a) == 0 && fab_addr_parse(to, &b) == 0);
-	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
-	fab_link_config_default(&cfg);
-	cfg.flags = down ? FAB_LINK_DOWN : 0;
-	NST_EQ(fab_link_set(f, a, b, &cfg, FAB_LF_DOWN), 0);
-	fab_close(f);
+	pending_close(&p);
 }
 
 /*
@@ -947,48 +966,31 @@ static void link_down(const char *from, const char *to, bool down)
  */
 static void test_accepted_never_confirmed(void)
 {
-	uint16_t port = next_port++;
-	int el = eventfd(0, EFD_NONBLOCK), ec = eventfd(0, EFD_NONBLOCK), err = 0;
-	SOCKET l = sock_on(ADDR_B, port), c = sock_on(ADDR_A, 0), s;
+	struct pending p;
 	WSANETWORKEVENTS ne;
-	WSAOVERLAPPED ov;
-	char buf[16];
-	HANDLE h;
+	uint32_t a, b;
+	SOCKET s;
+	int err = 0;
 
-	NST_REQUIRE(el >= 0 && ec >= 0);
-	NST_EQ(WSPListen(l, 4, &err), 0);
-	NST_EQ(WSPEventSelect(l, el, FD_ACCEPT | FD_CLOSE, &err), 0);
-	NST_EQ(WSPEventSelect(c, ec, FD_CONNECT | FD_CLOSE, &err), 0);
-	NST_EQ(try_connect(c, ADDR_B, port), WSAEWOULDBLOCK);
-	NST_REQUIRE(event_fires(el, WAIT_MS));
-	NST_EQ(events_of(l, el, &ne), 0);
-	NST_EQ(ne.lNetworkEvents, FD_ACCEPT);
-	link_down(ADDR_A, ADDR_B, true);
-	s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
+	NST_REQUIRE(fab_addr_parse(ADDR_A, &a) == 0 && fab_addr_parse(ADDR_B, &b) == 0);
+	pending_accept(&p, next_port++, FD_CONNECT | FD_CLOSE);
+	NST_REQUIRE_EQ(nst_link_down(dir, a, b, true), 0);
+	s = WSPAccept(p.l, NULL, NULL, NULL, 0, &err);
 	NST_TRUE(s != INVALID_SOCKET);
 	if (s != INVALID_SOCKET) {
-		NST_TRUE(event_fires(ec, WAIT_MS));
-		NST_EQ(events_of(c, ec, &ne), 0);
+		NST_TRUE(event_fires(p.ec, WAIT_MS));
+		NST_EQ(events_of(p.c, p.ec, &ne), 0);
 		NST_EQ(ne.lNetworkEvents, FD_CONNECT);
 		NST_EQ(ne.iErrorCode[FD_CONNECT_BIT], 0);
-		NST_TRUE(event_fires(el, 2000));
-		NST_EQ(events_of(s, el, &ne), 0);
-		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
-		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], WSAECONNABORTED);
-		h = reg(s, buf, sizeof(buf), MEM_READWRITE);
-		NST_EQ(post_recv(s, buf, sizeof(buf), &ov), WSAECONNABORTED);
-		dereg(s, h);
-		NST_TRUE(event_fires(ec, 2000));
-		NST_EQ(events_of(c, ec, &ne), 0);
+		closed_with(s, p.el, 2000, WSAECONNABORTED);
+		NST_TRUE(event_fires(p.ec, 2000));
+		NST_EQ(events_of(p.c, p.ec, &ne), 0);
 		NST_EQ(ne.lNetworkEvents, FD_CLOSE);
 		NST_EQ(ne.iErrorCode[FD_CLOSE_BIT], 0);
 		close_socket(s);
 	}
-	link_down(ADDR_A, ADDR_B, false);
-	close_socket(c);
-	close_socket(l);
-	close(el);
-	close(ec);
+	NST_EQ(nst_link_down(dir, a, b, false), 0);
+	pending_close(&p);
 }
 
 /* ---- Overlapped results --------------------------------------------------------------- */

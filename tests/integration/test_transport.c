@@ -803,19 +803,6 @@ static void test_late_accept_refused(void)
 	nic_host_detach(hb);
 }
 
-/* Take the link from A to B down, or bring it up. */
-static void link_a_to_b_down(bool down)
-{
-	struct fab *f;
-	struct fab_link_config cfg;
-
-	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
-	fab_link_config_default(&cfg);
-	cfg.flags = down ? FAB_LINK_DOWN : 0;
-	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_DOWN), 0);
-	fab_close(f);
-}
-
 /*
  * Nothing A sends reaches B once B has the request, so B never hears A's
  * RTU: A connects, B sends its REP five times, 100 ms apart, then closes
@@ -835,7 +822,7 @@ static void test_rtu_never_arrives(void)
 	cm_hosts(&ha, &hb, &a, 1, &b, 1, port, 1);
 	c.u.conn.conn_id = request(&a, hb, port);
 	c.u.conn.qpn = b.qpn;
-	link_a_to_b_down(true);
+	NST_REQUIRE_EQ(nst_link_down(dir, addr_a, addr_b, true), 0);
 	t0 = nst_now_ns();
 	NST_EQ(nst_cmd(hb, &c, NULL), 0);
 	NST_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
@@ -854,7 +841,7 @@ static void test_rtu_never_arrives(void)
 	NST_EQ(ev.status, NIC_STATUS_OK);
 	NST_EQ(ev.qpn, a.qpn);
 	printf("\n    accepting side gave up after %.0f ms without an RTU\n", ms);
-	link_a_to_b_down(false);
+	NST_EQ(nst_link_down(dir, addr_a, addr_b, false), 0);
 	nic_host_detach(ha);
 	nic_host_detach(hb);
 }

@@ -67,3 +67,18 @@ int nst_make_fabric(const char *dir, const char *const *addrs)
 		nst_capture_wait(dir); /* NICSIM_CAPTURE: the first frames too */
 	return rc;
 }
+
+int nst_link_down(const char *dir, uint32_t from, uint32_t to, bool down)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+	int err = fab_open(dir, &f);
+
+	if (err)
+		return err;
+	fab_link_config_default(&cfg);
+	cfg.flags = down ? FAB_LINK_DOWN : 0;
+	err = fab_link_set(f, from, to, &cfg, FAB_LF_DOWN);
+	fab_close(f);
+	return err;
+}

@@ -6,6 +6,9 @@
 #ifndef NSTNIC_H
 #define NSTNIC_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 /* TPT entries in use on the NIC listening at sock, or -1. */
 int nst_tpt_in_use(const char *sock);
 
@@ -25,5 +28,10 @@ int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
  * `nicsim up` does, before the NICs start.  0 or a negative errno.
  */
 int nst_make_fabric(const char *dir, const char *const *addrs);
+
+/* Take the fabric link of run directory dir from the NIC at address from to
+ * the one at to (network byte order) down, or bring it up; the link's other
+ * settings go back to their defaults.  0 or a negative errno. */
+int nst_link_down(const char *dir, uint32_t from, uint32_t to, bool down);
 
 #endif /* NSTNIC_H */
