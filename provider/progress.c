@@ -213,9 +213,10 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 	case NIC_EV_DISCONNECTED:
 		/* The peer closed: later posts fail as reset; FD_CLOSE says
 		 * "graceful".  Unless the connection we accepted never was one:
-		 * the peer refused it (it had given up before our answer came),
-		 * or never confirmed it (our answers went unanswered), which
-		 * FD_CLOSE reports as aborted after a time-out. */
+		 * the peer refused it (it had given up before our answer came:
+		 * FD_CLOSE says reset too), or never confirmed it (our answers
+		 * went unanswered: FD_CLOSE and later posts say aborted, as
+		 * after a time-out). */
 		if (qp->state != PROV_QP_DEAD) {
 			err = ev->status == NIC_STATUS_TIMED_OUT ? -ECONNABORTED : -ECONNRESET;
 			qp_dead(nic, qp, err, ev->status ? err : 0);
