@@ -968,11 +968,12 @@ static void test_accepted_never_confirmed(void)
 {
 	struct pending p;
 	WSANETWORKEVENTS ne;
-	uint32_t a, b;
+	uint32_t a = 0, b = 0;
 	SOCKET s;
 	int err = 0;
 
-	NST_REQUIRE(fab_addr_parse(ADDR_A, &a) == 0 && fab_addr_parse(ADDR_B, &b) == 0);
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_A, &a), 0);
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_B, &b), 0);
 	pending_accept(&p, next_port++, FD_CONNECT | FD_CLOSE);
 	NST_REQUIRE_EQ(nst_link_down(dir, a, b, true), 0);
 	s = WSPAccept(p.l, NULL, NULL, NULL, 0, &err);
