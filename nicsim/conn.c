@@ -250,14 +250,13 @@ static void connect_failed(struct nic *nic, struct qp *qp, uint16_t status)
 /* A passive QP stops waiting for the RTU. */
 static void rtu_wait_end(struct conn_state *cs, struct qp *qp)
 {
-	qp->rtu_wait = false;
 	qp->cm_deadline = 0;
 	connecting_remove(cs, qp);
 }
 
 void conn_established(struct nic *nic, struct qp *qp)
 {
-	if (qp->rtu_wait)
+	if (qp->passive && qp->cm_deadline)
 		rtu_wait_end(nic->conn, qp);
 }
 
@@ -445,7 +444,6 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
 	drop_req(cs, r);
 	send_rep(nic, qp, qp->cm_tid);
-	qp->rtu_wait = true;
 	qp->cm_tries = 1;
 	qp->cm_deadline = now_ns() + CM_RETRY_NS;
 	cs->connecting[cs->nconn++] = qp;

@@ -158,7 +158,7 @@ unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline);
 void conn_ctx_gone(struct nic *nic, struct nic_ctx *c);
 /* Tear a QP down: disconnect it if connected, flush, free. */
 void conn_qp_destroy(struct nic *nic, struct qp *qp);
-/* The peer of a passive QP waiting for the RTU was heard on the QP itself. */
+/* A packet from qp's peer came on qp: a passive QP stops waiting for the RTU. */
 void conn_established(struct nic *nic, struct qp *qp);
 
 /* qpio.c: the data path of a QP. */

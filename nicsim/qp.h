@@ -63,10 +63,11 @@ struct qp {
 	uint32_t comm_id, peer_comm_id; /* CM communication IDs */
 	uint32_t sq_psn, rq_psn;        /* starting PSNs of each direction */
 	uint64_t cm_tid;                /* MAD transaction ID of the REQ */
-	uint64_t cm_deadline;           /* REQ (or passive: REP) retransmission, 0: none */
+	/* Active: the next REQ; passive: the next REP, while neither the RTU
+	 * nor a packet from the peer has come.  0: none. */
+	uint64_t cm_deadline;
 	uint32_t cm_tries;
 	bool passive;
-	bool rtu_wait; /* passive: REP sent, neither RTU nor a packet from the peer yet */
 	/* Transport (qpio.c), valid from RTS on. */
 	struct rc rc;
 	struct qpio_ahead ahead[2]; /* a requester's and a responder's stream */

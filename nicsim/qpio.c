@@ -589,9 +589,10 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 
 void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t now)
 {
-	/* A packet from the peer on the QP: the requester has the REP even if
-	 * its RTU was lost (IBTA's "communication established"). */
-	if (qp->rtu_wait)
+	/* A packet from the peer on a passive QP still sending its REP (the
+	 * only QP in RTS with a CM deadline): the requester has the REP even
+	 * if its RTU was lost (IBTA's "communication established"). */
+	if (qp->cm_deadline)
 		conn_established(nic, qp);
 	/* The frames the engine sends now reach the peer's NIC together, with
 	 * one notification (fab_port_hold_kicks). */
