@@ -260,16 +260,23 @@ void conn_established(struct nic *nic, struct qp *qp)
 		rtu_wait_end(nic->conn, qp);
 }
 
+/* A connected QP ends without its owner asking (status says why: its peer
+ * disconnected or refused, or never confirmed): flushed, and the owner told. */
+static void disconnected(struct nic *nic, struct qp *qp, uint16_t status)
+{
+	conn_established(nic, qp); /* a passive QP sends no more REPs */
+	qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
+	nic->stats.disconnects++;
+	event(nic, qp->ctx, NIC_EV_DISCONNECTED, status, qp->qpn);
+}
+
 /* A passive QP whose REPs all went unanswered: its requester is not there
  * (or cannot be reached), so the QP is closed, and a DREQ tells a requester
  * that did connect but whose RTUs were all lost. */
 static void rtu_timed_out(struct nic *nic, struct qp *qp)
 {
-	rtu_wait_end(nic->conn, qp);
 	send_dreq(nic, qp);
-	nic->stats.disconnects++;
-	qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
-	event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_TIMED_OUT, qp->qpn);
+	disconnected(nic, qp, NIC_STATUS_TIMED_OUT);
 }
 
 /*
@@ -784,9 +791,7 @@ static void rx_rej(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	if (qp && qp->passive && connected(qp) && m->rej_msg == FAB_CM_REJ_MSG_REP &&
 	    qp->peer_comm_id == m->local_comm_id) {
 		/* Our REP reached a requester that had given up. */
-		qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
-		nic->stats.disconnects++;
-		event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_CONN_REFUSED, qp->qpn);
+		disconnected(nic, qp, NIC_STATUS_CONN_REFUSED);
 		return;
 	}
 	if (!qp || qp->state != NIC_QPS_CONNECTING) {
@@ -802,11 +807,8 @@ static void rx_dreq(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	struct fab_cm_msg drep = cm_msg(FAB_CM_DREP, m->tid);
 
 	if (qp && qp->peer_addr == src && qp->comm_id == m->remote_comm_id &&
-	    qp->peer_comm_id == m->local_comm_id && connected(qp)) {
-		qpio_stop(nic, qp, NIC_QPS_CLOSED, NIC_WC_WR_FLUSH_ERR);
-		nic->stats.disconnects++;
-		event(nic, qp->ctx, NIC_EV_DISCONNECTED, NIC_STATUS_OK, qp->qpn);
-	}
+	    qp->peer_comm_id == m->local_comm_id && connected(qp))
+		disconnected(nic, qp, NIC_STATUS_OK);
 	/* A DREP in every case: a repeated DREQ must be answered too. */
 	drep.local_comm_id = m->remote_comm_id;
 	drep.remote_comm_id = m->local_comm_id;
