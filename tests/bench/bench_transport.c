@@ -384,7 +384,7 @@ static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32
 			   uint8_t *rbuf, uint32_t rkey, double *lo, double *hi, double w[PAIRS])
 {
 	const size_t len = 1u << 20;
-	double r[PAIRS], one[2 * PAIRS], two[PAIRS], whole[PAIRS], fastest = 0;
+	double r[PAIRS], one[2 * PAIRS], two[PAIRS], whole[PAIRS];
 	struct cpu_probe cps[PAIRS];
 	int nwhole = 0;
 
@@ -406,21 +406,6 @@ static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32
 		       "CPU 1 %.2f  both %.2f\n",
 		       k + 1, w[k], pv, r[k], cp.alone[0], cp.alone[1], cp.both);
 	}
-	/* For the reader, not the target: the pairs after which the probe saw
-	 * two whole cores, each CPU alone at 90% of the run's fastest or more
-	 * and the two at once at 0.9 of the two alone or more. */
-	for (int k = 0; k < 2 * PAIRS; k++)
-		fastest = one[k] > fastest ? one[k] : fastest;
-	for (int k = 0; k < PAIRS; k++)
-		if (cps[k].alone[0] >= 0.9 * fastest && cps[k].alone[1] >= 0.9 * fastest &&
-		    cps[k].both >= 0.9)
-			whole[nwhole++] = r[k];
-	if (nwhole)
-		printf("  pairs after which both CPUs were whole cores: %d, their ratios' median "
-		       "%.2f\n",
-		       nwhole, nst_median(whole, nwhole));
-	else
-		printf("  pairs after which both CPUs were whole cores: none\n");
 	qsort(one, 2 * PAIRS, sizeof(one[0]), nst_cmp_double);
 	qsort(two, PAIRS, sizeof(two[0]), nst_cmp_double);
 	printf("  one CPU alone: %.2f .. %.2f G multiply-adds/s (the slowest %.0f%% of the "
@@ -428,6 +413,19 @@ static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32
 	       one[0], one[2 * PAIRS - 1],
 	       one[2 * PAIRS - 1] > 0 ? 100 * one[0] / one[2 * PAIRS - 1] : 0, two[PAIRS / 2],
 	       two[0], two[PAIRS - 1]);
+	/* For the reader, not the target: the pairs after which the probe saw
+	 * two whole cores, each CPU alone at 90% of the run's fastest or more
+	 * and the two at once at 0.9 of the two alone or more. */
+	for (int k = 0; k < PAIRS; k++)
+		if (cps[k].alone[0] >= 0.9 * one[2 * PAIRS - 1] &&
+		    cps[k].alone[1] >= 0.9 * one[2 * PAIRS - 1] && cps[k].both >= 0.9)
+			whole[nwhole++] = r[k];
+	if (nwhole)
+		printf("  pairs after which both CPUs were whole cores: %d, their ratios' median "
+		       "%.2f\n",
+		       nwhole, nst_median(whole, nwhole));
+	else
+		printf("  pairs after which both CPUs were whole cores: none\n");
 	qsort(r, PAIRS, sizeof(r[0]), nst_cmp_double);
 	*lo = r[0];
 	*hi = r[PAIRS - 1];
