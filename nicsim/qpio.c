@@ -56,7 +56,8 @@ static void set_state(struct qp *qp, enum nic_qp_state state, uint16_t error)
  * process_vm_readv costs more than the copy of a 4 KiB payload.  So when a
  * packet's payload is not already in a frame, the DMA engine reads it and
  * the payloads of up to QPIO_AHEAD - 1 packets that follow it in the same
- * buffer, each into its own frame, in one system call.  The frames wait,
+ * buffer, each into its own frame, in one system call -- no more than the
+ * engine will send in this call (rc_xmit_run).  The frames wait,
  * payload in place, for the packets the engine sends next; a packet that
  * does not match (a retransmission from elsewhere, another message) starts
  * a new stream, and what a stream still holds when the engine's call
@@ -163,6 +164,7 @@ static struct qpio_ahead *ahead_get(struct qp *qp, const struct rc_mem *mem, uin
 				    uint32_t len, size_t hdr, int *err)
 {
 	struct qpio_ahead *a = ahead_find(qp, mem, off, len);
+	uint32_t run;
 
 	if (a)
 		return a;
@@ -170,7 +172,8 @@ static struct qpio_ahead *ahead_get(struct qp *qp, const struct rc_mem *mem, uin
 	    : !qp->ahead[1].mem ? &qp->ahead[1]
 				: &qp->ahead[qp->ahead_turn++ & 1];
 	ahead_drop(qp, a);
-	*err = ahead_read(qp, mem, off, len, hdr, QPIO_AHEAD, a);
+	run = rc_xmit_run(&qp->rc, mem);
+	*err = ahead_read(qp, mem, off, len, hdr, run < QPIO_AHEAD ? run : QPIO_AHEAD, a);
 	/* The fault may lie in a later packet's payload: that packet fails
 	 * when it is sent, not this one. */
 	if (*err == -EFAULT)

@@ -860,6 +860,29 @@ uint64_t rc_deadline(const struct rc *rc)
 	return rc->dead ? 0 : t;
 }
 
+uint32_t rc_xmit_run(const struct rc *rc, const struct rc_mem *mem)
+{
+	if (rc->rd_head != rc->rd_tail) {
+		const struct rc_read *r = &rc->reads[rc->rd_head & RD_MASK];
+
+		if (mem == &r->mem)
+			return r->npkts - r->sent;
+	}
+	if (rc->sq_next != rc->sq_tail) {
+		const struct rc_swqe *w = &rc->sq[rc->sq_next & SQ_MASK];
+		uint32_t used, room, left;
+
+		if (mem != &w->mem || is_read(w))
+			return 1;
+		/* send_next let this packet out, so used < window. */
+		used = (uint32_t)rc_psn_diff(rc_psn_add(w->psn, rc->tx_pkt), rc->una_psn);
+		room = used < rc->cfg.window ? rc->cfg.window - used : 1;
+		left = w->npkts - rc->tx_pkt;
+		return left < room ? left : room;
+	}
+	return 1;
+}
+
 bool rc_busy(const struct rc *rc)
 {
 	return !rc->dead && (rc->ack_due || rc->rd_head != rc->rd_tail ||

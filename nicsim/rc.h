@@ -196,6 +196,15 @@ uint64_t rc_deadline(const struct rc *rc);
 bool rc_busy(const struct rc *rc);
 
 /*
+ * For xmit: how many packets with payload from mem, the one being
+ * transmitted included, this call of the engine will hand over in a row
+ * unless frames run out -- the rest of an RDMA READ's responses, or the
+ * packets of the work request being sent that the window lets out now.
+ * Reading payloads further ahead than this would be wasted.
+ */
+uint32_t rc_xmit_run(const struct rc *rc, const struct rc_mem *mem);
+
+/*
  * Put the QP in error (if not already) with status, complete every send
  * work request flushed and release what the responder held.  Receive work
  * requests still posted are the NIC's to flush.

@@ -48,6 +48,10 @@ struct side {
 	uint16_t error;
 	bool errored;
 	uint32_t max_outstanding;
+	/* rc_xmit_run as xmit saw it: the run in progress (its memory and the
+	 * packets it still promised), the longest, and promises broken. */
+	const struct rc_mem *run_mem;
+	uint32_t run_left, run_max, run_broken;
 };
 
 static struct side A, B;
@@ -108,10 +112,23 @@ static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uin
 	size_t hdr = fab_pkt_hdr_len(pkt->opcode);
 
 	NST_REQUIRE(hdr > 0);
-	if (l->no_frames)
+	if (l->no_frames) {
+		s->run_left = 0; /* a run may stop short when frames run out */
 		return -ENOBUFS;
-	if (mem)
+	}
+	if (mem) {
+		uint32_t run = rc_xmit_run(&s->rc, mem);
+
+		/* A run goes on with one packet fewer to come, or a new one
+		 * starts where the last was kept in full. */
+		if (s->run_left ? mem != s->run_mem || run != s->run_left : run == 0)
+			s->run_broken++;
+		s->run_mem = mem;
+		s->run_left = run ? run - 1 : 0;
+		if (run > s->run_max)
+			s->run_max = run;
 		gather(mem, off, f.data + hdr, pkt->payload_len);
+	}
 	pkt->payload = NULL;
 	NST_REQUIRE_EQ(fab_pkt_encode(pkt, f.data, sizeof(f.data), &f.len), 0);
 	f.due = now_ns + l->latency;
@@ -293,6 +310,14 @@ static int post(struct side *s, uint64_t id, uint8_t op, void *buf, uint32_t len
 	return rc_post_send(&s->rc, &w);
 }
 
+/* After a call of s's engine: every packet its runs promised was sent. */
+static void run_end(struct side *s)
+{
+	if (s->run_left)
+		s->run_broken++;
+	s->run_left = 0;
+}
+
 /* Deliver what is due on a link to side s, in order of due time (frames due
  * at the same time in the order they were sent). */
 static void deliver(struct link *l, struct side *s)
@@ -316,6 +341,7 @@ static void deliver(struct link *l, struct side *s)
 		if (fab_pkt_decode(f->data, f->len, &pkt, &why) == 0) {
 			l->missed_corruptions += f->corrupt;
 			rc_recv(&s->rc, &pkt, now_ns);
+			run_end(s);
 		} else {
 			l->bad_decodes++;
 		}
@@ -334,7 +360,9 @@ static bool run_until(bool (*pred)(void), uint64_t limit_ns)
 		deliver(&ab, &B);
 		deliver(&ba, &A);
 		rc_progress(&A.rc, now_ns);
+		run_end(&A);
 		rc_progress(&B.rc, now_ns);
+		run_end(&B);
 		out = (uint32_t)rc_psn_diff(A.rc.next_psn, A.rc.una_psn);
 		if (out > A.max_outstanding)
 			A.max_outstanding = out;
@@ -492,6 +520,43 @@ static void test_lossy_link(void)
 	NST_TRUE(ab.bad_decodes + ba.bad_decodes >= ab.corrupted + ba.corrupted);
 	NST_TRUE(!A.errored && !B.errored);
 	NST_TRUE(A.max_outstanding <= cfg.window);
+	NST_EQ(A.run_broken + B.run_broken, 0);
+}
+
+/*
+ * rc_xmit_run, which bounds the DMA engine's read-ahead, against what the
+ * engine then sends: a write of more packets than the window goes out as
+ * one run of a whole window and then runs of one acknowledgement's worth,
+ * and a read's responses as one run; no run stops short.
+ */
+static void test_xmit_runs(void)
+{
+	enum { WLEN = 2 * 1024 * 1024 + 100, RLEN = 64 * 1024 + 1 };
+	static uint8_t src[WLEN], remote[WLEN], back[RLEN];
+	struct rc_config cfg;
+	uint32_t lk, bk, rkey;
+
+	setup();
+	rc_config_default(&cfg);
+	lk = reg(&A, src, sizeof(src), 0);
+	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
+	nst_fill(src, sizeof(src), 11);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, WLEN, lk, (uintptr_t)remote, rkey), 0);
+	want_a = 1;
+	want_b = 0;
+	NST_REQUIRE(run_until(cqes_done, 1000000000u));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(src, remote, WLEN), 0);
+	/* 513 packets: the first run fills the window. */
+	NST_EQ(A.run_max, cfg.window);
+	NST_EQ(post(&A, 2, NIC_WR_RDMA_READ, back, RLEN, bk, (uintptr_t)remote + 5, rkey), 0);
+	want_a = 2;
+	NST_REQUIRE(run_until(cqes_done, 1000000000u));
+	NST_EQ(A.cqe[1].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(back, remote + 5, RLEN), 0);
+	NST_EQ(B.run_max, (RLEN + cfg.mtu - 1) / cfg.mtu);
+	NST_EQ(A.run_broken + B.run_broken, 0);
 }
 
 /* A read of more responses than the window: it waits for the window to
@@ -875,6 +940,7 @@ int main(int argc, char **argv)
 	    {"send_recv_sizes", test_send_recv_sizes},
 	    {"write_read_and_immediate", test_write_read_and_immediate},
 	    {"lossy_link", test_lossy_link},
+	    {"xmit_runs", test_xmit_runs},
 	    {"read_larger_than_window", test_read_larger_than_window},
 	    {"held_receive_flushed_on_error", test_held_receive_flushed_on_error},
 	    {"reads_refused_without_the_capability", test_reads_refused_without_the_capability},
