@@ -12,7 +12,7 @@ _Static_assert((RC_MAX_READS & RD_MASK) == 0, "read queue depth is a power of tw
 void rc_config_default(struct rc_config *cfg)
 {
 	*cfg = (struct rc_config){.mtu = FAB_MTU,
-				  .window = 256,
+				  .window = 512,
 				  .ack_every = 64,
 				  .timeout_ns = 10000000u,
 				  .retry_cnt = 7,

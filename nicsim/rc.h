@@ -99,7 +99,7 @@ struct rc_config {
 	bool no_reads;       /* the responder refuses RDMA READ (NIC without the capability) */
 };
 
-/* Defaults: 4096-byte MTU, 256 PSNs in flight, ACK every 64, 10 ms timeout,
+/* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, 10 ms timeout,
  * 7 retries, unlimited RNR retries, RNR timer code 1 (10 us). */
 void rc_config_default(struct rc_config *cfg);
 
