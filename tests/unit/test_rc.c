@@ -525,9 +525,9 @@ static void test_lossy_link(void)
 
 /*
  * rc_xmit_run, which bounds the DMA engine's read-ahead, against what the
- * engine then sends: a write of more packets than the window goes out as
- * one run of a whole window and then runs of one acknowledgement's worth,
- * and a read's responses as one run; no run stops short.
+ * engine then sends: a write of more packets than the window starts with a
+ * run of a whole window, a read's responses go out as one run, and no run
+ * stops short of what it promised.
  */
 static void test_xmit_runs(void)
 {
