@@ -31,6 +31,7 @@ void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *op
 		rc->cfg.window = RC_WINDOW_MAX;
 	if (rc->cfg.ack_every < 1)
 		rc->cfg.ack_every = 1;
+	rc->cwnd = rc->cfg.window;
 	rc->ops = *ops;
 	rc->qpn = qpn;
 	rc->dqpn = dqpn;
@@ -215,6 +216,7 @@ static void retire(struct rc *rc, uint32_t upto, uint64_t now)
 	if (rc_psn_diff(upto, rc->una_psn) > 0) {
 		rc->una_psn = upto;
 		rc->retries = 0;
+		rc->cwnd = rc->cwnd > rc->cfg.window / 2 ? rc->cfg.window : 2 * rc->cwnd;
 		/* Acknowledged beyond the transmit position: skip what got through. */
 		if (rc_psn_diff(upto, rc->next_psn) > 0 && !seek(rc, upto)) {
 			rc->sq_next = rc->sq_head;
@@ -298,7 +300,7 @@ static int send_next(struct rc *rc, uint64_t now)
 	/* The window bounds the PSNs in flight; a read larger than the window
 	 * still goes out once everything before it has been acknowledged. */
 	if ((uint32_t)rc_psn_diff(rc_psn_add(psn, is_read(w) ? w->npkts - k : 1), rc->una_psn) >
-		rc->cfg.window &&
+		rc->cwnd &&
 	    !(is_read(w) && psn == rc->una_psn))
 		return 0;
 	if (fenced(rc, rc->sq_next))
@@ -830,7 +832,12 @@ void rc_progress(struct rc *rc, uint64_t now)
 			fail_head(rc, NIC_WC_RETRY_EXC_ERR, 0);
 			return;
 		} else {
+			/* No answer: resend, but only an acknowledgement's worth,
+			 * so that a receiver still working through the first
+			 * transmission is not buried under another window. */
 			rc->st.timeouts++;
+			rc->cwnd =
+			    rc->cfg.ack_every < rc->cfg.window ? rc->cfg.ack_every : rc->cfg.window;
 			go_back(rc, rc->una_psn);
 			rc->timer = now + rc->cfg.timeout_ns;
 		}
@@ -876,7 +883,7 @@ uint32_t rc_xmit_run(const struct rc *rc, const struct rc_mem *mem)
 			return 1;
 		/* send_next let this packet out, so used < window. */
 		used = (uint32_t)rc_psn_diff(rc_psn_add(w->psn, rc->tx_pkt), rc->una_psn);
-		room = used < rc->cfg.window ? rc->cfg.window - used : 1;
+		room = used < rc->cwnd ? rc->cwnd - used : 1;
 		left = w->npkts - rc->tx_pkt;
 		return left < room ? left : room;
 	}

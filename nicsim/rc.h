@@ -151,6 +151,9 @@ struct rc {
 	uint64_t timer;     /* retransmission deadline, 0: off */
 	uint64_t rnr_until; /* RNR wait: resend from una_psn then, 0: none */
 	uint32_t retries, rnr_retries;
+	/* PSNs outstanding at most now: cfg.window, or less after a timeout
+	 * (each acknowledgement that makes progress doubles it again). */
+	uint32_t cwnd;
 
 	/* Responder. */
 	uint32_t epsn; /* expected PSN */

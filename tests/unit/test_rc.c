@@ -559,6 +559,43 @@ static void test_xmit_runs(void)
 	NST_EQ(A.run_broken + B.run_broken, 0);
 }
 
+static bool a_timed_out(void)
+{
+	return A.rc.st.timeouts > 0;
+}
+
+/*
+ * After a retransmission timeout the requester resends only an
+ * acknowledgement's worth of packets, not a whole window on top of the one
+ * the receiver may still be working through; each acknowledgement that
+ * makes progress doubles that, back to the full window.
+ */
+static void test_timeout_resends_less(void)
+{
+	enum { LEN = 4 * 1024 * 1024 };
+	static uint8_t src[LEN], remote[LEN];
+	struct rc_config cfg;
+	uint32_t lk, rkey;
+
+	setup();
+	rc_config_default(&cfg);
+	lk = reg(&A, src, sizeof(src), 0);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_WRITE);
+	nst_fill(src, sizeof(src), 12);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, LEN, lk, (uintptr_t)remote, rkey), 0);
+	ab.loss_ppm = 1000000;
+	NST_REQUIRE(run_until(a_timed_out, 1000000000u));
+	NST_EQ((uint32_t)rc_psn_diff(A.rc.next_psn, A.rc.una_psn), cfg.ack_every);
+	NST_EQ(A.rc.cwnd, cfg.ack_every);
+	ab.loss_ppm = 0;
+	want_a = 1;
+	want_b = 0;
+	NST_REQUIRE(run_until(cqes_done, 1000000000u));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(src, remote, LEN), 0);
+	NST_EQ(A.rc.cwnd, cfg.window);
+}
+
 /* A read of more responses than the window: it waits for the window to
  * drain, then goes out alone. */
 static void test_read_larger_than_window(void)
@@ -941,6 +978,7 @@ int main(int argc, char **argv)
 	    {"write_read_and_immediate", test_write_read_and_immediate},
 	    {"lossy_link", test_lossy_link},
 	    {"xmit_runs", test_xmit_runs},
+	    {"timeout_resends_less", test_timeout_resends_less},
 	    {"read_larger_than_window", test_read_larger_than_window},
 	    {"held_receive_flushed_on_error", test_held_receive_flushed_on_error},
 	    {"reads_refused_without_the_capability", test_reads_refused_without_the_capability},
