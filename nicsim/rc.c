@@ -881,7 +881,7 @@ uint32_t rc_xmit_run(const struct rc *rc, const struct rc_mem *mem)
 
 		if (mem != &w->mem || is_read(w))
 			return 1;
-		/* send_next let this packet out, so used < window. */
+		/* send_next let this packet out, so used < cwnd. */
 		used = (uint32_t)rc_psn_diff(rc_psn_add(w->psn, rc->tx_pkt), rc->una_psn);
 		room = used < rc->cwnd ? rc->cwnd - used : 1;
 		left = w->npkts - rc->tx_pkt;

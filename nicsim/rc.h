@@ -15,8 +15,9 @@
  * retransmission timeout, or an RNR NAK (after its delay) restarts sending
  * from the oldest unacknowledged PSN (go-back-N), re-reading the data from
  * host memory as a NIC does; after a timeout only ack_every PSNs go out,
- * doubled by each acknowledgement that makes progress, up to `window`.  A timeout counts against retry_cnt, an RNR NAK
- * against rnr_retry (7: forever); exhausting either, or a NAK for an invalid
+ * doubled by each acknowledgement that makes progress, up to `window`.  A
+ * timeout counts against retry_cnt, an RNR NAK against rnr_retry (7:
+ * forever); exhausting either, or a NAK for an invalid
  * request, a remote access error or a remote operational error, fails the
  * work request and puts the QP in error: every other work request completes
  * flushed.  Completions are posted in work request order.
