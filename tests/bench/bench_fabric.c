@@ -314,7 +314,7 @@ static void bench_fabric(void)
 		lat_sleep = nst_median_u64(sh->half_rtt_ns, SLEEP_ROUNDS) / 1000.0;
 		printf("    (sleep mode: %llu bell wake-ups in %u rounds)\n",
 		       (unsigned long long)sh->wakeups, SLEEP_ROUNDS);
-		nst_copy_refs(copy_src, copy_dst, len, 2001, &mc, &pv);
+		NST_REQUIRE_EQ(nst_copy_refs(copy_src, copy_dst, len, 2001, &mc, &pv), 0);
 		printf("  %6u %9.0f %11.2f %9.2f %8.2f us %8.2f us %6.0f ns %6.0f ns %9.1f %9.1f\n",
 		       len, cost[k], fps / 1e6, fps * len / 1e9, lat_spin, lat_sleep, mc, pv,
 		       cost[k] / mc, lat_spin * 1000.0 / pv);

@@ -87,7 +87,7 @@ static void bench_cold_registration(void)
 		}
 		r = nst_median_u64(reg, iters) / 1000.0;
 		p = nst_median_u64(pin, iters) / 1000.0;
-		nst_copy_refs(buf, dst, len, 31, &mc, &pv);
+		NST_REQUIRE_EQ(nst_copy_refs(buf, dst, len, 31, &mc, &pv), 0);
 		mc /= 1000.0;
 		pv /= 1000.0;
 		printf("  %6u %10.2f %12.2f %10.2f %8.2f %10.2f %10.2f %9.1f\n", pages[i], r, p,

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -208,11 +207,7 @@ static double ref_round(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 
 	for (size_t i = 0; i < iters; i++) {
 		if (pvm) {
-			struct iovec l = {.iov_base = dst, .iov_len = len};
-			struct iovec r = {.iov_base = src, .iov_len = len};
-
-			if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
-				return 0;
+			NST_REQUIRE_EQ(nst_pvr_self(dst, src, len), 0);
 		} else {
 			memcpy(dst, src, len);
 			__asm__ __volatile__("" ::"r"(dst) : "memory");

@@ -229,36 +229,50 @@ double nst_median_u64(uint64_t *v, size_t n)
 	return (double)v[n / 2];
 }
 
-void nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
-		   double *pvr_ns)
+int nst_pvr_self(void *dst, const void *src, size_t len)
+{
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)src, .iov_len = len};
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	int err = n < 0 ? -errno : n != (ssize_t)len ? -EIO : 0;
+
+	if (err)
+		printf("  process_vm_readv of %zu bytes within this process: %s (copied %zd): "
+		       "no reference copy, so no ratio\n",
+		       len, strerror(-err), n);
+	return err;
+}
+
+int nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
+		  double *pvr_ns)
 {
 	uint64_t *a = calloc(rounds ? rounds : 1, sizeof(*a));
 	uint64_t *b = calloc(rounds ? rounds : 1, sizeof(*b));
+	int err = 0;
 
 	*memcpy_ns = *pvr_ns = 0;
 	if (!a || !b || !rounds) {
 		free(a);
 		free(b);
-		return;
+		return rounds ? -ENOMEM : -EINVAL;
 	}
-	for (unsigned i = 0; i < rounds; i++) {
-		struct iovec l = {.iov_base = dst, .iov_len = len};
-		struct iovec r = {.iov_base = (void *)src, .iov_len = len};
+	for (unsigned i = 0; i < rounds && !err; i++) {
 		uint64_t t0 = nst_now_ns();
 
 		memcpy(dst, src, len);
 		__asm__ __volatile__("" ::"r"(dst) : "memory");
 		a[i] = nst_now_ns() - t0;
 		t0 = nst_now_ns();
-		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)len)
-			b[i] = 0;
-		else
-			b[i] = nst_now_ns() - t0;
+		err = nst_pvr_self(dst, src, len);
+		b[i] = nst_now_ns() - t0;
 	}
-	*memcpy_ns = nst_median_u64(a, rounds);
-	*pvr_ns = nst_median_u64(b, rounds);
+	if (!err) {
+		*memcpy_ns = nst_median_u64(a, rounds);
+		*pvr_ns = nst_median_u64(b, rounds);
+	}
 	free(a);
 	free(b);
+	return err;
 }
 
 uint64_t nst_now_ns(void)

@@ -125,12 +125,20 @@ double nst_median_u64(uint64_t *v, size_t n);
 uint64_t nst_splitmix64(uint64_t *state);
 
 /*
+ * One process_vm_readv of len bytes from src to dst, both in this process:
+ * the benchmarks' reference copy.  0, or -errno (-EIO for a short copy),
+ * the failure printed: a reference that could not be measured must end
+ * the benchmark, not turn into a ratio.
+ */
+int nst_pvr_self(void *dst, const void *src, size_t len);
+
+/*
  * Same-run references for benchmarks: the median time of one copy of len
  * bytes from src to dst by memcpy and by process_vm_readv (of this process),
- * over rounds copies, in nanoseconds.
+ * over rounds copies, in nanoseconds.  0, or nst_pvr_self's error.
  */
-void nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
-		   double *pvr_ns);
+int nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
+		  double *pvr_ns);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
