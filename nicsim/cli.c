@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -309,7 +310,10 @@ static int split_args(int argc, char **argv, struct cmdline *cl)
 	memset(cl, 0, sizeof(*cl));
 	for (i = 1; i < argc; i++) {
 		arg = argv[i];
-		if (words_only || arg[0] != '-' || !arg[1]) {
+		/* "-3" or "-.5" is a (bad) value for a setting, which says what
+		 * it expects, not an option. */
+		if (words_only || arg[0] != '-' || !arg[1] || isdigit((unsigned char)arg[1]) ||
+		    arg[1] == '.') {
 			if (cl->nwords == ARRAY_SIZE(cl->words)) {
 				cli_err("too many arguments ('%s'); run 'nicsim help'", arg);
 				return CLI_EXIT_USAGE;

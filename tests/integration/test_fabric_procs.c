@@ -689,6 +689,8 @@ static void test_cli_up_link_down(void)
 	OUT_HAS("198.18.0.0/15");
 	NST_EQ(NICSIM("link", "set", "--dir", run, A_ADDR, B_ADDR, "wobble", "1"), 2);
 	OUT_HAS("unknown setting 'wobble'");
+	NST_EQ(NICSIM("link", "set", "--dir", run, A_ADDR, B_ADDR, "latency", "-3"), 2);
+	OUT_HAS("latency -3: expected microseconds");
 	NST_EQ(NICSIM("link", "set", "--dir", run, A_ADDR, "198.18.0.7", "loss", "1"), 1);
 	OUT_HAS("no port 198.18.0.7");
 
