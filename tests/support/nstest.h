@@ -135,7 +135,8 @@ int nst_pvr_self(void *dst, const void *src, size_t len);
 /*
  * Same-run references for benchmarks: the median time of one copy of len
  * bytes from src to dst by memcpy and by process_vm_readv (of this process),
- * over rounds copies, in nanoseconds.  0, or nst_pvr_self's error.
+ * over rounds copies, in nanoseconds.  0, -EINVAL (no rounds), -ENOMEM, or
+ * nst_pvr_self's error.
  */
 int nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, double *memcpy_ns,
 		  double *pvr_ns);
