@@ -297,8 +297,7 @@ static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline
 			continue;
 		}
 		if (qp->cm_deadline > now) {
-			if (!*deadline || qp->cm_deadline < *deadline)
-				*deadline = qp->cm_deadline;
+			nic_deadline_min(deadline, qp->cm_deadline);
 			i++;
 			continue;
 		}
@@ -497,8 +496,7 @@ static unsigned dreq_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 		struct dreq_out *d = &cs->dreq[i];
 
 		if (d->deadline > now) {
-			if (!*deadline || d->deadline < *deadline)
-				*deadline = d->deadline;
+			nic_deadline_min(deadline, d->deadline);
 			i++;
 			continue;
 		}
@@ -526,8 +524,7 @@ static unsigned req_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 		uint64_t expiry = r->heard + CM_REQ_SILENCE_NS;
 
 		if (expiry > now) {
-			if (!*deadline || expiry < *deadline)
-				*deadline = expiry;
+			nic_deadline_min(deadline, expiry);
 			i++;
 			continue;
 		}

@@ -329,8 +329,8 @@ static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 		}
 	}
 	/* No free frame: try again shortly rather than wait for a timer. */
-	if (nic->stats.tx_no_frame != no_frame && (!*deadline || *deadline > now + 20000))
-		*deadline = now + 20000;
+	if (nic->stats.tx_no_frame != no_frame)
+		nic_deadline_min(deadline, now + 20000);
 	return work;
 }
 

@@ -148,6 +148,14 @@ void ctx_interrupt(struct nic *nic, struct nic_ctx *c);
 /* The invalidation of key, deferred for in-flight DMA, is complete. */
 void ctx_drained(struct nic *nic, uint32_t key);
 
+/* Fold the timer t (0: none) into *deadline, the earliest timer of a pass
+ * over the NIC (0: none). */
+static inline void nic_deadline_min(uint64_t *deadline, uint64_t t)
+{
+	if (t && (!*deadline || t < *deadline))
+		*deadline = t;
+}
+
 /* conn.c: QP and connection commands (cmd_env.conn_exec), and CM messages. */
 uint16_t conn_exec(void *nic, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
 int conn_init(struct nic *nic);

@@ -526,7 +526,7 @@ void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st)
 unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadline)
 {
 	uint32_t prod, pending, taken = 0;
-	uint64_t sent, d;
+	uint64_t sent;
 
 	if (qp->state == NIC_QPS_ERROR || qp->state == NIC_QPS_CLOSED) {
 		flush_rings(qp);
@@ -584,9 +584,7 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 	ahead_drop_all(qp);
 	settle(qp);
 	fab_port_release_kicks(nic->port);
-	d = rc_deadline(&qp->rc);
-	if (d && (!*deadline || d < *deadline))
-		*deadline = d;
+	nic_deadline_min(deadline, rc_deadline(&qp->rc));
 	return taken + (unsigned)(qp->rc.st.pkts_sent - sent);
 }
 
