@@ -628,7 +628,6 @@ static void test_connect_refused_and_unreachable(void)
 	nic_host_detach(h);
 }
 
-/* The disconnect's first DREQ is lost: B still hears of it, from a second. */
 /* From now on, drop the nth CM message (QP 1) from A to B; 0: none.  The
  * CM messages that rule dropped so far. */
 static uint64_t drop_nth_cm(uint32_t nth)
@@ -648,6 +647,7 @@ static uint64_t drop_nth_cm(uint32_t nth)
 	return st.tx.dropped_nth;
 }
 
+/* The disconnect's first DREQ is lost: B still hears of it, from a second. */
 static void test_lost_dreq_sent_again(void)
 {
 	struct nic_cmd c = {.opcode = NIC_CMD_DISCONNECT};
