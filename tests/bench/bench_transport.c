@@ -386,20 +386,19 @@ static double paired_ratio(struct nst_qp *qp, uint8_t *src, uint8_t *ref, uint32
 	printf("  1 MiB RDMA WRITE and process_vm_readv in turn (GB/s), and what each CPU did "
 	       "alone right after (G multiply-adds/s) and both at once (over the two alone):\n");
 	for (int k = 0; k < PAIRS; k++) {
-		struct cpu_probe cp;
+		const struct cpu_probe *cp = &cps[k];
 		double pv;
 
 		w[k] = rdma_round(qp, NIC_WR_RDMA_WRITE, src, lk, rbuf, rkey, len);
 		pv = ref_round(true, src, ref, len);
 		r[k] = w[k] / pv;
-		cpu_probe(&cp);
-		cps[k] = cp;
-		one[2 * k] = cp.alone[0];
-		one[2 * k + 1] = cp.alone[1];
-		two[k] = cp.both;
+		cpu_probe(&cps[k]);
+		one[2 * k] = cp->alone[0];
+		one[2 * k + 1] = cp->alone[1];
+		two[k] = cp->both;
 		printf("    pair %d: write %5.2f  process_vm_readv %5.2f  ratio %.2f  CPU 0 %.2f  "
 		       "CPU 1 %.2f  both %.2f\n",
-		       k + 1, w[k], pv, r[k], cp.alone[0], cp.alone[1], cp.both);
+		       k + 1, w[k], pv, r[k], cp->alone[0], cp->alone[1], cp->both);
 	}
 	qsort(one, 2 * PAIRS, sizeof(one[0]), nst_cmp_double);
 	qsort(two, PAIRS, sizeof(two[0]), nst_cmp_double);
