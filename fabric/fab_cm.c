@@ -169,7 +169,10 @@ static int check_msg(const struct fab_cm_msg *m)
 	switch (m->type) {
 	case FAB_CM_REQ:
 		if (m->src_port == 0 || m->dst_port == 0 || !mtu_code(m->mtu) ||
-		    m->retry_count > FAB_CM_RETRY_MASK || m->ack_timeout > 31)
+		    m->retry_count > FAB_CM_RETRY_MASK || m->ack_timeout > FAB_CM_TIMEOUT_MAX ||
+		    m->remote_cm_timeout > FAB_CM_TIMEOUT_MAX ||
+		    m->local_cm_timeout > FAB_CM_TIMEOUT_MAX ||
+		    m->max_cm_retries > FAB_CM_MAX_RETRIES_MAX)
 			return -EINVAL;
 		break;
 	case FAB_CM_DREQ:
@@ -205,14 +208,13 @@ static void put_req(struct fab_cm_req *r, const struct fab_cm_msg *m)
 	fab_put24(r->local_qpn, m->qpn);
 	r->responder_resources = m->responder_resources;
 	r->initiator_depth = m->initiator_depth;
-	r->timeout_type = (uint8_t)(FAB_CM_RESPONSE_TIMEOUT << FAB_CM_TIMEOUT_SHIFT |
+	r->timeout_type = (uint8_t)(m->remote_cm_timeout << FAB_CM_TIMEOUT_SHIFT |
 				    FAB_CM_TRANSPORT_RC << FAB_CM_TYPE_SHIFT);
 	fab_put24(r->starting_psn, m->psn);
-	r->timeout_retry =
-	    (uint8_t)(FAB_CM_RESPONSE_TIMEOUT << FAB_CM_TIMEOUT_SHIFT | m->retry_count);
+	r->timeout_retry = (uint8_t)(m->local_cm_timeout << FAB_CM_TIMEOUT_SHIFT | m->retry_count);
 	fab_put16(r->pkey, FAB_PKEY_DEFAULT);
 	r->mtu_rnr = (uint8_t)(mtu_code(m->mtu) << FAB_CM_MTU_SHIFT | m->rnr_retry_count);
-	r->cm_retries = (uint8_t)(FAB_CM_MAX_CM_RETRIES << 4);
+	r->cm_retries = (uint8_t)(m->max_cm_retries << FAB_CM_MAX_RETRIES_SHIFT);
 
 	/*
 	 * The primary path as Linux's CM describes a routed RoCEv2 path:
@@ -330,6 +332,8 @@ int fab_cm_init(struct fab_cm_msg *m, enum fab_cm_type type)
 		m->mtu = FAB_MTU;
 		m->retry_count = FAB_CM_RETRY_DEFAULT;
 		m->ack_timeout = FAB_CM_ACK_TIMEOUT_DEFAULT;
+		m->remote_cm_timeout = m->local_cm_timeout = FAB_CM_RESPONSE_TIMEOUT;
+		m->max_cm_retries = FAB_CM_MAX_CM_RETRIES;
 	}
 	if (type == FAB_CM_REQ || type == FAB_CM_REP) {
 		m->rnr_retry_count = FAB_CM_RETRY_DEFAULT;
@@ -424,6 +428,9 @@ static enum fab_cm_err get_req(const struct fab_cm_req *r, const struct fab_pkt 
 	m->retry_count = r->timeout_retry & FAB_CM_RETRY_MASK;
 	m->rnr_retry_count = r->mtu_rnr & FAB_CM_RETRY_MASK;
 	m->ack_timeout = r->primary.ack_timeout >> FAB_CM_TIMEOUT_SHIFT;
+	m->remote_cm_timeout = r->timeout_type >> FAB_CM_TIMEOUT_SHIFT;
+	m->local_cm_timeout = r->timeout_retry >> FAB_CM_TIMEOUT_SHIFT;
+	m->max_cm_retries = r->cm_retries >> FAB_CM_MAX_RETRIES_SHIFT;
 	return FAB_CM_E_NONE;
 }
 

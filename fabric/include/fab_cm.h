@@ -81,12 +81,34 @@
 #define FAB_CM_LID_PERMISSIVE 0xffffu  /* RoCE has no LIDs; Linux sends this */
 #define FAB_CM_HOP_LIMIT FAB_IP4_TTL   /* routed (RoCEv2), not subnet-local */
 #define FAB_CM_PACKET_RATE 16u         /* IB rate code of 100 Gb/s: nominal */
-#define FAB_CM_RESPONSE_TIMEOUT 20u    /* 4.096 us * 2^20 = 4.3 s, as RDMA CM */
-#define FAB_CM_MAX_CM_RETRIES 15u      /* as RDMA CM */
 #define FAB_CM_FAILOVER_UNSUPPORTED 1u /* REP: no alternate path accepted */
-#define FAB_CM_ACK_TIMEOUT_DEFAULT 14u /* 4.096 us * 2^14 = 67 ms */
 #define FAB_CM_RESOURCES_DEFAULT 16u   /* responder resources, initiator depth */
-#define FAB_CM_RETRY_DEFAULT 7u        /* retry count and RNR retry count */
+
+/*
+ * What fab_cm_init puts in a REQ's timer fields; the NIC writes its own
+ * configuration over them.  The CM response timeout and max CM retries are
+ * the RDMA CM's (4.096 us * 2^20 = 4.3 s, 15), the ACK timeout, retry count
+ * and RNR retry count the common ones (67 ms, 7, 7 = forever).
+ */
+#define FAB_CM_RESPONSE_TIMEOUT 20u
+#define FAB_CM_MAX_CM_RETRIES 15u
+#define FAB_CM_ACK_TIMEOUT_DEFAULT 14u
+#define FAB_CM_RETRY_DEFAULT 7u /* retry count and RNR retry count */
+
+/* Limits of the encoded fields (IBTA table 106). */
+#define FAB_CM_TIMEOUT_MAX 31u     /* 5-bit timeout codes */
+#define FAB_CM_MAX_RETRIES_MAX 15u /* 4-bit max CM retries */
+
+/*
+ * An IBTA timeout code (the local ACK timeout, the CM response timeouts) in
+ * nanoseconds: 4.096 us * 2^code, code 0..31 (up to about 2.4 hours).  What
+ * code 0 means is the user's to say: IB calls a local ACK timeout of 0
+ * infinite.
+ */
+static inline uint64_t fab_ib_timeout_ns(unsigned code)
+{
+	return 4096ull << (code & FAB_CM_TIMEOUT_MAX);
+}
 
 /* ---- On-wire structures (all fields big-endian, alignment 1) -------------- */
 
@@ -208,7 +230,8 @@ struct fab_cm_dreq {
 #define FAB_CM_RDC_EXISTS 0x08u
 #define FAB_CM_EXT_TRANSPORT_MASK 0x07u
 #define FAB_CM_RETRY_MASK 0x07u
-#define FAB_CM_TIMEOUT_SHIFT 3 /* 5-bit timeouts in bits 7:3 */
+#define FAB_CM_TIMEOUT_SHIFT 3     /* 5-bit timeouts in bits 7:3 */
+#define FAB_CM_MAX_RETRIES_SHIFT 4 /* max CM retries in bits 7:4 */
 #define FAB_CM_REP_RNR_SHIFT 5
 #define FAB_CM_REJ_MSG_SHIFT 6
 #define FAB_CM_ARI_LEN_SHIFT 1
@@ -314,11 +337,20 @@ struct fab_cm_msg {
 	uint32_t remote_comm_id; /* the receiver's; 0 in a REQ */
 
 	/* REQ: the connection's ports and path. */
-	uint16_t src_port; /* the connecting socket's port (IP CM private data) */
-	uint16_t dst_port; /* the listening port (service ID) */
-	uint32_t mtu;      /* path MTU in bytes: 256, 512, 1024, 2048 or 4096 */
-	uint8_t retry_count;
+	uint16_t src_port;   /* the connecting socket's port (IP CM private data) */
+	uint16_t dst_port;   /* the listening port (service ID) */
+	uint32_t mtu;        /* path MTU in bytes: 256, 512, 1024, 2048 or 4096 */
+	uint8_t retry_count; /* transport retries after timeouts, 0..7 */
 	uint8_t ack_timeout; /* local ACK timeout code: 4.096 us * 2^code, < 32 */
+	/*
+	 * How long the sender will wait for the receiver's answer (remote CM
+	 * response timeout) and the receiver for the sender's (local CM
+	 * response timeout), codes < 32, and how often the receiver should send
+	 * a message again that gets no answer (max CM retries, 0..15).
+	 */
+	uint8_t remote_cm_timeout;
+	uint8_t local_cm_timeout;
+	uint8_t max_cm_retries;
 
 	/*
 	 * REQ, REP: the sender's QP; DREQ: the receiver's QP (the one to
@@ -384,9 +416,9 @@ const char *fab_cm_err_str(enum fab_cm_err err);
 const char *fab_cm_type_name(enum fab_cm_type type);
 
 /*
- * Zero *m and set type and the defaults nicsim uses for the fields the type
- * carries: in a REQ path MTU 4096, retry count 7 and ACK timeout code 14; in
- * a REQ or REP RNR retry count 7 and 16 responder resources and initiator
+ * Zero *m and set type and the defaults for the fields the type carries:
+ * in a REQ path MTU 4096, retry count 7, ACK timeout code 14, CM response
+ * timeouts code 20 and 15 max CM retries; in a REQ or REP RNR retry count 7 and 16 responder resources and initiator
  * depth; in a REJ "message rejected: REQ" and reason "consumer reject".  The
  * caller fills in addresses, IDs, ports, QPN and PSN.  Returns 0, or -EINVAL
  * (m zeroed) for a type nicsim does not send.
@@ -397,7 +429,8 @@ int fab_cm_init(struct fab_cm_msg *m, enum fab_cm_type type);
  * Encode m into the 256-byte MAD at mad.  Fails with -EINVAL, writing
  * nothing, unless fab_cm_decode would accept the result: a type nicsim
  * sends, communication IDs as the top of this file says, 24-bit QPN (not 0
- * or 1) and PSN, retry counts under 8, a valid MTU and ACK timeout, nonzero
+ * or 1) and PSN, retry counts under 8, max CM retries under 16, a valid
+ * MTU, timeout codes under 32, nonzero
  * ports in a REQ, a REJ with a defined message and a nonzero reason.
  */
 int fab_cm_encode(const struct fab_cm_msg *m, uint8_t mad[FAB_MAD_LEN]);

@@ -79,7 +79,9 @@ static bool msg_equal(const struct fab_cm_msg *a, const struct fab_cm_msg *b)
 	       a->dst_ip == b->dst_ip && a->local_comm_id == b->local_comm_id &&
 	       a->remote_comm_id == b->remote_comm_id && a->src_port == b->src_port &&
 	       a->dst_port == b->dst_port && a->mtu == b->mtu && a->retry_count == b->retry_count &&
-	       a->ack_timeout == b->ack_timeout && a->qpn == b->qpn && a->psn == b->psn &&
+	       a->ack_timeout == b->ack_timeout && a->remote_cm_timeout == b->remote_cm_timeout &&
+	       a->local_cm_timeout == b->local_cm_timeout &&
+	       a->max_cm_retries == b->max_cm_retries && a->qpn == b->qpn && a->psn == b->psn &&
 	       a->responder_resources == b->responder_resources &&
 	       a->initiator_depth == b->initiator_depth &&
 	       a->rnr_retry_count == b->rnr_retry_count && a->rej_msg == b->rej_msg &&
@@ -93,6 +95,7 @@ static void carried_only(struct fab_cm_msg *m)
 		m->src_port = m->dst_port = 0;
 		m->mtu = 0;
 		m->retry_count = m->ack_timeout = 0;
+		m->remote_cm_timeout = m->local_cm_timeout = m->max_cm_retries = 0;
 	}
 	if (m->type != FAB_CM_REQ && m->type != FAB_CM_REP) {
 		m->psn = 0;
@@ -119,6 +122,9 @@ static void check_msg(const struct fab_cm_msg *got, const struct fab_cm_msg *wan
 	NST_EQ(got->mtu, want->mtu);
 	NST_EQ(got->retry_count, want->retry_count);
 	NST_EQ(got->ack_timeout, want->ack_timeout);
+	NST_EQ(got->remote_cm_timeout, want->remote_cm_timeout);
+	NST_EQ(got->local_cm_timeout, want->local_cm_timeout);
+	NST_EQ(got->max_cm_retries, want->max_cm_retries);
 	NST_EQ_U(got->qpn, want->qpn);
 	NST_EQ_U(got->psn, want->psn);
 	NST_EQ(got->responder_resources, want->responder_resources);
@@ -196,6 +202,9 @@ static void test_req_matches_hand_built_mad(void)
 	const size_t d = 24;
 
 	sample(&m, FAB_CM_REQ);
+	m.remote_cm_timeout = 18;
+	m.local_cm_timeout = 17;
+	m.max_cm_retries = 9;
 	NST_REQUIRE_EQ(fab_cm_encode(&m, got), 0);
 
 	put_hdr(want, 0x0010);
@@ -205,12 +214,12 @@ static void test_req_matches_hand_built_mad(void)
 	put_be(want + d + 32, 3, 0x123456);            /* Local QPN */
 	want[d + 35] = 16;                             /* Responder Resources */
 	want[d + 39] = 16;                             /* Initiator Depth */
-	want[d + 43] = 20 << 3 | 0 << 1 | 0;           /* remote CM timeout, RC, no E2E FC */
+	want[d + 43] = 18 << 3 | 0 << 1 | 0;           /* remote CM timeout, RC, no E2E FC */
 	put_be(want + d + 44, 3, 0xabcdef);            /* Starting PSN */
-	want[d + 47] = 20 << 3 | 7;                    /* local CM timeout, Retry Count 7 */
+	want[d + 47] = 17 << 3 | 7;                    /* local CM timeout, Retry Count 7 */
 	put_be(want + d + 48, 2, 0xffff);              /* P_Key */
 	want[d + 50] = 5 << 4 | 0 << 3 | 7;            /* MTU 4096, no RDC, RNR retry 7 */
-	want[d + 51] = 15 << 4;                        /* Max CM retries 15, no SRQ, no XRC */
+	want[d + 51] = 9 << 4;                         /* Max CM retries 9, no SRQ, no XRC */
 	put_be(want + d + 52, 2, 0xffff);              /* primary local LID: permissive */
 	put_be(want + d + 54, 2, 0xffff);              /* primary remote LID */
 	put_mapped(want + d + 56, 1);                  /* primary local GID */
@@ -366,6 +375,9 @@ static void test_round_trip_field_ranges(void)
 		m.retry_count = (uint8_t)i;
 		m.rnr_retry_count = (uint8_t)(7 - i);
 		m.ack_timeout = i & 1 ? 31 : 0;
+		m.remote_cm_timeout = i & 1 ? 0 : 31;
+		m.local_cm_timeout = i & 1 ? 31 : 0;
+		m.max_cm_retries = i & 1 ? 15 : 0;
 		m.responder_resources = i & 1 ? 255 : 0;
 		m.initiator_depth = i & 1 ? 0 : 255;
 		m.src_port = i & 1 ? 0xffff : 1;
@@ -392,6 +404,9 @@ static void test_round_trip_field_ranges(void)
 		m.retry_count = (uint8_t)(rnd(&r) & 7);
 		m.rnr_retry_count = (uint8_t)(rnd(&r) & 7);
 		m.ack_timeout = (uint8_t)(rnd(&r) & 31);
+		m.remote_cm_timeout = (uint8_t)(rnd(&r) & 31);
+		m.local_cm_timeout = (uint8_t)(rnd(&r) & 31);
+		m.max_cm_retries = (uint8_t)(rnd(&r) & 15);
 		m.responder_resources = (uint8_t)rnd(&r);
 		m.initiator_depth = (uint8_t)rnd(&r);
 		m.rej_msg = (enum fab_cm_rej_msg)(rnd(&r) % 3);
@@ -447,6 +462,9 @@ static void test_encode_refuses_bad_messages(void)
 	REFUSE(FAB_CM_REQ, m.retry_count = 8);
 	REFUSE(FAB_CM_REQ, m.rnr_retry_count = 8);
 	REFUSE(FAB_CM_REQ, m.ack_timeout = 32);
+	REFUSE(FAB_CM_REQ, m.remote_cm_timeout = 32);
+	REFUSE(FAB_CM_REQ, m.local_cm_timeout = 32);
+	REFUSE(FAB_CM_REQ, m.max_cm_retries = 16);
 	REFUSE(FAB_CM_REQ, m.mtu = 0);
 	REFUSE(FAB_CM_REQ, m.mtu = 128);
 	REFUSE(FAB_CM_REQ, m.mtu = 1500);
@@ -506,6 +524,9 @@ static void test_init_defaults(void)
 		NST_EQ(m.mtu, req ? 4096 : 0);
 		NST_EQ(m.retry_count, req ? 7 : 0);
 		NST_EQ(m.ack_timeout, req ? 14 : 0);
+		NST_EQ(m.remote_cm_timeout, req ? 20 : 0);
+		NST_EQ(m.local_cm_timeout, req ? 20 : 0);
+		NST_EQ(m.max_cm_retries, req ? 15 : 0);
 		NST_EQ(m.rnr_retry_count, qp ? 7 : 0);
 		NST_EQ(m.responder_resources, qp ? 16 : 0);
 		NST_EQ(m.initiator_depth, qp ? 16 : 0);
@@ -757,15 +778,13 @@ static void test_decode_ignores_reserved_fields(void)
 	}
 
 	/*
-	 * The bits beside meaningful ones in shared bytes: CM response
-	 * timeouts, end-to-end flow control, max CM retries, SRQ, failover,
-	 * ACK delay and reserved bits.
+	 * The bits beside meaningful ones in shared bytes: end-to-end flow
+	 * control, SRQ, failover, ACK delay and reserved bits.
 	 */
 	sample(&m, FAB_CM_REQ);
 	NST_REQUIRE_EQ(fab_cm_encode(&m, mad), 0);
-	mad[67] |= 0xf9; /* remote CM response timeout, E2E flow control */
-	mad[71] |= 0xf8; /* local CM response timeout */
-	mad[75] |= 0xf8; /* max CM retries, SRQ */
+	mad[67] |= 0x01; /* E2E flow control */
+	mad[75] |= 0x08; /* SRQ */
 	mad[119] |= 0x07;
 	gsi_pkt(&p, mad, FAB_MAD_LEN, m.src_ip, m.dst_ip);
 	NST_EQ(fab_cm_decode(&p, &out, &why), 0);
