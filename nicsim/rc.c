@@ -5,7 +5,6 @@
 
 #define SQ_MASK (NIC_SQ_DEPTH - 1)
 #define RD_MASK (RC_MAX_READS - 1)
-#define RC_RNR_FOREVER 7u
 
 _Static_assert((RC_MAX_READS & RD_MASK) == 0, "read queue depth is a power of two");
 
@@ -14,9 +13,9 @@ void rc_config_default(struct rc_config *cfg)
 	*cfg = (struct rc_config){.mtu = FAB_MTU,
 				  .window = 512,
 				  .ack_every = 64,
-				  .timeout_ns = 10000000u,
-				  .retry_cnt = 7,
-				  .rnr_retry = RC_RNR_FOREVER,
+				  .timeout_ns = rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT),
+				  .retry_cnt = RC_RETRY_CNT_DEFAULT,
+				  .rnr_retry = RC_RNR_RETRY_DEFAULT,
 				  .rnr_timer = 1};
 }
 
@@ -49,6 +48,15 @@ static uint32_t npkts_of(const struct rc *rc, uint64_t len)
 static bool is_read(const struct rc_swqe *w)
 {
 	return w->wqe.opcode == NIC_WR_RDMA_READ;
+}
+
+/*
+ * The retransmission deadline for a timer started now, after rc->retries
+ * timeouts in a row: 0 (none) when the QP has no ACK timeout.
+ */
+static uint64_t timer_from(const struct rc *rc, uint64_t now)
+{
+	return rc->cfg.timeout_ns ? now + rc_backoff_ns(rc->cfg.timeout_ns, rc->retries) : 0;
 }
 
 static void release(struct rc *rc, struct rc_mem *mem)
@@ -223,7 +231,7 @@ static void retire(struct rc *rc, uint32_t upto, uint64_t now)
 			rc->tx_pkt = 0;
 			rc->next_psn = upto;
 		}
-		rc->timer = rc->una_psn == rc->max_psn ? 0 : now + rc->cfg.timeout_ns;
+		rc->timer = rc->una_psn == rc->max_psn ? 0 : timer_from(rc, now);
 	}
 }
 
@@ -372,7 +380,7 @@ static int send_next(struct rc *rc, uint64_t now)
 	if (rc_psn_diff(rc->next_psn, rc->max_psn) > 0)
 		rc->max_psn = rc->next_psn;
 	if (!rc->timer)
-		rc->timer = now + rc->cfg.timeout_ns;
+		rc->timer = timer_from(rc, now);
 	return 1;
 }
 
@@ -839,7 +847,9 @@ void rc_progress(struct rc *rc, uint64_t now)
 			rc->cwnd =
 			    rc->cfg.ack_every < rc->cfg.window ? rc->cfg.ack_every : rc->cfg.window;
 			go_back(rc, rc->una_psn);
-			rc->timer = now + rc->cfg.timeout_ns;
+			/* Each timeout in a row waits longer (a peer that is slow,
+			 * not gone, gets time to answer). */
+			rc->timer = timer_from(rc, now);
 		}
 	}
 	/* Read responses first, so that an ACK never overtakes them. */

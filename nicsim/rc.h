@@ -15,9 +15,12 @@
  * retransmission timeout, or an RNR NAK (after its delay) restarts sending
  * from the oldest unacknowledged PSN (go-back-N), re-reading the data from
  * host memory as a NIC does; after a timeout only ack_every PSNs go out,
- * doubled by each acknowledgement that makes progress, up to `window`.  A
- * timeout counts against retry_cnt, an RNR NAK against rnr_retry (7:
- * forever); exhausting either, or a NAK for an invalid
+ * doubled by each acknowledgement that makes progress, up to `window`.  The
+ * timer backs off: after n timeouts in a row it runs timeout_ns * 2^min(n,
+ * RC_BACKOFF_SHIFT_MAX), and progress (or an RNR NAK, which is an answer)
+ * brings it back to timeout_ns; so the requester gives up rc_retry_budget_ns
+ * after the last progress.  A timeout counts against retry_cnt, an RNR NAK
+ * against rnr_retry (7: forever); exhausting either, or a NAK for an invalid
  * request, a remote access error or a remote operational error, fails the
  * work request and puts the QP in error: every other work request completes
  * flushed.  Completions are posted in work request order.
@@ -90,20 +93,67 @@ struct rc_ops {
 	void (*error)(void *arg, uint16_t status);
 };
 
+/*
+ * The connection's timers in InfiniBand's encodings, as the CM REQ carries
+ * them: the local ACK timeout (4.096 us * 2^code; 0 turns the timer off, as
+ * IB defines it), the retry count (3 bits) and the RNR retry count (3 bits,
+ * 7 = forever).
+ */
+#define RC_ACK_TIMEOUT_DEFAULT 14u /* 4.096 us * 2^14 = 67.1 ms */
+#define RC_RETRY_CNT_DEFAULT 7u
+#define RC_RNR_RETRY_DEFAULT 7u
+#define RC_RNR_FOREVER 7u
+
+/* The retransmission timer doubles with each timeout in a row, up to
+ * 2^RC_BACKOFF_SHIFT_MAX times its base. */
+#define RC_BACKOFF_SHIFT_MAX 4u
+
 struct rc_config {
 	uint32_t mtu;        /* payload bytes per packet, 256 .. FAB_MTU */
 	uint32_t window;     /* PSNs outstanding, 1 .. RC_WINDOW_MAX */
 	uint32_t ack_every;  /* ask for an ACK at least every so many packets */
-	uint64_t timeout_ns; /* retransmission timeout */
-	uint32_t retry_cnt;  /* timeouts before RETRY_EXC_ERR */
+	uint64_t timeout_ns; /* retransmission timeout before any backoff; 0: no timer */
+	uint32_t retry_cnt;  /* timeouts in a row before RETRY_EXC_ERR */
 	uint32_t rnr_retry;  /* RNR NAKs before RNR_RETRY_EXC_ERR; 7 = no limit */
 	uint8_t rnr_timer;   /* RNR NAK timer code this responder sends (IBTA table 45) */
 	bool no_reads;       /* the responder refuses RDMA READ (NIC without the capability) */
 };
 
-/* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, 10 ms timeout,
- * 7 retries, unlimited RNR retries, RNR timer code 1 (10 us). */
+/* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, the timers of
+ * RC_ACK_TIMEOUT_DEFAULT (67.1 ms), RC_RETRY_CNT_DEFAULT (7) and
+ * RC_RNR_RETRY_DEFAULT (7: unlimited), RNR timer code 1 (10 us). */
 void rc_config_default(struct rc_config *cfg);
+
+/* A local ACK timeout code (0..31) in ns: 0 for code 0 (no timer). */
+static inline uint64_t rc_ack_timeout_ns(unsigned code)
+{
+	return code ? 4096ull << (code & 31u) : 0;
+}
+
+/*
+ * The wait after n timeouts (or retransmissions) in a row of a timer whose
+ * base is base_ns: base_ns * 2^min(n, RC_BACKOFF_SHIFT_MAX).  The CM uses
+ * the same rule for its REQ, REP and DREQ.
+ */
+static inline uint64_t rc_backoff_ns(uint64_t base_ns, uint32_t n)
+{
+	return base_ns << (n < RC_BACKOFF_SHIFT_MAX ? n : RC_BACKOFF_SHIFT_MAX);
+}
+
+/*
+ * The longest a timer of base base_ns allowing retries retries waits in
+ * all, from the first transmission to giving up: the sum of
+ * rc_backoff_ns(base_ns, n) for n = 0 .. retries.  For the requester, the
+ * time from the last progress to RETRY_EXC_ERR (79 * base for 7 retries).
+ */
+static inline uint64_t rc_retry_budget_ns(uint64_t base_ns, uint32_t retries)
+{
+	uint64_t t = 0;
+
+	for (uint32_t n = 0; n <= retries; n++)
+		t += rc_backoff_ns(base_ns, n);
+	return t;
+}
 
 struct rc_stats {
 	uint64_t pkts_sent, pkts_rcvd, bytes_sent, bytes_rcvd;

@@ -349,6 +349,9 @@ static void deliver(struct link *l, struct side *s)
 	}
 }
 
+/* B's NIC gets no CPU: what is sent to it waits on the link. */
+static bool b_stopped;
+
 /* Run both sides until pred() holds or limit_ns of simulated time pass. */
 static bool run_until(bool (*pred)(void), uint64_t limit_ns)
 {
@@ -357,12 +360,15 @@ static bool run_until(bool (*pred)(void), uint64_t limit_ns)
 	while (now_ns < end) {
 		uint32_t out;
 
-		deliver(&ab, &B);
+		if (!b_stopped)
+			deliver(&ab, &B);
 		deliver(&ba, &A);
 		rc_progress(&A.rc, now_ns);
 		run_end(&A);
-		rc_progress(&B.rc, now_ns);
-		run_end(&B);
+		if (!b_stopped) {
+			rc_progress(&B.rc, now_ns);
+			run_end(&B);
+		}
 		out = (uint32_t)rc_psn_diff(A.rc.next_psn, A.rc.una_psn);
 		if (out > A.max_outstanding)
 			A.max_outstanding = out;
@@ -768,25 +774,201 @@ static void test_rnr_retry_exhausted(void)
 	NST_EQ(A.rc.st.rnr_naks_rcvd, 4);
 }
 
+/* a >= b and a <= b on unsigned 64-bit values, printing both on failure. */
+#define GE_U(a, b)                                                                               \
+	NST_CHECK_((uint64_t)(a) >= (uint64_t)(b), CU_FALSE, "%s = %llu, want >= %s = %llu", #a, \
+		   (unsigned long long)(a), #b, (unsigned long long)(b))
+#define LE_U(a, b)                                                                               \
+	NST_CHECK_((uint64_t)(a) <= (uint64_t)(b), CU_FALSE, "%s = %llu, want <= %s = %llu", #a, \
+		   (unsigned long long)(a), #b, (unsigned long long)(b))
+
+/* When each of A's retransmission timeouts fired (simulated ns), and when A failed. */
+static uint64_t timeout_at[16], failed_at;
+static uint32_t ntimeouts_seen, ntimeouts_before;
+
+static void timeouts_forget(void)
+{
+	ntimeouts_seen = 0;
+	failed_at = 0;
+}
+
+/* A predicate that notes the time of every new timeout and of A's failure. */
+static bool note_timeouts(void)
+{
+	while (ntimeouts_seen < A.rc.st.timeouts && ntimeouts_seen < 16)
+		timeout_at[ntimeouts_seen++] = now_ns;
+	if (A.errored && !failed_at)
+		failed_at = now_ns;
+	return A.errored;
+}
+
+static bool a_timed_out_thrice(void)
+{
+	note_timeouts();
+	return A.rc.st.timeouts >= 3;
+}
+
+static bool a_timed_out_again(void)
+{
+	note_timeouts();
+	return A.rc.st.timeouts > ntimeouts_before;
+}
+
+/*
+ * Nothing gets through: the timer waits its base, then twice as long after
+ * each timeout in a row, up to 16 times the base; the 8th timeout fails the
+ * oldest request with RETRY_EXC_ERR after the whole budget (79 bases).
+ */
 static void test_retry_exceeded_when_link_down(void)
 {
 	static uint8_t src[10000];
+	const uint64_t base = 1000000, step = 500; /* run_until's clock step */
+	struct rc_config cfg;
+	uint64_t sent, prev;
 	uint32_t lk;
 
-	setup();
+	rc_config_default(&cfg);
+	cfg.timeout_ns = base;
+	setup_with(&cfg);
 	ab.loss_ppm = 1000000;
+	timeouts_forget();
 	lk = reg(&A, src, sizeof(src), 0);
 	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
 	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 1, lk, 0, 0), 0);
-	NST_REQUIRE(run_until(a_errored, 1000000000u));
+	sent = now_ns; /* the first packets go out at the first step */
+	NST_REQUIRE(run_until(note_timeouts, 1000000000u));
 	NST_EQ(A.error, NIC_WC_RETRY_EXC_ERR);
 	NST_EQ(A.cqe[0].status, NIC_WC_RETRY_EXC_ERR);
 	NST_EQ(A.cqe[1].status, NIC_WC_WR_FLUSH_ERR);
 	NST_EQ(A.rc.st.timeouts, 7);
-	/* 7 retries after 10 ms each, not much more. */
-	NST_TRUE(now_ns < 1000000u + 90000000u);
+	NST_EQ(ntimeouts_seen, 7);
+	prev = sent;
+	for (uint32_t n = 0; n < 7; n++) {
+		uint64_t want = rc_backoff_ns(base, n), got = timeout_at[n] - prev;
+
+		NST_CHECK_(got >= want && got <= want + step, CU_FALSE,
+			   "timeout %u came %llu ns after the one before, want %llu", n + 1,
+			   (unsigned long long)got, (unsigned long long)want);
+		prev = timeout_at[n];
+	}
+	NST_EQ_U(rc_backoff_ns(base, 7), 16 * base);
+	NST_EQ_U(rc_retry_budget_ns(base, 7), 79 * base);
+	GE_U(failed_at - sent, rc_retry_budget_ns(base, 7));
+	LE_U(failed_at - sent, rc_retry_budget_ns(base, 7) + 8 * step);
 	/* Later work requests are refused at once. */
 	NST_EQ(post(&A, 3, NIC_WR_SEND, src, 1, lk, 0, 0), -ENOTCONN);
+}
+
+/* The defaults: 67.1 ms, and a requester that hears nothing gives up after
+ * 79 times that, 5.3 s (docs/transport.md and nicsimd --help say so). */
+static void test_default_budget(void)
+{
+	struct rc_config cfg;
+
+	rc_config_default(&cfg);
+	NST_EQ_U(cfg.timeout_ns, 67108864u);
+	NST_EQ(cfg.retry_cnt, 7);
+	NST_EQ(cfg.rnr_retry, 7);
+	NST_EQ_U(rc_retry_budget_ns(cfg.timeout_ns, cfg.retry_cnt), 79ull * 67108864u);
+	NST_EQ_U(rc_ack_timeout_ns(0), 0);
+	NST_EQ_U(rc_ack_timeout_ns(1), 8192);
+	NST_EQ_U(rc_ack_timeout_ns(31), 4096ull << 31);
+	NST_EQ_U(rc_backoff_ns(4096ull << 31, 100), 4096ull << 35);
+}
+
+/*
+ * Progress brings the timer back to its base: after three timeouts in a
+ * row (the timer then at 8 bases) the link comes back, the transfer
+ * completes, and the next loss is noticed one base after its send.
+ */
+static void test_progress_resets_backoff(void)
+{
+	static uint8_t src[10000], dst[10000];
+	const uint64_t base = 1000000;
+	struct rc_config cfg;
+	uint64_t sent;
+	uint32_t lk, rk;
+
+	rc_config_default(&cfg);
+	cfg.timeout_ns = base;
+	setup_with(&cfg);
+	timeouts_forget();
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	post_recv(&B, 10, dst, sizeof(dst), rk);
+	post_recv(&B, 11, dst, sizeof(dst), rk);
+	ab.loss_ppm = 1000000;
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	NST_REQUIRE(run_until(a_timed_out_thrice, 100000000));
+	NST_EQ(A.rc.st.timeouts, 3);
+	NST_EQ(A.rc.retries, 3);
+	ab.loss_ppm = 0;
+	want_a = 1;
+	want_b = 1;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(A.rc.retries, 0);
+	ab.loss_ppm = 1000000;
+	sent = now_ns;
+	ntimeouts_before = ntimeouts_seen = (uint32_t)A.rc.st.timeouts;
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 100, lk, 0, 0), 0);
+	NST_REQUIRE(run_until(a_timed_out_again, 100000000));
+	GE_U(timeout_at[ntimeouts_before] - sent, base);
+	LE_U(timeout_at[ntimeouts_before] - sent, base + 1000);
+	NST_EQ(A.errored, false);
+}
+
+/* A local ACK timeout of 0 is InfiniBand's "no timer": nothing is sent
+ * again and nothing fails, however long the silence. */
+static void test_ack_timeout_zero_is_no_timer(void)
+{
+	static uint8_t src[100];
+	struct rc_config cfg;
+	uint32_t lk;
+
+	rc_config_default(&cfg);
+	cfg.timeout_ns = rc_ack_timeout_ns(0);
+	setup_with(&cfg);
+	ab.loss_ppm = 1000000;
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	NST_TRUE(!run_until(a_errored, 100000000));
+	NST_EQ(A.rc.st.timeouts, 0);
+	NST_EQ(A.rc.st.pkts_sent, 1);
+	NST_EQ_U(rc_deadline(&A.rc), 0);
+}
+
+/*
+ * B's NIC stops (no CPU) for 20 of A's base timeouts, less than A's budget
+ * of 79: what A sends waits for it.  A times out and backs off; when B runs
+ * again the transfer completes intact, neither QP in error.
+ */
+static void test_stopped_peer_survives(void)
+{
+	enum { LEN = 256 * 1024 };
+	static uint8_t src[LEN], dst[LEN];
+	const uint64_t base = 1000000;
+	struct rc_config cfg;
+	uint32_t lk, rkey;
+
+	rc_config_default(&cfg);
+	cfg.timeout_ns = base;
+	setup_with(&cfg);
+	lk = reg(&A, src, sizeof(src), 0);
+	rkey = expose(&B, dst, sizeof(dst), NIC_ACCESS_REMOTE_WRITE);
+	nst_fill(src, sizeof(src), 21);
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_WRITE, src, LEN, lk, (uintptr_t)dst, rkey), 0);
+	b_stopped = true;
+	NST_TRUE(!run_until(a_errored, 20 * base));
+	b_stopped = false;
+	GE_U(A.rc.st.timeouts, 3);
+	NST_EQ(A.errored, false);
+	want_a = 1;
+	want_b = 0;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(src, dst, LEN), 0);
+	NST_EQ(B.errored, false);
 }
 
 static bool both_errored(void)
@@ -986,6 +1168,10 @@ int main(int argc, char **argv)
 	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
 	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
 	    {"retry_exceeded_when_link_down", test_retry_exceeded_when_link_down},
+	    {"default_budget", test_default_budget},
+	    {"progress_resets_backoff", test_progress_resets_backoff},
+	    {"ack_timeout_zero_is_no_timer", test_ack_timeout_zero_is_no_timer},
+	    {"stopped_peer_survives", test_stopped_peer_survives},
 	    {"remote_access_refusals", test_remote_access_refusals},
 	    {"window_bound_to_other_qp", test_window_bound_to_other_qp},
 	    {"local_key_refused", test_local_key_refused},
