@@ -12,19 +12,30 @@
  * The passive QP is ready to receive when it sends its REP; the active QP
  * when the REP arrives.  A lost REQ or REP is recovered by the active side
  * sending the REQ again (the passive side answers a duplicate REQ with its
- * REP again); after CM_TRIES requests without an answer the connect fails
- * as timed out.  The passive side sends its REP again too, until the RTU
- * or a packet from the peer on the QP arrives; after CM_TRIES REPs it
- * closes the QP (NIC_EV_DISCONNECTED, status TIMED_OUT) and sends a DREQ.
- * A request nobody accepted is forgotten once its sender has stopped
- * repeating it (CM_REQ_SILENCE_NS): the active side has given up by then,
- * and the listener's backlog is free again.  A REP that comes after the
+ * REP again); after its CM retries the connect fails as timed out.  The
+ * passive side sends its REP again too, until the RTU or a packet from the
+ * peer on the QP arrives; after the CM retries the REQ asked for it closes
+ * the QP (NIC_EV_DISCONNECTED, status TIMED_OUT) and sends a DREQ.  A
+ * request nobody accepted is forgotten once its sender has stopped
+ * repeating it (req_expiry): the active side has given up by then, and the
+ * listener's backlog is free again.  A REP that comes after the
  * active side gave up (or destroyed its QP) is answered with a REJ, which
  * closes the passive QP: its owner gets NIC_EV_DISCONNECTED with status
  * CONN_REFUSED rather than a connection to nobody (a lost REJ is made good
- * by the next REP).  A DREQ is sent again until its DREP arrives, CM_TRIES
- * times at most, so that a lost one cannot leave the peer waiting on a
- * connection that is gone.  Ports are per NIC, like TCP ports on a host.
+ * by the next REP).  A DREQ is sent again until its DREP arrives, as often
+ * as the connection's CM retries allow, so that a lost one cannot leave the
+ * peer waiting on a connection that is gone.  Ports are per NIC, like TCP
+ * ports on a host.
+ *
+ * Timers: the connecting NIC puts its configured timers (struct
+ * nic_timers) in the REQ: local ACK timeout, retry count and RNR retry
+ * count for the RC engines, CM response timeout and max CM retries for the
+ * CM.  The passive side runs with the REQ's values, as InfiniBand's CM
+ * does, and echoes the RNR retry count in its REP.  Every CM message that
+ * waits for an answer is sent again after 4.096 us * 2^(CM response
+ * timeout), doubled after each unanswered send up to 16 times that
+ * (rc_backoff_ns, the RC timer's rule), and given up after max CM retries
+ * retransmissions.
  *
  * Every CM message is hostile input: it must match the state it claims to
  * continue (the same peer address and communication IDs), or it is counted
@@ -40,11 +51,6 @@
 #include "fab_addr.h"
 #include "fab_cm.h"
 
-#define CM_RETRY_NS 100000000ull /* REQ and REP retransmission interval */
-#define CM_TRIES 5u
-/* A pending request not heard again for this long is dropped: three
- * retransmission intervals, so that one lost repeat does not drop it. */
-#define CM_REQ_SILENCE_NS (3u * CM_RETRY_NS)
 #define CM_EPHEMERAL_FIRST 49152u
 
 struct listener {
@@ -59,8 +65,11 @@ struct pending_req {
 	uint64_t tid;        /* the REQ's MAD transaction ID, echoed in REP and REJ */
 	struct nic_ctx *ctx; /* the listener's */
 	uint64_t heard;      /* when its REQ last arrived (ns) */
+	uint64_t silence_ns; /* dropped when not heard again for this long */
 	uint16_t local_port, peer_port;
 	uint32_t peer_addr, peer_qpn, peer_psn, peer_comm_id;
+	/* The REQ's timers, which the connection will run with (as in struct qp). */
+	uint8_t ack_timeout, retry_cnt, rnr_retry, cm_timeout, cm_retries;
 };
 
 /* A DREQ sent and not yet answered: the QP it closed may be gone. */
@@ -68,6 +77,7 @@ struct dreq_out {
 	uint64_t tid, deadline;
 	uint32_t peer_addr, peer_qpn, comm_id, peer_comm_id;
 	uint32_t tries;
+	uint8_t cm_timeout, cm_retries; /* the connection's */
 };
 
 struct conn_state {
@@ -90,6 +100,15 @@ struct conn_state {
 static uint64_t now_ns(void)
 {
 	return fab_now_ns();
+}
+
+/*
+ * How long to wait for the answer to the n-th send (from 1) of a CM message
+ * of a connection whose CM response timeout code is code.
+ */
+static uint64_t cm_wait_ns(uint8_t code, uint32_t n)
+{
+	return rc_backoff_ns(fab_ib_timeout_ns(code), n ? n - 1 : 0);
 }
 
 static uint32_t rnd24(struct conn_state *cs)
@@ -201,10 +220,15 @@ static void send_req(struct nic *nic, struct qp *qp)
 	m.psn = qp->sq_psn;
 	m.src_port = qp->local_port;
 	m.dst_port = qp->peer_port;
+	m.ack_timeout = qp->ack_timeout;
+	m.retry_count = qp->retry_cnt;
+	m.rnr_retry_count = qp->rnr_retry;
+	m.remote_cm_timeout = m.local_cm_timeout = qp->cm_timeout;
+	m.max_cm_retries = qp->cm_retries;
 	err = cm_send(nic, qp->peer_addr, &m);
 
 	qp->cm_tries++;
-	qp->cm_deadline = now_ns() + CM_RETRY_NS;
+	qp->cm_deadline = now_ns() + cm_wait_ns(qp->cm_timeout, qp->cm_tries);
 	if (err == -EHOSTUNREACH)
 		qp->cm_deadline = 1; /* fail at the next timer pass, not inside CONNECT */
 }
@@ -220,6 +244,7 @@ static void send_rep(struct nic *nic, struct qp *qp, uint64_t tid)
 	m.psn = qp->sq_psn;
 	m.src_port = qp->local_port;
 	m.dst_port = qp->peer_port;
+	m.rnr_retry_count = qp->rnr_retry;
 	cm_send(nic, qp->peer_addr, &m);
 }
 
@@ -281,7 +306,7 @@ static void rtu_timed_out(struct nic *nic, struct qp *qp)
 
 /*
  * Repeat the REQs whose REP is late and the REPs whose RTU is late; give up
- * on a QP that has sent CM_TRIES of them.  A passive QP that left RTS
+ * on a QP whose retries are spent.  A passive QP that left RTS
  * meanwhile (DISCONNECT, the peer's DREQ or REJ, an error) waits no more.
  */
 static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
@@ -303,13 +328,13 @@ static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline
 		}
 		work++;
 		if (qp->passive) {
-			if (qp->cm_tries >= CM_TRIES) {
+			if (qp->cm_tries > qp->cm_retries) {
 				rtu_timed_out(nic, qp);
 				continue;
 			}
 			send_rep(nic, qp, qp->cm_tid);
 			qp->cm_tries++;
-			qp->cm_deadline = now + CM_RETRY_NS;
+			qp->cm_deadline = now + cm_wait_ns(qp->cm_timeout, qp->cm_tries);
 			i++;
 			continue;
 		}
@@ -317,7 +342,7 @@ static unsigned connect_timers(struct nic *nic, uint64_t now, uint64_t *deadline
 			connect_failed(nic, qp, NIC_STATUS_UNREACHABLE);
 			continue;
 		}
-		if (qp->cm_tries >= CM_TRIES) {
+		if (qp->cm_tries > qp->cm_retries) {
 			connect_failed(nic, qp, NIC_STATUS_TIMED_OUT);
 			continue;
 		}
@@ -420,6 +445,11 @@ static uint16_t do_connect(struct nic *nic, struct nic_ctx *c, const struct nic_
 	qp->sq_psn = rnd24(cs);
 	qp->cm_tries = 0;
 	qp->passive = false;
+	qp->ack_timeout = nic->opts.timers.ack_timeout;
+	qp->retry_cnt = nic->opts.timers.retry_cnt;
+	qp->rnr_retry = nic->opts.timers.rnr_retry;
+	qp->cm_timeout = nic->opts.timers.cm_timeout;
+	qp->cm_retries = nic->opts.timers.cm_retries;
 	qp->state = NIC_QPS_CONNECTING;
 	__atomic_store_n(&qp->hdr->state, NIC_QPS_CONNECTING, __ATOMIC_RELAXED);
 	cs->connecting[cs->nconn++] = qp;
@@ -447,11 +477,16 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->sq_psn = rnd24(cs);
 	qp->rq_psn = r->peer_psn;
 	qp->cm_tid = r->tid;
+	qp->ack_timeout = r->ack_timeout;
+	qp->retry_cnt = r->retry_cnt;
+	qp->rnr_retry = r->rnr_retry;
+	qp->cm_timeout = r->cm_timeout;
+	qp->cm_retries = r->cm_retries;
 	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
 	drop_req(cs, r);
 	send_rep(nic, qp, qp->cm_tid);
 	qp->cm_tries = 1;
-	qp->cm_deadline = now_ns() + CM_RETRY_NS;
+	qp->cm_deadline = now_ns() + cm_wait_ns(qp->cm_timeout, 1);
 	cs->connecting[cs->nconn++] = qp;
 	nic->stats.conn_established++;
 	event(nic, c, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
@@ -467,7 +502,7 @@ static void dreq_xmit(struct nic *nic, struct dreq_out *d)
 	m.qpn = d->peer_qpn;
 	cm_send(nic, d->peer_addr, &m);
 	d->tries++;
-	d->deadline = now_ns() + CM_RETRY_NS;
+	d->deadline = now_ns() + cm_wait_ns(d->cm_timeout, d->tries);
 }
 
 /* Close qp's connection on the wire: a DREQ, sent again until answered. */
@@ -478,7 +513,9 @@ static void send_dreq(struct nic *nic, struct qp *qp)
 			     .peer_addr = qp->peer_addr,
 			     .peer_qpn = qp->peer_qpn,
 			     .comm_id = qp->comm_id,
-			     .peer_comm_id = qp->peer_comm_id};
+			     .peer_comm_id = qp->peer_comm_id,
+			     .cm_timeout = qp->cm_timeout,
+			     .cm_retries = qp->cm_retries};
 
 	dreq_xmit(nic, &d);
 	/* Without the memory to track it, the DREQ goes out once. */
@@ -486,7 +523,7 @@ static void send_dreq(struct nic *nic, struct qp *qp)
 		cs->dreq[cs->ndreq++] = d;
 }
 
-/* Repeat the DREQs whose DREP is late; forget those tried CM_TRIES times. */
+/* Repeat the DREQs whose DREP is late; forget those whose retries are spent. */
 static unsigned dreq_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 {
 	struct conn_state *cs = nic->conn;
@@ -501,7 +538,7 @@ static unsigned dreq_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 			continue;
 		}
 		work++;
-		if (d->tries >= CM_TRIES) {
+		if (d->tries > d->cm_retries) {
 			nic->stats.dreq_unanswered++;
 			*d = cs->dreq[--cs->ndreq];
 			continue;
@@ -521,7 +558,7 @@ static unsigned req_timers(struct nic *nic, uint64_t now, uint64_t *deadline)
 	for (uint32_t i = 0; i < cs->nreq;) {
 		struct pending_req *r = &cs->req[i];
 		char addr[FAB_ADDR_STRLEN];
-		uint64_t expiry = r->heard + CM_REQ_SILENCE_NS;
+		uint64_t expiry = r->heard + r->silence_ns;
 
 		if (expiry > now) {
 			nic_deadline_min(deadline, expiry);
@@ -715,7 +752,19 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 				  .peer_addr = src,
 				  .peer_qpn = m->qpn,
 				  .peer_psn = m->psn,
-				  .peer_comm_id = m->local_comm_id};
+				  .peer_comm_id = m->local_comm_id,
+				  .ack_timeout = m->ack_timeout,
+				  .retry_cnt = m->retry_count,
+				  .rnr_retry = m->rnr_retry_count,
+				  .cm_timeout = m->local_cm_timeout,
+				  .cm_retries = m->max_cm_retries};
+	/*
+	 * The requester waits at most its longest interval after its last REQ
+	 * before it gives up; twice that without a REQ means it has (one lost
+	 * repeat does not drop the request).
+	 */
+	r->silence_ns =
+	    2 * rc_backoff_ns(fab_ib_timeout_ns(m->remote_cm_timeout), m->max_cm_retries);
 	l->pending++;
 	{
 		struct nic_event ev = {.type = NIC_EV_CONN_REQUEST,
@@ -756,6 +805,7 @@ static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 		qp->cm_deadline = 0;
 		qp->peer_comm_id = m->local_comm_id;
 		qp->rq_psn = m->psn;
+		qp->rnr_retry = m->rnr_retry_count; /* as the REP asks */
 		qpio_start(nic, qp, src, m->qpn, qp->sq_psn, m->psn);
 		nic->stats.conn_established++;
 		event(nic, qp->ctx, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);

@@ -41,6 +41,11 @@ void nic_opts_default(struct nic_opts *o)
 	o->max_reg_len = NIC_DEFAULT_MAX_REG;
 	o->caps = NIC_CAP_MW | NIC_CAP_RDMA_READ;
 	o->spin_us = NIC_DEFAULT_SPIN_US;
+	o->timers = (struct nic_timers){.ack_timeout = RC_ACK_TIMEOUT_DEFAULT,
+					.retry_cnt = RC_RETRY_CNT_DEFAULT,
+					.rnr_retry = RC_RNR_RETRY_DEFAULT,
+					.cm_timeout = NIC_DEFAULT_CM_TIMEOUT,
+					.cm_retries = NIC_DEFAULT_CM_RETRIES};
 	o->log_level = NIC_LOG_INFO;
 }
 

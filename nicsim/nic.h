@@ -24,6 +24,23 @@
 #define NIC_DEFAULT_SPIN_US 50u
 #define NIC_MAX_CONTEXTS 1024u
 
+/*
+ * The timers a NIC asks for in the CM REQ of each connection it makes, in
+ * InfiniBand's encodings; the passive side takes them from the REQ, so both
+ * sides of a connection run with the connecting NIC's (docs/transport.md,
+ * "Timeouts").  Timeout codes mean 4.096 us * 2^code.
+ */
+struct nic_timers {
+	uint8_t ack_timeout; /* local ACK timeout code, 1..31 (0, no timer, is not offered) */
+	uint8_t retry_cnt;   /* transport retries, 0..7 */
+	uint8_t rnr_retry;   /* RNR retries, 0..7 (7: forever) */
+	uint8_t cm_timeout;  /* CM response timeout code, 0..31 */
+	uint8_t cm_retries;  /* CM retransmissions of a REQ, REP or DREQ, 0..15 */
+};
+
+#define NIC_DEFAULT_CM_TIMEOUT 14u /* 4.096 us * 2^14 = 67.1 ms */
+#define NIC_DEFAULT_CM_RETRIES 5u
+
 struct nic_opts {
 	uint32_t addr;         /* network byte order, in 198.18.0.0/15 */
 	char dir[PATH_MAX];    /* run directory (must exist) */
@@ -31,6 +48,7 @@ struct nic_opts {
 	uint64_t max_reg_len;  /* bytes */
 	uint32_t caps;         /* NIC_CAP_* */
 	uint32_t spin_us;      /* idle polling before sleeping */
+	struct nic_timers timers;
 	enum nic_log_level log_level;
 };
 

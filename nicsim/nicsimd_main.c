@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 
 #include "fab_addr.h"
+#include "fab_cm.h"
 #include "nic.h"
 #include "opts.h"
+#include "rc.h"
 #include "rundir.h"
 #include "tpt.h"
 
@@ -30,9 +32,50 @@ static void usage(FILE *f)
 		"  --spin-us N        poll this long after the last command before sleeping\n"
 		"                     (default %u)\n"
 		"  --log-level L      error, warn, info (default) or debug\n"
+		"\n"
+		"Timers of the connections this NIC makes, in InfiniBand's encodings; they go\n"
+		"in the CM request and the accepting NIC uses them too. A timeout code C means\n"
+		"4.096 us x 2^C; each retry in a row waits twice as long as the one before, up\n"
+		"to 16 times the first (docs/transport.md, \"Timeouts\"):\n"
+		"  --ack-timeout C    local ACK timeout code, 1..31 (default %u: %.1f ms)\n"
+		"  --retry-count N    retransmission timeouts before the request fails with\n"
+		"                     RETRY_EXC_ERR, 0..7 (default %u: %.1f s without an answer)\n"
+		"  --rnr-retry N      RNR NAKs before RNR_RETRY_EXC_ERR, 0..7; 7 retries\n"
+		"                     forever (default %u)\n"
+		"  --cm-timeout C     CM response timeout code, 0..31 (default %u: %.1f ms)\n"
+		"  --cm-retries N     CM REQ, REP and DREQ retransmissions, 0..15 (default %u:\n"
+		"                     a CONNECT to a dead NIC fails after %.1f s)\n"
+		"\n"
 		"  --help             this text\n"
 		"  --version          version\n",
-		NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US);
+		NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US,
+		RC_ACK_TIMEOUT_DEFAULT, (double)rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT) / 1e6,
+		RC_RETRY_CNT_DEFAULT,
+		(double)rc_retry_budget_ns(rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT),
+					   RC_RETRY_CNT_DEFAULT) /
+		    1e9,
+		RC_RNR_RETRY_DEFAULT, NIC_DEFAULT_CM_TIMEOUT,
+		(double)fab_ib_timeout_ns(NIC_DEFAULT_CM_TIMEOUT) / 1e6, NIC_DEFAULT_CM_RETRIES,
+		(double)rc_retry_budget_ns(fab_ib_timeout_ns(NIC_DEFAULT_CM_TIMEOUT),
+					   NIC_DEFAULT_CM_RETRIES) /
+		    1e9);
+}
+
+/*
+ * One timer option: a whole number in lo..hi into *out, or a message and
+ * false.  what says what the number is, for the message.
+ */
+static bool timer_opt(const char *name, const char *text, unsigned lo, unsigned hi,
+		      const char *what, uint8_t *out)
+{
+	uint64_t v;
+
+	if (opts_parse_u64(text, &v) < 0 || v < lo || v > hi) {
+		fprintf(stderr, "nicsimd: --%s %s: want %s, %u..%u\n", name, text, what, lo, hi);
+		return false;
+	}
+	*out = (uint8_t)v;
+	return true;
 }
 
 int main(int argc, char **argv)
@@ -46,6 +89,11 @@ int main(int argc, char **argv)
 	    {"no-rdma-read", no_argument, NULL, 'R'},
 	    {"spin-us", required_argument, NULL, 's'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"ack-timeout", required_argument, NULL, 'A'},
+	    {"retry-count", required_argument, NULL, 'C'},
+	    {"rnr-retry", required_argument, NULL, 'N'},
+	    {"cm-timeout", required_argument, NULL, 'T'},
+	    {"cm-retries", required_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -104,6 +152,34 @@ int main(int argc, char **argv)
 				    optarg);
 				return 2;
 			}
+			break;
+		/* A local ACK timeout of 0 turns InfiniBand's timer off: a lost
+		 * packet with nothing after it would never be sent again and a
+		 * dead peer never noticed, so the option does not offer it. */
+		case 'A':
+			if (!timer_opt("ack-timeout", optarg, 1, 31, "a timeout code",
+				       &o.timers.ack_timeout))
+				return 2;
+			break;
+		case 'C':
+			if (!timer_opt("retry-count", optarg, 0, 7, "a retry count",
+				       &o.timers.retry_cnt))
+				return 2;
+			break;
+		case 'N':
+			if (!timer_opt("rnr-retry", optarg, 0, 7, "an RNR retry count (7: forever)",
+				       &o.timers.rnr_retry))
+				return 2;
+			break;
+		case 'T':
+			if (!timer_opt("cm-timeout", optarg, 0, 31, "a timeout code",
+				       &o.timers.cm_timeout))
+				return 2;
+			break;
+		case 'M':
+			if (!timer_opt("cm-retries", optarg, 0, 15, "a retry count",
+				       &o.timers.cm_retries))
+				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V':

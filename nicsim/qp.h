@@ -68,6 +68,9 @@ struct qp {
 	uint64_t cm_deadline;
 	uint32_t cm_tries;
 	bool passive;
+	/* The timers the connection runs with: the REQ's (struct nic_timers),
+	 * and for the active side the RNR retry count of the REP. */
+	uint8_t ack_timeout, retry_cnt, rnr_retry, cm_timeout, cm_retries;
 	/* Transport (qpio.c), valid from RTS on. */
 	struct rc rc;
 	struct qpio_ahead ahead[2]; /* a requester's and a responder's stream */

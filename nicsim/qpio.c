@@ -439,6 +439,9 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	struct rc_ops ops = qp_rc_ops;
 
 	rc_config_default(&cfg);
+	cfg.timeout_ns = rc_ack_timeout_ns(qp->ack_timeout);
+	cfg.retry_cnt = qp->retry_cnt;
+	cfg.rnr_retry = qp->rnr_retry;
 	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;
