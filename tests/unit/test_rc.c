@@ -733,9 +733,13 @@ static bool a_errored(void)
 static void test_rnr_then_receive_posted(void)
 {
 	static uint8_t src[100], dst[100];
+	struct rc_config cfg;
 	uint32_t lk, rk;
 
-	setup();
+	/* A 1 ms timer: its budget, 79 ms, is well inside the 200 ms below. */
+	rc_config_default(&cfg);
+	cfg.timeout_ns = 1000000;
+	setup_with(&cfg);
 	lk = reg(&A, src, sizeof(src), 0);
 	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
 	nst_fill(src, sizeof(src), 3);
@@ -744,7 +748,9 @@ static void test_rnr_then_receive_posted(void)
 	want_b = 1;
 	/* Nothing to receive into for longer than the retry limit of timeouts
 	 * would allow: RNR NAKs are answers, not silence. */
+	NST_TRUE(rc_retry_budget_ns(cfg.timeout_ns, cfg.retry_cnt) < 200000000);
 	NST_TRUE(!run_until(cqes_done, 200000000));
+	NST_TRUE(!A.errored);
 	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
 	NST_TRUE(A.rc.st.rnr_naks_rcvd > 0);
 	post_recv(&B, 2, dst, sizeof(dst), rk);
