@@ -899,9 +899,3 @@ uint32_t rc_xmit_run(const struct rc *rc, const struct rc_mem *mem)
 	}
 	return 1;
 }
-
-bool rc_busy(const struct rc *rc)
-{
-	return !rc->dead && (rc->ack_due || rc->rd_head != rc->rd_tail ||
-			     (rc->sq_next != rc->sq_tail && !rc->rnr_until));
-}

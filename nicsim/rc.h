@@ -247,9 +247,6 @@ void rc_progress(struct rc *rc, uint64_t now);
 /* When rc_progress must run again at the latest (0: only on new work). */
 uint64_t rc_deadline(const struct rc *rc);
 
-/* True while the engine has packets it could send now (window or frames). */
-bool rc_busy(const struct rc *rc);
-
 /*
  * For xmit: how many packets with payload from mem, the one being
  * transmitted included, this call of the engine will hand over in a row
