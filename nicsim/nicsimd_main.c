@@ -157,7 +157,8 @@ int main(int argc, char **argv)
 		 * packet with nothing after it would never be sent again and a
 		 * dead peer never noticed, so the option does not offer it. */
 		case 'A':
-			if (!timer_opt("ack-timeout", optarg, 1, 31, "a timeout code",
+			if (!timer_opt("ack-timeout", optarg, 1, 31,
+				       "a timeout code (not 0, which would turn the timer off)",
 				       &o.timers.ack_timeout))
 				return 2;
 			break;

@@ -318,6 +318,32 @@ static void test_connect_budget_when_peer_nic_stopped(void)
 	nic_host_detach(h);
 }
 
+/* nicsimd refuses a timer out of its field's range, saying what it wants,
+ * with exit status 2, and starts no NIC. */
+static void test_bad_timer_options_refused(void)
+{
+	static const struct {
+		const char *opt, *val, *says;
+	} bad[] = {
+	    {"--ack-timeout", "0", "--ack-timeout 0: want a timeout code (not 0"},
+	    {"--ack-timeout", "32", "--ack-timeout 32: want a timeout code"},
+	    {"--retry-count", "8", "--retry-count 8: want a retry count, 0..7"},
+	    {"--rnr-retry", "-1", "--rnr-retry -1: want an RNR retry count"},
+	    {"--cm-timeout", "x", "--cm-timeout x: want a timeout code, 0..31"},
+	    {"--cm-retries", "16", "--cm-retries 16: want a retry count, 0..15"},
+	};
+	char out[4096];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *argv[] = {nst_bin("nicsimd"), "--dir",    dir,        "--addr",
+				      "198.18.0.9",       bad[i].opt, bad[i].val, NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
+		NST_CHECK_(strstr(out, bad[i].says) != NULL, CU_FALSE, "%s %s said: %.300s",
+			   bad[i].opt, bad[i].val, out);
+	}
+}
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
@@ -368,6 +394,7 @@ int main(int argc, char **argv)
 	    {"retry_budget_when_peer_nic_stopped", test_retry_budget_when_peer_nic_stopped},
 	    {"passive_side_uses_the_requests_timers", test_passive_side_uses_the_requests_timers},
 	    {"connect_budget_when_peer_nic_stopped", test_connect_budget_when_peer_nic_stopped},
+	    {"bad_timer_options_refused", test_bad_timer_options_refused},
 	    {NULL, NULL},
 	};
 
