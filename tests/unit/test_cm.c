@@ -510,6 +510,17 @@ static void test_encode_refuses_bad_messages(void)
 	NST_EQ(fab_cm_encode(&m, NULL), -EINVAL);
 }
 
+/* IBTA timeout codes: 4.096 us * 2^code, every code a 5-bit field holds. */
+static void test_ib_timeout_codes(void)
+{
+	NST_EQ_U(fab_ib_timeout_ns(0), 4096);
+	NST_EQ_U(fab_ib_timeout_ns(14), 67108864);         /* 67.1 ms, nicsim's default */
+	NST_EQ_U(fab_ib_timeout_ns(20), 4294967296ull);    /* 4.3 s, the RDMA CM's */
+	NST_EQ_U(fab_ib_timeout_ns(31), 8796093022208ull); /* 2.4 hours */
+	for (unsigned c = 1; c <= FAB_CM_TIMEOUT_MAX; c++)
+		NST_EQ_U(fab_ib_timeout_ns(c), 2 * fab_ib_timeout_ns(c - 1));
+}
+
 static void test_init_defaults(void)
 {
 	struct fab_cm_msg m;
@@ -930,6 +941,7 @@ static const struct nst_test tests[] = {
     {"round_trip_field_ranges", test_round_trip_field_ranges},
     {"encode_refuses_bad_messages", test_encode_refuses_bad_messages},
     {"init_defaults", test_init_defaults},
+    {"ib_timeout_codes", test_ib_timeout_codes},
     {"decode_refuses_each_reason", test_decode_refuses_each_reason},
     {"decode_ignores_reserved_fields", test_decode_ignores_reserved_fields},
     {"random_mads_never_crash", test_random_mads_never_crash},
