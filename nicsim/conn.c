@@ -17,7 +17,7 @@
  * peer on the QP arrives; after the CM retries the REQ asked for it closes
  * the QP (NIC_EV_DISCONNECTED, status TIMED_OUT) and sends a DREQ.  A
  * request nobody accepted is forgotten once its sender has stopped
- * repeating it (req_expiry): the active side has given up by then, and the
+ * repeating it (req_timers): the active side has given up by then, and the
  * listener's backlog is free again.  A REP that comes after the
  * active side gave up (or destroyed its QP) is answered with a REJ, which
  * closes the passive QP: its owner gets NIC_EV_DISCONNECTED with status
@@ -761,7 +761,10 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	/*
 	 * The requester waits at most its longest interval after its last REQ
 	 * before it gives up; twice that without a REQ means it has (one lost
-	 * repeat does not drop the request).
+	 * repeat does not drop the request).  A nicsim requester sends its REQ
+	 * on the schedule it asks of the receiver (the remote CM response
+	 * timeout and max CM retries); the IBTA does not make a requester say
+	 * how often it repeats a REQ, so for another CM this is an estimate.
 	 */
 	r->silence_ns =
 	    2 * rc_backoff_ns(fab_ib_timeout_ns(m->remote_cm_timeout), m->max_cm_retries);
