@@ -2,7 +2,7 @@
  * `nicsim capture` (capture.h): attach to the tap of a run directory's
  * fabric (or, with --follow, of every fabric that appears in it or in a
  * directory directly below it), drain the rings, filter, and write pcap
- * through libpcap, pcapng through fab_capture.h's writer, or text.
+ * through libpcap, pcapng through nicsim's own writer (pcapng.h), or text.
  *
  * The loop: one pass reads every ring of every attached fabric; when a
  * pass finds nothing, the capture sleeps 1 ms (5 ms once the fabric has
@@ -33,6 +33,7 @@
 #include "fab_addr.h"
 #include "fab_capture.h"
 #include "fab_wire.h"
+#include "pcapng.h"
 #include "opts.h"
 #include "rundir.h"
 
@@ -423,7 +424,7 @@ static int out_open(struct capture *c)
 			return CLI_EXIT_FAIL;
 		}
 	} else if (c->o.format == FMT_PCAPNG) {
-		fab_pcapng_begin(c->out, "nicsim capture " NICSIM_VERSION);
+		pcapng_begin(c->out, "nicsim capture " NICSIM_VERSION);
 	}
 	if (fflush(c->out) == EOF || ferror(c->out)) {
 		cli_err("cannot write %s: %s", c->o.out ? c->o.out : "stdout", strerror(errno));
@@ -622,17 +623,17 @@ static int emit(struct capture *c, const struct fab_cap_rec *r, bool retrans)
 		pcap_dump((u_char *)c->dumper, &ph, r->data);
 		break;
 	case FMT_PCAPNG:
-		fab_pcapng_packet(
-		    c->out, &(struct fab_pcapng_pkt){
-				.ifid = c->cur->ifid,
-				.ts_ns = ts,
-				.data = r->data,
-				.caplen = caplen,
-				.len = r->len,
-				.flags = r->marks & FAB_MARK_CORRUPTED ? FAB_PCAPNG_CRC_ERROR : 0,
-				.dropcount = r->lost_before,
-				.comment = note,
-			    });
+		pcapng_packet(c->out,
+			      &(struct pcapng_pkt){
+				  .ifid = c->cur->ifid,
+				  .ts_ns = ts,
+				  .data = r->data,
+				  .caplen = caplen,
+				  .len = r->len,
+				  .flags = r->marks & FAB_MARK_CORRUPTED ? PCAPNG_CRC_ERROR : 0,
+				  .dropcount = r->lost_before,
+				  .comment = note,
+			      });
 		break;
 	}
 	if (ferror(c->out))
@@ -707,7 +708,7 @@ static void source_announce(struct capture *c, struct source *s)
 	snprintf(name, sizeof(name), "nicsim fabric %s", s->dir);
 	s->ifid = c->nif++;
 	s->announced = true;
-	fab_pcapng_interface(c->out, name, c->o.snaplen);
+	pcapng_interface(c->out, name, c->o.snaplen);
 }
 
 /* Attach to the fabric of dir (whose fabric.shm is st).  Returns 0, or the
@@ -763,8 +764,8 @@ static void source_end(struct capture *c, struct source *s)
 		c->not_captured += st.not_captured;
 		c->bad += st.bad;
 		if (c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
-			fab_pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
-					 st.read + st.not_captured, st.not_captured, s->written);
+			pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
+				     st.read + st.not_captured, st.not_captured, s->written);
 		fab_cap_detach(s->cap);
 		s->cap = NULL;
 	}
