@@ -35,7 +35,7 @@
 #include "fab_wire.h"
 #include "pcapng.h"
 #include "opts.h"
-#include "rundir.h"
+#include "nicsim_rundir.h"
 
 #define MAX_SOURCES 64u
 #define SCAN_NS 20000000ull    /* look for new, replaced or removed fabrics */
@@ -275,6 +275,7 @@ static bool ends_with(const char *s, const char *suffix)
 static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 {
 	const char *dir = NULL, *format = NULL, *arg, *val, *eq;
+	char why[NIC_RUN_WHY_MAX];
 	bool words_only = false, seen_cmd = false;
 	char name[32];
 	uint64_t v;
@@ -380,6 +381,12 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 		return usage_error("--dir", NULL, "needs a directory path");
 	if (rc)
 		return usage_error("run directory path too long:", dir, "use a shorter --dir");
+	/* Never map a fabric in a directory another user controls. */
+	rc = nic_run_dir_check(o->dir, why, sizeof(why));
+	if (rc && rc != -ENOENT) {
+		cli_err("%s: remove it or choose another with --dir", why);
+		return CLI_EXIT_FAIL;
+	}
 	return 0;
 }
 

@@ -16,7 +16,7 @@
 #include "nicsim_abi_util.h"
 #include "nicsim_mgmt.h"
 #include "opts.h"
-#include "rundir.h"
+#include "nicsim_rundir.h"
 
 #ifndef NICSIM_VERSION
 #define NICSIM_VERSION "unknown"
@@ -75,6 +75,7 @@ static int run_show_hosts(struct cli_opts *o);
 static int run_stats(struct cli_opts *o);
 static int run_link_show(struct cli_opts *o);
 static int run_link_set(struct cli_opts *o);
+static int run_dir(struct cli_opts *o);
 
 #define QUERY_OPTS (OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_JSON) | OPT_BIT(OPT_TIMEOUT))
 
@@ -160,6 +161,16 @@ static const struct cmd_spec cmd_specs[] = {
      "seed and the frame's number on the link, so the same traffic after the same\n"
      "'seed N' meets the same faults. Example:\n"
      "  nicsim link set 198.18.0.1 198.18.0.2 latency 10 jitter 2 loss 1 seed 42"},
+    {"dir", NULL, run_dir, OPT_BIT(OPT_DIR), "print the run directory",
+     "Prints the run directory that the other commands, nicsimd and the provider\n"
+     "use, resolved as they resolve it: --dir D, else $NICSIM_DIR, else\n"
+     "$XDG_RUNTIME_DIR/nicsim (when that is an absolute path), else\n"
+     "/tmp/nicsim-UID. Scripts ask it rather than resolving the directory\n"
+     "themselves: dir=$(nicsim dir). The directory need not exist yet. Exits 1,\n"
+     "saying why, if it exists but is unsafe to use: a symbolic link, not a\n"
+     "directory, owned by another user, or writable by group or others (at most\n"
+     "mode 0755 is allowed); every command, nicsimd and the provider refuse such a\n"
+     "directory."},
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -174,6 +185,24 @@ void cli_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_dir_check(const struct cli_opts *o)
+{
+	char why[NIC_RUN_WHY_MAX];
+	int rc = nic_run_dir_check(o->dir, why, sizeof(why));
+
+	if (rc == 0 || rc == -ENOENT)
+		return 0;
+	cli_err("%s: remove it or choose another with --dir", why);
+	return rc;
+}
+
+static int run_dir(struct cli_opts *o)
+{
+	/* cli_main has checked it. */
+	printf("%s\n", o->dir);
+	return CLI_EXIT_OK;
 }
 
 int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t size)
@@ -572,6 +601,10 @@ int cli_main(int argc, char **argv)
 	o->args = cl.words + used;
 	o->nargs = cl.nwords - used;
 	rc = apply_opts(&cl, c, o);
+	/* Every command works in the run directory: none in one that another
+	 * user controls (nicsim_rundir.h). */
+	if (!rc && cli_dir_check(o))
+		rc = CLI_EXIT_FAIL;
 	if (!rc)
 		rc = c->run(o);
 	free(o);
@@ -721,7 +754,7 @@ static int query_targets(const struct cli_opts *o, uint32_t **addrs, size_t *n)
 		*n = 1;
 		return 0;
 	}
-	rc = nic_run_dir_list(o->dir, NIC_SOCK_SUFFIX, addrs, n);
+	rc = cli_dir_list(o->dir, NIC_SOCK_SUFFIX, addrs, n);
 	if (rc == -ENOENT) {
 		cli_err("no NICs in %s: the directory does not exist; 'nicsim up --dir %s' "
 			"starts them",
