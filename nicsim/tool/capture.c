@@ -392,7 +392,26 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 
 /* ---- Output -------------------------------------------------------------------- */
 
-/* Open the output and write its header.  0 or an exit status. */
+/* Close an output that could not be started, without a word: out_open has
+ * said what went wrong, and out_close must not say it again. */
+static void out_abandon(struct capture *c)
+{
+	if (c->dumper) {
+		pcap_dump_close(c->dumper); /* closes c->out */
+		c->dumper = NULL;
+		c->out = NULL;
+	}
+	if (c->pcap) {
+		pcap_close(c->pcap);
+		c->pcap = NULL;
+	}
+	if (c->out)
+		fclose(c->out);
+	c->out = NULL;
+}
+
+/* Open the output and write its header.  0, or an exit status after saying
+ * why (the output is then closed). */
 static int out_open(struct capture *c)
 {
 	struct stat st;
@@ -428,13 +447,16 @@ static int out_open(struct capture *c)
 		if (!c->dumper) {
 			cli_err("cannot start the pcap output: %s",
 				c->pcap ? pcap_geterr(c->pcap) : "out of memory");
+			out_abandon(c);
 			return CLI_EXIT_FAIL;
 		}
 	} else if (c->o.format == FMT_PCAPNG) {
 		pcapng_begin(c->out, "nicsim capture " NICSIM_VERSION);
 	}
 	if (fflush(c->out) == EOF || ferror(c->out)) {
-		cli_err("cannot write %s: %s", c->o.out ? c->o.out : "stdout", strerror(errno));
+		cli_err("cannot write %s: %s", c->o.out ? c->o.out : "stdout",
+			strerror(errno ? errno : EIO));
+		out_abandon(c);
 		return CLI_EXIT_FAIL;
 	}
 	return 0;
@@ -764,13 +786,14 @@ static void source_end(struct capture *c, struct source *s)
 		c->cur = s;
 		do {
 			n = 0;
-			if (!c->done && !c->werr && !c->reader_gone)
+			/* No output (it could not be opened): nothing to write. */
+			if (c->out && !c->done && !c->werr && !c->reader_gone)
 				fab_cap_read(s->cap, on_record, c, &n);
 		} while (n);
 		fab_cap_get_stats(s->cap, &st);
 		c->not_captured += st.not_captured;
 		c->bad += st.bad;
-		if (c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
+		if (c->out && c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
 			pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
 				     st.read + st.not_captured, st.not_captured, s->written);
 		fab_cap_detach(s->cap);
