@@ -95,6 +95,62 @@ int nic_run_dir_make(const char *dir)
 			snprintf(why, why_size, __VA_ARGS__); \
 	} while (0)
 
+/*
+ * Whether the directories that lead to dir are safe: nobody but root and us
+ * can rename or replace anything in them, so what was checked stays what is
+ * used.  Each one (dir made absolute, not resolved) must be owned by root or
+ * us and, if group or others may write to it, sticky (as /tmp is); a link
+ * on the way must be root's or ours.  0, or -EPERM with why.
+ */
+static int check_parents(const char *dir, uid_t me, char *why, size_t why_size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	size_t len;
+	char *p;
+
+	if (dir[0] == '/') {
+		if (put_path(sizeof(path), snprintf(path, sizeof(path), "%s", dir)))
+			return -ENAMETOOLONG;
+	} else {
+		if (!getcwd(path, sizeof(path)))
+			return -errno;
+		len = strlen(path);
+		if (put_path(sizeof(path) - len,
+			     snprintf(path + len, sizeof(path) - len, "/%s", dir)))
+			return -ENAMETOOLONG;
+	}
+	/* Every proper prefix, up to and including "/". */
+	while ((p = strrchr(path, '/'))) {
+		const char *anc = p == path ? "/" : path;
+
+		p[p == path ? 1 : 0] = '\0';
+		if (lstat(anc, &st) < 0)
+			continue; /* the run directory's own lstat reports it */
+		if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != me) {
+			WHY("run directory %s is reached through %s, a link that uid %u owns", dir,
+			    anc, (unsigned)st.st_uid);
+			return -EPERM;
+		}
+		if (S_ISLNK(st.st_mode) && stat(anc, &st) < 0)
+			continue;
+		if (st.st_uid != 0 && st.st_uid != me) {
+			WHY("run directory %s is inside %s, which uid %u owns", dir, anc,
+			    (unsigned)st.st_uid);
+			return -EPERM;
+		}
+		if ((st.st_mode & NIC_RUN_DIR_FORBIDDEN) && !(st.st_mode & S_ISVTX)) {
+			WHY("run directory %s is inside %s, which has mode %04o: group or others "
+			    "may replace what is in it",
+			    dir, anc, (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
+		if (anc[0] == '/' && anc[1] == '\0')
+			break;
+	}
+	return 0;
+}
+
 int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 {
 	uid_t me = geteuid();
@@ -128,13 +184,12 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 		return -EPERM;
 	}
 	if (st.st_mode & NIC_RUN_DIR_FORBIDDEN) {
-		WHY("run directory %s has mode %04o: group or others may write to it (at most 0755 "
-		    "is "
-		    "allowed; chmod go-w)",
+		WHY("run directory %s has mode %04o: group or others may write to it "
+		    "(at most 0755 is allowed; chmod go-w)",
 		    dir, (unsigned)(st.st_mode & 07777));
 		return -EACCES;
 	}
-	return 0;
+	return check_parents(dir, me, why, why_size);
 }
 
 int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const char *suffix)

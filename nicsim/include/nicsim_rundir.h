@@ -16,8 +16,10 @@
  * user can create it first.  Every program checks the directory before it
  * uses it (nic_run_dir_check): it must be a directory, not a symbolic link,
  * owned by the effective user, and writable by no one else (group and
- * other write bits clear: at most mode 0755).  Files in it are opened with
- * O_NOFOLLOW.
+ * other write bits clear: at most mode 0755); and every directory on the
+ * way to it must be root's or the user's and, if others may write to it,
+ * sticky (as /tmp is), so that nobody can rename it away and plant another.
+ * Files in it are opened with O_NOFOLLOW.
  *
  * A small static library (nicsim_rundir) that links nothing else, so that
  * the provider can use it without the NIC.  Errors: 0 or a negative errno.
@@ -59,7 +61,8 @@ int nic_run_dir_make(const char *dir);
  *   -ENOENT   it does not exist
  *   -ELOOP    it is a symbolic link
  *   -ENOTDIR  it is not a directory
- *   -EPERM    another user owns it
+ *   -EPERM    another user owns it, or a directory on the way to it is
+ *             another user's or open to others without the sticky bit
  *   -EACCES   group or others may write to it
  * or lstat's error.  On an error, why (if not NULL) gets a sentence that
  * names the directory and what is wrong with it, e.g. "run directory

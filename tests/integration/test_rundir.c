@@ -249,13 +249,22 @@ static void test_foreign_dir_refused(void)
 
 static void test_open_dir_refused(void)
 {
-	char dir[DIR_MAX];
+	char dir[DIR_MAX], sub[DIR_MAX + 8];
 
 	new_dir(dir, sizeof(dir));
 	NST_REQUIRE_EQ(chmod(dir, 0770), 0);
 	check_refused(dir, "has mode 0770: group or others may write to it");
 	NST_REQUIRE_EQ(chmod(dir, 0757), 0);
 	check_refused(dir, "has mode 0757");
+
+	/* Ours and private, but inside a directory where others could
+	 * rename it away and plant something else (not sticky, as /tmp is). */
+	NST_REQUIRE_EQ(chmod(dir, 0777), 0);
+	snprintf(sub, sizeof(sub), "%s/run", dir);
+	NST_REQUIRE_EQ(mkdir(sub, 0700), 0);
+	check_refused(sub, "which has mode 0777: group or others may replace what is in it");
+	NST_REQUIRE_EQ(chmod(dir, 01777), 0);
+	NST_EQ(NICSIM("--dir", sub, "dir"), 0);
 }
 
 static void test_linked_dir_refused(void)
