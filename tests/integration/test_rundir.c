@@ -226,6 +226,13 @@ static void check_refused(const char *dir, const char *why_text)
 	rc = NICSIMD("--dir", dir, "--addr", "198.18.0.7");
 	NST_EQ(rc, 1);
 	OUT_HAS(why_text);
+
+	/* The provider (in a host program) does not search it for NICs. */
+	rc = run_in("nicsim-regdemo", (const char *const[]){"--dir", dir, "--addr", NIC1, NULL},
+		    out, sizeof(out));
+	NST_NE(rc, 0);
+	OUT_HAS(why_text);
+	OUT_HAS("not searching it for NICs");
 }
 
 static void test_foreign_dir_refused(void)
