@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,6 +91,45 @@ static bool cfg_valid(const struct fab_link_config *c)
 	       c->corrupt_ppb <= FAB_PPB_ONE && c->delay_ppb <= FAB_PPB_ONE &&
 	       filter_valid(c->nth_opcode, 0xff) && filter_valid(c->nth_qpn, 0xffffff) &&
 	       !(c->flags & ~FAB_LINK_FLAGS_ALL);
+}
+
+int fab_link_config_check(const struct fab_link_config *c, char *why, size_t size)
+{
+	const struct {
+		const char *name;
+		uint64_t value, max;
+	} f[] = {
+	    {"latency_ns", c->latency_ns, FAB_LINK_MAX_NS},
+	    {"jitter_ns", c->jitter_ns, FAB_LINK_MAX_NS},
+	    {"delay_ns", c->delay_ns, FAB_LINK_MAX_NS},
+	    {"reorder_gap_ns", c->reorder_gap_ns, FAB_LINK_MAX_NS},
+	    {"rate_mbps", c->rate_mbps, FAB_LINK_MAX_MBPS},
+	    {"loss_ppb", c->loss_ppb, FAB_PPB_ONE},
+	    {"dup_ppb", c->dup_ppb, FAB_PPB_ONE},
+	    {"reorder_ppb", c->reorder_ppb, FAB_PPB_ONE},
+	    {"corrupt_ppb", c->corrupt_ppb, FAB_PPB_ONE},
+	    {"delay_ppb", c->delay_ppb, FAB_PPB_ONE},
+	    {"nth_opcode", c->nth_opcode == FAB_ANY ? 0 : c->nth_opcode, 0xff},
+	    {"nth_qpn", c->nth_qpn == FAB_ANY ? 0 : c->nth_qpn, 0xffffff},
+	};
+
+	if (why && size)
+		why[0] = '\0';
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (f[i].value <= f[i].max)
+			continue;
+		if (why && size)
+			snprintf(why, size, "%s %llu is over its limit %llu", f[i].name,
+				 (unsigned long long)f[i].value, (unsigned long long)f[i].max);
+		return -EINVAL;
+	}
+	if (c->flags & ~FAB_LINK_FLAGS_ALL) {
+		if (why && size)
+			snprintf(why, size, "flags 0x%x has unknown bits 0x%x", c->flags,
+				 c->flags & ~FAB_LINK_FLAGS_ALL);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* The words are copied one atomic load or store at a time: a seqlock reader
@@ -315,8 +355,10 @@ int fab_link_get(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_co
 	/* A writer that never finishes (it died): take the words as they are. */
 	if (tries == 1000)
 		cfg_load(l, cfg);
+	/* The ports treat such a link as they would a default one; a person
+	 * looking at it must see what is really there. */
 	if (!cfg_valid(cfg))
-		fab_link_config_default(cfg);
+		return -EBADMSG;
 	if (!(cfg->flags & FAB_LINK_SEEDED))
 		cfg->seed = derived_seed(fab->seed, src, dst);
 	return 0;
@@ -338,9 +380,15 @@ int fab_link_stats(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_
 	FAB_LINK_RX_COUNTERS(FAB_X_RX)
 #undef FAB_X_TX
 #undef FAB_X_RX
+	/* frames last: every other tx counter counts some of the frames
+	 * offered, so read before it, none can exceed it (fab.h). */
+	st->tx.frames = __atomic_load_n(&l->tx.frames, __ATOMIC_RELAXED);
 	prod = __atomic_load_n(&l->prod, __ATOMIC_RELAXED);
 	cons = __atomic_load_n(&l->cons, __ATOMIC_RELAXED);
-	st->queued = prod - cons <= fab->ring_depth ? prod - cons : 0;
+	st->prod = prod;
+	st->cons = cons;
+	st->ring_bad = prod - cons > fab->ring_depth;
+	st->queued = st->ring_bad ? 0 : prod - cons;
 	st->nth_matched = __atomic_load_n(&l->nth_matched, __ATOMIC_RELAXED);
 	return 0;
 }

@@ -473,7 +473,7 @@ static int write_pid_file(struct nic *nic)
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", nic->pid_path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, text, (size_t)n) != n) {

@@ -10,8 +10,8 @@
 #include "fab_cm.h"
 #include "nic.h"
 #include "opts.h"
+#include "nicsim_rundir.h"
 #include "rc.h"
-#include "rundir.h"
 #include "tpt.h"
 
 static void usage(FILE *f)
@@ -98,6 +98,7 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
+	char why[NIC_RUN_WHY_MAX];
 	const char *dir_opt = NULL;
 	struct nic_opts o;
 	struct nic *nic;
@@ -200,6 +201,12 @@ int main(int argc, char **argv)
 	if (err < 0) {
 		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n",
 			o.dir[0] ? o.dir : "?", strerror(-err));
+		return 1;
+	}
+	/* Never listen, log or map the fabric in a directory another user
+	 * controls (nicsim_rundir.h). */
+	if (nic_run_dir_check(o.dir, why, sizeof(why)) < 0) {
+		fprintf(stderr, "nicsimd: %s: remove it or choose another with --dir\n", why);
 		return 1;
 	}
 	err = nic_create(&o, &nic);

@@ -1,7 +1,7 @@
-#include "rundir.h"
+/* The run-directory resolver (nicsim_rundir.h). */
+#include "nicsim_rundir.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fab_addr.h"
 #include "nicsim_abi.h"
 
 /* The result of snprintf(buf, size, ...) = n: -ENAMETOOLONG when truncated. */
@@ -89,78 +88,116 @@ int nic_run_dir_make(const char *dir)
 	return make_one(path);
 }
 
+/* snprintf into why, when the caller wants a message. */
+#define WHY(...)                                              \
+	do {                                                  \
+		if (why && why_size)                          \
+			snprintf(why, why_size, __VA_ARGS__); \
+	} while (0)
+
+/*
+ * Whether the directories that lead to dir are safe: nobody but root and us
+ * can rename or replace anything in them, so what was checked stays what is
+ * used.  Each one (dir made absolute, not resolved) must be owned by root or
+ * us and, if group or others may write to it, sticky (as /tmp is); a link
+ * on the way must be root's or ours.  0, or -EPERM with why.
+ */
+static int check_parents(const char *dir, uid_t me, char *why, size_t why_size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	size_t len;
+	char *p;
+
+	if (dir[0] == '/') {
+		if (put_path(sizeof(path), snprintf(path, sizeof(path), "%s", dir)))
+			return -ENAMETOOLONG;
+	} else {
+		if (!getcwd(path, sizeof(path)))
+			return -errno;
+		len = strlen(path);
+		if (put_path(sizeof(path) - len,
+			     snprintf(path + len, sizeof(path) - len, "/%s", dir)))
+			return -ENAMETOOLONG;
+	}
+	/* Every proper prefix, up to and including "/". */
+	while ((p = strrchr(path, '/'))) {
+		const char *anc = p == path ? "/" : path;
+
+		p[p == path ? 1 : 0] = '\0';
+		if (lstat(anc, &st) < 0)
+			continue; /* the run directory's own lstat reports it */
+		if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != me) {
+			WHY("run directory %s is reached through %s, a link that uid %u owns", dir,
+			    anc, (unsigned)st.st_uid);
+			return -EPERM;
+		}
+		if (S_ISLNK(st.st_mode) && stat(anc, &st) < 0)
+			continue;
+		if (st.st_uid != 0 && st.st_uid != me) {
+			WHY("run directory %s is inside %s, which uid %u owns", dir, anc,
+			    (unsigned)st.st_uid);
+			return -EPERM;
+		}
+		if ((st.st_mode & NIC_RUN_DIR_FORBIDDEN) && !(st.st_mode & S_ISVTX)) {
+			WHY("run directory %s is inside %s, which has mode %04o: group or others "
+			    "may replace what is in it",
+			    dir, anc, (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
+		if (anc[0] == '/' && anc[1] == '\0')
+			break;
+	}
+	return 0;
+}
+
+int nic_run_dir_check(const char *dir, char *why, size_t why_size)
+{
+	uid_t me = geteuid();
+	struct stat st;
+
+	if (why && why_size)
+		why[0] = '\0';
+	if (!dir || !*dir) {
+		WHY("no run directory given");
+		return -EINVAL;
+	}
+	/* lstat: a link planted where the directory should be is refused,
+	 * never followed, whatever it points to. */
+	if (lstat(dir, &st) < 0) {
+		int err = errno;
+
+		WHY("run directory %s: %s", dir, strerror(err));
+		return -err;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		WHY("run directory %s is a symbolic link", dir);
+		return -ELOOP;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		WHY("run directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != me) {
+		WHY("run directory %s is owned by uid %u, not you (%u)", dir, (unsigned)st.st_uid,
+		    (unsigned)me);
+		return -EPERM;
+	}
+	if (st.st_mode & NIC_RUN_DIR_FORBIDDEN) {
+		WHY("run directory %s has mode %04o: group or others may write to it "
+		    "(at most 0755 is allowed; chmod go-w)",
+		    dir, (unsigned)(st.st_mode & 07777));
+		return -EACCES;
+	}
+	return check_parents(dir, me, why, why_size);
+}
+
 int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const char *suffix)
 {
-	char a[FAB_ADDR_STRLEN];
+	struct in_addr in = {.s_addr = addr};
+	char a[INET_ADDRSTRLEN];
 
-	fab_addr_format(addr, a, sizeof(a));
+	if (!inet_ntop(AF_INET, &in, a, sizeof(a)))
+		return -EINVAL;
 	return put_path(size, snprintf(buf, size, "%s/" NIC_SOCK_PREFIX "%s%s", dir, a, suffix));
-}
-
-static int cmp_addr(const void *a, const void *b)
-{
-	uint32_t x = ntohl(*(const uint32_t *)a), y = ntohl(*(const uint32_t *)b);
-
-	return (x > y) - (x < y);
-}
-
-/* The address in a name nic-<addr><suffix>, or -EINVAL for any other name. */
-static int name_addr(const char *name, const char *suffix, uint32_t *addr)
-{
-	size_t plen = strlen(NIC_SOCK_PREFIX), slen = strlen(suffix), len = strlen(name);
-	char text[FAB_ADDR_STRLEN];
-
-	if (len <= plen + slen || len - plen - slen >= sizeof(text))
-		return -EINVAL;
-	if (strncmp(name, NIC_SOCK_PREFIX, plen) || strcmp(name + len - slen, suffix))
-		return -EINVAL;
-	memcpy(text, name + plen, len - plen - slen);
-	text[len - plen - slen] = '\0';
-	return fab_addr_parse(text, addr);
-}
-
-int nic_run_dir_list(const char *dir, const char *suffix, uint32_t **addrs, size_t *count)
-{
-	uint32_t *list = NULL, *grown, addr;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int rc = 0;
-
-	*addrs = NULL;
-	*count = 0;
-	d = opendir(dir);
-	if (!d)
-		return -errno;
-	for (;;) {
-		/* readdir reports errors only through errno. */
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			rc = errno ? -errno : 0;
-			break;
-		}
-		if (name_addr(de->d_name, suffix, &addr))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(list, cap * sizeof(*list));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			list = grown;
-		}
-		list[n++] = addr;
-	}
-	closedir(d);
-	if (rc) {
-		free(list);
-		return rc;
-	}
-	if (n)
-		qsort(list, n, sizeof(*list), cmp_addr);
-	*addrs = list;
-	*count = n;
-	return 0;
 }

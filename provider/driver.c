@@ -654,11 +654,6 @@ int nic_host_qp_open(struct nic_host *h, uint32_t slot)
 	return 0;
 }
 
-const struct nic_qp_hdr *nic_host_qp_hdr(struct nic_host *h, uint32_t slot)
-{
-	return slot < NIC_QP_SLOTS ? qp_hdr(h, slot) : NULL;
-}
-
 /*
  * The one posting path of both work queues: room is judged by the NIC's
  * consumer index (a request is taken before it completes, so a caller that

@@ -17,12 +17,14 @@
  * The prepare side takes the provider lock so that no other thread is half
  * way through changing the state being copied.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "nicsim_rundir.h"
 #include "prov.h"
 
 #define PROV_TAG_SOCK 0x53 /* 'S': SOCKET handles */
@@ -110,19 +112,30 @@ __attribute__((constructor)) static void prov_load(void)
 
 int prov_run_dir(char *buf, size_t size)
 {
-	const char *d = getenv("NICSIM_DIR");
-	int n;
+	return nic_run_dir(buf, size, NULL);
+}
 
-	if (d && *d) {
-		n = snprintf(buf, size, "%s", d);
-	} else if ((d = getenv("XDG_RUNTIME_DIR")) && *d) {
-		n = snprintf(buf, size, "%s/nicsim", d);
-	} else {
-		n = snprintf(buf, size, "/tmp/nicsim-%u", (unsigned)getuid());
+/*
+ * The run directory to search for NICs, resolved as nicsimd and the tool
+ * resolve it and checked as they check it: a directory that another user
+ * owns or may write to could hold a socket planted by that user, so the
+ * provider looks for no NIC there (and says why on stderr).
+ */
+static void find_run_dir(struct prov *p)
+{
+	char why[NIC_RUN_WHY_MAX];
+	int err;
+
+	if (prov_run_dir(p->dir, sizeof(p->dir))) {
+		p->dir[0] = '\0';
+		return;
 	}
-	if (n < 0 || (size_t)n >= size)
-		return -ENAMETOOLONG;
-	return 0;
+	err = nic_run_dir_check(p->dir, why, sizeof(why));
+	if (err == 0 || err == -ENOENT)
+		return;
+	fprintf(stderr, "nicsim: %s: not searching it for NICs; remove it or set NICSIM_DIR\n",
+		why);
+	p->dir[0] = '\0';
 }
 
 /*
@@ -163,8 +176,7 @@ static int start(struct prov *p)
 	int err;
 
 	/* An unusable directory is not fatal: binding then finds no NIC. */
-	if (prov_run_dir(p->dir, sizeof(p->dir)))
-		p->dir[0] = '\0';
+	find_run_dir(p);
 	prov_slots_init(&p->socks, sizeof(struct prov_sock), PROV_TAG_SOCK, seed);
 	prov_slots_init(&p->mrs, sizeof(struct prov_mr), PROV_TAG_MR, seed);
 	prov_slots_init(&p->wins, sizeof(struct prov_win), PROV_TAG_WIN, seed);

@@ -327,14 +327,39 @@ void fab_link_config_default(struct fab_link_config *cfg);
 int fab_link_set(struct fab *fab, uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
 		 uint32_t fields);
 
-/* The configuration of link src -> dst, with its effective seed. */
+/*
+ * The configuration of link src -> dst, with its effective seed.  Returns
+ * 0, -ENOENT if an address is not bound, or -EBADMSG when the segment holds
+ * a configuration with a value out of range (something other than
+ * fab_link_set wrote it; the ports keep the last valid settings, the
+ * defaults if none, and count bad_config):
+ * *cfg is then what was read, and fab_link_config_check() says what is
+ * wrong with it.  fab_link_set() with FAB_LF_CLEAR repairs it.
+ */
 int fab_link_get(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_config *cfg);
 
+/*
+ * 0 if every value of cfg is in range, else -EINVAL and, in why (if not
+ * NULL), the first that is not: "loss_ppb 3000000000 is over its limit
+ * 1000000000".
+ */
+int fab_link_config_check(const struct fab_link_config *cfg, char *why, size_t size);
+
+/*
+ * A link's counters, copied from the segment, where anyone can scribble on
+ * them: a reader shows values that cannot be as invalid.  tx.frames is read
+ * last, so for a link only nicsim wrote, every other tx counter is at most
+ * tx.frames (each counts some of the frames offered; duplicated counts one
+ * extra copy per frame at most) and tx.bytes at most FAB_SLOT_BYTES per
+ * frame.
+ */
 struct fab_link_stats {
 	struct fab_link_tx_counters tx;
 	struct fab_link_rx_counters rx;
 	uint32_t queued;      /* frames in the ring, not yet pulled by the receiver */
 	uint32_t nth_matched; /* frames matched by the drop-nth filter so far */
+	uint32_t prod, cons;  /* the ring's positions as read */
+	bool ring_bad;        /* they are impossible (more than the ring holds): queued 0 */
 };
 
 int fab_link_stats(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_stats *st);

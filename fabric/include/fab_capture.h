@@ -1,6 +1,6 @@
 /*
- * Packet capture from the fabric: the tap rings in the segment, and a
- * pcapng writer for what `nicsim capture` reads from them.
+ * Packet capture from the fabric: the tap rings in the segment, which
+ * `nicsim capture` drains (its writers are the tool's: nicsim/tool).
  *
  * The tap.  While a capture is attached, every port copies each frame it
  * sends (dropped, duplicated, delayed and corrupted ones included, with
@@ -131,50 +131,5 @@ bool fab_cap_attached(struct fab *fab, uint32_t *pid);
  * delayed (delay rule)"; "" when there are none.  Returns buf.
  */
 const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t size);
-
-/* ---- pcapng ------------------------------------------------------------- */
-
-/*
- * A writer of the pcapng format (the IETF draft "PCAP Next Generation
- * Dump File Format"), in this machine's byte order, one section, for
- * Ethernet frames with nanosecond timestamps.  libpcap 1.10 reads pcapng
- * but cannot write it; nicsim needs it for what plain pcap cannot hold per
- * frame: a comment (opt_comment) with the fault marks, the flags word
- * (epb_flags) with the CRC-error bit for corrupted frames, and the count of
- * frames not captured (epb_dropcount).
- *
- * Each function writes whole blocks with stdio and returns 0, or -EIO (or
- * the errno stdio left) when the stream reported an error.
- */
-
-#define FAB_PCAPNG_LINKTYPE_ETHERNET 1u
-#define FAB_PCAPNG_CRC_ERROR 0x01000000u /* epb_flags: link-layer CRC error */
-
-/* Section header block; appl names the writing program (shb_userappl). */
-int fab_pcapng_begin(FILE *f, const char *appl);
-
-/* Interface description block: Ethernet, if_tsresol 9 (nanoseconds),
- * if_name name (may be NULL).  Interfaces are numbered from 0 in the order
- * they are written. */
-int fab_pcapng_interface(FILE *f, const char *name, uint32_t snaplen);
-
-struct fab_pcapng_pkt {
-	uint32_t ifid;
-	uint64_t ts_ns; /* CLOCK_REALTIME nanoseconds */
-	const void *data;
-	uint32_t caplen;
-	uint32_t len;
-	uint32_t flags;      /* epb_flags, written when not 0 */
-	uint64_t dropcount;  /* epb_dropcount, written when not 0 */
-	const char *comment; /* opt_comment, written when not NULL or "" */
-};
-
-/* Enhanced packet block. */
-int fab_pcapng_packet(FILE *f, const struct fab_pcapng_pkt *pkt);
-
-/* Interface statistics block: the capture's start and end, frames seen
- * (isb_ifrecv), not captured (isb_ifdrop) and written (isb_filteraccept). */
-int fab_pcapng_stats(FILE *f, uint32_t ifid, uint64_t start_ns, uint64_t end_ns, uint64_t recv,
-		     uint64_t drop, uint64_t accepted);
 
 #endif /* FAB_CAPTURE_H */

@@ -1,8 +1,9 @@
 /*
- * The fabric segment: the layout of D/fabric.shm, which every process of a
- * fabric maps (each nicsimd, the nicsim CLI, a capture, tests).  fab.h is the
- * API over it and describes the design; this header is the layout alone, for
- * the code that must read the segment directly (a capture, hostile tests).
+ * The fabric segment, version 2 (FAB_SEG_VERSION): the layout of
+ * D/fabric.shm, which every process of a fabric maps (each nicsimd, the
+ * nicsim tool, a capture, tests).  fab.h is the API over it and describes
+ * the design; this header is the layout alone, for the code that must read
+ * the segment directly (a capture, hostile tests).
  *
  * Layout (every offset is recorded in the header and is a pure function of
  * max_ports, nframes and ring_depth, so fab_open() recomputes and compares

@@ -1,6 +1,6 @@
 /*
- * nicsim host interface, ABI version 2: the structures a host driver and the
- * emulated NIC share.  This header is the single source of truth for the
+ * nicsim host interface, ABI version 3 (NIC_ABI_VERSION): the structures a
+ * host driver and the emulated NIC share.  This header is the single source of truth for the
  * layouts described in docs/hardware-interface.md; every size and offset a
  * driver depends on is checked below with _Static_assert.
  *
@@ -516,10 +516,14 @@ _Static_assert(NIC_QP_SLOT_SIZE % 64 == 0, "slots stay cache-line aligned");
 _Static_assert(NIC_CTX_EQ_OFF + NIC_EQ_DEPTH * sizeof(struct nic_event) <= NIC_CTX_QP_OFF,
 	       "event queue fits before the slots");
 _Static_assert(NIC_CQ_DEPTH >= NIC_SQ_DEPTH + NIC_RQ_DEPTH, "a CQ holds every request's cqe");
-_Static_assert(((NIC_SQ_DEPTH | NIC_RQ_DEPTH | NIC_CQ_DEPTH | NIC_EQ_DEPTH) & (NIC_SQ_DEPTH - 1) &
-		(NIC_RQ_DEPTH - 1) & (NIC_CQ_DEPTH - 1) & (NIC_EQ_DEPTH - 1)) == 0,
-	       "depths are powers of two");
-_Static_assert((NIC_CMDQ_DEPTH & (NIC_CMDQ_DEPTH - 1)) == 0, "ring depth is a power of two");
+/* Each depth on its own: x & (x - 1) clears the lowest set bit, so it is 0
+ * only for a power of two (or 0, refused separately). */
+#define NIC_IS_POW2(x) ((x) != 0 && ((x) & ((x)-1)) == 0)
+_Static_assert(NIC_IS_POW2(NIC_SQ_DEPTH), "send queue depth is a power of two");
+_Static_assert(NIC_IS_POW2(NIC_RQ_DEPTH), "receive queue depth is a power of two");
+_Static_assert(NIC_IS_POW2(NIC_CQ_DEPTH), "completion queue depth is a power of two");
+_Static_assert(NIC_IS_POW2(NIC_EQ_DEPTH), "event queue depth is a power of two");
+_Static_assert(NIC_IS_POW2(NIC_CMDQ_DEPTH), "command ring depth is a power of two");
 _Static_assert(NIC_CTX_SEG_SIZE == 16384 + 32 * 41472, "segment is 1,343,488 bytes");
 
 #endif /* NICSIM_ABI_H */

@@ -1,5 +1,8 @@
 /*
- * Management protocol: how the nicsim CLI reads a NIC's state.
+ * Management protocol of ABI version 3 (NIC_ABI_VERSION, nicsim_abi.h): how
+ * the nicsim tool reads a NIC's state.  This header holds the protocol
+ * only: the messages, their records and the values those carry, each size
+ * checked below.  docs/hardware-interface.md section 11 describes it.
  *
  * A management client connects to the NIC's socket, sends struct nic_hello
  * with role NIC_ROLE_MGMT and reads struct nic_hello_reply (no descriptors).

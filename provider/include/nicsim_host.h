@@ -73,9 +73,6 @@ int nic_host_cmd(struct nic_host *h, struct nic_cmd *cmd, struct nic_cpl *cpl, i
  */
 int nic_host_qp_open(struct nic_host *h, uint32_t slot);
 
-/* The slot's header (qpn, state and error are the NIC's), or NULL for a bad slot. */
-const struct nic_qp_hdr *nic_host_qp_hdr(struct nic_host *h, uint32_t slot);
-
 /*
  * Copy one work request into the slot's send or receive queue, publish it
  * and ring the doorbell if the NIC sleeps.  0, -EINVAL (bad slot),

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../nicsim/mgmt_client.h"
+#include "mgmt_client.h"
 #include "nicsim_host.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"

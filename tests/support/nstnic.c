@@ -3,7 +3,7 @@
 #include <time.h>
 
 #include "fab.h"
-#include "../../nicsim/mgmt_client.h"
+#include "mgmt_client.h"
 #include "fab_addr.h"
 #include "nicsim_host.h"
 #include "nstcapture.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../provider/ivtree.h"
+#include "ivtree.h"
 #include "nstest.h"
 
 #define MAX_NODES 2048

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../provider/pin.h"
+#include "pin.h"
 #include "nstest.h"
 
 #define PAGE 4096u

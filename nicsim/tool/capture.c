@@ -2,7 +2,7 @@
  * `nicsim capture` (capture.h): attach to the tap of a run directory's
  * fabric (or, with --follow, of every fabric that appears in it or in a
  * directory directly below it), drain the rings, filter, and write pcap
- * through libpcap, pcapng through fab_capture.h's writer, or text.
+ * through libpcap, pcapng through nicsim's own writer (pcapng.h), or text.
  *
  * The loop: one pass reads every ring of every attached fabric; when a
  * pass finds nothing, the capture sleeps 1 ms (5 ms once the fabric has
@@ -33,8 +33,9 @@
 #include "fab_addr.h"
 #include "fab_capture.h"
 #include "fab_wire.h"
+#include "pcapng.h"
 #include "opts.h"
-#include "rundir.h"
+#include "nicsim_rundir.h"
 
 #define MAX_SOURCES 64u
 #define SCAN_NS 20000000ull    /* look for new, replaced or removed fabrics */
@@ -274,6 +275,7 @@ static bool ends_with(const char *s, const char *suffix)
 static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 {
 	const char *dir = NULL, *format = NULL, *arg, *val, *eq;
+	char why[NIC_RUN_WHY_MAX];
 	bool words_only = false, seen_cmd = false;
 	char name[32];
 	uint64_t v;
@@ -379,12 +381,37 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 		return usage_error("--dir", NULL, "needs a directory path");
 	if (rc)
 		return usage_error("run directory path too long:", dir, "use a shorter --dir");
+	/* Never map a fabric in a directory another user controls. */
+	rc = nic_run_dir_check(o->dir, why, sizeof(why));
+	if (rc && rc != -ENOENT) {
+		cli_err("%s: remove it or choose another with --dir", why);
+		return CLI_EXIT_FAIL;
+	}
 	return 0;
 }
 
 /* ---- Output -------------------------------------------------------------------- */
 
-/* Open the output and write its header.  0 or an exit status. */
+/* Close an output that could not be started, without a word: out_open has
+ * said what went wrong, and out_close must not say it again. */
+static void out_abandon(struct capture *c)
+{
+	if (c->dumper) {
+		pcap_dump_close(c->dumper); /* closes c->out */
+		c->dumper = NULL;
+		c->out = NULL;
+	}
+	if (c->pcap) {
+		pcap_close(c->pcap);
+		c->pcap = NULL;
+	}
+	if (c->out)
+		fclose(c->out);
+	c->out = NULL;
+}
+
+/* Open the output and write its header.  0, or an exit status after saying
+ * why (the output is then closed). */
 static int out_open(struct capture *c)
 {
 	struct stat st;
@@ -420,13 +447,16 @@ static int out_open(struct capture *c)
 		if (!c->dumper) {
 			cli_err("cannot start the pcap output: %s",
 				c->pcap ? pcap_geterr(c->pcap) : "out of memory");
+			out_abandon(c);
 			return CLI_EXIT_FAIL;
 		}
 	} else if (c->o.format == FMT_PCAPNG) {
-		fab_pcapng_begin(c->out, "nicsim capture " NICSIM_VERSION);
+		pcapng_begin(c->out, "nicsim capture " NICSIM_VERSION);
 	}
 	if (fflush(c->out) == EOF || ferror(c->out)) {
-		cli_err("cannot write %s: %s", c->o.out ? c->o.out : "stdout", strerror(errno));
+		cli_err("cannot write %s: %s", c->o.out ? c->o.out : "stdout",
+			strerror(errno ? errno : EIO));
+		out_abandon(c);
 		return CLI_EXIT_FAIL;
 	}
 	return 0;
@@ -622,17 +652,17 @@ static int emit(struct capture *c, const struct fab_cap_rec *r, bool retrans)
 		pcap_dump((u_char *)c->dumper, &ph, r->data);
 		break;
 	case FMT_PCAPNG:
-		fab_pcapng_packet(
-		    c->out, &(struct fab_pcapng_pkt){
-				.ifid = c->cur->ifid,
-				.ts_ns = ts,
-				.data = r->data,
-				.caplen = caplen,
-				.len = r->len,
-				.flags = r->marks & FAB_MARK_CORRUPTED ? FAB_PCAPNG_CRC_ERROR : 0,
-				.dropcount = r->lost_before,
-				.comment = note,
-			    });
+		pcapng_packet(c->out,
+			      &(struct pcapng_pkt){
+				  .ifid = c->cur->ifid,
+				  .ts_ns = ts,
+				  .data = r->data,
+				  .caplen = caplen,
+				  .len = r->len,
+				  .flags = r->marks & FAB_MARK_CORRUPTED ? PCAPNG_CRC_ERROR : 0,
+				  .dropcount = r->lost_before,
+				  .comment = note,
+			      });
 		break;
 	}
 	if (ferror(c->out))
@@ -707,7 +737,7 @@ static void source_announce(struct capture *c, struct source *s)
 	snprintf(name, sizeof(name), "nicsim fabric %s", s->dir);
 	s->ifid = c->nif++;
 	s->announced = true;
-	fab_pcapng_interface(c->out, name, c->o.snaplen);
+	pcapng_interface(c->out, name, c->o.snaplen);
 }
 
 /* Attach to the fabric of dir (whose fabric.shm is st).  Returns 0, or the
@@ -756,15 +786,16 @@ static void source_end(struct capture *c, struct source *s)
 		c->cur = s;
 		do {
 			n = 0;
-			if (!c->done && !c->werr && !c->reader_gone)
+			/* No output (it could not be opened): nothing to write. */
+			if (c->out && !c->done && !c->werr && !c->reader_gone)
 				fab_cap_read(s->cap, on_record, c, &n);
 		} while (n);
 		fab_cap_get_stats(s->cap, &st);
 		c->not_captured += st.not_captured;
 		c->bad += st.bad;
-		if (c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
-			fab_pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
-					 st.read + st.not_captured, st.not_captured, s->written);
+		if (c->out && c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
+			pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
+				     st.read + st.not_captured, st.not_captured, s->written);
 		fab_cap_detach(s->cap);
 		s->cap = NULL;
 	}

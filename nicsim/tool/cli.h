@@ -1,9 +1,10 @@
 /*
  * The nicsim command-line tool: start, stop and inspect the emulated NICs of
- * a run directory (rundir.h).
+ * a run directory (nicsim_rundir.h).
  *
  *   nicsim [--dir D] [--nic ADDR] COMMAND [OPTIONS]
- *     up, down, show tpt, show faults, stats, link show, link set, help
+ *     up, down, show tpt, show faults, show hosts, stats, link show,
+ *     link set, dir, capture, help
  *
  * cli_main() parses the command line and runs one command; cli.c holds the
  * parser, the help, the read-only commands (show, stats) and the link
@@ -65,10 +66,26 @@ int cli_main(int argc, char **argv);
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * Check that o->dir is safe to use (nic_run_dir_check): 0 when it is, or
+ * does not exist; otherwise says what is wrong and what to do, and returns
+ * the check's error.
+ */
+int cli_dir_check(const struct cli_opts *o);
+
+/*
  * Socket path of the NIC with address addr in o->dir.  When it does not fit
  * a sockaddr_un, prints why and returns -ENAMETOOLONG.
  */
 int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t size);
+
+/*
+ * Addresses (network byte order) of every file named nic-<addr><suffix> in
+ * dir whose <addr> is a valid fabric address, sorted in ascending address
+ * order.  Other names are ignored.  *addrs is malloc'ed (NULL when *count is
+ * 0); the caller frees it.  Returns 0, -ENOENT if dir does not exist,
+ * -ENOTDIR, -ENOMEM or opendir's error.
+ */
+int cli_dir_list(const char *dir, const char *suffix, uint32_t **addrs, size_t *count);
 
 /* `nicsim up` and `nicsim down`; they return the exit status. */
 int cli_up(struct cli_opts *o);

@@ -16,7 +16,7 @@
 #include "nicsim_abi_util.h"
 #include "nicsim_mgmt.h"
 #include "opts.h"
-#include "rundir.h"
+#include "nicsim_rundir.h"
 
 #ifndef NICSIM_VERSION
 #define NICSIM_VERSION "unknown"
@@ -75,6 +75,7 @@ static int run_show_hosts(struct cli_opts *o);
 static int run_stats(struct cli_opts *o);
 static int run_link_show(struct cli_opts *o);
 static int run_link_set(struct cli_opts *o);
+static int run_dir(struct cli_opts *o);
 
 #define QUERY_OPTS (OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_JSON) | OPT_BIT(OPT_TIMEOUT))
 
@@ -160,6 +161,16 @@ static const struct cmd_spec cmd_specs[] = {
      "seed and the frame's number on the link, so the same traffic after the same\n"
      "'seed N' meets the same faults. Example:\n"
      "  nicsim link set 198.18.0.1 198.18.0.2 latency 10 jitter 2 loss 1 seed 42"},
+    {"dir", NULL, run_dir, OPT_BIT(OPT_DIR), "print the run directory",
+     "Prints the run directory that the other commands, nicsimd and the provider\n"
+     "use, resolved as they resolve it: --dir D, else $NICSIM_DIR, else\n"
+     "$XDG_RUNTIME_DIR/nicsim (when that is an absolute path), else\n"
+     "/tmp/nicsim-UID. Scripts ask it rather than resolving the directory\n"
+     "themselves: dir=$(nicsim dir). The directory need not exist yet. Exits 1,\n"
+     "saying why, if it exists but is unsafe to use: a symbolic link, not a\n"
+     "directory, owned by another user, or writable by group or others (at most\n"
+     "mode 0755 is allowed); every command, nicsimd and the provider refuse such a\n"
+     "directory."},
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -174,6 +185,24 @@ void cli_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_dir_check(const struct cli_opts *o)
+{
+	char why[NIC_RUN_WHY_MAX];
+	int rc = nic_run_dir_check(o->dir, why, sizeof(why));
+
+	if (rc == 0 || rc == -ENOENT)
+		return 0;
+	cli_err("%s: remove it or choose another with --dir", why);
+	return rc;
+}
+
+static int run_dir(struct cli_opts *o)
+{
+	/* cli_main has checked it. */
+	printf("%s\n", o->dir);
+	return CLI_EXIT_OK;
 }
 
 int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t size)
@@ -572,6 +601,10 @@ int cli_main(int argc, char **argv)
 	o->args = cl.words + used;
 	o->nargs = cl.nwords - used;
 	rc = apply_opts(&cl, c, o);
+	/* Every command works in the run directory: none in one that another
+	 * user controls (nicsim_rundir.h). */
+	if (!rc && cli_dir_check(o))
+		rc = CLI_EXIT_FAIL;
 	if (!rc)
 		rc = c->run(o);
 	free(o);
@@ -721,7 +754,7 @@ static int query_targets(const struct cli_opts *o, uint32_t **addrs, size_t *n)
 		*n = 1;
 		return 0;
 	}
-	rc = nic_run_dir_list(o->dir, NIC_SOCK_SUFFIX, addrs, n);
+	rc = cli_dir_list(o->dir, NIC_SOCK_SUFFIX, addrs, n);
 	if (rc == -ENOENT) {
 		cli_err("no NICs in %s: the directory does not exist; 'nicsim up --dir %s' "
 			"starts them",
@@ -1158,20 +1191,73 @@ static void print_port_text(const struct fab_port_info *p)
 		putchar('\n');
 }
 
+/*
+ * What is wrong with the counters of a link as read from the segment, one
+ * sentence per value that cannot be (fab_link_stats), each ended by '\0';
+ * the number of them.  Values another process scribbled must not pass for
+ * real ones.
+ */
+static size_t link_stats_problems(const struct fab_link_stats *st, uint32_t ring_depth, char *buf,
+				  size_t size)
+{
+	size_t n = 0, used = 0;
+	int len;
+
+#define PROBLEM(...)                                                                     \
+	do {                                                                             \
+		len = used < size ? snprintf(buf + used, size - used, __VA_ARGS__) : -1; \
+		if (len >= 0 && (size_t)len < size - used) {                             \
+			used += (size_t)len + 1;                                         \
+			n++;                                                             \
+		}                                                                        \
+	} while (0)
+#define TX_COUNTER(name, desc)                                                                \
+	if (strcmp(#name, "frames") && strcmp(#name, "bytes") && st->tx.name > st->tx.frames) \
+		PROBLEM("%s %llu is more than the frames offered (%llu)", #name,              \
+			(unsigned long long)st->tx.name, (unsigned long long)st->tx.frames);
+	FAB_LINK_TX_COUNTERS(TX_COUNTER)
+#undef TX_COUNTER
+	if (st->tx.bytes / FAB_SLOT_BYTES > st->tx.frames)
+		PROBLEM("bytes %llu is more than %u per frame offered (%llu)",
+			(unsigned long long)st->tx.bytes, FAB_SLOT_BYTES,
+			(unsigned long long)st->tx.frames);
+	if (st->ring_bad)
+		PROBLEM("queued: ring positions producer %u, consumer %u are impossible for a ring "
+			"of %u",
+			st->prod, st->cons, ring_depth);
+#undef PROBLEM
+	return n;
+}
+
 /* A link's settings (as `link set` takes them) and seed; then, when st is
- * not NULL, its counters: the three main ones always, the others if not 0. */
+ * not NULL, its counters: the three main ones always, the others if not 0.
+ * cfg_why: what is wrong with a configuration the segment holds that is out
+ * of range, else NULL; problems: nprob sentences from link_stats_problems. */
 static void print_link_text(uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
-			    const struct fab_link_stats *st)
+			    const char *cfg_why, const struct fab_link_stats *st,
+			    const char *problems, size_t nprob)
 {
 	char s[FAB_ADDR_STRLEN], d[FAB_ADDR_STRLEN], text[512];
 
-	fab_link_describe(cfg, text, sizeof(text));
-	printf("link %s -> %s: %s%s%s seed %llu\n", fab_addr_format(src, s, sizeof(s)),
-	       fab_addr_format(dst, d, sizeof(d)), cfg->flags & FAB_LINK_DOWN ? "" : "up",
-	       cfg->flags & FAB_LINK_DOWN || !text[0] ? "" : " ", text,
-	       (unsigned long long)cfg->seed);
+	fab_addr_format(src, s, sizeof(s));
+	fab_addr_format(dst, d, sizeof(d));
+	if (cfg_why) {
+		printf("link %s -> %s: configuration invalid: %s (the fabric segment was written "
+		       "outside nicsim; the ports keep the last valid settings; 'nicsim link set "
+		       "%s %s clear' "
+		       "rewrites it)\n",
+		       s, d, cfg_why, s, d);
+	} else {
+		fab_link_describe(cfg, text, sizeof(text));
+		printf("link %s -> %s: %s%s%s seed %llu\n", s, d,
+		       cfg->flags & FAB_LINK_DOWN ? "" : "up",
+		       cfg->flags & FAB_LINK_DOWN || !text[0] ? "" : " ", text,
+		       (unsigned long long)cfg->seed);
+	}
 	if (!st)
 		return;
+	for (size_t i = 0; i < nprob; i++, problems += strlen(problems) + 1)
+		printf("  counters invalid: %s\n", problems);
 	printf("  frames %llu bytes %llu delivered %llu queued %u",
 	       (unsigned long long)st->tx.frames, (unsigned long long)st->tx.bytes,
 	       (unsigned long long)st->rx.delivered, st->queued);
@@ -1185,21 +1271,39 @@ static void print_link_text(uint32_t src, uint32_t dst, const struct fab_link_co
 	FAB_LINK_RX_COUNTERS(RX_COUNTER)
 #undef TX_COUNTER
 #undef RX_COUNTER
-	if (cfg->nth)
+	if (!cfg_why && cfg->nth)
 		printf(" nth_matched %u", st->nth_matched);
 	putchar('\n');
 }
 
 static void print_link_json(uint32_t src, uint32_t dst, const struct fab_link_config *cfg,
-			    const struct fab_link_stats *st)
+			    const char *cfg_why, const struct fab_link_stats *st,
+			    const char *problems, size_t nprob)
 {
 	char s[FAB_ADDR_STRLEN], d[FAB_ADDR_STRLEN], text[512];
 
-	printf("{\"src\":\"%s\",\"dst\":\"%s\",\"config\":{\"down\":%s,\"latency_ns\":%llu,"
+	/* Values that cannot be are listed under "invalid", never passed off
+	 * as a working configuration. */
+	printf("{\"src\":\"%s\",\"dst\":\"%s\",\"invalid\":[", fab_addr_format(src, s, sizeof(s)),
+	       fab_addr_format(dst, d, sizeof(d)));
+	if (cfg_why) {
+		snprintf(text, sizeof(text), "configuration: %s", cfg_why);
+		json_str(text, sizeof(text));
+	}
+	for (size_t i = 0; i < nprob; i++, problems += strlen(problems) + 1) {
+		if (cfg_why || i)
+			putchar(',');
+		json_str(problems, strlen(problems) + 1);
+	}
+	printf("],");
+	if (cfg_why) {
+		printf("\"config\":null,\"stats\":{");
+		goto stats;
+	}
+	printf("\"config\":{\"down\":%s,\"latency_ns\":%llu,"
 	       "\"jitter_ns\":%llu,\"rate_mbps\":%u,\"loss_ppb\":%u,\"dup_ppb\":%u,"
 	       "\"reorder_ppb\":%u,\"reorder_gap_ns\":%llu,\"corrupt_ppb\":%u,"
 	       "\"delay_ns\":%llu,\"delay_ppb\":%u,\"drop_nth\":%u,",
-	       fab_addr_format(src, s, sizeof(s)), fab_addr_format(dst, d, sizeof(d)),
 	       cfg->flags & FAB_LINK_DOWN ? "true" : "false", (unsigned long long)cfg->latency_ns,
 	       (unsigned long long)cfg->jitter_ns, cfg->rate_mbps, cfg->loss_ppb, cfg->dup_ppb,
 	       cfg->reorder_ppb, (unsigned long long)cfg->reorder_gap_ns, cfg->corrupt_ppb,
@@ -1211,6 +1315,7 @@ static void print_link_json(uint32_t src, uint32_t dst, const struct fab_link_co
 	printf("\"seed\":%llu,\"settings\":", (unsigned long long)cfg->seed);
 	json_str(fab_link_describe(cfg, text, sizeof(text)), sizeof(text));
 	printf("},\"stats\":{");
+stats:
 #define TX_COUNTER(name, desc) printf("\"%s\":%llu,", #name, (unsigned long long)st->tx.name);
 #define RX_COUNTER(name, desc) printf("\"%s\":%llu,", #name, (unsigned long long)st->rx.name);
 	FAB_LINK_TX_COUNTERS(TX_COUNTER)
@@ -1287,15 +1392,30 @@ static int run_link_show(struct cli_opts *o)
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {
 			uint32_t src = ports[i].addr, dst = ports[j].addr;
+			char why[256], problems[1024];
+			const char *cfg_why = NULL;
+			size_t nprob;
 
-			if (!link_wanted(o, src, dst) || fab_link_get(fab, src, dst, &cfg) ||
-			    fab_link_stats(fab, src, dst, &st) || !link_shown(&cfg, &st, src, dst))
+			if (!link_wanted(o, src, dst))
+				continue;
+			rc = fab_link_get(fab, src, dst, &cfg);
+			if (rc == -EBADMSG) {
+				fab_link_config_check(&cfg, why, sizeof(why));
+				cfg_why = why;
+			} else if (rc) {
+				continue;
+			}
+			if (fab_link_stats(fab, src, dst, &st))
+				continue;
+			nprob =
+			    link_stats_problems(&st, info.ring_depth, problems, sizeof(problems));
+			if (!cfg_why && !nprob && !link_shown(&cfg, &st, src, dst))
 				continue;
 			if (o->json) {
 				printf("%s\n", shown ? "," : "");
-				print_link_json(src, dst, &cfg, &st);
+				print_link_json(src, dst, &cfg, cfg_why, &st, problems, nprob);
 			} else {
-				print_link_text(src, dst, &cfg, &st);
+				print_link_text(src, dst, &cfg, cfg_why, &st, problems, nprob);
 			}
 			shown++;
 		}
@@ -1408,7 +1528,7 @@ static int run_link_set(struct cli_opts *o)
 				status = CLI_EXIT_FAIL;
 				continue;
 			}
-			print_link_text(s, d, &now, NULL);
+			print_link_text(s, d, &now, NULL, NULL, NULL, 0);
 			done++;
 		}
 	}

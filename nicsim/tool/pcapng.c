@@ -1,5 +1,5 @@
 /*
- * A pcapng writer (fab_capture.h): section header, interface description,
+ * A pcapng writer (pcapng.h): section header, interface description,
  * enhanced packet and interface statistics blocks, in this machine's byte
  * order.  Every block is
  *
@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fab_capture.h"
+#include "pcapng.h"
 
 #define BT_SHB 0x0a0d0d0au
 #define BT_IDB 0x00000001u
@@ -95,7 +95,7 @@ static int status(FILE *f)
 	return errno ? -errno : -EIO;
 }
 
-int fab_pcapng_begin(FILE *f, const char *appl)
+int pcapng_begin(FILE *f, const char *appl)
 {
 	size_t an = text_len(appl);
 	uint32_t total = 24 + (an ? opt_size(an) : 0) + 4 + 4;
@@ -114,11 +114,11 @@ int fab_pcapng_begin(FILE *f, const char *appl)
 	return status(f);
 }
 
-int fab_pcapng_interface(FILE *f, const char *name, uint32_t snaplen)
+int pcapng_interface(FILE *f, const char *name, uint32_t snaplen)
 {
 	size_t nn = text_len(name);
 	uint32_t total = 16 + (nn ? opt_size(nn) : 0) + opt_size(1) + 4 + 4;
-	uint16_t link[2] = {FAB_PCAPNG_LINKTYPE_ETHERNET, 0};
+	uint16_t link[2] = {PCAPNG_LINKTYPE_ETHERNET, 0};
 	const uint8_t tsresol = 9; /* 10^-9 s */
 
 	put32(f, BT_IDB);
@@ -133,7 +133,7 @@ int fab_pcapng_interface(FILE *f, const char *name, uint32_t snaplen)
 	return status(f);
 }
 
-int fab_pcapng_packet(FILE *f, const struct fab_pcapng_pkt *pkt)
+int pcapng_packet(FILE *f, const struct pcapng_pkt *pkt)
 {
 	size_t cn = text_len(pkt->comment);
 	uint32_t opts = 0, total;
@@ -168,8 +168,8 @@ int fab_pcapng_packet(FILE *f, const struct fab_pcapng_pkt *pkt)
 	return status(f);
 }
 
-int fab_pcapng_stats(FILE *f, uint32_t ifid, uint64_t start_ns, uint64_t end_ns, uint64_t recv,
-		     uint64_t drop, uint64_t accepted)
+int pcapng_stats(FILE *f, uint32_t ifid, uint64_t start_ns, uint64_t end_ns, uint64_t recv,
+		 uint64_t drop, uint64_t accepted)
 {
 	uint32_t total = 20 + 5 * opt_size(8) + 4 + 4;
 	/* Timestamps are two 32-bit words, the high one first. */

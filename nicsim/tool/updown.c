@@ -11,12 +11,24 @@
  * everything started is stopped again and a fabric it created is removed.
  *
  * down is not the daemons' parent: it signals the pids their pid files name
- * after checking that each is alive and is nicsimd (/proc/PID/comm), then
- * polls /proc until they are gone.  A socket without a usable pid file is
- * asked who listens on it (SO_PEERCRED), so a daemon is never missed and a
- * recycled pid is never signalled.  Once every NIC is gone, down removes
- * the fabric too (unless --nic named one NIC, or a port is still open by a
- * live process).
+ * after checking that each is alive, is nicsimd (/proc/PID/comm) and is
+ * the process listening on this directory's socket for that address (the
+ * listener's credentials, SO_PEERCRED, which a connect gets even from a
+ * daemon too busy or stopped to accept), then polls /proc until they are
+ * gone.  A socket without a usable pid file is asked who listens on it the
+ * same way, so a daemon is never missed, and neither a recycled pid nor a
+ * nicsimd of another run directory is ever signalled.  Once every NIC is
+ * gone, down removes the fabric too (unless --nic named one NIC, or a port
+ * is still open by a live process).
+ *
+ * Both take the run directory's lock (NIC_RUN_LOCK, flock) and hold it
+ * until they return, so that two of them never work on one directory at
+ * once: a second `nicsim up` waits for the first (bounded by --timeout-ms),
+ * then finds its NICs running and refuses to start them again, instead of
+ * truncating their logs and racing them for the sockets.
+ *
+ * Every file they open in the run directory is opened with O_NOFOLLOW; the
+ * directory itself is checked first (nic_run_dir_check, in cli_main).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,7 +50,7 @@
 #include "fab_addr.h"
 #include "mgmt_client.h"
 #include "nicsim_abi_util.h"
-#include "rundir.h"
+#include "nicsim_rundir.h"
 
 #define DAEMON_NAME "nicsimd"
 #define POLL_MS 20        /* between checks of processes and sockets */
@@ -229,6 +242,48 @@ static int probe(const char *sock, int timeout_ms, pid_t *peer, struct mgmt_clie
 	return 0;
 }
 
+/*
+ * The pid of the process listening on the socket sock: 0 and *pid, or
+ * -ENOENT (no socket file), -ECONNREFUSED (nobody listens), -ETIMEDOUT (its
+ * backlog stayed full for timeout_ms), or another connect error.  A connect
+ * receives the listener's credentials (SO_PEERCRED) before the listener
+ * accepts anything, so this works for a daemon that is stopped or too busy
+ * to answer; it sends nothing, and the daemon sees a client that leaves.
+ */
+static int sock_listener(const char *sock, int timeout_ms, pid_t *pid)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd, rc;
+
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+		if (rc != -EAGAIN && rc != -EINTR)
+			break;
+		if (now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		sleep_ms(POLL_MS);
+	}
+	if (rc == 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
+			*pid = cred.pid;
+		else
+			rc = -EPROTO;
+	}
+	close(fd);
+	return rc;
+}
+
 /* Print the end of a daemon's log, indented, on stderr. */
 static void print_log_tail(const char *path)
 {
@@ -237,7 +292,7 @@ static void print_log_tail(const char *path)
 	off_t size;
 	ssize_t n;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		fprintf(stderr, "  (no log %s: %s)\n", path, strerror(errno));
 		return;
@@ -264,6 +319,58 @@ static void print_log_tail(const char *path)
 	fprintf(stderr, "  last lines of %s:\n", path);
 	for (line = strtok_r(p, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		fprintf(stderr, "  | %s\n", line);
+}
+
+/* ---- The run directory's lock ------------------------------------------- */
+
+/*
+ * Take the lock of o->dir (an exclusive flock on D/NIC_RUN_LOCK), waiting
+ * up to timeout_ms for another `nicsim up` or `nicsim down` to release it.
+ * Returns the descriptor that holds it (close it to release), or -1 after
+ * saying why.  The descriptor is close-on-exec: the daemons up starts do
+ * not inherit the lock.
+ */
+static int lock_dir(const struct cli_opts *o, const char *cmd, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	char path[PATH_MAX];
+	bool told = false;
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/" NIC_RUN_LOCK, o->dir) >= sizeof(path)) {
+		cli_err("run directory path too long: %s", o->dir);
+		return -1;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+	if (fd < 0) {
+		cli_err("cannot open the lock %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			cli_err("cannot lock %s: %s", path, strerror(errno));
+			break;
+		}
+		if (now_ms() >= deadline) {
+			cli_err("another 'nicsim up' or 'nicsim down' holds the run directory %s "
+				"(lock %s) after %d ms: try again once it has finished, or raise "
+				"--timeout-ms",
+				o->dir, path, timeout_ms);
+			break;
+		}
+		if (!told) {
+			fprintf(stderr,
+				"nicsim: %s: waiting for another 'nicsim up' or 'nicsim down' in "
+				"%s\n",
+				cmd, o->dir);
+			told = true;
+		}
+		sleep_ms(POLL_MS);
+	}
+	close(fd);
+	return -1;
 }
 
 /* ---- up ------------------------------------------------------------------ */
@@ -378,7 +485,9 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 	argv[argc] = NULL;
 
 	run_file(o, s->addr, NIC_LOG_SUFFIX, log, sizeof(log));
-	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+	/* O_NOFOLLOW: a link planted in the directory must not make us
+	 * truncate whatever it points to. */
+	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
 	if (log_fd < 0) {
 		cli_err("cannot create log %s: %s", log, strerror(errno));
 		return -1;
@@ -711,7 +820,7 @@ int cli_up(struct cli_opts *o)
 	struct started *s;
 	size_t i, n = o->hosts, failed, shown;
 	bool fabric_made = false;
-	int rc;
+	int rc, lock_fd = -1;
 
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_UP_TIMEOUT_MS;
@@ -735,6 +844,10 @@ int cli_up(struct cli_opts *o)
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
+	if (cli_dir_check(o)) {
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
 	/* ... and again once the directory is absolute, as nicsimd will see it
 	 * (it runs in "/"). */
 	if (!realpath(o->dir, real)) {
@@ -752,6 +865,11 @@ int cli_up(struct cli_opts *o)
 	if (find_daemon(daemon, sizeof(daemon), exe_dir, sizeof(exe_dir))) {
 		cli_err("cannot find " DAEMON_NAME " beside this program%s%s%s or on PATH",
 			exe_dir[0] ? " (in " : "", exe_dir, exe_dir[0] ? ")" : "");
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	lock_fd = lock_dir(o, "up", o->timeout_ms);
+	if (lock_fd < 0) {
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
@@ -805,6 +923,8 @@ int cli_up(struct cli_opts *o)
 	putchar('\n');
 	rc = CLI_EXIT_OK;
 out:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	free(s);
 	return rc;
 }
@@ -853,7 +973,7 @@ static bool pick_victim(const struct cli_opts *o, struct victim *v)
 {
 	char pidf[PATH_MAX], sock[PATH_MAX], comm[32];
 	struct mgmt_client c;
-	pid_t pid = 0, peer;
+	pid_t pid = 0, peer = 0;
 	bool removed;
 	int rc;
 
@@ -861,16 +981,35 @@ static bool pick_victim(const struct cli_opts *o, struct victim *v)
 	run_file(o, v->addr, NIC_SOCK_SUFFIX, sock, sizeof(sock));
 	rc = read_pid_file(pidf, &pid);
 	if (rc == 0 && proc_is_daemon(pid)) {
-		v->pid = pid;
-		return true;
-	}
-	if (rc == 0 && proc_alive(pid))
+		/* A nicsimd, but is it this directory's NIC at this address?  A
+		 * stale pid file can name the NIC of another run directory. */
+		rc = sock_listener(sock, clamp_ms(o->timeout_ms, 1, PROBE_MS), &peer);
+		if (rc == 0 && peer == pid) {
+			v->pid = pid;
+			return true;
+		}
+		fprintf(stderr,
+			"nicsim: %s names pid %d, a " DAEMON_NAME
+			" that does not listen on %s (%s); "
+			"not signalling it\n",
+			pidf, (int)pid, sock,
+			rc == 0               ? "another process does"
+			: rc == -ENOENT       ? "no socket there"
+			: rc == -ECONNREFUSED ? "nobody listens there"
+					      : strerror(-rc));
+	} else if (rc == 0 && proc_alive(pid)) {
 		fprintf(stderr,
 			"nicsim: %s names pid %d, which is '%s', not " DAEMON_NAME
 			"; not signalling it\n",
 			pidf, (int)pid, proc_comm(pid, comm, sizeof(comm)));
+	}
 	/* No usable pid file: ask the socket who listens there. */
 	rc = probe(sock, clamp_ms(o->timeout_ms, 1, PROBE_MS), &peer, &c);
+	if (rc == 0 && c.hello.nic_addr != v->addr) {
+		cli_err("%s: %s is served by pid %d as another address; left alone", v->name, sock,
+			(int)peer);
+		return false;
+	}
 	if (rc == 0) {
 		v->pid = peer;
 		return true;
@@ -939,14 +1078,25 @@ int cli_down(struct cli_opts *o)
 	char pidf[PATH_MAX], sock[PATH_MAX];
 	struct victim *v = NULL;
 	struct mgmt_client c;
-	int rc, status = CLI_EXIT_OK;
+	int rc, status = CLI_EXIT_OK, lock_fd = -1;
 	pid_t pid;
 
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_DOWN_TERM_MS;
-	rc = nic_run_dir_list(o->dir, NIC_PID_SUFFIX, &pids, &npids);
+	rc = cli_dir_list(o->dir, NIC_PID_SUFFIX, &pids, &npids);
+	if (rc == 0) {
+		/* An `up` in progress finishes first; then its NICs are stopped. */
+		lock_fd = lock_dir(o, "down", CLI_UP_TIMEOUT_MS + o->timeout_ms);
+		if (lock_fd < 0) {
+			status = CLI_EXIT_FAIL;
+			goto out;
+		}
+		free(pids);
+		pids = NULL;
+		rc = cli_dir_list(o->dir, NIC_PID_SUFFIX, &pids, &npids);
+	}
 	if (!rc)
-		rc = nic_run_dir_list(o->dir, NIC_SOCK_SUFFIX, &socks, &nsocks);
+		rc = cli_dir_list(o->dir, NIC_SOCK_SUFFIX, &socks, &nsocks);
 	if (rc == -ENOENT) {
 		printf("no NICs to stop in %s (the directory does not exist)\n", o->dir);
 		return CLI_EXIT_OK;
@@ -1022,6 +1172,8 @@ int cli_down(struct cli_opts *o)
 	if (!o->nic_set && status == CLI_EXIT_OK)
 		remove_fabric(o);
 out:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	free(v);
 	free(all);
 	free(pids);

@@ -1,0 +1,82 @@
+/*
+ * Run directory of a set of emulated NICs: the one resolver that nicsimd,
+ * the nicsim tool and the provider use (scripts ask `nicsim dir`).
+ *
+ * One directory holds, per NIC with address A (dotted quad), the listening
+ * socket nic-A.sock, the pid file nic-A.pid that nicsimd writes once it
+ * listens, and, for NICs started by `nicsim up`, the log nic-A.log; the
+ * fabric's segment and bells; and the lock file that `nicsim up` and
+ * `nicsim down` hold while they change the directory.
+ *
+ * Where: an explicit option, else $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim
+ * (when that variable holds an absolute path: the XDG base directory
+ * specification says relative ones are invalid), else /tmp/nicsim-<uid>.
+ *
+ * Whose: the default /tmp/nicsim-<uid> is predictable, so another local
+ * user can create it first.  Every program checks the directory before it
+ * uses it (nic_run_dir_check): it must be a directory, not a symbolic link,
+ * owned by the effective user, and writable by no one else (group and
+ * other write bits clear: at most mode 0755); and every directory on the
+ * way to it must be root's or the user's and, if others may write to it,
+ * sticky (as /tmp is), so that nobody can rename it away and plant another.
+ * Files in it are opened with O_NOFOLLOW.
+ *
+ * A small static library (nicsim_rundir) that links nothing else, so that
+ * the provider can use it without the NIC.  Errors: 0 or a negative errno.
+ */
+#ifndef NICSIM_RUNDIR_H
+#define NICSIM_RUNDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NIC_LOG_SUFFIX ".log"
+#define NIC_RUN_LOCK "nicsim.lock" /* held by `nicsim up` and `nicsim down` */
+
+/* Mode bits a run directory must not have: written by group or others. */
+#define NIC_RUN_DIR_FORBIDDEN 022
+
+/* Room for a message of nic_run_dir_check(). */
+#define NIC_RUN_WHY_MAX 4352
+
+/*
+ * The run directory: opt if not NULL, else $NICSIM_DIR, else
+ * $XDG_RUNTIME_DIR/nicsim (when that variable holds an absolute path), else
+ * /tmp/nicsim-<uid>.  Empty environment variables count as unset; trailing
+ * slashes are dropped.  The path is not made absolute and need not exist.
+ * Returns 0, -EINVAL for an empty opt, -ENAMETOOLONG if it does not fit.
+ */
+int nic_run_dir(char *buf, size_t size, const char *opt);
+
+/*
+ * Create dir and any missing parents with mode 0700 (mkdir -p).  Returns 0
+ * if dir is now a directory (whether or not it existed), -ENOTDIR if it or a
+ * parent exists and is not a directory, or mkdir's error.  It does not
+ * check who owns it: call nic_run_dir_check() next.
+ */
+int nic_run_dir_make(const char *dir);
+
+/*
+ * Whether dir is safe to use (see the top): 0, or
+ *   -ENOENT   it does not exist
+ *   -ELOOP    it is a symbolic link
+ *   -ENOTDIR  it is not a directory
+ *   -EPERM    another user owns it, or a directory on the way to it is
+ *             another user's or open to others without the sticky bit
+ *   -EACCES   group or others may write to it
+ * or lstat's error.  On an error, why (if not NULL) gets a sentence that
+ * names the directory and what is wrong with it, e.g. "run directory
+ * /tmp/nicsim-0 is owned by uid 1000, not you (0)", to which the caller
+ * adds what the user can do.
+ */
+int nic_run_dir_check(const char *dir, char *why, size_t why_size);
+
+/*
+ * Path of the run-directory file of the NIC with address addr (network byte
+ * order): dir/nic-<addr><suffix>, suffix one of NIC_SOCK_SUFFIX,
+ * NIC_PID_SUFFIX, NIC_LOG_SUFFIX.  Unlike nic_sock_path() it does not check
+ * the sockaddr_un limit.  Returns 0 or -ENAMETOOLONG.
+ */
+int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const char *suffix);
+
+#endif /* NICSIM_RUNDIR_H */
