@@ -33,6 +33,11 @@ enum opt_id {
 	OPT_MAX_REG,
 	OPT_NO_MW,
 	OPT_NO_RDMA_READ,
+	OPT_ACK_TIMEOUT, /* the five timer options, in the order of cli_timer_opts */
+	OPT_RETRY_COUNT,
+	OPT_RNR_RETRY,
+	OPT_CM_TIMEOUT,
+	OPT_CM_RETRIES,
 	OPT_LOG_LEVEL,
 	OPT_TIMEOUT,
 	OPT_SEED,
@@ -50,6 +55,11 @@ struct opt_spec {
 	const char *help;
 };
 
+const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS] = {
+    {"ack-timeout", 1, 31}, {"retry-count", 0, 7}, {"rnr-retry", 0, 7},
+    {"cm-timeout", 0, 31},  {"cm-retries", 0, 15},
+};
+
 static const struct opt_spec opt_specs[] = {
     {"dir", OPT_DIR, "D",
      "run directory (default: $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID)"},
@@ -60,6 +70,12 @@ static const struct opt_spec opt_specs[] = {
     {"max-reg", OPT_MAX_REG, "SIZE", "largest registration, e.g. 65536, 64K, 1G"},
     {"no-mw", OPT_NO_MW, NULL, "NICs without memory windows"},
     {"no-rdma-read", OPT_NO_RDMA_READ, NULL, "NICs that do not serve RDMA READ"},
+    {"ack-timeout", OPT_ACK_TIMEOUT, "C",
+     "local ACK timeout code, 1..31: 4.096 us x 2^C (default: nicsimd's)"},
+    {"retry-count", OPT_RETRY_COUNT, "N", "retransmission timeouts before a request fails, 0..7"},
+    {"rnr-retry", OPT_RNR_RETRY, "N", "RNR NAKs before a request fails, 0..7 (7: no limit)"},
+    {"cm-timeout", OPT_CM_TIMEOUT, "C", "CM response timeout code, 0..31"},
+    {"cm-retries", OPT_CM_RETRIES, "N", "CM REQ, REP and DREQ retransmissions, 0..15"},
     {"log-level", OPT_LOG_LEVEL, "L", "nicsimd log level: error, warn, info or debug"},
     {"timeout-ms", OPT_TIMEOUT, "T", "bound on each wait for a NIC, in ms"},
     {"seed", OPT_SEED, "N",
@@ -91,8 +107,10 @@ struct cmd_spec {
 static const struct cmd_spec cmd_specs[] = {
     {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
-	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_LOG_LEVEL) |
-	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED),
+	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ACK_TIMEOUT) |
+	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
+	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
+	 OPT_BIT(OPT_SEED),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
@@ -100,7 +118,8 @@ static const struct cmd_spec cmd_specs[] = {
      "not, stops them all and shows its log. Refuses to start a NIC whose address is\n"
      "already served in the directory. A fabric that running NICs already use is\n"
      "kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
-     "fault decisions."},
+     "fault decisions. The timer options go to every nicsimd (nicsimd --help,\n"
+     "docs/transport.md \"Timeouts\")."},
     {"down", NULL, cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
      "stop the NICs of a run directory",
      "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
@@ -462,6 +481,17 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 			return CLI_EXIT_USAGE;
 		}
 		o->log_level = cl->val[OPT_LOG_LEVEL];
+	}
+	for (i = 0; i < CLI_TIMER_OPTS; i++) {
+		const struct cli_timer_opt *t = &cli_timer_opts[i];
+		const char *text = cl->val[OPT_ACK_TIMEOUT + i];
+
+		if (!text)
+			continue;
+		rc = parse_num(t->name, text, t->min, t->max, &v);
+		if (rc)
+			return rc;
+		o->timer[i] = text;
 	}
 	o->no_mw = cl->val[OPT_NO_MW] != NULL;
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;

@@ -37,6 +37,18 @@
 #define CLI_DEFAULT_HOSTS 2u
 #define CLI_MAX_HOSTS 256u /* FAB_MAX_PORTS: one fabric port per NIC */
 
+/*
+ * The connection timers `nicsim up` passes on to each nicsimd, with the
+ * ranges nicsimd accepts (its --help says what each means).  An ACK timeout
+ * code of 0 would turn the timer off, so neither program offers it.
+ */
+struct cli_timer_opt {
+	const char *name; /* spelled --name, for both programs */
+	unsigned min, max;
+};
+#define CLI_TIMER_OPTS 5
+extern const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS];
+
 /* The parsed command line.  Values passed on to nicsimd stay text; they are
  * checked here with the parsers nicsimd uses (opts.h, log.h). */
 struct cli_opts {
@@ -50,10 +62,11 @@ struct cli_opts {
 	const char *log_level;
 	bool no_mw;
 	bool no_rdma_read;
-	int timeout_ms;          /* --timeout-ms, or 0 for the command's default */
-	bool seed_set;           /* --seed given */
-	uint64_t seed;           /* the fabric's seed */
-	const char *const *args; /* words after the command ("link set": SRC DST ...) */
+	const char *timer[CLI_TIMER_OPTS]; /* as typed, NULL when not given */
+	int timeout_ms;                    /* --timeout-ms, or 0 for the command's default */
+	bool seed_set;                     /* --seed given */
+	uint64_t seed;                     /* the fabric's seed */
+	const char *const *args;           /* words after the command ("link set": SRC DST ...) */
 	size_t nargs;
 };
 

@@ -211,6 +211,14 @@ static void test_usage_errors(void)
 	NST_EQ(rc, 2);
 	OUT_HAS("--hosts");
 
+	/* A timer code of 0 would turn the retransmission timer off. */
+	rc = NICSIM("up", "--ack-timeout", "0");
+	NST_EQ(rc, 2);
+	OUT_HAS("--ack-timeout 0");
+	rc = NICSIM("up", "--cm-retries", "16");
+	NST_EQ(rc, 2);
+	OUT_HAS("from 0 to 15");
+
 	rc = NICSIM("stats", "--hosts", "2");
 	NST_EQ(rc, 2);
 	OUT_HAS("does not apply");
@@ -383,15 +391,36 @@ static void test_up_daemon_exits(void)
 					"exit 3\n",
 					bin, sizeof(bin)),
 		       0);
-	rc = nicsim_run_bin(bin, (const char *const[]){"up", "--dir", dir, "--hosts", "1",
-						       "--tpt-capacity", "128", "--max-reg", "64K",
-						       "--no-mw", "--no-rdma-read", "--log-level",
-						       "debug", NULL});
+	rc = nicsim_run_bin(bin, (const char *const[]){"up",
+						       "--dir",
+						       dir,
+						       "--hosts",
+						       "1",
+						       "--tpt-capacity",
+						       "128",
+						       "--max-reg",
+						       "64K",
+						       "--no-mw",
+						       "--no-rdma-read",
+						       "--log-level",
+						       "debug",
+						       "--ack-timeout",
+						       "12",
+						       "--retry-count",
+						       "3",
+						       "--rnr-retry",
+						       "5",
+						       "--cm-timeout",
+						       "11",
+						       "--cm-retries",
+						       "2",
+						       NULL});
 	NST_EQ(rc, 1);
 	OUT_HAS("nicsimd for 198.18.0.1");
 	OUT_HAS("exited with status 3");
 	OUT_HAS("fake nicsimd: cannot start: --addr 198.18.0.1 --dir ");
-	OUT_HAS("--tpt-capacity 128 --max-reg 64K --no-mw --no-rdma-read --log-level debug");
+	OUT_HAS("--tpt-capacity 128 --max-reg 64K --no-mw --no-rdma-read --log-level debug "
+		"--ack-timeout 12 --retry-count 3 --rnr-retry 5 --cm-timeout 11 --cm-retries 2");
 }
 
 /* A daemon that never answers: `up` gives up after --timeout-ms, names the
