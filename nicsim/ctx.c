@@ -143,10 +143,13 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 	struct nic_ctx *c;
 	int err;
 
-	if (nic->nctx >= NIC_MAX_CONTEXTS) {
+	if (nic->nctx >= nic->max_ctx) {
 		nic->stats.attach_refused++;
-		nic_warn(&nic->log, "refused attach from pid %u: %u contexts already", pid,
-			 nic->nctx);
+		nic_warn(&nic->log,
+			 "refused attach from pid %u: %u contexts already, as many as fit "
+			 "(at most %u, and %u descriptors each within the limit of %llu)",
+			 pid, nic->nctx, NIC_MAX_CONTEXTS, NIC_CTX_FDS,
+			 (unsigned long long)nic->fd_limit);
 		nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
 		return -ENOSPC;
 	}

@@ -22,7 +22,22 @@
 
 #define NIC_DEFAULT_MAX_REG (1ull << 30)
 #define NIC_DEFAULT_SPIN_US 50u
+/*
+ * Host contexts: at most NIC_MAX_CONTEXTS, and no more than the descriptor
+ * limit allows.  A context holds NIC_CTX_FDS descriptors (its socket, its
+ * segment and two eventfds); NIC_CONN_MAX more are kept for connections that
+ * have not said hello yet and for management clients, and NIC_FD_SLACK for
+ * the NIC's own brief needs.  nic_create() raises the soft RLIMIT_NOFILE to
+ * the hard limit and computes how many contexts fit (nic_max_contexts());
+ * nic_run() says it at start.
+ */
 #define NIC_MAX_CONTEXTS 1024u
+#define NIC_CTX_FDS 4u
+#define NIC_CONN_MAX 64u
+#define NIC_FD_SLACK 8u
+/* A connection that has not sent its hello this long after it was accepted
+ * is answered NIC_STATUS_TIMED_OUT and closed. */
+#define NIC_HELLO_TIMEOUT_MS 3000u
 
 struct nic_opts {
 	uint32_t addr;         /* network byte order, in 198.18.0.0/15 */
@@ -32,6 +47,7 @@ struct nic_opts {
 	uint32_t caps;         /* NIC_CAP_* */
 	uint32_t spin_us;      /* idle polling before sleeping */
 	enum nic_log_level log_level;
+	uint32_t hello_timeout_ms; /* NIC_HELLO_TIMEOUT_MS */
 };
 
 struct nic;
@@ -48,5 +64,8 @@ int nic_run(struct nic *nic);
 
 /* Accepts NULL. */
 void nic_destroy(struct nic *nic);
+
+/* How many host contexts this NIC can hold (at most NIC_MAX_CONTEXTS). */
+unsigned nic_max_contexts(const struct nic *nic);
 
 #endif /* NICSIM_NIC_H */

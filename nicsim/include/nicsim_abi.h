@@ -116,6 +116,7 @@ enum nic_status {
 	NIC_STATUS_UNREACHABLE = 17,   /* no NIC with that address on the fabric */
 	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request (or reply) */
 	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
+	NIC_STATUS_DENIED = 20,        /* handshake: the peer runs as another user */
 	NIC_STATUS_MAX_
 };
 

@@ -97,7 +97,11 @@
 	X(sleep_us, "microseconds asleep in epoll_wait")                                  \
 	X(sleep_max_us, "longest single sleep, microseconds")                             \
 	X(dreq_unanswered, "disconnect requests the peer never answered")                 \
-	X(conn_requests_expired, "connection requests dropped unaccepted: sender gave up")
+	X(conn_requests_expired, "connection requests dropped unaccepted: sender quit")   \
+	X(attach_denied, "connections refused: the peer runs as another user")            \
+	X(hello_timeouts, "connections closed: no hello in time")                         \
+	X(accept_refused, "connections refused at once: too many, or no descriptors")     \
+	X(mgmt_dropped, "management clients dropped: requests piled up unread")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
