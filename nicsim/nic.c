@@ -135,7 +135,7 @@ static bool peer_gone(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
 
-	return poll(&p, 1, 0) != 1 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 /* Refuse conn with status (counted by the caller), say why, and close it. */
