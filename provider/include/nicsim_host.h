@@ -42,11 +42,15 @@ struct nic_host;
 #define NIC_HOST_CMD_TIMEOUT_MS 5000
 
 /*
- * Attach to the NIC listening on the UNIX socket at path.  Calls
- * prctl(PR_SET_PTRACER, nic_pid) so that the NIC may reach this process's
- * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EPROTO (the
- * NIC answered something malformed or a different ABI), -ENOMEM, or the
- * NIC's refusal mapped with nic_status_errno().
+ * Attach to the NIC listening on the UNIX socket at path.  The NIC must run
+ * as this process's effective user or as root (SO_PEERCRED); then
+ * prctl(PR_SET_PTRACER, pid) with the pid the kernel names for it (also
+ * given back as nic_host_info()->nic_pid) lets the NIC reach this process's
+ * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EACCES (the
+ * listener runs as another user: nothing was sent to it), -EPROTO (the NIC
+ * answered something malformed or a different ABI), -ENOMEM, or the NIC's
+ * refusal mapped with nic_status_errno() (-EACCES too: it refused this
+ * process's user).
  */
 int nic_host_attach(const char *path, struct nic_host **out);
 
