@@ -389,7 +389,8 @@ static int ctx_state(const struct nic_host *h)
 
 /*
  * Look at the socket without blocking: -ENETDOWN on hangup, error or end of
- * file (the NIC sends nothing after the hello), else 0.
+ * file, else 0.  After the hello the NIC sends only notices of connection
+ * ends (nic_host_notify_drain); one read here takes one of them.
  */
 static int sock_state(struct nic_host *h)
 {
@@ -412,6 +413,31 @@ int nic_host_check(struct nic_host *h)
 	int err = ctx_state(h);
 
 	return err ? err : sock_state(h);
+}
+
+int nic_host_notify_fd(const struct nic_host *h)
+{
+	return h->sock;
+}
+
+int nic_host_notify_drain(struct nic_host *h)
+{
+	char buf[64];
+	int n = 0;
+
+	for (;;) {
+		ssize_t r = recv(h->sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r > 0) {
+			n++;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return n;
+		return -ENETDOWN; /* end of file or an error: the NIC is gone */
+	}
 }
 
 void nic_host_shutdown(struct nic_host *h)

@@ -133,6 +133,7 @@ static struct prov_nic *nic_new(void)
 	}
 	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
 		nic->qp[i].slot = i;
+	nic->ev_kick = -1;
 	return nic;
 }
 

@@ -137,6 +137,20 @@ int nic_host_check(struct nic_host *h);
  */
 void nic_host_shutdown(struct nic_host *h);
 
+/*
+ * Connection ends without waiting: the NIC also sends a one-byte notice on
+ * the attach socket for every NIC_EV_DISCONNECTED and NIC_EV_QP_ERROR it
+ * posts, whether or not the host waits for the interrupt.  A thread that is
+ * not waiting for anything else may poll() nic_host_notify_fd() for POLLIN,
+ * then call nic_host_notify_drain() and take the events.  Other waiters of
+ * the context may consume a notice first (they look at the socket too):
+ * the event queue, not the notice, is what counts.
+ * nic_host_notify_drain() returns how many notices it read, or -ENETDOWN
+ * when the NIC is gone (end of file, hang-up, error).
+ */
+int nic_host_notify_fd(const struct nic_host *h);
+int nic_host_notify_drain(struct nic_host *h);
+
 /* ---- The provider's registration cache ------------------------------------- */
 
 /*
