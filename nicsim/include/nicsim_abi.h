@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 2: the structures a host driver and the
+ * nicsim host interface, ABI version 4: the structures a host driver and the
  * emulated NIC share.  This header is the single source of truth for the
  * layouts described in docs/hardware-interface.md; every size and offset a
  * driver depends on is checked below with _Static_assert.
@@ -11,7 +11,11 @@
  *     with SCM_RIGHTS in this order: the context segment (a memfd), the
  *     doorbell eventfd (host -> NIC) and the interrupt eventfd (NIC -> host).
  *     The socket stays open for the life of the context: when it closes (the
- *     host exited or died), the NIC tears the context down.
+ *     host exited or died), the NIC tears the context down.  Each side
+ *     checks the other's SO_PEERCRED: the same effective uid, or root (a
+ *     NIC refuses others with NIC_STATUS_DENIED).  After the reply the NIC
+ *     sends only one-byte notices, one per NIC_EV_DISCONNECTED or
+ *     NIC_EV_QP_ERROR event, which a host may wait for or ignore.
  *   - Context segment: struct nic_ctx_hdr at offset 0, then the command ring
  *     and the completion ring at the offsets the header gives.
  *
@@ -48,7 +52,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 3u
+#define NIC_ABI_VERSION 4u
 #define NIC_CACHELINE 64
 
 /* Socket file of the NIC with address A (dotted quad) inside its run directory. */
@@ -82,7 +86,7 @@ struct nic_hello_reply {
 	uint32_t magic;
 	uint16_t abi_version;
 	uint16_t status;
-	uint32_t nic_pid;      /* for prctl(PR_SET_PTRACER) */
+	uint32_t nic_pid;      /* informational: the host trusts SO_PEERCRED's pid */
 	uint32_t ctx_id;       /* context (protection domain) number, 0 for mgmt */
 	uint32_t nic_addr;     /* IPv4 address, network byte order */
 	uint32_t caps;         /* NIC_CAP_* */
