@@ -275,6 +275,9 @@ static bool out_of_fds(struct nic *nic, int err)
 	struct epoll_event ev = {.events = 0, .data.ptr = &nic->listen_src};
 	int fd;
 
+	/* A reserve spent in an earlier episode: take it back first. */
+	if (nic->reserve_fd < 0)
+		nic->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (!nic->fd_short) {
 		nic->fd_short = true;
 		nic->fd_short_refused = 0;
