@@ -415,11 +415,16 @@ static void test_out_of_descriptors_at_accept(void)
 {
 	struct rlimit was, tight;
 	struct nic_stats st;
-	int conns[CONNS], held = 0, refused = 0, free_fds[2];
+	int conns[CONNS], held = 0, refused = 0, free_fds[2], keep;
 	unsigned lines_before = count_lines(log_path, "refusing new connections");
 
-	/* Room for two more descriptors, give or take one the NIC is about
-	 * to free (the limit is on descriptor numbers). */
+	/* A session kept open: once it is answered, the NIC has closed what
+	 * the tests before left it, and it reads the counters afterwards
+	 * without a new descriptor. */
+	keep = mgmt_open(sock);
+	NST_REQUIRE(keep >= 0);
+	NST_REQUIRE_EQ(mgmt_stats(keep, &st, WAIT_MS), 0);
+	/* Room for two more descriptors (the limit is on descriptor numbers). */
 	NST_REQUIRE_EQ(prlimit(nic, RLIMIT_NOFILE, NULL, &was), 0);
 	NST_REQUIRE_EQ(free_fds_of(nic, free_fds, 2), 2);
 	tight.rlim_cur = (rlim_t)free_fds[1] + 1;
@@ -448,9 +453,11 @@ static void test_out_of_descriptors_at_accept(void)
 	       refused);
 	NST_TRUE(held >= 1 && held <= 3);
 	NST_EQ(held + refused, CONNS);
-	/* Descriptors again: the episode ends, management works. */
+	/* Descriptors again: the episode ends at the next connection. */
 	NST_REQUIRE_EQ(prlimit(nic, RLIMIT_NOFILE, &was, NULL), 0);
 	NST_REQUIRE_EQ(stats_of(sock, &st), 0);
+	NST_REQUIRE_EQ(mgmt_stats(keep, &st, WAIT_MS), 0);
+	close(keep);
 	NST_TRUE(st.accept_refused >= 2);
 	/* One line for the episode, however many connections it refused. */
 	NST_EQ(count_lines(log_path, "refusing new connections") - lines_before, 1);
@@ -614,8 +621,10 @@ static void test_unread_management_does_not_block(void)
 	printf("\n    %d flooders dropped; %u probes, slowest %.1f ms ", dropped, probes,
 	       (double)worst / 1e6);
 	NST_EQ(dropped, FLOODERS);
-	/* A NIC that waits for a reader holds its loop for seconds. */
-	NST_TRUE(worst < 1500000000ull);
+	/* A NIC that waits for a reader holds its loop for 2 s per flooder,
+	 * and a probe waits for several of them; a loop that never waits
+	 * answers in milliseconds, with room here for a loaded machine. */
+	NST_TRUE(worst < 3000000000ull);
 	NST_REQUIRE_EQ(mgmt_stats(probe, &st, WAIT_MS), 0);
 	NST_EQ(st.mgmt_dropped - before.mgmt_dropped, FLOODERS);
 	for (int i = 0; i < FLOODERS; i++)
