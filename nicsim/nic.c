@@ -98,6 +98,8 @@ static void conn_unlink(struct nic *nic, struct nic_conn *conn)
 			break;
 		}
 	}
+	/* Room for one more: a listening socket paused at NIC_CONN_MAX listens again. */
+	nic_fd_freed(nic);
 }
 
 void nic_conn_close(struct nic *nic, struct nic_conn *conn)
@@ -261,6 +263,16 @@ static void refuse_fd(struct nic *nic, int fd, uint16_t status)
 	nic->stats.accept_refused++;
 }
 
+/* Leave new connections in the backlog until nic_fd_freed(). */
+static void pause_listening(struct nic *nic)
+{
+	struct epoll_event ev = {.events = 0, .data.ptr = &nic->listen_src};
+
+	if (!nic->listen_paused &&
+	    epoll_ctl(nic->epoll_fd, EPOLL_CTL_MOD, nic->listen_fd, &ev) == 0)
+		nic->listen_paused = true;
+}
+
 /*
  * accept() failed for lack of descriptors.  The connection stays in the
  * backlog and the listening socket stays readable, so looping on would spin
@@ -272,7 +284,6 @@ static void refuse_fd(struct nic *nic, int fd, uint16_t status)
  */
 static bool out_of_fds(struct nic *nic, int err)
 {
-	struct epoll_event ev = {.events = 0, .data.ptr = &nic->listen_src};
 	int fd;
 
 	/* A reserve spent in an earlier episode: take it back first. */
@@ -298,18 +309,29 @@ static bool out_of_fds(struct nic *nic, int err)
 		if (nic->reserve_fd >= 0)
 			return fd >= 0;
 	}
-	if (epoll_ctl(nic->epoll_fd, EPOLL_CTL_MOD, nic->listen_fd, &ev) == 0)
-		nic->listen_paused = true;
+	pause_listening(nic);
 	return false;
 }
 
 static void accept_new(struct nic *nic)
 {
 	for (;;) {
-		int fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd;
 		struct nic_conn *conn;
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
+
+		/*
+		 * NIC_CONN_MAX connections that are not contexts yet (each holds
+		 * a descriptor the contexts' share does not count): the next
+		 * ones wait in the backlog, and are taken as these say hello,
+		 * time out or close.  A burst of honest hosts is only delayed.
+		 */
+		if (nic->nconns >= NIC_CONN_MAX) {
+			pause_listening(nic);
+			return;
+		}
+		fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (fd < 0) {
 			if (errno == ECONNABORTED || errno == EINTR)
@@ -331,16 +353,6 @@ static void accept_new(struct nic *nic)
 			    &nic->log,
 			    "accepting connections again (%llu refused for lack of descriptors)",
 			    (unsigned long long)nic->fd_short_refused);
-		}
-		/* Too many connections that are not contexts yet: each holds a
-		 * descriptor the contexts' share does not count. */
-		if (nic->nconns >= NIC_CONN_MAX) {
-			nic_warn(&nic->log,
-				 "refused a connection: %u connections already wait for "
-				 "their hello or manage this NIC",
-				 nic->nconns);
-			refuse_fd(nic, fd, NIC_STATUS_NO_RESOURCES);
-			continue;
 		}
 		conn = calloc(1, sizeof(*conn));
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {

@@ -26,7 +26,8 @@
  * Host contexts: at most NIC_MAX_CONTEXTS, and no more than the descriptor
  * limit allows.  A context holds NIC_CTX_FDS descriptors (its socket, its
  * segment and two eventfds); NIC_CONN_MAX more are kept for connections that
- * have not said hello yet and for management clients, and NIC_FD_SLACK for
+ * have not said hello yet and for management clients (more wait in the
+ * listening socket's backlog until one of these goes), and NIC_FD_SLACK for
  * the NIC's own brief needs.  nic_create() raises the soft RLIMIT_NOFILE to
  * the hard limit and computes how many contexts fit (nic_max_contexts());
  * nic_run() says it at start.

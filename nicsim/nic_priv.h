@@ -240,7 +240,8 @@ void mgmt_fill_stats(struct nic *nic, struct nic_stats *out);
 /* nic.c */
 int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src);
 void nic_conn_close(struct nic *nic, struct nic_conn *conn);
-/* A descriptor was closed: a listening socket paused for lack of them listens again. */
+/* A descriptor, or a place among NIC_CONN_MAX connections, was freed: a
+ * listening socket paused for lack of them listens again. */
 void nic_fd_freed(struct nic *nic);
 /* Send a hello reply with no descriptors (refusals, management). */
 int nic_send_reply(struct nic *nic, int fd, uint16_t status, uint32_t ctx_id);

@@ -100,7 +100,7 @@
 	X(conn_requests_expired, "connection requests dropped unaccepted: sender quit")   \
 	X(attach_denied, "connections refused: the peer runs as another user")            \
 	X(hello_timeouts, "connections closed: no hello in time")                         \
-	X(accept_refused, "connections refused at once: too many, or no descriptors")     \
+	X(accept_refused, "connections refused at once: no descriptor left for them")     \
 	X(mgmt_dropped, "management clients dropped: requests piled up unread")
 
 struct nic_stats {

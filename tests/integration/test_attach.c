@@ -381,6 +381,34 @@ static void test_silent_connection_closed(void)
 	NST_EQ(after.hello_timeouts - before.hello_timeouts, 1);
 }
 
+/*
+ * More connections than NIC_CONN_MAX that have not said hello: the next one
+ * waits in the backlog (not refused, not accepted) and is served as soon as
+ * one of the others goes.
+ */
+static void test_burst_waits_for_room(void)
+{
+	int silent[NIC_CONN_MAX], fd;
+	struct nic_stats before, after;
+
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	for (unsigned i = 0; i < NIC_CONN_MAX; i++) {
+		silent[i] = raw_connect(sock);
+		NST_REQUIRE(silent[i] >= 0);
+	}
+	fd = raw_connect(sock);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(send_hello(fd, NIC_ROLE_MGMT), 0);
+	/* One goes: the waiting one is taken and answered. */
+	close(silent[0]);
+	NST_EQ(reply_status(fd, WAIT_MS), NIC_STATUS_OK);
+	close(fd);
+	for (unsigned i = 1; i < NIC_CONN_MAX; i++)
+		close(silent[i]);
+	NST_REQUIRE_EQ(stats_of(sock, &after), 0);
+	NST_EQ(after.accept_refused - before.accept_refused, 0);
+}
+
 /* ---- Descriptors ---------------------------------------------------------------------- */
 
 /* The lowest descriptor numbers free in pid, in free[0..n). */
@@ -663,6 +691,7 @@ int main(int argc, char **argv)
 	    {"host_refuses_nic_of_other_user", test_host_refuses_nic_of_other_user},
 	    {"empty_hello_answered", test_empty_hello_answered},
 	    {"silent_connection_closed", test_silent_connection_closed},
+	    {"burst_waits_for_room", test_burst_waits_for_room},
 	    {"out_of_descriptors_at_accept", test_out_of_descriptors_at_accept},
 	    {"contexts_fit_the_descriptor_limit", test_contexts_fit_the_descriptor_limit},
 	    {"unread_management_does_not_block", test_unread_management_does_not_block},
