@@ -7,8 +7,9 @@
  * posts.  Observed as an application that waits elsewhere would: on the
  * operation's event, and on the WSAOVERLAPPED's Internal field alone.
  *
- * NICs A and B (198.18.0.1, .2) on one fabric; the peer is a child process
- * on NIC B, killed by the test.
+ * NICs A, B and C (198.18.0.1, .2, .3) on one fabric; the peer is a child
+ * process on NIC B, killed by the test; C is killed by the last test, under
+ * a receive pending on it (WSAENETDOWN).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,11 +28,12 @@
 
 #define ADDR_A "198.18.0.1"
 #define ADDR_B "198.18.0.2"
+#define ADDR_C "198.18.0.3" /* killed by the last test */
 #define WAIT_MS 10000
 #define PAGE 4096u
 
 static char dir[256];
-static pid_t nic_a = -1, nic_b = -1;
+static pid_t nic_a = -1, nic_b = -1, nic_c = -1;
 static uint16_t next_port = 3000;
 
 static struct sockaddr_in addr_of(const char *addr, uint16_t port)
@@ -84,8 +86,8 @@ static int peer_main(void *arg, int ready)
 	return 14;
 }
 
-/* A connection from NIC A to a fresh peer on NIC B; the peer's pid. */
-static pid_t open_peer(SOCKET *s)
+/* A connection from NIC mine to a fresh peer on NIC B; the peer's pid. */
+static pid_t open_peer_from(const char *mine, SOCKET *s)
 {
 	uint16_t port = next_port++;
 	struct sockaddr_in to = addr_of(ADDR_B, port);
@@ -95,7 +97,7 @@ static pid_t open_peer(SOCKET *s)
 	*s = INVALID_SOCKET;
 	if (pid <= 0)
 		return pid;
-	*s = sock_on(ADDR_A, 0);
+	*s = sock_on(mine, 0);
 	if (*s == INVALID_SOCKET ||
 	    WSPConnect(*s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err)) {
 		fprintf(stderr, "connect to the peer: %s\n", prov_wsa_name(err));
@@ -103,6 +105,11 @@ static pid_t open_peer(SOCKET *s)
 		return -ECONNREFUSED;
 	}
 	return pid;
+}
+
+static pid_t open_peer(SOCKET *s)
+{
+	return open_peer_from(ADDR_A, s);
 }
 
 static int post(SOCKET s, bool send, void *buf, DWORD len, WSAOVERLAPPED *ov, WSAEVENT ev)
@@ -283,11 +290,40 @@ static void test_broken_connection_no_call(void)
 	munmap(m, PAGE);
 }
 
+/*
+ * This host's NIC dies under a pending receive: the attach socket hangs up,
+ * and the receive completes with WSAENETDOWN without a call.
+ */
+static void test_own_nic_killed_no_call(void)
+{
+	WSAOVERLAPPED ovr;
+	SOCKET s;
+	pid_t peer = open_peer_from(ADDR_C, &s);
+	uint8_t *m;
+	double ms;
+	int err = 0;
+
+	NST_REQUIRE(peer > 0 && nic_c > 0);
+	m = registered(s, PAGE);
+	NST_REQUIRE(m != NULL);
+	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
+	NST_EQ(kill(nic_c, SIGKILL), 0);
+	ms = wait_ov_memory(&ovr, WAIT_MS);
+	printf("\n    NIC killed: receive done after %.1f ms ", ms);
+	NST_TRUE(ms >= 0);
+	NST_EQ(ovr.OffsetHigh, WSAENETDOWN);
+	NST_EQ(WSPCloseSocket(s, &err), 0);
+	nst_wait(nic_c, WAIT_MS);
+	nic_c = -1;
+	nst_stop(peer, WAIT_MS);
+	munmap(m, PAGE);
+}
+
 /* ---- Suite ---------------------------------------------------------------------------- */
 
 static int init(void)
 {
-	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
+	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, NULL};
 	WSPDATA data;
 	WSPPROC_TABLE table;
 
@@ -295,7 +331,8 @@ static int init(void)
 		return -1;
 	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
 	nic_b = nst_start_nic(dir, ADDR_B, NULL, WAIT_MS);
-	if (nic_a < 0 || nic_b < 0)
+	nic_c = nst_start_nic(dir, ADDR_C, NULL, WAIT_MS);
+	if (nic_a < 0 || nic_b < 0 || nic_c < 0)
 		return -1;
 	setenv("NICSIM_DIR", dir, 1);
 	return WSPStartupEx(MAKEWORD(2, 2), &data, NULL, NULL, &table) == 0 ? 0 : -1;
@@ -308,6 +345,8 @@ static int clean(void)
 	WSPCleanup(&err);
 	if (!nst_stop_clean(nic_a, WAIT_MS) || !nst_stop_clean(nic_b, WAIT_MS))
 		rc = -1;
+	if (nic_c > 0)
+		nst_stop(nic_c, WAIT_MS);
 	nst_done_with_dir(dir);
 	return rc;
 }
@@ -318,6 +357,7 @@ int main(int argc, char **argv)
 	    {"peer_killed_event", test_peer_killed_event},
 	    {"peer_killed_no_call", test_peer_killed_no_call},
 	    {"broken_connection_no_call", test_broken_connection_no_call},
+	    {"own_nic_killed_no_call", test_own_nic_killed_no_call},
 	    {NULL, NULL},
 	};
 
