@@ -143,10 +143,13 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 	struct nic_ctx *c;
 	int err;
 
-	if (nic->nctx >= NIC_MAX_CONTEXTS) {
+	if (nic->nctx >= nic->max_ctx) {
 		nic->stats.attach_refused++;
-		nic_warn(&nic->log, "refused attach from pid %u: %u contexts already", pid,
-			 nic->nctx);
+		nic_warn(&nic->log,
+			 "refused attach from pid %u: %u contexts already, as many as fit "
+			 "(at most %u, and %u descriptors each within the limit of %llu)",
+			 pid, nic->nctx, NIC_MAX_CONTEXTS, NIC_CTX_FDS,
+			 (unsigned long long)nic->fd_limit);
 		nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
 		return -ENOSPC;
 	}
@@ -247,6 +250,19 @@ static bool eq_flush(struct nic_ctx *c)
 	return true;
 }
 
+/*
+ * Tell the host of an event that ends a connection on its attach socket as
+ * well (one byte, the event type), whether or not it waits for the
+ * interrupt: a host that is not in a call learns that its operations were
+ * flushed without polling.  Best effort: a host that never reads the socket
+ * fills it, and the notices beyond are dropped (the events are not).
+ */
+static void notify_conn_end(struct nic_ctx *c, uint8_t type)
+{
+	if (send(c->sock, &type, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+		return;
+}
+
 void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev)
 {
 	if (c->eq_nwait == c->eq_cap) {
@@ -264,6 +280,8 @@ void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev)
 	c->eq_wait[c->eq_nwait++] = *ev;
 	if (eq_flush(c))
 		ctx_interrupt(nic, c);
+	if (ev->type == NIC_EV_DISCONNECTED || ev->type == NIC_EV_QP_ERROR)
+		notify_conn_end(c, (uint8_t)ev->type);
 }
 
 /* A DEREG_MR or DEALLOC_MW whose entry had DMA in flight has drained. */

@@ -1,18 +1,41 @@
 /*
- * Management requests (nicsim_mgmt.h), served from the NIC's event loop.
- * Replies are sent with a bounded send timeout, so a client that stops
- * reading is dropped rather than stalling the NIC.
+ * Management requests (nicsim_mgmt.h), served from the NIC's event loop
+ * without ever blocking it.
+ *
+ * A reply is produced one message at a time, only when the socket can take
+ * it: each message is built into the client's one buffer and sent without
+ * waiting; a message the full socket refuses stays there, and the client's
+ * socket is watched for EPOLLOUT until it goes.  A listing keeps its place
+ * (a TPT index, a context id) between messages, so a long one costs one
+ * message of memory and is read as it is sent: entries that change while it
+ * is under way show as they are when their message is built.  Requests that
+ * arrive while a reply is under way wait in a queue of NIC_MGMT_QUEUE; a
+ * client that fills it has stopped reading its replies, and is dropped
+ * (counted in mgmt_dropped, one line of log).  At most MGMT_MSGS_PER_PASS
+ * messages are sent per event, so a long listing shares the loop with
+ * everything else.
  */
 #include "nic_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
-#define MGMT_SEND_TIMEOUT_MS 2000
+#define MGMT_MSGS_PER_PASS 16u
+#define MGMT_REQS_PER_PASS 64u
+
+enum {
+	TPT_PER_MSG =
+	    (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) / sizeof(struct nic_mgmt_tpt_rec),
+	HOSTS_PER_MSG =
+	    (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) / sizeof(struct nic_mgmt_host_rec),
+};
+_Static_assert(TPT_FAULT_LOG * sizeof(struct nic_mgmt_fault_rec) + sizeof(struct nic_mgmt_hdr) <=
+		   NIC_MGMT_MSG_MAX,
+	       "the fault log fits one message");
 
 void mgmt_fill_stats(struct nic *nic, struct nic_stats *out)
 {
@@ -29,21 +52,29 @@ void mgmt_fill_stats(struct nic *nic, struct nic_stats *out)
 	}
 }
 
-/* Send one reply message: header plus count records of size rec_size. */
-static int send_msg(int fd, uint16_t op, uint16_t status, const void *recs, uint32_t count,
-		    size_t rec_size, bool last)
+int mgmt_start(struct nic *nic, struct nic_conn *conn)
 {
-	struct nic_mgmt_hdr h = {.magic = NIC_ABI_MAGIC,
-				 .op = op,
-				 .status = status,
-				 .count = count,
-				 .flags = last ? NIC_MGMT_F_LAST : 0};
-	struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof(h)},
-			       {.iov_base = (void *)recs, .iov_len = count * rec_size}};
-	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = count ? 2 : 1};
-	ssize_t want = (ssize_t)(sizeof(h) + count * rec_size);
+	struct nic_mgmt_client *m = calloc(1, sizeof(*m));
 
-	return sendmsg(fd, &msg, MSG_NOSIGNAL) == want ? 0 : -EIO;
+	(void)nic;
+	if (!m)
+		return -ENOMEM;
+	m->msg = malloc(NIC_MGMT_MSG_MAX);
+	if (!m->msg) {
+		free(m);
+		return -ENOMEM;
+	}
+	conn->mgmt = m;
+	return 0;
+}
+
+void mgmt_free(struct nic_mgmt_client *m)
+{
+	if (!m)
+		return;
+	free(m->scratch);
+	free(m->msg);
+	free(m);
 }
 
 static void tpt_rec(struct nic *nic, const struct tpt_entry_view *v, struct nic_mgmt_tpt_rec *r)
@@ -66,120 +97,230 @@ static void tpt_rec(struct nic *nic, const struct tpt_entry_view *v, struct nic_
 	r->inflight = v->inflight;
 }
 
-static int send_tpt(struct nic *nic, int fd)
+/* The next TPT records into recs: how many (0: the listing is done), or -ENOMEM. */
+static int tpt_next(struct nic *nic, struct nic_mgmt_client *m, struct nic_mgmt_tpt_rec *recs)
 {
-	enum {
-		PER_MSG = (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) /
-			  sizeof(struct nic_mgmt_tpt_rec)
-	};
-	struct tpt_entry_view *views = malloc(PER_MSG * sizeof(*views));
-	struct nic_mgmt_tpt_rec *recs = malloc(PER_MSG * sizeof(*recs));
-	uint32_t cursor = 0;
-	int err = 0;
-
-	if (!views || !recs) {
-		err = send_msg(fd, NIC_MGMT_TPT, NIC_STATUS_NO_RESOURCES, NULL, 0, 0, true);
-		goto out;
-	}
-	for (;;) {
-		size_t n = tpt_list(nic->tpt, &cursor, views, PER_MSG);
-
-		for (size_t i = 0; i < n; i++)
-			tpt_rec(nic, &views[i], &recs[i]);
-		err = send_msg(fd, NIC_MGMT_TPT, NIC_STATUS_OK, recs, (uint32_t)n, sizeof(*recs),
-			       n == 0);
-		if (err < 0 || n == 0)
-			break;
-	}
-out:
-	free(views);
-	free(recs);
-	return err;
-}
-
-static int send_faults(struct nic *nic, int fd)
-{
-	struct nic_mgmt_fault_rec *recs = malloc(TPT_FAULT_LOG * sizeof(*recs));
+	struct tpt_entry_view *views = m->scratch;
 	size_t n;
-	int err;
 
-	if (!recs)
-		return send_msg(fd, NIC_MGMT_FAULTS, NIC_STATUS_NO_RESOURCES, NULL, 0, 0, true);
-	n = tpt_faults(nic->tpt, recs, TPT_FAULT_LOG);
-	err = send_msg(fd, NIC_MGMT_FAULTS, NIC_STATUS_OK, recs, (uint32_t)n, sizeof(*recs), true);
-	free(recs);
-	return err;
+	if (!views) {
+		views = malloc(TPT_PER_MSG * sizeof(*views));
+		if (!views)
+			return -ENOMEM;
+		m->scratch = views;
+	}
+	n = tpt_list(nic->tpt, &m->cursor, views, TPT_PER_MSG);
+	for (size_t i = 0; i < n; i++)
+		tpt_rec(nic, &views[i], &recs[i]);
+	return (int)n;
 }
 
-/* Every host context, with the cache counters its host publishes (copied out). */
-static int send_hosts(struct nic *nic, int fd)
+/* The context with the smallest id above after, or NULL. */
+static const struct nic_ctx *ctx_after(const struct nic *nic, uint32_t after)
 {
-	enum {
-		PER_MSG = (NIC_MGMT_MSG_MAX - sizeof(struct nic_mgmt_hdr)) /
-			  sizeof(struct nic_mgmt_host_rec)
-	};
-	struct nic_mgmt_host_rec *recs = calloc(PER_MSG, sizeof(*recs));
-	const struct nic_ctx *c = nic->ctxs;
-	int err = 0;
+	const struct nic_ctx *best = NULL;
 
-	if (!recs)
-		return send_msg(fd, NIC_MGMT_HOSTS, NIC_STATUS_NO_RESOURCES, NULL, 0, 0, true);
-	do {
-		uint32_t n = 0;
-
-		for (; c && n < PER_MSG; c = c->next, n++) {
-			struct nic_mgmt_host_rec *r = &recs[n];
-
-			memset(r, 0, sizeof(*r));
-			r->ctx_id = c->id;
-			r->pid = c->pid;
-			memcpy(r->comm, c->comm, sizeof(r->comm));
-			for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
-				r->qps += c->qps[i] != NULL;
-			memcpy(&r->cache, &c->hdr->host_cache, sizeof(r->cache));
-		}
-		err = send_msg(fd, NIC_MGMT_HOSTS, NIC_STATUS_OK, recs, n, sizeof(*recs), !c);
-	} while (!err && c);
-	free(recs);
-	return err;
+	for (const struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		if (c->id > after && (!best || c->id < best->id))
+			best = c;
+	}
+	return best;
 }
 
-void mgmt_serve(struct nic *nic, struct nic_conn *conn)
+/*
+ * The next host records into recs, in context id order from m->cursor (the
+ * last id sent): how many, and *last when none is left after them.  With
+ * the cache counters each host publishes, copied out of its segment.
+ */
+static uint32_t hosts_next(struct nic *nic, struct nic_mgmt_client *m,
+			   struct nic_mgmt_host_rec *recs, bool *last)
 {
-	struct timeval tv = {.tv_sec = MGMT_SEND_TIMEOUT_MS / 1000,
-			     .tv_usec = (MGMT_SEND_TIMEOUT_MS % 1000) * 1000};
-	struct nic_mgmt_req req;
-	struct nic_stats st;
-	ssize_t n = recv(conn->fd, &req, sizeof(req), MSG_DONTWAIT | MSG_TRUNC);
-	int err;
+	const struct nic_ctx *c = ctx_after(nic, m->cursor);
+	uint32_t n = 0;
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		nic_conn_close(nic, conn);
-		return;
+	for (; c && n < HOSTS_PER_MSG; c = ctx_after(nic, c->id), n++) {
+		struct nic_mgmt_host_rec *r = &recs[n];
+
+		memset(r, 0, sizeof(*r));
+		r->ctx_id = c->id;
+		r->pid = c->pid;
+		memcpy(r->comm, c->comm, sizeof(r->comm));
+		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
+			r->qps += c->qps[i] != NULL;
+		memcpy(&r->cache, &c->hdr->host_cache, sizeof(r->cache));
+		m->cursor = c->id;
 	}
-	if ((size_t)n != sizeof(req) || req.magic != NIC_ABI_MAGIC || req.reserved0 ||
-	    memcmp(req.reserved, (uint8_t[sizeof(req.reserved)]){0}, sizeof(req.reserved))) {
-		nic_warn(&nic->log, "management client pid %u sent a malformed request", conn->pid);
-		send_msg(conn->fd, 0, NIC_STATUS_BAD_FIELD, NULL, 0, 0, true);
-		nic_conn_close(nic, conn);
-		return;
-	}
-	/* Replies may be long: let them block, but only for a bounded time. */
-	setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	switch (req.op) {
+	*last = c == NULL;
+	return n;
+}
+
+/* Build the next message of the reply to the request being answered. */
+static void build_next(struct nic *nic, struct nic_mgmt_client *m)
+{
+	struct nic_mgmt_hdr *h = (struct nic_mgmt_hdr *)m->msg;
+	void *recs = m->msg + sizeof(*h);
+	uint16_t status = NIC_STATUS_OK;
+	uint32_t count = 0;
+	size_t rec_size = 0;
+	bool last = true;
+	int n;
+
+	switch (m->op) {
 	case NIC_MGMT_STATS:
-		mgmt_fill_stats(nic, &st);
-		err = send_msg(conn->fd, req.op, NIC_STATUS_OK, &st, 1, sizeof(st), true);
+		mgmt_fill_stats(nic, recs);
+		count = 1;
+		rec_size = sizeof(struct nic_stats);
 		break;
-	case NIC_MGMT_TPT: err = send_tpt(nic, conn->fd); break;
-	case NIC_MGMT_FAULTS: err = send_faults(nic, conn->fd); break;
-	case NIC_MGMT_HOSTS: err = send_hosts(nic, conn->fd); break;
-	default: err = send_msg(conn->fd, req.op, NIC_STATUS_BAD_OPCODE, NULL, 0, 0, true); break;
+	case NIC_MGMT_TPT:
+		n = tpt_next(nic, m, recs);
+		if (n < 0) {
+			status = NIC_STATUS_NO_RESOURCES;
+			break;
+		}
+		count = (uint32_t)n;
+		rec_size = sizeof(struct nic_mgmt_tpt_rec);
+		last = n == 0;
+		break;
+	case NIC_MGMT_FAULTS:
+		count = (uint32_t)tpt_faults(nic->tpt, recs, TPT_FAULT_LOG);
+		rec_size = sizeof(struct nic_mgmt_fault_rec);
+		break;
+	case NIC_MGMT_HOSTS:
+		count = hosts_next(nic, m, recs, &last);
+		rec_size = sizeof(struct nic_mgmt_host_rec);
+		break;
+	default: status = NIC_STATUS_BAD_OPCODE; break;
 	}
-	if (err < 0) {
-		nic_warn(&nic->log, "management client pid %u stopped reading; dropped", conn->pid);
+	if (status != NIC_STATUS_OK)
+		count = 0;
+	*h = (struct nic_mgmt_hdr){.magic = NIC_ABI_MAGIC,
+				   .op = m->op,
+				   .status = status,
+				   .count = count,
+				   .flags = last ? NIC_MGMT_F_LAST : 0};
+	m->msg_len = sizeof(*h) + count * rec_size;
+	if (last)
+		m->busy = false;
+}
+
+/* Watch the socket for EPOLLOUT, or stop watching. */
+static void want_out(struct nic *nic, struct nic_conn *conn, bool want)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0u),
+				 .data.ptr = &conn->src};
+
+	if (conn->mgmt->out_armed == want)
+		return;
+	if (epoll_ctl(nic->epoll_fd, EPOLL_CTL_MOD, conn->fd, &ev) == 0)
+		conn->mgmt->out_armed = want;
+}
+
+/*
+ * Send what the socket takes, building messages as it goes.  0, or -EPIPE
+ * when the client was dropped (it is then closed).
+ */
+static int pump(struct nic *nic, struct nic_conn *conn)
+{
+	struct nic_mgmt_client *m = conn->mgmt;
+
+	for (unsigned i = 0; i < MGMT_MSGS_PER_PASS; i++) {
+		ssize_t r;
+
+		if (!m->msg_len) {
+			if (!m->busy) {
+				if (!m->qlen)
+					break;
+				m->op = m->queue[m->qhead];
+				m->qhead = (m->qhead + 1) % NIC_MGMT_QUEUE;
+				m->qlen--;
+				m->cursor = 0;
+				m->busy = true;
+			}
+			build_next(nic, m);
+		}
+		r = send(conn->fd, m->msg, m->msg_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+			want_out(nic, conn, true);
+			return 0;
+		}
+		if (r != (ssize_t)m->msg_len) {
+			nic_warn(&nic->log, "management client pid %u: %s; dropped", conn->pid,
+				 r < 0 ? strerror(errno) : "short send");
+			nic_conn_close(nic, conn);
+			return -EPIPE;
+		}
+		m->msg_len = 0;
+	}
+	/* Work left after this pass's share: EPOLLOUT brings it back. */
+	want_out(nic, conn, m->msg_len || m->busy || m->qlen);
+	return 0;
+}
+
+/* Read the requests that came, answering as the socket allows.  0, or -EPIPE (closed). */
+static int read_requests(struct nic *nic, struct nic_conn *conn)
+{
+	struct nic_mgmt_client *m = conn->mgmt;
+
+	for (unsigned i = 0; i < MGMT_REQS_PER_PASS; i++) {
+		struct nic_mgmt_req req;
+		ssize_t n;
+
+		if (pump(nic, conn) < 0)
+			return -EPIPE;
+		n = recv(conn->fd, &req, sizeof(req), MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			nic_conn_close(nic, conn);
+			return -EPIPE;
+		}
+		if ((size_t)n != sizeof(req) || req.magic != NIC_ABI_MAGIC || req.reserved0 ||
+		    memcmp(req.reserved, (uint8_t[sizeof(req.reserved)]){0},
+			   sizeof(req.reserved))) {
+			struct nic_mgmt_hdr h = {.magic = NIC_ABI_MAGIC,
+						 .status = NIC_STATUS_BAD_FIELD,
+						 .flags = NIC_MGMT_F_LAST};
+
+			nic_warn(&nic->log, "management client pid %u sent a malformed request",
+				 conn->pid);
+			/* Best effort: the client is closed whether it reads this or not. */
+			if (send(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+				nic_dbg(&nic->log, "management client pid %u: %s", conn->pid,
+					strerror(errno));
+			nic_conn_close(nic, conn);
+			return -EPIPE;
+		}
+		if (m->qlen == NIC_MGMT_QUEUE) {
+			nic->stats.mgmt_dropped++;
+			nic_warn(&nic->log,
+				 "management client pid %u sent %u requests more than it read "
+				 "replies for; dropped",
+				 conn->pid, NIC_MGMT_QUEUE + 1);
+			nic_conn_close(nic, conn);
+			return -EPIPE;
+		}
+		m->queue[(m->qhead + m->qlen++) % NIC_MGMT_QUEUE] = req.op;
+	}
+	return pump(nic, conn);
+}
+
+void mgmt_serve(struct nic *nic, struct nic_conn *conn, uint32_t events)
+{
+	if (events & EPOLLERR) {
 		nic_conn_close(nic, conn);
+		return;
 	}
+	if (events & EPOLLIN) {
+		read_requests(nic, conn);
+		return;
+	}
+	/* Hung up with nothing left to read: nobody will read the replies. */
+	if (events & (EPOLLHUP | EPOLLRDHUP)) {
+		nic_conn_close(nic, conn);
+		return;
+	}
+	if (events & EPOLLOUT)
+		pump(nic, conn);
 }

@@ -1,13 +1,16 @@
 #include "nic_priv.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/socket.h>
@@ -47,6 +50,7 @@ void nic_opts_default(struct nic_opts *o)
 					.cm_timeout = NIC_DEFAULT_CM_TIMEOUT,
 					.cm_retries = NIC_DEFAULT_CM_RETRIES};
 	o->log_level = NIC_LOG_INFO;
+	o->hello_timeout_ms = NIC_HELLO_TIMEOUT_MS;
 }
 
 static uint64_t now_ns(void)
@@ -89,16 +93,37 @@ int nic_send_reply(struct nic *nic, int fd, uint16_t status, uint32_t ctx_id)
 											  : -EIO;
 }
 
-void nic_conn_close(struct nic *nic, struct nic_conn *conn)
+/* Take conn off the list of connections (its descriptor is the caller's). */
+static void conn_unlink(struct nic *nic, struct nic_conn *conn)
 {
 	for (struct nic_conn **p = &nic->conns; *p; p = &(*p)->next) {
 		if (*p == conn) {
 			*p = conn->next;
+			nic->nconns--;
 			break;
 		}
 	}
+	/* Room for one more: a listening socket paused at NIC_CONN_MAX listens again. */
+	nic_fd_freed(nic);
+}
+
+void nic_conn_close(struct nic *nic, struct nic_conn *conn)
+{
+	conn_unlink(nic, conn);
 	close(conn->fd); /* also removes it from the epoll set */
+	mgmt_free(conn->mgmt);
 	free(conn);
+	nic_fd_freed(nic);
+}
+
+void nic_fd_freed(struct nic *nic)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &nic->listen_src};
+
+	if (!nic->listen_paused)
+		return;
+	if (epoll_ctl(nic->epoll_fd, EPOLL_CTL_MOD, nic->listen_fd, &ev) == 0)
+		nic->listen_paused = false;
 }
 
 static bool hello_reserved_zero(const struct nic_hello *h)
@@ -112,17 +137,52 @@ static bool hello_reserved_zero(const struct nic_hello *h)
 	return true;
 }
 
-/* First message of a new connection: decides host context or management. */
+/* Did the peer of fd shut its side down (as opposed to sending an empty message)? */
+static bool peer_gone(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Refuse conn with status (counted by the caller), say why, and close it. */
+static void refuse(struct nic *nic, struct nic_conn *conn, uint16_t status, const char *why)
+{
+	nic_warn(&nic->log, "refused a connection from pid %u (uid %u): %s", conn->pid, conn->uid,
+		 why);
+	nic_send_reply(nic, conn->fd, status, 0);
+	nic_conn_close(nic, conn);
+}
+
+/*
+ * First message of a new connection: decides host context or management.
+ * The peer must run as this NIC's user or as root: a host context lets the
+ * NIC read and write the host's memory, and management shows every host's
+ * registrations, so neither is offered to another user's processes.  Who
+ * the peer is comes from SO_PEERCRED, taken at accept, never from the hello.
+ */
 static void serve_hello(struct nic *nic, struct nic_conn *conn)
 {
 	struct nic_hello h;
 	ssize_t n = recv(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_TRUNC);
 	uint16_t status = NIC_STATUS_OK;
+	char why[96];
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n <= 0) {
+	/* An empty message reads as 0 bytes too, like the end of the stream:
+	 * only a peer that is still there sent one, and it gets an answer. */
+	if (n < 0 || (n == 0 && peer_gone(conn->fd))) {
 		nic_conn_close(nic, conn);
+		return;
+	}
+	conn->hello_deadline = 0;
+	if (conn->uid != nic->uid && conn->uid != 0) {
+		nic->stats.attach_refused++;
+		nic->stats.attach_denied++;
+		snprintf(why, sizeof(why), "%s (this NIC runs as uid %u)",
+			 nic_status_str(NIC_STATUS_DENIED), nic->uid);
+		refuse(nic, conn, NIC_STATUS_DENIED, why);
 		return;
 	}
 	if ((size_t)n != sizeof(h) || h.magic != NIC_ABI_MAGIC || !hello_reserved_zero(&h))
@@ -133,21 +193,23 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		status = NIC_STATUS_BAD_HELLO;
 	if (status != NIC_STATUS_OK) {
 		nic->stats.attach_refused++;
-		nic_warn(&nic->log, "refused a connection from pid %u: %s", conn->pid,
-			 nic_status_str(status));
-		nic_send_reply(nic, conn->fd, status, 0);
-		nic_conn_close(nic, conn);
+		snprintf(why, sizeof(why), "%s (a hello of %zd bytes)", nic_status_str(status), n);
+		refuse(nic, conn, status, why);
 		return;
 	}
 	if (h.role == NIC_ROLE_MGMT) {
+		if (mgmt_start(nic, conn) < 0) {
+			nic->stats.attach_refused++;
+			refuse(nic, conn, NIC_STATUS_NO_RESOURCES,
+			       "no memory for a management client");
+			return;
+		}
 		if (nic_send_reply(nic, conn->fd, NIC_STATUS_OK, 0) < 0) {
 			nic_conn_close(nic, conn);
 			return;
 		}
 		nic->stats.mgmt_sessions++;
 		conn->src.type = NIC_SRC_MGMT;
-		/* Replies are sent blocking, bounded by SO_SNDTIMEO (mgmt.c). */
-		fcntl(conn->fd, F_SETFL, fcntl(conn->fd, F_GETFL) & ~O_NONBLOCK);
 		return;
 	}
 	/* A host: the context takes the socket over. */
@@ -156,49 +218,168 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		uint32_t pid = conn->pid;
 
 		epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-		conn->fd = -1;
-		for (struct nic_conn **p = &nic->conns; *p; p = &(*p)->next) {
-			if (*p == conn) {
-				*p = conn->next;
-				break;
-			}
-		}
+		conn_unlink(nic, conn);
 		free(conn);
-		if (ctx_attach(nic, fd, pid) < 0)
+		if (ctx_attach(nic, fd, pid) < 0) {
 			close(fd);
+			nic_fd_freed(nic);
+		}
 	}
+}
+
+/*
+ * Close the connections whose hello is overdue (answered TIMED_OUT: a slow
+ * but honest client learns why), and fold the next hello deadline into
+ * *deadline.  Cheap when nothing is due: one comparison.
+ */
+static void hello_expire(struct nic *nic, uint64_t now, uint64_t *deadline)
+{
+	struct nic_conn *c, *next;
+	uint64_t first = 0;
+
+	if (!nic->hello_next || now < nic->hello_next) {
+		nic_deadline_min(deadline, nic->hello_next);
+		return;
+	}
+	for (c = nic->conns; c; c = next) {
+		next = c->next;
+		if (!c->hello_deadline)
+			continue;
+		if (c->hello_deadline <= now) {
+			nic->stats.hello_timeouts++;
+			nic_warn(&nic->log,
+				 "closed a connection from pid %u (uid %u): no hello within %u ms",
+				 c->pid, c->uid, nic->opts.hello_timeout_ms);
+			nic_send_reply(nic, c->fd, NIC_STATUS_TIMED_OUT, 0);
+			nic_conn_close(nic, c);
+			continue;
+		}
+		nic_deadline_min(&first, c->hello_deadline);
+	}
+	nic->hello_next = first;
+	nic_deadline_min(deadline, first);
+}
+
+/* Answer a connection that cannot be served with status, and close it. */
+static void refuse_fd(struct nic *nic, int fd, uint16_t status)
+{
+	nic_send_reply(nic, fd, status, 0);
+	close(fd);
+	nic->stats.accept_refused++;
+}
+
+/* Leave new connections in the backlog until nic_fd_freed(). */
+static void pause_listening(struct nic *nic)
+{
+	struct epoll_event ev = {.events = 0, .data.ptr = &nic->listen_src};
+
+	if (!nic->listen_paused &&
+	    epoll_ctl(nic->epoll_fd, EPOLL_CTL_MOD, nic->listen_fd, &ev) == 0)
+		nic->listen_paused = true;
+}
+
+/*
+ * accept() failed for lack of descriptors.  The connection stays in the
+ * backlog and the listening socket stays readable, so looping on would spin
+ * the event loop.  Spend the reserve descriptor on it instead: accept it,
+ * answer NO_RESOURCES, close it, and take the reserve back.  If the reserve
+ * cannot be taken back, stop watching the listening socket until a
+ * descriptor is freed (nic_fd_freed).  Logged once per episode.  Returns
+ * true if accepting may go on.
+ */
+static bool out_of_fds(struct nic *nic, int err)
+{
+	int fd;
+
+	/* A reserve spent in an earlier episode: take it back first. */
+	if (nic->reserve_fd < 0)
+		nic->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (!nic->fd_short) {
+		nic->fd_short = true;
+		nic->fd_short_refused = 0;
+		nic_warn(&nic->log,
+			 "accept: %s (descriptor limit %llu, %u contexts, %u other connections): "
+			 "refusing new connections until one closes",
+			 strerror(err), (unsigned long long)nic->fd_limit, nic->nctx, nic->nconns);
+	}
+	if (nic->reserve_fd >= 0) {
+		close(nic->reserve_fd);
+		nic->reserve_fd = -1;
+		fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			refuse_fd(nic, fd, NIC_STATUS_NO_RESOURCES);
+			nic->fd_short_refused++;
+		}
+		nic->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nic->reserve_fd >= 0)
+			return fd >= 0;
+	}
+	pause_listening(nic);
+	return false;
 }
 
 static void accept_new(struct nic *nic)
 {
 	for (;;) {
-		int fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd;
 		struct nic_conn *conn;
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				nic_warn(&nic->log, "accept: %s", strerror(errno));
+		/*
+		 * NIC_CONN_MAX connections that are not contexts yet (each holds
+		 * a descriptor the contexts' share does not count): the next
+		 * ones wait in the backlog, and are taken as these say hello,
+		 * time out or close.  A burst of honest hosts is only delayed.
+		 */
+		if (nic->nconns >= NIC_CONN_MAX) {
+			pause_listening(nic);
 			return;
+		}
+		fd = accept4(nic->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0) {
+			if (errno == ECONNABORTED || errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				if (out_of_fds(nic, errno))
+					continue;
+				return;
+			}
+			nic_warn(&nic->log, "accept: %s", strerror(errno));
+			return;
+		}
+		if (nic->fd_short) {
+			nic->fd_short = false;
+			nic_info(
+			    &nic->log,
+			    "accepting connections again (%llu refused for lack of descriptors)",
+			    (unsigned long long)nic->fd_short_refused);
 		}
 		conn = calloc(1, sizeof(*conn));
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 			free(conn);
-			close(fd);
+			refuse_fd(nic, fd, NIC_STATUS_NO_RESOURCES);
 			continue;
 		}
 		conn->fd = fd;
 		conn->pid = (uint32_t)cred.pid;
+		conn->uid = (uint32_t)cred.uid;
+		conn->hello_deadline = now_ns() + (uint64_t)nic->opts.hello_timeout_ms * 1000000u;
 		conn->src.type = NIC_SRC_NEW;
 		conn->src.obj = conn;
 		if (nic_epoll_add(nic, fd, EPOLLIN | EPOLLRDHUP, &conn->src) < 0) {
-			close(fd);
 			free(conn);
+			refuse_fd(nic, fd, NIC_STATUS_NO_RESOURCES);
 			continue;
 		}
 		conn->next = nic->conns;
 		nic->conns = conn;
+		nic->nconns++;
+		nic_deadline_min(&nic->hello_next, conn->hello_deadline);
 	}
 }
 
@@ -225,12 +406,7 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 	case NIC_SRC_LISTEN: accept_new(nic); break;
 	case NIC_SRC_SIGNAL: serve_signal(nic); break;
 	case NIC_SRC_NEW: serve_hello(nic, src->obj); break;
-	case NIC_SRC_MGMT:
-		if (ev->events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP) && !(ev->events & EPOLLIN))
-			nic_conn_close(nic, src->obj);
-		else
-			mgmt_serve(nic, src->obj);
-		break;
+	case NIC_SRC_MGMT: mgmt_serve(nic, src->obj, ev->events); break;
 	case NIC_SRC_CTX: {
 		struct nic_ctx *c = src->obj;
 		char sink[256];
@@ -240,8 +416,10 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 		 * or an error means the host has gone. */
 		n = recv(c->sock, sink, sizeof(sink), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-		    (ev->events & (EPOLLHUP | EPOLLERR)))
+		    (ev->events & (EPOLLHUP | EPOLLERR))) {
 			ctx_detach(nic, c, "host closed its connection");
+			nic_fd_freed(nic);
+		}
 		break;
 	}
 	case NIC_SRC_PORT: break; /* the bell is drained by fab_port_sleep_cancel */
@@ -327,6 +505,7 @@ static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 		}
 	}
 	work += conn_timers(nic, now, deadline);
+	hello_expire(nic, now, deadline);
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
 		if (c->irq_due) {
 			c->irq_due = false;
@@ -379,10 +558,18 @@ int nic_run(struct nic *nic)
 	bool check_wake = false;
 	int err = 0;
 
-	nic_info(&nic->log, "serving on %s (TPT %u entries, max registration %llu bytes, caps%s%s)",
+	nic_info(&nic->log,
+		 "serving on %s (TPT %u entries, max registration %llu bytes, caps%s%s, "
+		 "up to %u host contexts)",
 		 nic->sock_path, tpt_capacity(nic->tpt), (unsigned long long)nic->opts.max_reg_len,
 		 nic->opts.caps & NIC_CAP_MW ? " mw" : "",
-		 nic->opts.caps & NIC_CAP_RDMA_READ ? " rdma-read" : "");
+		 nic->opts.caps & NIC_CAP_RDMA_READ ? " rdma-read" : "", nic->max_ctx);
+	if (nic->max_ctx < NIC_MAX_CONTEXTS)
+		nic_warn(&nic->log,
+			 "the descriptor limit (%llu) leaves room for %u host contexts, not %u: "
+			 "each takes %u descriptors; raise the limit (ulimit -n) for more",
+			 (unsigned long long)nic->fd_limit, nic->max_ctx, NIC_MAX_CONTEXTS,
+			 NIC_CTX_FDS);
 	while (!nic->stop) {
 		uint64_t now, deadline, due;
 
@@ -535,6 +722,63 @@ static int open_listener(struct nic *nic)
 	return err;
 }
 
+/*
+ * Raise the soft descriptor limit to the hard one (contexts take four
+ * descriptors each); returns the soft limit in force after.  The event loop
+ * uses epoll, never select(), so descriptors past 1024 are fine.
+ */
+static uint64_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit want = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+
+		/* An unlimited hard limit is still capped by fs.nr_open: then
+		 * the soft limit stays where it was. */
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl = want;
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? UINT32_MAX : (uint64_t)rl.rlim_cur;
+}
+
+/* Descriptors this process has open now (a fair guess if /proc is missing). */
+static unsigned count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		return 32;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n ? n - 1 : 0; /* not the directory's own descriptor */
+}
+
+/*
+ * How many contexts fit beside what is open now, NIC_CONN_MAX connections
+ * and NIC_FD_SLACK: with the common limit of 1024 descriptors that is about
+ * 235, not NIC_MAX_CONTEXTS.
+ */
+static uint32_t contexts_that_fit(struct nic *nic)
+{
+	uint64_t used = (uint64_t)count_open_fds() + NIC_CONN_MAX + NIC_FD_SLACK, n;
+
+	if (nic->fd_limit <= used)
+		return 0;
+	n = (nic->fd_limit - used) / NIC_CTX_FDS;
+	return n < NIC_MAX_CONTEXTS ? (uint32_t)n : NIC_MAX_CONTEXTS;
+}
+
+unsigned nic_max_contexts(const struct nic *nic)
+{
+	return nic->max_ctx;
+}
+
 int nic_create(const struct nic_opts *o, struct nic **out)
 {
 	struct nic *nic = calloc(1, sizeof(*nic));
@@ -548,6 +792,12 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	nic->opts = *o;
 	nic->listen_fd = nic->epoll_fd = nic->signal_fd = nic->timer_fd = -1;
 	nic->next_ctx_id = 1;
+	nic->uid = (uint32_t)geteuid();
+	nic->fd_limit = raise_fd_limit();
+	if (!nic->opts.hello_timeout_ms)
+		nic->opts.hello_timeout_ms = NIC_HELLO_TIMEOUT_MS;
+	/* Kept to refuse a connection when descriptors run out (out_of_fds). */
+	nic->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	nic->log.level = o->log_level;
 	snprintf(nic->log.prefix, sizeof(nic->log.prefix), "nicsimd[%s]",
 		 fab_addr_format(o->addr, addr, sizeof(addr)));
@@ -598,6 +848,7 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	err = open_listener(nic);
 	if (err < 0)
 		goto fail;
+	nic->max_ctx = contexts_that_fit(nic);
 	*out = nic;
 	return 0;
 fail:
@@ -639,6 +890,8 @@ void nic_destroy(struct nic *nic)
 		close(nic->signal_fd);
 	if (nic->epoll_fd >= 0)
 		close(nic->epoll_fd);
+	if (nic->reserve_fd >= 0)
+		close(nic->reserve_fd);
 	tpt_destroy(nic->tpt);
 	free(nic);
 }

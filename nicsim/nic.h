@@ -19,10 +19,18 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "nicsim_abi.h"
 
 #define NIC_DEFAULT_MAX_REG (1ull << 30)
 #define NIC_DEFAULT_SPIN_US 50u
-#define NIC_MAX_CONTEXTS 1024u
+/*
+ * Host contexts: at most NIC_MAX_CONTEXTS, and no more than the descriptor
+ * limit allows (nicsim_abi.h, docs/hardware-interface.md section 2.7), with
+ * NIC_FD_SLACK descriptors kept for the NIC's own brief needs.  nic_create()
+ * raises the soft RLIMIT_NOFILE to the hard limit and computes how many
+ * contexts fit (nic_max_contexts()); nic_run() says it at start.
+ */
+#define NIC_FD_SLACK 8u
 
 /*
  * The timers a NIC asks for in the CM REQ of each connection it makes, in
@@ -50,6 +58,7 @@ struct nic_opts {
 	uint32_t spin_us;      /* idle polling before sleeping */
 	struct nic_timers timers;
 	enum nic_log_level log_level;
+	uint32_t hello_timeout_ms; /* NIC_HELLO_TIMEOUT_MS */
 };
 
 struct nic;
@@ -66,5 +75,8 @@ int nic_run(struct nic *nic);
 
 /* Accepts NULL. */
 void nic_destroy(struct nic *nic);
+
+/* How many host contexts this NIC can hold (at most NIC_MAX_CONTEXTS). */
+unsigned nic_max_contexts(const struct nic *nic);
 
 #endif /* NICSIM_NIC_H */

@@ -43,11 +43,35 @@ struct nic_src {
 	void *obj;
 };
 
+/*
+ * A management client's state (mgmt.c).  Replies are produced one message
+ * at a time and only while the socket takes them, so a client that stops
+ * reading costs the NIC one message buffer and never a blocked loop: a reply
+ * that meets a full socket waits in msg until the socket is writable again
+ * (EPOLLOUT).  Requests read meanwhile wait in queue; a client whose queue
+ * overflows has stopped reading its replies and is dropped.
+ */
+#define NIC_MGMT_QUEUE 32u
+struct nic_mgmt_client {
+	bool busy;                      /* a request is being answered */
+	uint16_t op;                    /* its op */
+	uint32_t cursor;                /* where its listing goes on (TPT index, context id) */
+	uint16_t queue[NIC_MGMT_QUEUE]; /* ops of the requests waiting behind it */
+	uint32_t qhead, qlen;
+	uint8_t *msg;   /* NIC_MGMT_MSG_MAX bytes */
+	size_t msg_len; /* bytes of msg still to send, 0: none */
+	void *scratch;  /* the TPT listing's views */
+	bool out_armed; /* EPOLLOUT is in the socket's epoll events */
+};
+
 /* A connection that has not said hello yet, or a management client. */
 struct nic_conn {
 	struct nic_src src;
 	int fd;
-	uint32_t pid; /* SO_PEERCRED */
+	uint32_t pid;                 /* SO_PEERCRED */
+	uint32_t uid;                 /* SO_PEERCRED: effective uid at connect() */
+	uint64_t hello_deadline;      /* CLOCK_MONOTONIC ns; 0 once it said hello */
+	struct nic_mgmt_client *mgmt; /* management clients only */
 	struct nic_conn *next;
 };
 
@@ -114,8 +138,17 @@ struct nic {
 	struct nic_ctx *ctxs;
 	uint32_t nctx;
 	uint32_t next_ctx_id;
-	struct nic_conn *conns; /* new and management connections */
-	uint32_t cpu;           /* CPU last published in nic_cpu, plus 1 */
+	struct nic_conn *conns;    /* new and management connections */
+	uint32_t nconns;           /* how many */
+	uint32_t max_ctx;          /* contexts that fit the descriptor limit */
+	uint64_t fd_limit;         /* RLIMIT_NOFILE soft limit after raising it */
+	uint32_t uid;              /* effective uid: peers must match (or be root) */
+	uint64_t hello_next;       /* earliest hello deadline of conns, 0: none */
+	int reserve_fd;            /* spent to refuse a connection when out of descriptors */
+	bool fd_short;             /* out of descriptors: logged once per episode */
+	bool listen_paused;        /* listening socket out of epoll until a descriptor frees */
+	uint64_t fd_short_refused; /* connections refused in this episode */
+	uint32_t cpu;              /* CPU last published in nic_cpu, plus 1 */
 	bool stop;
 	/* The fabric (NULL when the run directory has none). */
 	struct fab *fab;
@@ -196,12 +229,20 @@ int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *fra
 	      void *arg);
 
 /* mgmt.c */
-void mgmt_serve(struct nic *nic, struct nic_conn *conn);
+/* conn has said hello as a management client: set its state up (0 or -ENOMEM). */
+int mgmt_start(struct nic *nic, struct nic_conn *conn);
+/* Serve the epoll events of a management client; may close it. */
+void mgmt_serve(struct nic *nic, struct nic_conn *conn, uint32_t events);
+/* Free a management client's state (nic_conn_close). */
+void mgmt_free(struct nic_mgmt_client *m);
 void mgmt_fill_stats(struct nic *nic, struct nic_stats *out);
 
 /* nic.c */
 int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src);
 void nic_conn_close(struct nic *nic, struct nic_conn *conn);
+/* A descriptor, or a place among NIC_CONN_MAX connections, was freed: a
+ * listening socket paused for lack of them listens again. */
+void nic_fd_freed(struct nic *nic);
 /* Send a hello reply with no descriptors (refusals, management). */
 int nic_send_reply(struct nic *nic, int fd, uint16_t status, uint32_t ctx_id);
 void nic_fill_reply(struct nic *nic, struct nic_hello_reply *r, uint16_t status, uint32_t ctx_id);

@@ -179,6 +179,29 @@ static int recv_reply(int sock, struct nic_hello_reply *reply, int *fds)
 	return err;
 }
 
+/*
+ * Who serves the socket: the kernel's word (SO_PEERCRED, taken when the NIC
+ * listened), never the NIC's reply.  A NIC reads and writes this process's
+ * memory, and this process lets it (PR_SET_PTRACER), so it must run as this
+ * process's effective user, or as root (which may do so anyway: trusting it
+ * grants nothing new).  A NIC of another user could be anyone's listener
+ * planted in a run directory; it is refused with -EACCES before a byte is
+ * sent to it.  *pid gets the NIC's pid (0 if the kernel could not name it in
+ * this pid namespace).
+ */
+static int check_nic_peer(int sock, uint32_t *pid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	if (cred.uid != geteuid() && cred.uid != 0)
+		return -EACCES;
+	*pid = cred.pid > 0 ? (uint32_t)cred.pid : 0;
+	return 0;
+}
+
 /* Check the segment header against the geometry this driver was built for. */
 static int check_segment(struct nic_host *h)
 {
@@ -219,6 +242,7 @@ int nic_host_attach(const char *path, struct nic_host **out)
 	int fds[NIC_HOST_NFDS] = {-1, -1, -1};
 	struct nic_host *h;
 	struct stat st;
+	uint32_t nic_pid = 0;
 	ssize_t n;
 	int err;
 
@@ -250,6 +274,9 @@ int nic_host_attach(const char *path, struct nic_host **out)
 		err = -errno;
 		goto fail;
 	}
+	err = check_nic_peer(h->sock, &nic_pid);
+	if (err)
+		goto fail;
 	do {
 		n = send(h->sock, &hello, sizeof(hello), MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
@@ -264,6 +291,8 @@ int nic_host_attach(const char *path, struct nic_host **out)
 	err = recv_reply(h->sock, &h->info, fds);
 	if (err)
 		goto fail;
+	/* The reply's pid is the NIC's say-so; the kernel's is the one used. */
+	h->info.nic_pid = nic_pid;
 	h->db_fd = fds[1];
 	h->irq_fd = fds[2];
 
@@ -287,10 +316,12 @@ int nic_host_attach(const char *path, struct nic_host **out)
 		goto fail;
 
 	/*
-	 * Let the NIC reach this process's memory where Yama restricts ptrace.
-	 * Without Yama prctl fails with EINVAL and nothing is needed.
+	 * Let the NIC, the process SO_PEERCRED named, reach this process's
+	 * memory where Yama restricts ptrace.  Without Yama prctl fails with
+	 * EINVAL and nothing is needed.  Pid 0 would clear the setting.
 	 */
-	(void)prctl(PR_SET_PTRACER, (unsigned long)h->info.nic_pid, 0, 0, 0);
+	if (nic_pid)
+		(void)prctl(PR_SET_PTRACER, (unsigned long)nic_pid, 0, 0, 0);
 	*out = h;
 	return 0;
 
@@ -358,7 +389,8 @@ static int ctx_state(const struct nic_host *h)
 
 /*
  * Look at the socket without blocking: -ENETDOWN on hangup, error or end of
- * file (the NIC sends nothing after the hello), else 0.
+ * file, else 0.  After the hello the NIC sends only notices of connection
+ * ends (nic_host_notify_drain); one read here takes one of them.
  */
 static int sock_state(struct nic_host *h)
 {
@@ -381,6 +413,31 @@ int nic_host_check(struct nic_host *h)
 	int err = ctx_state(h);
 
 	return err ? err : sock_state(h);
+}
+
+int nic_host_notify_fd(const struct nic_host *h)
+{
+	return h->sock;
+}
+
+int nic_host_notify_drain(struct nic_host *h)
+{
+	char buf[64];
+	int n = 0;
+
+	for (;;) {
+		ssize_t r = recv(h->sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r > 0) {
+			n++;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return n;
+		return -ENETDOWN; /* end of file or an error: the NIC is gone */
+	}
 }
 
 void nic_host_shutdown(struct nic_host *h)

@@ -21,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -132,6 +133,7 @@ static struct prov_nic *nic_new(void)
 	}
 	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
 		nic->qp[i].slot = i;
+	nic->ev_kick = -1;
 	return nic;
 }
 
@@ -178,6 +180,11 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	err = nic_host_attach(path, &nic->host);
 	if (err) {
 		nic_free(nic);
+		if (err == -EACCES)
+			fprintf(stderr,
+				"nicsim: %s is served by a process of another user, or refused "
+				"this one: not attached (a NIC must run as this user or root)\n",
+				path);
 		return err == -ENOMEM ? -ENOBUFS : -ENETDOWN;
 	}
 	info = nic_host_info(nic->host);

@@ -28,14 +28,28 @@
  * The event thread: event objects (an overlapped operation's hEvent, a
  * WSPEventSelect event) are eventfds an application may wait on with poll()
  * without calling the provider, so something has to run progress for them.
- * A thread per context, started the first time one is used, runs progress
- * while operations with an event are in flight or sockets have selected
- * connection events, and otherwise waits on nic->cond.  It never spins, so it
- * costs nothing to a thread that waits in the provider itself: whichever of
- * them sleeps on the interrupt wakes the other through the broadcast.
+ * A thread per context, started the first time one is used or a connection
+ * is established, runs progress while operations with an event are in
+ * flight, sockets have selected connection events, or a dead connection
+ * still has operations the NIC has not flushed back yet.  It never spins, so
+ * it costs nothing to a thread that waits in the provider itself: whichever
+ * of them sleeps on the interrupt wakes the other through the broadcast.
+ *
+ * Otherwise it watches: once a connection was established, it sleeps in
+ * poll() on the attach socket, where the NIC sends a notice whenever a
+ * connection ends (nic_host_notify_fd), and on its own eventfd (ev_kick).
+ * So a connection that dies (the peer's process gone, a NIC error, the QP in
+ * error) completes the operations pending on it at once, flushed, with no
+ * call of the application's to carry it: one that waits on an event, polls
+ * the WSAOVERLAPPED or does something else entirely sees them end; and a NIC
+ * that dies is noticed too (the socket hangs up).  The notices are rare, so
+ * the data path never wakes the watcher; without a connection it waits on
+ * nic->cond as before.
  */
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +71,15 @@ static void signal_event(int fd)
 		(void)r;
 	}
 }
+
+/* Wake the event thread where it watches the socket (nic->lock held). */
+static void ev_kick(struct prov_nic *nic)
+{
+	if (nic->ev_kick >= 0)
+		signal_event(nic->ev_kick);
+}
+
+static void ev_watch_start(struct prov_nic *nic);
 
 void prov_nic_wake(struct prov_nic *nic)
 {
@@ -128,6 +151,8 @@ static void qp_dead(struct prov_nic *nic, struct prov_qp *qp, int err, int close
 	uint32_t was = qp->state;
 
 	qp->state = PROV_QP_DEAD;
+	/* What is still posted on it comes back flushed: see that it is taken. */
+	ev_kick(nic);
 	if (!sk)
 		return;
 	if (was == PROV_QP_CONNECTING || was == PROV_QP_ACCEPTING) {
@@ -198,6 +223,7 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 			qp->state = PROV_QP_CONNECTED;
 			qp->sock->state = PROV_SK_CONNECTED;
 			qp->sock->err = 0;
+			ev_watch_start(nic);
 			if (active)
 				prov_sock_notify(nic, qp->sock, FD_CONNECT_BIT, 0);
 		}
@@ -406,11 +432,49 @@ void prov_nic_fail(struct prov_nic *nic, int err)
 
 /* ---- The event thread -------------------------------------------------------- */
 
+/* Does a dead connection still have operations the NIC has not flushed back? */
+static bool dead_ops(const struct prov_nic *nic)
+{
+	for (uint32_t m = nic->slots_used; m; m &= m - 1) {
+		const struct prov_qp *qp = &nic->qp[__builtin_ctz(m)];
+
+		if (qp->state == PROV_QP_DEAD && !qp->closing &&
+		    (qp->sq_post != qp->sq_done || qp->rq_post != qp->rq_done))
+			return true;
+	}
+	return false;
+}
+
 static int ev_idle(void *arg)
 {
 	const struct prov_nic *nic = arg;
 
-	return nic->ev_stop || (!nic->ev_socks && !nic->ev_ops);
+	return nic->ev_stop || (!nic->ev_socks && !nic->ev_ops && !dead_ops(nic));
+}
+
+/*
+ * Sleep until the NIC sends a notice on the attach socket, ev_kick fires or
+ * the slice passes; then take what the notice announced (nic->lock held on
+ * entry and return, dropped while asleep).
+ */
+static void ev_watch(struct prov_nic *nic)
+{
+	struct pollfd p[2] = {{.fd = nic_host_notify_fd(nic->host), .events = POLLIN},
+			      {.fd = nic->ev_kick, .events = POLLIN}};
+	uint64_t v;
+	int r;
+
+	pthread_mutex_unlock(&nic->lock);
+	r = poll(p, 2, PROV_WAIT_SLICE_MS);
+	if (r > 0 && (p[1].revents & POLLIN) && read(nic->ev_kick, &v, sizeof(v)) < 0)
+		v = 0; /* another wake-up took it: nothing lost */
+	pthread_mutex_lock(&nic->lock);
+	if (r <= 0 || !p[0].revents || prov_nic_is_down(nic))
+		return;
+	if ((p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) || nic_host_notify_drain(nic->host) < 0)
+		prov_nic_fail(nic, -ENETDOWN);
+	else
+		prov_progress(nic);
 }
 
 static void *ev_main(void *arg)
@@ -423,33 +487,54 @@ static void *ev_main(void *arg)
 	while (!nic->ev_stop) {
 		uint64_t slice = nic_host_now_ns() + (uint64_t)PROV_WAIT_SLICE_MS * 1000000u;
 
-		if (prov_nic_is_down(nic) || ev_idle(nic)) {
+		if (!prov_nic_is_down(nic) && !ev_idle(nic)) {
+			prov_nic_wait(nic, ev_idle, nic, slice, false);
+		} else if (!prov_nic_is_down(nic) && nic->ev_watch && nic->ev_kick >= 0) {
+			ev_watch(nic);
+		} else {
 			struct timespec ts;
 
 			timespec_of(slice, &ts);
 			pthread_cond_timedwait(&nic->cond, &nic->lock, &ts);
-			continue;
 		}
-		prov_nic_wait(nic, ev_idle, nic, slice, false);
 	}
 	pthread_mutex_unlock(&nic->lock);
 	return NULL;
 }
 
-/* Start the event thread if something needs it (nic->lock held). */
-static void ev_arm(struct prov_nic *nic)
+/* Start the event thread if it is not running (nic->lock held). */
+static void ev_start(struct prov_nic *nic)
 {
 	sigset_t all, old;
 
+	if (nic->ev_started)
+		return;
+	if (nic->ev_kick < 0)
+		nic->ev_kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Signals are the application's: none is delivered to this thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	nic->ev_started = pthread_create(&nic->ev_thread, NULL, ev_main, nic) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Start the event thread if something needs it (nic->lock held). */
+static void ev_arm(struct prov_nic *nic)
+{
 	if (ev_idle(nic))
 		return;
-	if (!nic->ev_started) {
-		/* Signals are the application's: none is delivered to this thread. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		nic->ev_started = pthread_create(&nic->ev_thread, NULL, ev_main, nic) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
+	ev_start(nic);
+	prov_nic_wake(nic);
+	ev_kick(nic);
+}
+
+/* A connection was established: from now on, watch for connections' ends. */
+static void ev_watch_start(struct prov_nic *nic)
+{
+	if (nic->ev_watch)
+		return;
+	nic->ev_watch = true;
+	ev_start(nic);
 	prov_nic_wake(nic);
 }
 
@@ -485,7 +570,12 @@ void prov_ev_stop(struct prov_nic *nic)
 	nic->ev_started = false;
 	if (nic->host)
 		prov_nic_wake(nic);
+	ev_kick(nic);
 	pthread_mutex_unlock(&nic->lock);
 	if (started)
 		pthread_join(nic->ev_thread, NULL);
+	if (nic->ev_kick >= 0) {
+		close(nic->ev_kick);
+		nic->ev_kick = -1;
+	}
 }

@@ -173,7 +173,9 @@ struct prov_nic {
 	 * provider for; it watches only while ev_socks or ev_ops is not 0. */
 	uint32_t ev_socks; /* bound sockets with WSPEventSelect interest */
 	uint32_t ev_ops;   /* operations in flight with an hEvent */
+	bool ev_watch;     /* a connection was established: watch for its end */
 	bool ev_started, ev_stop;
+	int ev_kick; /* eventfd: wakes the event thread while it watches, -1: none */
 	pthread_t ev_thread;
 };
 
@@ -485,7 +487,7 @@ void prov_sock_notify(struct prov_nic *nic, struct prov_sock *sk, int bit, int e
 void prov_sock_ev_update(struct prov_nic *nic, struct prov_sock *sk);
 /* Note one more operation with an event in flight (starts the event thread if needed). */
 void prov_ev_op_add(struct prov_nic *nic);
-/* Stop and join the event thread (nic->lock not held). */
+/* Stop and join the event thread and close its descriptor (nic->lock not held). */
 void prov_ev_stop(struct prov_nic *nic);
 
 /* conn.c */

@@ -90,6 +90,8 @@ static void fork_child(void)
 
 		p->nics = nic->next;
 		nic_host_detach(nic->host);
+		if (nic->ev_kick >= 0)
+			close(nic->ev_kick);
 		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
 			free(nic->qp[i].sq);
 		free(nic);

@@ -1,8 +1,8 @@
 /*
- * nicsim host interface, ABI version 3 (NIC_ABI_VERSION): the structures a
- * host driver and the emulated NIC share.  This header is the single source of truth for the
- * layouts described in docs/hardware-interface.md; every size and offset a
- * driver depends on is checked below with _Static_assert.
+ * nicsim host interface, ABI version 4 (NIC_ABI_VERSION): the structures a
+ * host driver and the emulated NIC share.  This header is the single source
+ * of truth for the layouts described in docs/hardware-interface.md; every
+ * size and offset a driver depends on is checked below with _Static_assert.
  *
  * Transport:
  *   - Attach: a SOCK_SEQPACKET UNIX socket "nic-<addr>.sock" in the NIC's run
@@ -11,7 +11,11 @@
  *     with SCM_RIGHTS in this order: the context segment (a memfd), the
  *     doorbell eventfd (host -> NIC) and the interrupt eventfd (NIC -> host).
  *     The socket stays open for the life of the context: when it closes (the
- *     host exited or died), the NIC tears the context down.
+ *     host exited or died), the NIC tears the context down.  Each side
+ *     checks the other's SO_PEERCRED: the same effective uid, or root (a
+ *     NIC refuses others with NIC_STATUS_DENIED).  After the reply the NIC
+ *     sends only one-byte notices, one per NIC_EV_DISCONNECTED or
+ *     NIC_EV_QP_ERROR event, which a host may wait for or ignore.
  *   - Context segment: struct nic_ctx_hdr at offset 0, then the command ring
  *     and the completion ring at the offsets the header gives.
  *
@@ -48,8 +52,23 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 3u
+#define NIC_ABI_VERSION 4u
 #define NIC_CACHELINE 64
+
+/*
+ * Limits of the attach socket a host can rely on (docs/hardware-interface.md
+ * sections 2.2 and 2.7).  A NIC holds at most NIC_MAX_CONTEXTS host
+ * contexts, fewer when its descriptor limit allows fewer: a context holds
+ * NIC_CTX_FDS descriptors (its socket, its segment and two eventfds).  At
+ * most NIC_CONN_MAX connections may wait for their hello or manage the NIC
+ * at once; more wait in the listening socket's backlog until one of these
+ * goes.  A connection that has not sent its hello NIC_HELLO_TIMEOUT_MS after
+ * it was accepted is answered NIC_STATUS_TIMED_OUT and closed.
+ */
+#define NIC_MAX_CONTEXTS 1024u
+#define NIC_CTX_FDS 4u
+#define NIC_CONN_MAX 64u
+#define NIC_HELLO_TIMEOUT_MS 3000u
 
 /* Socket file of the NIC with address A (dotted quad) inside its run directory. */
 #define NIC_SOCK_PREFIX "nic-"
@@ -82,7 +101,7 @@ struct nic_hello_reply {
 	uint32_t magic;
 	uint16_t abi_version;
 	uint16_t status;
-	uint32_t nic_pid;      /* for prctl(PR_SET_PTRACER) */
+	uint32_t nic_pid;      /* informational: the host trusts SO_PEERCRED's pid */
 	uint32_t ctx_id;       /* context (protection domain) number, 0 for mgmt */
 	uint32_t nic_addr;     /* IPv4 address, network byte order */
 	uint32_t caps;         /* NIC_CAP_* */
@@ -116,6 +135,7 @@ enum nic_status {
 	NIC_STATUS_UNREACHABLE = 17,   /* no NIC with that address on the fabric */
 	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request (or reply) */
 	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
+	NIC_STATUS_DENIED = 20,        /* handshake: the peer runs as another user */
 	NIC_STATUS_MAX_
 };
 

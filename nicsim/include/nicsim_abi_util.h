@@ -36,6 +36,7 @@ static inline const char *nic_status_str(unsigned status)
 	case NIC_STATUS_UNREACHABLE: return "no NIC with that address on the fabric";
 	case NIC_STATUS_TIMED_OUT: return "connection request timed out";
 	case NIC_STATUS_BAD_CONN: return "no such pending connection request";
+	case NIC_STATUS_DENIED: return "the NIC serves only processes of its own user (or root)";
 	default: return "unknown status";
 	}
 }
@@ -64,6 +65,7 @@ static inline int nic_status_errno(unsigned status)
 	case NIC_STATUS_UNREACHABLE: return -EHOSTUNREACH;
 	case NIC_STATUS_TIMED_OUT: return -ETIMEDOUT;
 	case NIC_STATUS_BAD_CONN: return -ENOENT;
+	case NIC_STATUS_DENIED: return -EACCES;
 	default: return -EPROTO;
 	}
 }

@@ -1,5 +1,5 @@
 /*
- * Management protocol of ABI version 3 (NIC_ABI_VERSION, nicsim_abi.h): how
+ * Management protocol of ABI version 4 (NIC_ABI_VERSION, nicsim_abi.h): how
  * the nicsim tool reads a NIC's state.  This header holds the protocol
  * only: the messages, their records and the values those carry, each size
  * checked below.  docs/hardware-interface.md section 11 describes it.
@@ -100,7 +100,11 @@
 	X(sleep_us, "microseconds asleep in epoll_wait")                                  \
 	X(sleep_max_us, "longest single sleep, microseconds")                             \
 	X(dreq_unanswered, "disconnect requests the peer never answered")                 \
-	X(conn_requests_expired, "connection requests dropped unaccepted: sender gave up")
+	X(conn_requests_expired, "connection requests dropped unaccepted: sender quit")   \
+	X(attach_denied, "connections refused: the peer runs as another user")            \
+	X(hello_timeouts, "connections closed: no hello in time")                         \
+	X(accept_refused, "connections refused at once: no descriptor left for them")     \
+	X(mgmt_dropped, "management clients dropped: requests piled up unread")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;

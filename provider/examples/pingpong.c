@@ -135,6 +135,26 @@ static bool conn_buffers(struct conn *c, size_t size)
 	return c->hrx ? true : fail("WSPRegisterMemory", err);
 }
 
+/*
+ * Close the connection and free its buffers.  Closing completes every
+ * operation still pending on the socket (WSA_OPERATION_ABORTED) at once, so
+ * it must come before the overlapped structures those operations name go
+ * out of scope: every path out of server() and client() ends here.
+ */
+static void conn_close(struct conn *c)
+{
+	int err = 0;
+
+	if (c->s != INVALID_SOCKET)
+		WSPCloseSocket(c->s, &err);
+	c->s = INVALID_SOCKET;
+	if (c->tx)
+		munmap(c->tx, c->buf_len);
+	if (c->rx)
+		munmap(c->rx, c->buf_len);
+	c->tx = c->rx = NULL;
+}
+
 /* The extension functions, asked for as a switch does. */
 static bool conn_extensions(struct conn *c)
 {
@@ -167,61 +187,83 @@ static SOCKET bound_socket(const char *addr, uint16_t port)
 static bool server(const char *addr, uint16_t port)
 {
 	SOCKET l = bound_socket(addr, port);
-	struct conn c = {0};
+	struct conn c = {.s = INVALID_SOCKET};
 	struct msg hello, m = {.type = MSG_DESC};
 	WSAOVERLAPPED ov, ovs;
-	uint8_t *target;
+	uint8_t *target = NULL;
 	DWORD dlen = sizeof(m.desc), n;
+	bool ok = false;
 	int err = 0;
 
-	if (l == INVALID_SOCKET || WSPListen(l, 1, &err))
-		return fail("WSPListen", err);
+	if (l == INVALID_SOCKET || WSPListen(l, 1, &err)) {
+		fail("WSPListen", err);
+		goto out;
+	}
 	c.s = WSPAccept(l, NULL, NULL, NULL, 0, &err);
-	if (c.s == INVALID_SOCKET)
-		return fail("WSPAccept", err);
+	if (c.s == INVALID_SOCKET) {
+		fail("WSPAccept", err);
+		goto out;
+	}
 	WSPCloseSocket(l, &err);
+	l = INVALID_SOCKET;
 	/* The hello says how big the pings are; its receive fits any header. */
 	if (!conn_extensions(&c) || !conn_buffers(&c, sizeof(struct msg)) ||
 	    !post(&c, false, c.rx, c.buf_len, &ov) || !wait_ov(&c, &ov, NULL, "hello"))
-		return false;
+		goto out;
 	memcpy(&hello, c.rx, sizeof(hello));
-	if (hello.type != MSG_HELLO || hello.size > (64u << 20) || hello.rdma_size > (1u << 30))
-		return fail("hello", WSAEINVAL);
+	if (hello.type != MSG_HELLO || hello.size > (64u << 20) || hello.rdma_size > (1u << 30) ||
+	    !hello.rdma_size) {
+		fail("hello", WSAEINVAL);
+		goto out;
+	}
 	/* Buffers for the pings, and the RDMA target, exposed to the client. */
 	if (hello.size > c.buf_len && !conn_buffers(&c, hello.size))
-		return false;
+		goto out;
 	target = map(hello.rdma_size);
-	if (!target)
-		return fail("mmap", WSAENOBUFS);
-	if (c.reg_rdma(c.s, target, (DWORD)hello.rdma_size, MEM_WRITE, &m.desc, &dlen, &err))
-		return fail("WSPRegisterRdmaMemory", err);
+	if (!target) {
+		fail("mmap", WSAENOBUFS);
+		goto out;
+	}
+	if (c.reg_rdma(c.s, target, (DWORD)hello.rdma_size, MEM_WRITE, &m.desc, &dlen, &err)) {
+		fail("WSPRegisterRdmaMemory", err);
+		goto out;
+	}
 	if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m))
-		return false;
+		goto out;
 	/* Echo every ping: the next receive is posted before answering. */
 	for (uint32_t i = 0; i < hello.iters; i++) {
 		if (!wait_ov(&c, &ov, &n, "ping"))
-			return false;
+			goto out;
 		memcpy(c.tx, c.rx, n);
 		if (!post(&c, false, c.rx, c.buf_len, &ov) || !post(&c, true, c.tx, n, &ovs) ||
 		    !wait_ov(&c, &ovs, NULL, "pong"))
-			return false;
+			goto out;
 	}
 	/* Checksum requests until bye. */
 	for (;;) {
 		if (!wait_ov(&c, &ov, NULL, "request"))
-			return false;
+			goto out;
 		memcpy(&m, c.rx, sizeof(m));
 		if (m.type == MSG_BYE)
 			break;
-		if (m.type != MSG_SUM_REQ || m.size > hello.rdma_size)
-			return fail("request", WSAEINVAL);
+		if (m.type != MSG_SUM_REQ || m.size > hello.rdma_size) {
+			fail("request", WSAEINVAL);
+			goto out;
+		}
 		m.type = MSG_SUM;
 		m.sum = sum32(target, m.size);
 		if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m))
-			return false;
+			goto out;
 	}
-	WSPCloseSocket(c.s, &err);
-	return true;
+	ok = true;
+out:
+	/* Before ov and ovs go: closing completes what is pending on them. */
+	conn_close(&c);
+	if (l != INVALID_SOCKET)
+		WSPCloseSocket(l, &err);
+	if (target)
+		munmap(target, hello.rdma_size);
+	return ok;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -235,30 +277,37 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 		   uint32_t rdma_size)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
-	struct conn c = {0};
+	struct conn c = {.s = INVALID_SOCKET};
 	struct msg m = {.type = MSG_HELLO, .iters = iters, .size = size, .rdma_size = rdma_size};
 	struct nicsim_rdma_desc desc;
 	uint32_t writes = iters / 10 > 10 ? iters / 10 : 10;
 	uint64_t *rtt = calloc(iters ? iters : 1, sizeof(*rtt)), t0;
 	WSAOVERLAPPED ov, ovs;
-	uint8_t *src;
+	uint8_t *src = NULL;
 	HANDLE hsrc;
+	bool ok = false;
 	int err = 0;
 
 	c.s = bound_socket(addr, 0);
-	if (c.s == INVALID_SOCKET || !rtt || inet_pton(AF_INET, peer, &to.sin_addr) != 1)
-		return fail("socket", err);
+	if (c.s == INVALID_SOCKET || !rtt || inet_pton(AF_INET, peer, &to.sin_addr) != 1) {
+		fail("socket", err);
+		goto out;
+	}
 	t0 = now_ns();
-	if (WSPConnect(c.s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err))
-		return fail("WSPConnect", err);
+	if (WSPConnect(c.s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err)) {
+		fail("WSPConnect", err);
+		goto out;
+	}
 	printf("connected to %s:%u in %.0f us\n", peer, port, (double)(now_ns() - t0) / 1e3);
 	if (!conn_extensions(&c) || !conn_buffers(&c, size) ||
 	    !post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m) ||
 	    !wait_ov(&c, &ov, NULL, "descriptor"))
-		return false;
+		goto out;
 	memcpy(&m, c.rx, sizeof(m));
-	if (m.type != MSG_DESC)
-		return fail("descriptor", WSAEINVAL);
+	if (m.type != MSG_DESC) {
+		fail("descriptor", WSAEINVAL);
+		goto out;
+	}
 	desc = m.desc;
 
 	for (uint32_t i = 0; i < iters; i++) {
@@ -267,10 +316,12 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 		t0 = now_ns();
 		if (!post(&c, false, c.rx, size, &ov) || !post(&c, true, c.tx, size, &ovs) ||
 		    !wait_ov(&c, &ovs, NULL, "ping") || !wait_ov(&c, &ov, &n, "pong"))
-			return false;
+			goto out;
 		rtt[i] = now_ns() - t0;
-		if (n != size)
-			return fail("pong length", WSAEMSGSIZE);
+		if (n != size) {
+			fail("pong length", WSAEMSGSIZE);
+			goto out;
+		}
 	}
 	if (iters) {
 		qsort(rtt, iters, sizeof(*rtt), cmp_u64);
@@ -281,13 +332,17 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 	}
 
 	src = map(rdma_size);
-	if (!src)
-		return fail("mmap", WSAENOBUFS);
+	if (!src) {
+		fail("mmap", WSAENOBUFS);
+		goto out;
+	}
 	for (uint32_t i = 0; i < rdma_size; i++)
 		src[i] = (uint8_t)(i * 131u + 7u);
 	hsrc = WSPRegisterMemory(c.s, src, rdma_size, MEM_READ, &err);
-	if (!hsrc)
-		return fail("WSPRegisterMemory", err);
+	if (!hsrc) {
+		fail("WSPRegisterMemory", err);
+		goto out;
+	}
 	t0 = now_ns();
 	for (uint32_t i = 0; i < writes; i++) {
 		WSABUFEX b = {.len = rdma_size, .buf = (char *)src, .handle = hsrc};
@@ -296,10 +351,12 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 		memset(&ovs, 0, sizeof(ovs));
 		if (c.rdma_write(c.s, &b, 1, &desc, sizeof(desc), 0, &n, 0, &ovs, NULL, NULL,
 				 &err) == SOCKET_ERROR &&
-		    err != WSA_IO_PENDING)
-			return fail("WSPRdmaWrite", err);
+		    err != WSA_IO_PENDING) {
+			fail("WSPRdmaWrite", err);
+			goto out;
+		}
 		if (!wait_ov(&c, &ovs, NULL, "RDMA write"))
-			return false;
+			goto out;
 	}
 	printf("RDMA write %u B: %.2f GB/s (%u writes, one at a time)\n", rdma_size,
 	       (double)rdma_size * writes / (double)(now_ns() - t0), writes);
@@ -307,19 +364,22 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 	m = (struct msg){.type = MSG_SUM_REQ, .size = rdma_size};
 	if (!post(&c, false, c.rx, c.buf_len, &ov) || !send_msg(&c, &m) ||
 	    !wait_ov(&c, &ov, NULL, "checksum"))
-		return false;
+		goto out;
 	memcpy(&m, c.rx, sizeof(m));
 	if (m.type != MSG_SUM || m.sum != sum32(src, rdma_size)) {
 		fprintf(stderr, "nicsim-pingpong: the server's checksum differs\n");
-		return false;
+		goto out;
 	}
 	printf("RDMA write checksum matches\n");
 	m = (struct msg){.type = MSG_BYE};
-	if (!send_msg(&c, &m))
-		return false;
-	WSPCloseSocket(c.s, &err);
+	ok = send_msg(&c, &m);
+out:
+	/* Before ov and ovs go: closing completes what is pending on them. */
+	conn_close(&c);
+	if (src)
+		munmap(src, rdma_size);
 	free(rtt);
-	return true;
+	return ok;
 }
 
 static void usage(FILE *f)
@@ -356,6 +416,8 @@ int main(int argc, char **argv)
 	WSPPROC_TABLE table;
 	bool ok;
 
+	/* Each line as it happens, also into a pipe or a log. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':

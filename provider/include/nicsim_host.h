@@ -42,11 +42,15 @@ struct nic_host;
 #define NIC_HOST_CMD_TIMEOUT_MS 5000
 
 /*
- * Attach to the NIC listening on the UNIX socket at path.  Calls
- * prctl(PR_SET_PTRACER, nic_pid) so that the NIC may reach this process's
- * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EPROTO (the
- * NIC answered something malformed or a different ABI), -ENOMEM, or the
- * NIC's refusal mapped with nic_status_errno().
+ * Attach to the NIC listening on the UNIX socket at path.  The NIC must run
+ * as this process's effective user or as root (SO_PEERCRED); then
+ * prctl(PR_SET_PTRACER, pid) with the pid the kernel names for it (also
+ * given back as nic_host_info()->nic_pid) lets the NIC reach this process's
+ * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EACCES (the
+ * listener runs as another user: nothing was sent to it), -EPROTO (the NIC
+ * answered something malformed or a different ABI), -ENOMEM, or the NIC's
+ * refusal mapped with nic_status_errno() (-EACCES too: it refused this
+ * process's user).
  */
 int nic_host_attach(const char *path, struct nic_host **out);
 
@@ -129,6 +133,20 @@ int nic_host_check(struct nic_host *h);
  * rings stay safe until nic_host_detach().  Later waits fail with -ENETDOWN.
  */
 void nic_host_shutdown(struct nic_host *h);
+
+/*
+ * Connection ends without waiting: the NIC also sends a one-byte notice on
+ * the attach socket for every NIC_EV_DISCONNECTED and NIC_EV_QP_ERROR it
+ * posts, whether or not the host waits for the interrupt.  A thread that is
+ * not waiting for anything else may poll() nic_host_notify_fd() for POLLIN,
+ * then call nic_host_notify_drain() and take the events.  Other waiters of
+ * the context may consume a notice first (they look at the socket too):
+ * the event queue, not the notice, is what counts.
+ * nic_host_notify_drain() returns how many notices it read, or -ENETDOWN
+ * when the NIC is gone (end of file, hang-up, error).
+ */
+int nic_host_notify_fd(const struct nic_host *h);
+int nic_host_notify_drain(struct nic_host *h);
 
 /* ---- The provider's registration cache ------------------------------------- */
 

@@ -797,7 +797,11 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * Any error other than a flush breaks the connection: the NIC flushes the
  * socket's other operations, and later posts fail at once with that error.
  * The peer closing (or its process dying) flushes the operations in flight
- * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET.
+ * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET.  A
+ * connection that ends completes what is pending on it within milliseconds
+ * whether or not a thread of the application is in a provider call: its
+ * events fire and its WSAOVERLAPPED structures say done (a thread of the
+ * provider watches for connection ends once a connection exists).
  */
 int WSPAPI WSPSend(SOCKET s, LPWSABUF lpBuffers, DWORD dwBufferCount, LPDWORD lpNumberOfBytesSent,
 		   DWORD dwFlags, LPWSAOVERLAPPED lpOverlapped,
