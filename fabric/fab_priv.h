@@ -150,6 +150,15 @@ struct fab_verdict {
 void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, const uint8_t *frame,
 		     uint32_t len, uint64_t now, struct fab_verdict *v);
 
+/*
+ * One read of a field of the segment that another process may write at any
+ * moment (the Linux kernel's READ_ONCE): the value is copied into a local
+ * once, checked, and only the copy is used from then on.  Everything in the
+ * segment is hostile input (fab_seg.h); a field read twice may differ
+ * between the check and the use.
+ */
+#define FAB_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
 /* Relaxed single-writer counter increment (only one process writes it). */
 static inline void fab_count(uint64_t *c, uint64_t n)
 {
