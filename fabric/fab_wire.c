@@ -553,6 +553,37 @@ uint32_t fab_icrc(const uint8_t *frame, size_t len_without_icrc)
 	return ~crc_update(crc, rest, n);
 }
 
+/*
+ * fab_icrc of a frame whose first hlen bytes (at least FAB_HDR_BASE, or the
+ * whole message) are taken from hdr, a private copy of them, and the rest
+ * from the frame where it lies.  The decoder checks the ICRC this way, so
+ * that the headers it goes on to decode are the bytes the ICRC covered.
+ * The message's first 256 bytes are assembled in msg as fab_icrc's are,
+ * from the copy for the headers and from the frame after them.
+ */
+static uint32_t icrc_from_copy(const uint8_t *hdr, size_t hlen, const uint8_t *frame,
+			       size_t len_without_icrc)
+{
+	uint8_t msg[256];
+	const uint8_t *rest;
+	size_t n, first, copied;
+
+	for (size_t i = 0; i < PH_LEN; i++)
+		msg[i] = hdr[PH_AT + i] | ph_ones[i];
+	n = len_without_icrc - FAB_HDR_BASE;
+	first = n < sizeof(msg) - PH_LEN ? n : sizeof(msg) - PH_LEN;
+	copied = hlen - FAB_HDR_BASE < first ? hlen - FAB_HDR_BASE : first;
+	memcpy(msg + PH_LEN, hdr + FAB_HDR_BASE, copied);
+	memcpy(msg + PH_LEN + copied, frame + FAB_HDR_BASE + copied, first - copied);
+	rest = frame + FAB_HDR_BASE + first;
+	n -= first;
+#ifdef HAVE_CLMUL
+	if (PH_LEN + first == sizeof(msg) && have_vpclmul())
+		return ~crc_vpclmul(0xffffffffu, msg, rest, n);
+#endif
+	return ~crc_update(crc_update(0xffffffffu, msg, PH_LEN + first), rest, n);
+}
+
 /* The ICRC goes on the wire least significant byte first, as rxe writes it. */
 static void put_icrc(uint8_t *frame, size_t len_without_icrc)
 {
@@ -809,28 +840,36 @@ static bool mac_matches(const uint8_t mac[6], const uint8_t ip[4])
 	return mac[0] == 0x02 && mac[1] == 0x00 && memcmp(mac + 2, ip, 4) == 0;
 }
 
-/* Verify a non-zero UDP checksum over the pseudo-header and the datagram. */
-static bool udp_csum_ok(const struct fab_ip4_hdr *ip, const uint8_t *udp, size_t udp_len)
+/*
+ * Verify a non-zero UDP checksum over the pseudo-header and the datagram of
+ * udp_len bytes, whose first bytes, up to hlen of the frame, are in the
+ * header copy hdr and the rest in the frame.  hlen is even or the end of
+ * the datagram, so no 16-bit word straddles the two.
+ */
+static bool udp_csum_ok(const uint8_t *hdr, size_t hlen, const uint8_t *frame, size_t udp_len)
 {
-	uint64_t sum = sum16(0, ip->saddr, 8);
+	const size_t at = FAB_ETH_HLEN + FAB_IP4_HLEN;
+	size_t copied = hlen - at < udp_len ? hlen - at : udp_len;
+	uint64_t sum = sum16(0, ((const struct fab_roce_hdr *)hdr)->ip.saddr, 8);
 
 	sum += FAB_IPPROTO_UDP + udp_len;
-	sum = sum16(sum, udp, udp_len);
+	sum = sum16(sum, hdr + at, copied);
+	sum = sum16(sum, frame + at + copied, udp_len - copied);
 	return fold16(sum) == 0xffff;
 }
 
 /*
- * The checks before the ICRC: those that find the IPv4 packet and its end.
- * Returns the reason, and *ip_len on success.
+ * The checks before the ICRC: those that find the IPv4 packet and its end,
+ * on the header copy hdr (hlen bytes of the frame's len).  Returns the
+ * reason, and *ip_len on success.
  */
-static enum fab_wire_err check_ip_udp(const uint8_t *frame, size_t len, size_t *ip_len)
+static enum fab_wire_err check_ip_udp(const uint8_t *hdr, size_t hlen, const uint8_t *frame,
+				      size_t len, size_t *ip_len)
 {
-	const struct fab_roce_hdr *h = (const struct fab_roce_hdr *)frame;
+	const struct fab_roce_hdr *h = (const struct fab_roce_hdr *)hdr;
 	size_t tot, udp_len;
 	uint16_t csum;
 
-	if (len < FAB_FRAME_MIN)
-		return FAB_WIRE_E_SHORT;
 	if (fab_get16(h->eth.type) != FAB_ETHERTYPE_IPV4)
 		return FAB_WIRE_E_NOT_IPV4;
 	if (h->ip.ver_ihl != 0x45)
@@ -853,7 +892,7 @@ static enum fab_wire_err check_ip_udp(const uint8_t *frame, size_t len, size_t *
 	if (udp_len != tot - FAB_IP4_HLEN)
 		return FAB_WIRE_E_UDP_LEN;
 	csum = fab_get16(h->udp.csum);
-	if (csum && !udp_csum_ok(&h->ip, (const uint8_t *)&h->udp, udp_len))
+	if (csum && !udp_csum_ok(hdr, hlen, frame, udp_len))
 		return FAB_WIRE_E_UDP_CSUM;
 	*ip_len = tot;
 	return FAB_WIRE_E_NONE;
@@ -893,19 +932,58 @@ static void read_ext(const uint8_t *ext, uint8_t hdrs, struct fab_pkt *pkt)
 	}
 }
 
+/*
+ * Bytes of a frame the decoder copies before it looks at any: the longest
+ * headers of any opcode.  An even number (udp_csum_ok).
+ */
+#define HDR_COPY (FAB_HDR_BASE + FAB_EXT_MAX)
+_Static_assert(HDR_COPY % 2 == 0, "the copy ends between two 16-bit words");
+_Static_assert(HDRS_LEN(FAB_HDR_RETH | FAB_HDR_IMMDT) <= FAB_EXT_MAX &&
+		   HDRS_LEN(FAB_HDR_DETH | FAB_HDR_IMMDT) <= FAB_EXT_MAX &&
+		   HDRS_LEN(FAB_HDR_AETH | FAB_HDR_ATOMICACKETH) <= FAB_EXT_MAX &&
+		   HDRS_LEN(FAB_HDR_IETH) <= FAB_EXT_MAX &&
+		   HDRS_LEN(FAB_HDR_CNP_PAD) <= FAB_EXT_MAX,
+	       "the copy holds the extension headers of every opcode in the table");
+
+/*
+ * The frame may lie in shared memory that another process can write while
+ * it is decoded (the fabric's frame pool: fab.h).  So its headers are copied
+ * out first, in one pass, and every check and every field decoded reads the
+ * copy, never the frame: a header checked is the header used.  The ICRC is
+ * checked over the copy's headers followed by the payload where it lies.
+ * The payload is not copied: a writer that changes it after the check
+ * changes the data of a packet it could have sent with that data in the
+ * first place, while the headers, which decide where the data goes and how
+ * much of it there is, are the ones the ICRC covered.
+ */
 static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt *pkt)
 {
-	const struct fab_roce_hdr *h = (const struct fab_roce_hdr *)frame;
+	uint8_t hdr[HDR_COPY];
+	const struct fab_roce_hdr *h = (const struct fab_roce_hdr *)hdr;
+	size_t hlen = len < sizeof(hdr) ? len : sizeof(hdr);
 	const struct fab_opcode_info *oi;
 	enum fab_wire_err err;
 	size_t ip_len, end, data;
+	uint8_t icrc[FAB_ICRC_LEN];
 	unsigned pad;
 
-	err = check_ip_udp(frame, len, &ip_len);
+	if (len < FAB_FRAME_MIN)
+		return FAB_WIRE_E_SHORT;
+	/* A constant length for the common case: the compiler copies it
+	 * with a few vector moves instead of a call. */
+	if (hlen == sizeof(hdr))
+		memcpy(hdr, frame, sizeof(hdr));
+	else
+		memcpy(hdr, frame, hlen);
+	/* A compiler barrier: the decoder reads hdr from here on, and the
+	 * compiler may not read the frame again in its place. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	err = check_ip_udp(hdr, hlen, frame, len, &ip_len);
 	if (err != FAB_WIRE_E_NONE)
 		return err;
 	end = FAB_ETH_HLEN + ip_len - FAB_ICRC_LEN; /* where the ICRC starts */
-	if (fab_icrc(frame, end) != le32(frame + end))
+	memcpy(icrc, frame + end, sizeof(icrc));
+	if (icrc_from_copy(hdr, hlen, frame, end) != le32(icrc))
 		return FAB_WIRE_E_ICRC;
 
 	if (h->bth.flags & FAB_BTH_TVER_MASK)
@@ -927,7 +1005,8 @@ static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt
 		return FAB_WIRE_E_MTU;
 
 	memset(pkt, 0, sizeof(*pkt));
-	read_ext(frame + FAB_HDR_BASE, oi->hdrs, pkt);
+	/* The extension headers end before the ICRC and within HDR_COPY. */
+	read_ext(hdr + FAB_HDR_BASE, oi->hdrs, pkt);
 	if (pkt->has_aeth && !fab_aeth_syndrome_valid(pkt->syndrome))
 		return FAB_WIRE_E_AETH_SYNDROME;
 
