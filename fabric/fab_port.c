@@ -205,6 +205,11 @@ static bool due_by(const struct fab_heap_ent *e, uint64_t now)
  * Move every frame published in the ring from slot s into the heap.  The
  * ring, the frame indices and the metadata are validated; the return value
  * is the number of entries consumed.
+ *
+ * Any process that maps the segment can write the producer index, the ring
+ * entries and a frame's metadata while this runs, also after the frame was
+ * taken: each is read once into a local (FAB_READ_ONCE), the local is
+ * checked, and only the local is used.
  */
 static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 {
@@ -212,10 +217,10 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 	struct fab_seg_link *l = fab_link_at(fab, s, p->slot);
 	const uint32_t *ring = fab_ring_at(fab, s, p->slot);
 	const uint64_t inflight = FAB_HOLDER(FAB_HOLD_INFLIGHT, p->slot, p->gen);
-	uint32_t cons = __atomic_load_n(&l->cons, __ATOMIC_RELAXED);
+	uint32_t cons = FAB_READ_ONCE(l->cons);
 	/* seq_cst: the other half of the sender's fence (fab.h, "Wake-ups"). */
 	uint32_t prod = __atomic_load_n(&l->prod, __ATOMIC_SEQ_CST);
-	uint32_t n = prod - cons, idx, mask = fab->ring_depth - 1;
+	uint32_t n = prod - cons, idx, mask = fab->ring_depth - 1, src_slot, ring_pos;
 	struct fab_seg_frame *m;
 	struct fab_heap_ent e;
 	uint64_t expect;
@@ -230,7 +235,7 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 		return 0;
 	}
 	for (; cons != prod; cons++) {
-		idx = __atomic_load_n(&ring[cons & mask], __ATOMIC_RELAXED);
+		idx = FAB_READ_ONCE(ring[cons & mask]);
 		if (idx >= fab->nframes) {
 			COUNT(p, bad_index);
 			continue;
@@ -251,27 +256,31 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 				COUNT(p, stale);
 			continue;
 		}
-		/* Ours now: copy the metadata out, then judge it. */
-		e.due_ns = m->due_ns;
-		e.sent_ns = m->sent_ns;
-		e.link_seq = m->link_seq;
-		e.len = m->len;
-		e.src_addr = m->src_addr;
-		e.src_slot = m->src_slot;
-		e.marks = (uint16_t)(m->marks & FAB_MARKS_DELIVERED);
+		/* Ours now: copy the metadata out, each field once, then judge
+		 * the copy.  Nothing below reads m again. */
+		e.due_ns = FAB_READ_ONCE(m->due_ns);
+		e.sent_ns = FAB_READ_ONCE(m->sent_ns);
+		e.link_seq = FAB_READ_ONCE(m->link_seq);
+		e.len = FAB_READ_ONCE(m->len);
+		e.src_addr = FAB_READ_ONCE(m->src_addr);
+		e.marks = (uint16_t)(FAB_READ_ONCE(m->marks) & FAB_MARKS_DELIVERED);
+		src_slot = FAB_READ_ONCE(m->src_slot);
+		ring_pos = FAB_READ_ONCE(m->ring_pos);
 		e.idx = idx;
-		if (m->src_slot != s || m->ring_pos != cons) {
+		if (src_slot != s || ring_pos != cons) {
 			/* An index left in the ring from before, naming a frame that
 			 * is in flight to us from elsewhere: give it back untouched. */
 			__atomic_store_n(&m->holder, inflight, __ATOMIC_RELEASE);
 			COUNT(p, stale);
 			continue;
 		}
+		/* The ring's own slot, not the metadata's: it indexes our arrays. */
+		e.src_slot = (uint16_t)s;
 		/* A frame due when it was sent needs no clock reading. */
 		if (!*now && !due_at_send(&e))
 			*now = fab_now_ns();
 		if (e.len == 0 || e.len > FAB_SLOT_BYTES ||
-		    e.src_addr != __atomic_load_n(&fab->ports[s].addr, __ATOMIC_RELAXED) ||
+		    e.src_addr != FAB_READ_ONCE(fab->ports[s].addr) ||
 		    (!due_at_send(&e) && e.due_ns > *now && e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
 			COUNT(p, bad_meta);
 			release(p, idx);
@@ -544,13 +553,17 @@ void *fab_frame_data(struct fab_port *p, uint32_t idx)
 
 /* ---- Sending ---------------------------------------------------------------------------- */
 
-/* Room for need more entries in the ring of link l?  The consumer index is
- * read only when the copy we have says the ring is full. */
+/*
+ * Room for need more entries in the ring of link l, whose producer index
+ * fab_send read once into prod?  The consumer index is read only when the
+ * copy we have of it says the ring is full.  Both indices are the segment's
+ * (so that a port reopened at either end finds the ring where the other end
+ * left it) and a hostile process may write either: a bad value makes the
+ * ring look full or empty, and the entry written still lies inside the ring.
+ */
 static bool ring_room(const struct fab *fab, struct fab_tx *t, const struct fab_seg_link *l,
-		      uint32_t need)
+		      uint32_t prod, uint32_t need)
 {
-	uint32_t prod = __atomic_load_n(&l->prod, __ATOMIC_RELAXED);
-
 	if (prod - t->cons_seen <= fab->ring_depth - need)
 		return true;
 	t->cons_seen = __atomic_load_n(&l->cons, __ATOMIC_ACQUIRE);
@@ -563,13 +576,14 @@ struct send_ctx {
 	uint64_t now;
 };
 
-static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t idx, uint32_t len,
-		    const struct fab_verdict *v, uint32_t marks)
+/* Publish frame idx at ring position pos (the producer index fab_send read,
+ * plus one for a duplicate). */
+static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t pos, uint32_t idx,
+		    uint32_t len, const struct fab_verdict *v, uint32_t marks)
 {
 	struct fab *fab = p->fab;
 	struct fab_seg_frame *m = &fab->meta[idx];
 	uint32_t *ring = fab_ring_at(fab, p->slot, sc->d);
-	uint32_t pos = __atomic_load_n(&sc->l->prod, __ATOMIC_RELAXED);
 
 	m->due_ns = v->due_ns;
 	m->sent_ns = sc->now;
@@ -657,7 +671,7 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	struct fab_verdict v;
 	struct send_ctx sc;
 	struct fab_tx *t;
-	uint32_t dup_idx;
+	uint32_t dup_idx, prod;
 	uint8_t *data;
 	bool dup = false;
 	int d;
@@ -688,7 +702,9 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 		release(p, idx);
 		return 0;
 	}
-	if (!ring_room(fab, t, sc.l, 1)) {
+	/* Read once: the room is judged and the frame published from this copy. */
+	prod = FAB_READ_ONCE(sc.l->prod);
+	if (!ring_room(fab, t, sc.l, prod, 1)) {
 		fab_count(&sc.l->tx.dropped_full, 1);
 		tap(p, idx, len, p->addr, dst, v.marks | FAB_MARK_DROP_FULL, sc.now, 0, v.link_seq,
 		    false);
@@ -700,7 +716,7 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	/* The copy is made before the original is published: once published,
 	 * the original may be received, released and reused at any moment. */
 	if (v.duplicate) {
-		if (ring_room(fab, t, sc.l, 2) && fab_frame_get(p, &dup_idx, NULL) == 0) {
+		if (ring_room(fab, t, sc.l, prod, 2) && fab_frame_get(p, &dup_idx, NULL) == 0) {
 			memcpy(fab_frame_at(fab, dup_idx), data, len);
 			fab_count(&sc.l->tx.duplicated, 1);
 			dup = true;
@@ -708,9 +724,9 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 			fab_count(&sc.l->tx.dup_nobuf, 1);
 		}
 	}
-	publish(p, &sc, idx, len, &v, v.marks);
+	publish(p, &sc, prod, idx, len, &v, v.marks);
 	if (dup)
-		publish(p, &sc, dup_idx, len, &v, v.marks | FAB_MARK_DUPLICATE);
+		publish(p, &sc, prod + 1, dup_idx, len, &v, v.marks | FAB_MARK_DUPLICATE);
 	kick_or_hold(p, sc.d);
 	return 0;
 }
