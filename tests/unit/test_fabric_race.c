@@ -40,6 +40,7 @@
 #include "fab.h"
 #include "fab_addr.h"
 #include "fab_capture.h"
+#include "fab_cm.h"
 #include "fab_wire.h"
 #include "nstest.h"
 
@@ -789,6 +790,69 @@ static void test_decoder_against_racing_writer_long(void)
 	race_decoder(FAB_MTU - FAB_RETH_LEN);
 }
 
+/*
+ * The connection manager's decoder reads the MAD, a frame's payload, where
+ * it lies: the racer flips the MAD's attribute ID between an RTU's and an
+ * unknown one.  Every message accepted must be the RTU.
+ */
+#define CM_DECODES 200000u
+
+static void test_cm_decoder_against_racing_writer(void)
+{
+	const size_t attr = FAB_HDR_BASE + FAB_DETH_LEN + offsetof(struct fab_mad_hdr, attr_id);
+	uint64_t rtu = 0, refused = 0, mixed = 0, decodes = 0, deadline;
+	struct frame_race *fr;
+	struct fab_cm_msg m, got;
+	enum fab_cm_err why;
+	enum fab_wire_err wwhy;
+	struct fab_pkt pkt;
+	cpu_set_t cpus;
+	size_t len;
+	pid_t pid;
+
+	fr = mmap(NULL, sizeof(*fr), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	NST_REQUIRE(fr != MAP_FAILED);
+	NST_REQUIRE_EQ(fab_cm_init(&m, FAB_CM_RTU), 0);
+	m.tid = 0x1234;
+	m.src_ip = a_addr;
+	m.dst_ip = b_addr;
+	m.local_comm_id = 7;
+	m.remote_comm_id = 9;
+	NST_REQUIRE_EQ(fab_cm_frame(&m, 1, fr->v[0], FAB_SLOT_BYTES, &len), 0);
+	memcpy(fr->v[1], fr->v[0], len);
+	fab_put16(fr->v[1] + attr, 0x0fff); /* no CM message has this ID */
+	fr->len = (uint32_t)len;
+	fr->diff[fr->ndiff++] = (uint16_t)attr;
+	fr->diff[fr->ndiff++] = (uint16_t)(attr + 1);
+	memcpy(fr->frame, fr->v[0], len);
+	/* The packet is decoded once; its payload points into the frame. */
+	NST_REQUIRE_EQ(fab_pkt_decode(fr->frame, len, &pkt, &wwhy), 0);
+	pid = nst_fork_ready(frame_racer, fr, STOP_MS);
+	NST_REQUIRE(pid > 0);
+	pin_apart(pid, &cpus);
+	deadline = nst_now_ns() + (uint64_t)RACE_MS * 1000000u;
+	while ((decodes < CM_DECODES || !rtu || !refused) && nst_now_ns() < deadline) {
+		for (uint32_t i = 0; i < 64; i++, decodes++) {
+			if (fab_cm_decode(&pkt, &got, &why))
+				refused++;
+			else if (got.type == FAB_CM_RTU && got.local_comm_id == 7 &&
+				 got.remote_comm_id == 9)
+				rtu++;
+			else
+				mixed++;
+		}
+	}
+	racer_stop(&fr->ctl, pid);
+	pin_undo(&cpus);
+	printf("\n    %llu CM decodes against %llu rewrites: RTU %llu, refused %llu, mixed %llu",
+	       (unsigned long long)decodes, (unsigned long long)fr->ctl.actions,
+	       (unsigned long long)rtu, (unsigned long long)refused, (unsigned long long)mixed);
+	NST_EQ(mixed, 0);
+	NST_TRUE(rtu > 0);
+	NST_TRUE(refused > 0);
+	munmap(fr, sizeof(*fr));
+}
+
 /* ---- Suite ------------------------------------------------------------------------- */
 
 static int suite_init(void)
@@ -809,6 +873,7 @@ static int suite_clean(void)
 static const struct nst_test tests[] = {
     {"decoder_against_racing_writer_short", test_decoder_against_racing_writer_short},
     {"decoder_against_racing_writer_long", test_decoder_against_racing_writer_long},
+    {"cm_decoder_against_racing_writer", test_cm_decoder_against_racing_writer},
     {"ports_against_racing_writer", test_ports_against_racing_writer},
     {NULL, NULL},
 };
