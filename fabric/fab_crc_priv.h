@@ -8,6 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fab_wire.h"
+
+/*
+ * Bytes of a frame the decoder copies before it looks at any: the longest
+ * headers of any opcode.  An even number (udp_csum_ok in fab_wire.c).
+ */
+#define FAB_HDR_COPY (FAB_HDR_BASE + FAB_EXT_MAX)
+
 /* Little-endian load; compilers turn it into one load on x86. */
 static inline uint32_t fab_le32(const uint8_t *p)
 {
@@ -15,8 +23,8 @@ static inline uint32_t fab_le32(const uint8_t *p)
 }
 
 /*
- * fab_icrc of a frame whose first hlen bytes (at least FAB_HDR_BASE, or the
- * whole message) are taken from hdr, a private copy of them, and the rest
+ * fab_icrc of a frame whose first hlen bytes (FAB_HDR_COPY, or all of a
+ * shorter frame) are taken from hdr, a private copy of them, and the rest
  * from the frame where it lies.  The decoder checks the ICRC this way, so
  * that the headers it goes on to decode are the bytes the ICRC covered.
  */

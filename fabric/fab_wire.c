@@ -515,11 +515,7 @@ static void read_ext(const uint8_t *ext, uint8_t hdrs, struct fab_pkt *pkt)
 	}
 }
 
-/*
- * Bytes of a frame the decoder copies before it looks at any: the longest
- * headers of any opcode.  An even number (udp_csum_ok).
- */
-#define HDR_COPY (FAB_HDR_BASE + FAB_EXT_MAX)
+#define HDR_COPY FAB_HDR_COPY
 _Static_assert(HDR_COPY % 2 == 0, "the copy ends between two 16-bit words");
 _Static_assert(HDRS_LEN(FAB_HDR_RETH | FAB_HDR_IMMDT) <= FAB_EXT_MAX &&
 		   HDRS_LEN(FAB_HDR_DETH | FAB_HDR_IMMDT) <= FAB_EXT_MAX &&
