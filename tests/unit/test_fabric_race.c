@@ -14,15 +14,18 @@
  * they refused, and after the racer stops the fabric must carry frames
  * intact again.
  *
- * The second test races the decoder alone: a frame flips between two valid
+ * The other tests race the decoders alone: a frame flips between two valid
  * packets of the same length (different opcodes and PSNs), and every packet
- * the decoder accepts must be one of the two, never a mixture of a header it
- * checked and a header it read again.
+ * fab_pkt_decode accepts must be one of the two, never a mixture of a
+ * header it checked and a header it read again; a CM message's attribute
+ * flips between an RTU's and an unknown one, and every message
+ * fab_cm_decode accepts must be the RTU.
  *
- * Both racers are forked processes writing shared mappings, never threads:
- * the races are the point, and ThreadSanitizer is not to see them.  They
- * stop when told (a flag in a shared page), die with the test
- * (PR_SET_PDEATHSIG), and end by themselves after RACER_MAX_MS.
+ * The racers are forked processes writing shared mappings, never threads:
+ * the races are the point, and ThreadSanitizer is not to see them.  Each
+ * runs on the other CPU from the test's (when there are two), stops when
+ * told (a flag in a shared page), dies with the test (PR_SET_PDEATHSIG),
+ * and ends by itself after RACER_MAX_MS.
  */
 #include <errno.h>
 #include <fcntl.h>
