@@ -294,8 +294,10 @@ static bool rec_valid(const struct fab_tap_rec *rec)
 /*
  * Gather the records of slot s's ring into the pass, n entries so far;
  * next[s] gets the position after the last one.  Stops when the pass is
- * full.  The headers are copied out and checked; the frame bytes stay in
- * the ring, which the producer does not reuse before cons moves.
+ * full.  Each record's header is copied out once and only the copy is
+ * checked and used (the port that writes the ring, or any process mapping
+ * the segment, may change it meanwhile); the frame bytes stay in the ring,
+ * which the producer does not reuse before cons moves.
  */
 static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 {
@@ -303,7 +305,7 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 	const uint8_t *ring = tap_data(cap->fab, s, cap->ring_bytes);
 	uint64_t prod = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE), pos = cap->cons[s];
 	struct batch_ent *e;
-	uint32_t off, tail, hdr[2];
+	uint32_t off, tail;
 
 	cap->next[s] = pos;
 	if (prod == pos)
@@ -315,25 +317,27 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 	while (pos != prod && *n < BATCH_RECS) {
 		off = (uint32_t)(pos & (cap->ring_bytes - 1));
 		tail = cap->ring_bytes - off;
-		memcpy(hdr, ring + off, sizeof(hdr));
-		if (hdr[1] & FAB_TAP_REC_PAD) {
-			if (hdr[0] != tail || hdr[0] > prod - pos) {
+		e = &cap->ents[*n];
+		/* A pad record may have as little as its first 8 bytes before
+		 * the end of the ring. */
+		memset(&e->rec, 0, sizeof(e->rec));
+		memcpy(&e->rec, ring + off,
+		       tail < sizeof(e->rec) ? 2 * sizeof(uint32_t) : sizeof(e->rec));
+		if (e->rec.flags & FAB_TAP_REC_PAD) {
+			if (e->rec.rec_len != tail || e->rec.rec_len > prod - pos) {
 				resync(cap, s, prod);
 				return;
 			}
 			pos += tail;
 			continue;
 		}
-		if (hdr[0] < sizeof(e->rec) || hdr[0] > tail || hdr[0] > prod - pos ||
-		    hdr[0] % FAB_TAP_ALIGN) {
+		if (e->rec.rec_len < sizeof(e->rec) || e->rec.rec_len > tail ||
+		    e->rec.rec_len > prod - pos || e->rec.rec_len % FAB_TAP_ALIGN) {
 			resync(cap, s, prod);
 			return;
 		}
-		e = &cap->ents[*n];
-		memcpy(&e->rec, ring + off, sizeof(e->rec));
-		pos += hdr[0];
-		/* The copy is what counts from here on: check it. */
-		if (!rec_valid(&e->rec) || e->rec.rec_len != hdr[0]) {
+		pos += e->rec.rec_len;
+		if (!rec_valid(&e->rec)) {
 			cap->st.bad++;
 			continue;
 		}

@@ -488,15 +488,24 @@ static enum fab_cm_err get_msg(const uint8_t *mad, const struct fab_pkt *pkt, st
 	}
 }
 
-/* Check the packet, the MAD header and the message; fill m. */
+/*
+ * Check the packet, the MAD header and the message; fill m.  The MAD is
+ * the payload of a frame that may lie in shared memory another process can
+ * write (fab_pkt_decode leaves payloads in place): it is copied out once
+ * and only the copy is checked and read, so that the attribute checked is
+ * the message type returned.
+ */
 static enum fab_cm_err get_pkt(const struct fab_pkt *pkt, struct fab_cm_msg *m)
 {
-	const struct fab_mad_hdr *h = (const struct fab_mad_hdr *)pkt->payload;
+	uint8_t mad[FAB_MAD_LEN];
+	const struct fab_mad_hdr *h = (const struct fab_mad_hdr *)mad;
 	enum fab_cm_err err;
 
 	err = check_pkt(pkt);
 	if (err != FAB_CM_E_NONE)
 		return err;
+	memcpy(mad, pkt->payload, sizeof(mad));
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* the copy is read, never the payload */
 	err = check_mad_hdr(h);
 	if (err != FAB_CM_E_NONE)
 		return err;
@@ -505,7 +514,7 @@ static enum fab_cm_err get_pkt(const struct fab_pkt *pkt, struct fab_cm_msg *m)
 	m->tid = fab_get64(h->tid);
 	m->src_ip = pkt->src_ip;
 	m->dst_ip = pkt->dst_ip;
-	return get_msg(pkt->payload, pkt, m);
+	return get_msg(mad, pkt, m);
 }
 
 int fab_cm_decode(const struct fab_pkt *pkt, struct fab_cm_msg *out, enum fab_cm_err *why)

@@ -20,6 +20,14 @@
 #include "fab_priv.h"
 
 #define WRITER_WAIT_NS 1000000000ull /* a live writer may keep a link this long */
+/* The furthest ahead of now a frame of ours can leave a link busy: the
+ * longest queue a rate limit builds plus the longest frame at 1 Mbit/s,
+ * with room to spare.  A busy_until_ns further ahead was not ours. */
+#define BUSY_MAX_AHEAD_NS (FAB_LINK_QUEUE_NS + 1000000000ull)
+/* The furthest after a new frame's own arrival time the link's previous
+ * in-order frame can arrive: the most latency and jitter add.  A
+ * last_due_ns further ahead was not ours. */
+#define LAST_DUE_MAX_AHEAD_NS (2 * FAB_LINK_MAX_NS + BUSY_MAX_AHEAD_NS)
 
 /* Rule streams of the PRNG: each rule draws from its own. */
 enum rng_stream {
@@ -435,19 +443,25 @@ void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, c
 {
 	const struct fab_link_config *c = &view->cfg;
 	struct fab_link_tx_counters *tx = &l->tx;
-	uint64_t seq, start, leave, due, seed = view->seed;
-	uint32_t first, bytes;
+	uint64_t seq, start, leave, due, last_due, busy, seed = view->seed;
+	uint32_t first, bytes, m;
 
 	memset(v, 0, sizeof(*v));
-	if (l->seed_gen_seen != view->seed_gen) {
-		l->rng_seq = 0;
-		l->seed_gen_seen = view->seed_gen;
+	/*
+	 * The sender's state on the link lives in the segment (so that it
+	 * survives a reopen and `nicsim link show` sees it), where any process
+	 * can write it: each word is read once, and a time no frame of ours
+	 * could have set is taken for now rather than followed.
+	 */
+	if (FAB_READ_ONCE(l->seed_gen_seen) != view->seed_gen) {
+		__atomic_store_n(&l->rng_seq, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->seed_gen_seen, view->seed_gen, __ATOMIC_RELAXED);
 	}
-	if (l->nth_gen_seen != view->nth_gen) {
-		l->nth_matched = 0;
-		l->nth_gen_seen = view->nth_gen;
+	if (FAB_READ_ONCE(l->nth_gen_seen) != view->nth_gen) {
+		__atomic_store_n(&l->nth_matched, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->nth_gen_seen, view->nth_gen, __ATOMIC_RELAXED);
 	}
-	seq = l->rng_seq;
+	seq = FAB_READ_ONCE(l->rng_seq);
 	__atomic_store_n(&l->rng_seq, seq + 1, __ATOMIC_RELAXED);
 	v->link_seq = seq;
 	fab_count(&tx->frames, 1);
@@ -459,8 +473,7 @@ void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, c
 		return;
 	}
 	if (c->nth && nth_matches(c, frame, len)) {
-		uint32_t m = l->nth_matched;
-
+		m = FAB_READ_ONCE(l->nth_matched);
 		if (m != UINT32_MAX)
 			__atomic_store_n(&l->nth_matched, ++m, __ATOMIC_RELAXED);
 		if (m == c->nth) {
@@ -472,14 +485,17 @@ void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, c
 	/* Serialisation: the link is busy until its previous frame has left. */
 	leave = now;
 	if (c->rate_mbps) {
-		start = l->busy_until_ns > now ? l->busy_until_ns : now;
+		busy = FAB_READ_ONCE(l->busy_until_ns);
+		if (busy > now + BUSY_MAX_AHEAD_NS)
+			busy = now;
+		start = busy > now ? busy : now;
 		if (start - now > FAB_LINK_QUEUE_NS) {
 			v->marks = FAB_MARK_DROP_QUEUE;
 			fab_count(&tx->dropped_queue, 1);
 			return;
 		}
 		leave = start + (uint64_t)len * 8000u / c->rate_mbps;
-		l->busy_until_ns = leave;
+		__atomic_store_n(&l->busy_until_ns, leave, __ATOMIC_RELAXED);
 	}
 	/* Lost on the wire, after taking its time on it. */
 	if (chance(seed, seq, RNG_LOSS, c->loss_ppb)) {
@@ -489,9 +505,10 @@ void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, c
 	}
 	/* Latency and jitter keep the link's order ... */
 	due = leave + c->latency_ns + uniform(seed, seq, RNG_JITTER, c->jitter_ns);
-	if (due < l->last_due_ns)
-		due = l->last_due_ns;
-	l->last_due_ns = due;
+	last_due = FAB_READ_ONCE(l->last_due_ns);
+	if (due < last_due && last_due - due <= LAST_DUE_MAX_AHEAD_NS)
+		due = last_due;
+	__atomic_store_n(&l->last_due_ns, due, __ATOMIC_RELAXED);
 	/* ... the delay and reorder rules take a frame out of it. */
 	if (c->delay_ns && chance(seed, seq, RNG_DELAY, c->delay_ppb)) {
 		due += c->delay_ns + uniform(seed, seq, RNG_DELAY_JITTER, c->jitter_ns);

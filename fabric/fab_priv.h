@@ -1,6 +1,7 @@
 /*
  * Inside the fabric library: the process-local objects behind struct fab
- * and struct fab_port, and what fab_seg.c, fab_link.c and fab_port.c share.
+ * and struct fab_port, and what fab_seg.c, fab_link.c and the ports'
+ * files (fab_port.c, fab_port_tx.c, fab_port_rx.c) share.
  *
  * The sizes in struct fab are copied out of the segment header once, when
  * fab_open() has checked them; nothing later re-reads them from the segment.
@@ -150,10 +151,53 @@ struct fab_verdict {
 void fab_link_decide(struct fab_seg_link *l, const struct fab_link_view *view, const uint8_t *frame,
 		     uint32_t len, uint64_t now, struct fab_verdict *v);
 
+/*
+ * One read of a field of the segment that another process may write at any
+ * moment (the Linux kernel's READ_ONCE): the value is copied into a local
+ * once, checked, and only the copy is used from then on.  Everything in the
+ * segment is hostile input (fab_seg.h); a field read twice may differ
+ * between the check and the use.
+ */
+#define FAB_READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
 /* Relaxed single-writer counter increment (only one process writes it). */
 static inline void fab_count(uint64_t *c, uint64_t n)
 {
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
+
+/* ---- fab_port.c, fab_port_tx.c, fab_port_rx.c ---- */
+
+/* Port counters: the owner is their only writer. */
+#define FAB_PORT_COUNT(p, name) fab_count(&(p)->seg->counters.name, 1)
+
+/* Whether port p holds frame idx (any idx: it is checked). */
+static inline bool fab_port_holds(const struct fab_port *p, uint32_t idx)
+{
+	return idx < p->fab->nframes &&
+	       __atomic_load_n(&p->fab->meta[idx].holder, __ATOMIC_ACQUIRE) == p->holder;
+}
+
+/* Free a frame this port holds; release: our reads of it come first. */
+static inline void fab_port_release(struct fab_port *p, uint32_t idx)
+{
+	__atomic_store_n(&p->fab->meta[idx].holder, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * fab_port.c: a frame for the taps: the port's callback, and the port's
+ * capture ring while a capture is attached (fab_capture.h).  rx: the
+ * receiver drops it on delivery.  Without either, one load of the
+ * header's tap_ctl.
+ */
+void fab_port_tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
+		  uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx);
+
+/* fab_port_rx.c: read what the bell holds (the wake-ups it stands for are
+ * taken already). */
+void fab_port_drain_bell(struct fab_port *p);
+/* fab_port_rx.c: at close, pull what has arrived and free every frame
+ * waiting for delivery. */
+void fab_port_rx_close(struct fab_port *p);
 
 #endif /* FAB_PRIV_H */

@@ -28,9 +28,10 @@
  * one process writes, or that one process writes while others read, are
  * accessed with the GCC/Clang __atomic builtins (as nicsim_ring.h does).
  *
- * Everything in the segment is hostile input to every reader: indices,
- * lengths and times are validated before use, and a bad value is counted
- * (struct fab_port_counters) and dropped.
+ * Everything in the segment is hostile input to every reader, and may
+ * change between two reads: every index, length and time is read once into
+ * a local, the local is validated and only the local is used; a bad value
+ * is counted (struct fab_port_counters) and dropped.
  */
 #ifndef FAB_SEG_H
 #define FAB_SEG_H

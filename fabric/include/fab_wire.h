@@ -526,6 +526,13 @@ const char *fab_wire_err_str(enum fab_wire_err err);
  * before meaning: a frame damaged on the wire counts as IP_CSUM or ICRC, and
  * the reasons after ICRC mean an intact frame that a peer built wrongly.
  *
+ * The frame may lie in memory another process writes meanwhile (the
+ * fabric's shared frame pool): its headers are copied out in one pass before
+ * anything is checked, and every check, the ICRC and every field of *out
+ * come from that copy, so a header checked is the header returned.  The
+ * payload is not copied: the ICRC covers it as it was when checked, and a
+ * writer that changes it later only changes the data of its own packet.
+ *
  * Returns 0 with *out filled (out->payload points into frame), -EBADMSG with
  * *why set (if why is not NULL) and *out untouched, or -EINVAL for a NULL
  * frame or out.  Frames up to 60 bytes may carry Ethernet padding after the

@@ -1,0 +1,240 @@
+/*
+ * Ports, the send side: the link model's verdict, the rings towards other
+ * ports, and the wake half of the sleep/wake handshake: pending bits, bells,
+ * kicks held back during a burst (fab.h; who writes what: fab_port.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fab_capture_priv.h"
+#include "fab_priv.h"
+
+/* ---- Waking ------------------------------------------------------------------------- */
+
+/* Write one byte to the bell of slot d.  Senders open bells read-write: a
+ * FIFO with a reader never raises SIGPIPE, even when its owner is dead. */
+static void ring_bell(struct fab_port *p, uint32_t d)
+{
+	struct fab_tx *t = &p->tx[d];
+	uint32_t gen = __atomic_load_n(&p->fab->ports[d].gen, __ATOMIC_RELAXED);
+	char path[PATH_MAX];
+	const char one = 1;
+	struct stat st;
+
+	if (t->bell_fd < 0 || t->bell_gen != gen) {
+		if (t->bell_fd >= 0)
+			close(t->bell_fd);
+		t->bell_fd = -1;
+		t->bell_gen = gen;
+		if (fab_bell_path(path, sizeof(path), p->fab->dir,
+				  __atomic_load_n(&p->fab->ports[d].addr, __ATOMIC_RELAXED)))
+			return;
+		t->bell_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+		if (t->bell_fd >= 0 && (fstat(t->bell_fd, &st) < 0 || !S_ISFIFO(st.st_mode))) {
+			close(t->bell_fd);
+			t->bell_fd = -1;
+		}
+	}
+	/* A full FIFO (EAGAIN) already holds a wake-up. */
+	if (t->bell_fd >= 0 && write(t->bell_fd, &one, 1) < 0)
+		return;
+}
+
+/* After publishing to slot d: flag the ring in d's pending bitmap and ring
+ * d's bell if it sleeps.  The fence pairs with fab_port_sleep_prepare's. */
+static void kick(struct fab_port *p, uint32_t d)
+{
+	struct fab_seg_port *dp = &p->fab->ports[d];
+	uint64_t *word = &dp->pending[p->slot / 64], bit = 1ull << (p->slot % 64);
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!(__atomic_load_n(word, __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(word, bit, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&dp->sleeping, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&dp->sleeping, 0, __ATOMIC_SEQ_CST))
+		ring_bell(p, d);
+}
+
+/* ---- Sending ---------------------------------------------------------------------------- */
+
+/*
+ * Room for need more entries in the ring of link l, whose producer index
+ * fab_send read once into prod?  The consumer index is read only when the
+ * copy we have of it says the ring is full.  Both indices are the segment's
+ * (so that a port reopened at either end finds the ring where the other end
+ * left it) and a hostile process may write either: a bad value makes the
+ * ring look full or empty, and the entry written still lies inside the ring.
+ */
+static bool ring_room(const struct fab *fab, struct fab_tx *t, const struct fab_seg_link *l,
+		      uint32_t prod, uint32_t need)
+{
+	if (prod - t->cons_seen <= fab->ring_depth - need)
+		return true;
+	t->cons_seen = __atomic_load_n(&l->cons, __ATOMIC_ACQUIRE);
+	return prod - t->cons_seen <= fab->ring_depth - need;
+}
+
+struct send_ctx {
+	uint32_t d, dgen, dst;
+	struct fab_seg_link *l;
+	uint64_t now;
+};
+
+/* Publish frame idx at ring position pos (the producer index fab_send read,
+ * plus one for a duplicate). */
+static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t pos, uint32_t idx,
+		    uint32_t len, const struct fab_verdict *v, uint32_t marks)
+{
+	struct fab *fab = p->fab;
+	struct fab_seg_frame *m = &fab->meta[idx];
+	uint32_t *ring = fab_ring_at(fab, p->slot, sc->d);
+
+	m->due_ns = v->due_ns;
+	m->sent_ns = sc->now;
+	m->link_seq = v->link_seq;
+	m->len = len;
+	m->src_addr = p->addr;
+	m->dst_addr = sc->dst;
+	m->ring_pos = pos;
+	m->src_slot = (uint16_t)p->slot;
+	m->dst_slot = (uint16_t)sc->d;
+	m->marks = marks;
+	fab_port_tap(p, idx, len, p->addr, sc->dst, marks, sc->now, v->due_ns, v->link_seq, false);
+	__atomic_store_n(&m->holder, FAB_HOLDER(FAB_HOLD_INFLIGHT, sc->d, sc->dgen),
+			 __ATOMIC_RELEASE);
+	__atomic_store_n(&ring[pos & (fab->ring_depth - 1)], idx, __ATOMIC_RELAXED);
+	__atomic_store_n(&sc->l->prod, pos + 1, __ATOMIC_RELEASE);
+}
+
+/* The owner of slot d is gone (its pid no longer exists). */
+static bool owner_dead(const struct fab *fab, uint32_t d)
+{
+	uint32_t pid = __atomic_load_n(&fab->ports[d].owner_pid, __ATOMIC_RELAXED);
+
+	return pid && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+#define FAB_KICK_EVERY 8u
+
+/* Tell d of its frames now, or at fab_port_release_kicks. */
+static void kick_or_hold(struct fab_port *p, uint32_t d)
+{
+	/* Not too many at a time either: a receiver that could have been
+	 * working on the first frames would wait for the last. */
+	if (p->holding && ++p->held_frames % FAB_KICK_EVERY == 0) {
+		fab_port_release_kicks(p);
+		p->holding = true;
+	}
+	if (p->holding) {
+		for (uint32_t i = 0; i < p->nheld; i++)
+			if (p->held[i] == d)
+				return;
+		if (p->nheld < FAB_HELD_MAX) {
+			p->held[p->nheld++] = d;
+			return;
+		}
+	}
+	kick(p, d);
+}
+
+void fab_port_hold_kicks(struct fab_port *p)
+{
+	p->holding = true;
+	p->held_frames = 0;
+	p->clock_sends = 0;
+}
+
+void fab_port_release_kicks(struct fab_port *p)
+{
+	p->holding = false;
+	for (uint32_t i = 0; i < p->nheld; i++)
+		kick(p, p->held[i]);
+	p->nheld = 0;
+}
+
+#define FAB_CLOCK_EVERY 8u
+
+/*
+ * The time a frame leaves.  Within a burst (between fab_port_hold_kicks and
+ * fab_port_release_kicks) one reading serves FAB_CLOCK_EVERY frames, a few
+ * microseconds at most: a reading costs more than the rest of a send.  A
+ * link that spaces or delays frames, and a capture, get a reading for each.
+ */
+static uint64_t send_clock(struct fab_port *p, const struct fab_link_config *c)
+{
+	if (!p->holding || p->clock_sends++ % FAB_CLOCK_EVERY == 0 || c->rate_mbps ||
+	    c->latency_ns || c->jitter_ns || c->delay_ppb || c->reorder_ppb || p->tap ||
+	    FAB_TAP_CTL_SNAP(fab_tap_ctl(p->fab)))
+		p->clock = fab_now_ns();
+	return p->clock;
+}
+
+int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
+{
+	struct fab *fab = p->fab;
+	struct fab_verdict v;
+	struct send_ctx sc;
+	struct fab_tx *t;
+	uint32_t dup_idx, prod;
+	uint8_t *data;
+	bool dup = false;
+	int d;
+
+	if (!fab_port_holds(p, idx))
+		return -EINVAL;
+	if (len == 0 || len > FAB_SLOT_BYTES) {
+		fab_port_release(p, idx);
+		return len ? -EMSGSIZE : -EINVAL;
+	}
+	d = fab_slot_find(fab, dst);
+	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN) {
+		fab_port_release(p, idx);
+		return -EHOSTUNREACH;
+	}
+	sc.d = (uint32_t)d;
+	sc.dst = dst;
+	sc.dgen = __atomic_load_n(&fab->ports[d].gen, __ATOMIC_ACQUIRE);
+	sc.l = fab_link_at(fab, p->slot, sc.d);
+	t = &p->tx[d];
+	if (!fab_link_view_refresh(fab, sc.l, p->slot, sc.d, &t->view))
+		FAB_PORT_COUNT(p, bad_config);
+	sc.now = send_clock(p, &t->view.cfg);
+	data = fab_frame_at(fab, idx);
+	fab_link_decide(sc.l, &t->view, data, len, sc.now, &v);
+	if (v.marks & FAB_MARKS_DROP) {
+		fab_port_tap(p, idx, len, p->addr, dst, v.marks, sc.now, 0, v.link_seq, false);
+		fab_port_release(p, idx);
+		return 0;
+	}
+	/* Read once: the room is judged and the frame published from this copy. */
+	prod = FAB_READ_ONCE(sc.l->prod);
+	if (!ring_room(fab, t, sc.l, prod, 1)) {
+		fab_count(&sc.l->tx.dropped_full, 1);
+		fab_port_tap(p, idx, len, p->addr, dst, v.marks | FAB_MARK_DROP_FULL, sc.now, 0,
+			     v.link_seq, false);
+		fab_port_release(p, idx);
+		return owner_dead(fab, sc.d) ? -EHOSTUNREACH : -ENOBUFS;
+	}
+	if (v.marks & FAB_MARK_CORRUPTED)
+		data[v.corrupt_bit / 8] ^= (uint8_t)(1u << (v.corrupt_bit % 8));
+	/* The copy is made before the original is published: once published,
+	 * the original may be received, released and reused at any moment. */
+	if (v.duplicate) {
+		if (ring_room(fab, t, sc.l, prod, 2) && fab_frame_get(p, &dup_idx, NULL) == 0) {
+			memcpy(fab_frame_at(fab, dup_idx), data, len);
+			fab_count(&sc.l->tx.duplicated, 1);
+			dup = true;
+		} else {
+			fab_count(&sc.l->tx.dup_nobuf, 1);
+		}
+	}
+	publish(p, &sc, prod, idx, len, &v, v.marks);
+	if (dup)
+		publish(p, &sc, prod + 1, dup_idx, len, &v, v.marks | FAB_MARK_DUPLICATE);
+	kick_or_hold(p, sc.d);
+	return 0;
+}
