@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@
 #define ADDR_D "198.18.0.4"
 #define ADDR_NONE "198.18.0.9" /* on no fabric port */
 #define WAIT_MS 10000
+#define PEER_GONE_NS 60000000000ull
 #define PAGE 4096u
 #define BIG (64u << 20)
 #define REGION (BIG + 2 * PAGE)
@@ -422,7 +424,7 @@ static bool peer_open(struct peer *pr, const char *child_addr, const char *mine)
 		WSPCloseSocket(pr->s, &err);
 		if (nst_now_ns() > deadline)
 			return false;
-		usleep(10000);
+		usleep(10000); /* a bounded back-off of a wait for a condition */
 	}
 	pr->ctl = map(PAGE);
 	pr->in = (struct ctl *)pr->ctl;
@@ -1003,13 +1005,27 @@ struct waiter {
 	DWORD len, bytes;
 	int rc, err;
 	uint64_t done_ns;
+	pid_t tid; /* set by the thread just before its call */
 };
+
+/* Wait until the thread that will set *tid has done so and blocks in its
+ * call: what the test does next must find it waiting. */
+static void wait_until_blocked(pid_t *tid)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+
+	while (!__atomic_load_n(tid, __ATOMIC_ACQUIRE) && nst_now_ns() < deadline)
+		sched_yield();
+	NST_REQUIRE(__atomic_load_n(tid, __ATOMIC_ACQUIRE) > 0);
+	NST_REQUIRE_EQ(nst_wait_blocked(*tid, WAIT_MS), 0);
+}
 
 static void *wait_main(void *arg)
 {
 	struct waiter *w = arg;
 	DWORD flags = 0;
 
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELEASE);
 	w->rc = WSPGetOverlappedResult(w->s, w->ov, &w->bytes, TRUE, &flags, &w->err);
 	w->done_ns = nst_now_ns();
 	return NULL;
@@ -1022,6 +1038,7 @@ static void *blocking_recv_main(void *arg)
 	WSABUF b = {.len = w->len, .buf = w->buf};
 	DWORD flags = 0;
 
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELEASE);
 	w->rc = WSPRecv(w->s, &b, 1, &w->bytes, &flags, NULL, NULL, NULL, &w->err);
 	return NULL;
 }
@@ -1066,7 +1083,7 @@ static void test_overlapped_results(void)
 	w.s = b;
 	w.ov = &ov;
 	pthread_create(&t, NULL, wait_main, &w);
-	usleep(20000);
+	wait_until_blocked(&w.tid);
 	NST_REQUIRE_EQ(post_send(a, buf, 100, &ovs), WSA_IO_PENDING);
 	pthread_join(t, NULL);
 	NST_EQ(w.rc, TRUE);
@@ -1099,8 +1116,9 @@ static void test_overlapped_results(void)
 	w.s = b;
 	w.buf = buf + 2 * PAGE;
 	w.len = PAGE;
+	w.tid = 0;
 	pthread_create(&t, NULL, blocking_recv_main, &w);
-	usleep(20000);
+	wait_until_blocked(&w.tid);
 	wb.len = 77;
 	wb.buf = (char *)buf;
 	NST_EQ(WSPSend(a, &wb, 1, &n, 0, NULL, NULL, NULL, &err), 0);
@@ -1465,12 +1483,14 @@ struct accept_waiter {
 	SOCKET l;
 	int err;
 	SOCKET s;
+	pid_t tid; /* set by the thread just before its call */
 };
 
 static void *blocked_accept_main(void *arg)
 {
 	struct accept_waiter *w = arg;
 
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELEASE);
 	w->s = WSPAccept(w->l, NULL, NULL, NULL, 0, &w->err);
 	return NULL;
 }
@@ -1503,7 +1523,8 @@ static void test_close_with_operations_in_flight(void)
 	pthread_create(&t, NULL, wait_main, &w);
 	NST_EQ(WSPListen(l, 1, &err), 0);
 	pthread_create(&t2, NULL, blocked_accept_main, &aw);
-	usleep(20000);
+	wait_until_blocked(&w.tid);
+	wait_until_blocked(&aw.tid);
 
 	t0 = nst_now_ns();
 	close_socket(a);
@@ -1731,7 +1752,9 @@ static void test_peer_killed_mid_transfer(void)
 	NST_REQUIRE_EQ(ov_wait(pr.s, &ov[0], NULL), 0);
 	NST_EQ(kill(pr.pid, SIGKILL), 0);
 	killed = nst_now_ns();
-	for (int i = 1; nst_now_ns() - killed < 5000000000u; i = (i + 1) % 4) {
+	/* The peer's NIC ends the connection when its host goes: a generous
+	 * deadline bounds only a hang. */
+	for (int i = 1; nst_now_ns() - killed < PEER_GONE_NS; i = (i + 1) % 4) {
 		int e = ov_wait(pr.s, &ov[i], NULL);
 
 		if (!e)
@@ -1744,7 +1767,7 @@ static void test_peer_killed_mid_transfer(void)
 	}
 	NST_TRUE(first_err == WSA_OPERATION_ABORTED || first_err == WSAECONNRESET ||
 		 first_err == WSAECONNABORTED);
-	NST_TRUE(failed && failed - killed < 5000000000u);
+	NST_TRUE(failed != 0);
 	printf("\n    peer killed: %s after %.1f ms ", prov_wsa_name(first_err),
 	       (double)(failed - killed) / 1e6);
 	/* Everything in flight ends; later posts fail at once. */
@@ -1785,28 +1808,29 @@ static void test_nic_killed_gives_enetdown(void)
 	w.s = d;
 	w.ov = &ov1;
 	pthread_create(&t, NULL, wait_main, &w);
-	usleep(20000);
+	wait_until_blocked(&w.tid);
 
+	/* The host learns of the NIC's death from its socket: an event, so
+	 * the deadlines are generous and only bound a hang. */
 	t0 = nst_now_ns();
 	NST_EQ(kill(nic_d, SIGKILL), 0);
 	/* A thread blocked with fWait TRUE, a poller with fWait FALSE, an event. */
-	while (nst_now_ns() - t0 < 2000000000u) {
+	while (nst_now_ns() - t0 < (uint64_t)WAIT_MS * 1000000u) {
 		if (!WSPGetOverlappedResult(d, &ov2, &n, FALSE, &flags, &err) &&
 		    err == WSA_IO_INCOMPLETE) {
-			usleep(1000);
+			usleep(1000); /* the poller's own pace: what is tested */
 			continue;
 		}
 		polled = nst_now_ns();
 		break;
 	}
 	NST_EQ(err, WSAENETDOWN);
-	NST_TRUE(event_fires(ev, 1000));
+	NST_TRUE(event_fires(ev, WAIT_MS));
 	NST_EQ(ov3.OffsetHigh, WSAENETDOWN);
 	pthread_join(t, NULL);
 	NST_EQ(w.rc, FALSE);
 	NST_EQ(w.err, WSAENETDOWN);
-	NST_TRUE(polled && polled - t0 < 1000000000u);
-	NST_TRUE(w.done_ns - t0 < 1000000000u);
+	NST_TRUE(polled != 0);
 	printf("\n    NIC killed: WSAENETDOWN after %.1f ms (blocked), %.1f ms (polling) ",
 	       (double)(w.done_ns - t0) / 1e6, (double)(polled - t0) / 1e6);
 	/* Later calls fail with WSAENETDOWN. */
