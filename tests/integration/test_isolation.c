@@ -52,9 +52,9 @@ static void victim_test(void)
 	NST_REQUIRE_EQ(nst_tmpdir(dir, sizeof(dir), "victim"), 0);
 	snprintf(up_dir, sizeof(up_dir), "%s/up", dir);
 	snprintf(own_dir, sizeof(own_dir), "%s/own", dir);
-	rc = nst_run((const char *const[]){nst_bin("nicsim"), "up", "--dir", up_dir, "--hosts",
-					   "2", NULL},
-		     out, sizeof(out), WAIT_MS);
+	rc = nst_run(
+	    (const char *const[]){nst_bin("nicsim"), "up", "--dir", up_dir, "--hosts", "2", NULL},
+	    out, sizeof(out), WAIT_MS);
 	NST_CHECK_(rc == 0, CU_TRUE, "nicsim up: exit %d: %.400s", rc, out);
 	NST_REQUIRE_EQ(mkdir(own_dir, 0700), 0);
 	NST_REQUIRE_EQ(nst_make_fabric(own_dir, addrs), 0);

@@ -247,8 +247,9 @@ static void guard_register(const char *dir)
 	if (guard_fd < 0)
 		return;
 	if (n < 0 || (size_t)n >= sizeof(line) || write(guard_fd, line, (size_t)n) != n)
-		fprintf(stderr, "nstest: the guard does not know %s: its processes may outlive "
-				"the test\n",
+		fprintf(stderr,
+			"nstest: the guard does not know %s: its processes may outlive "
+			"the test\n",
 			dir);
 }
 

@@ -44,11 +44,11 @@
 			   #b, nst_a_, nst_b_);                                                  \
 	} while (0)
 /* Signed ordering comparisons: "a < b (got X, limit Y)". */
-#define NST_CMP_(a, op, b, fatal, pre)                                                      \
-	do {                                                                                \
-		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                 \
+#define NST_CMP_(a, op, b, fatal, pre)                                                          \
+	do {                                                                                    \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                     \
 		NST_CHECK_(nst_a_ op nst_b_, fatal, pre "%s " #op " %s (got %lld, limit %lld)", \
-			   #a, #b, nst_a_, nst_b_);                                         \
+			   #a, #b, nst_a_, nst_b_);                                             \
 	} while (0)
 #define NST_LT(a, b) NST_CMP_(a, <, b, CU_FALSE, "")
 #define NST_LE(a, b) NST_CMP_(a, <=, b, CU_FALSE, "")
