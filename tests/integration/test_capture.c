@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "fab_addr.h"
 #include "fab_capture.h"
 #include "fab_wire.h"
+#include "nicsim_mgmt.h"
 #include "nstcapture.h"
 #include "nstest.h"
 #include "nstnic.h"
@@ -379,6 +381,52 @@ static int capture_end(pid_t pid, int sig, char *log_text, size_t size)
 	return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Enhanced packet blocks in the pcapng file so far (a block the capture is
+ * still writing is not counted). */
+static size_t pcapng_frames(const char *file)
+{
+	static uint8_t buf[16 << 20];
+	size_t len = 0, off = 0, n = 0;
+	ssize_t r;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while (len < sizeof(buf) && (r = read(fd, buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	while (off + 12 <= len) {
+		uint32_t type, blen;
+
+		memcpy(&type, buf + off, 4);
+		memcpy(&blen, buf + off + 4, 4);
+		if (blen < 12 || blen % 4 || off + blen > len)
+			break;
+		n += type == 6;
+		off += blen;
+	}
+	return n;
+}
+
+/* Frames NICs A and B have sent so far. */
+static uint64_t sent_ab(void)
+{
+	return nst_nic_stat(sock_a, NST_STAT(tx_frames)) +
+	       nst_nic_stat(sock_b, NST_STAT(tx_frames));
+}
+
+/* Wait (bounded) until the pcapng capture in file holds at least the frames
+ * A and B sent since they had sent base: the capture has caught up. */
+static void capture_caught_up(const char *file, uint64_t base)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u, want = sent_ab() - base;
+	size_t got;
+
+	while ((got = pcapng_frames(file)) < want && nst_now_ns() < deadline)
+		usleep(2000); /* a bounded back-off of a wait for a condition */
+	NST_GE(got, want);
+}
+
 /* ---- Traffic ------------------------------------------------------------------------ */
 
 struct pair {
@@ -529,6 +577,7 @@ static void test_two_hosts_every_kind_of_frame(void)
 	char file[600], log[4096];
 	uint8_t *src = map(big), *dst = map(big), *back = map(big);
 	uint32_t lk, bk, dmr, rkey, p0, forged;
+	uint64_t rnr, cm_a, det_b;
 	struct frame *f;
 	struct pair p;
 	struct nic_event ev;
@@ -567,9 +616,11 @@ static void test_two_hosts_every_kind_of_frame(void)
 	NST_EQ(memcmp(dst + 4 * MTU, src, 3 * MTU), 0);
 	drop_nth(0, FAB_ANY, FAB_ANY);
 
-	/* A SEND before the receive is posted: RNR NAKs until it is. */
+	/* A SEND before the receive is posted: RNR NAKs until it is (the
+	 * receive is posted once A has had one). */
+	rnr = nst_nic_stat(sock_a, NST_STAT(rnr_naks));
 	post(&p.a, NIC_WR_SEND, src, 64, lk, 0, 0);
-	usleep(5000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(rnr_naks), rnr + 1, WAIT_MS), rnr + 1);
 	post_recv(&p.b, dst, MTU, dmr);
 	completes(&p.a, NIC_WC_SUCCESS);
 	completes(&p.b, NIC_WC_SUCCESS);
@@ -581,11 +632,15 @@ static void test_two_hosts_every_kind_of_frame(void)
 	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_QP_ERROR);
 
-	/* Tear-down: each context's end disconnects its QP. */
+	/* Tear-down: each context's end disconnects its QP.  A's DREQ, then
+	 * B's DREP back at A (a CM message A receives), before B's context
+	 * goes; B's QP is closed by then, so B's end sends nothing. */
+	cm_a = nst_nic_stat(sock_a, NST_STAT(cm_rx));
+	det_b = nst_nic_stat(sock_b, NST_STAT(detaches));
 	nic_host_detach(p.ha);
-	usleep(20000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(cm_rx), cm_a + 1, WAIT_MS), cm_a + 1);
 	nic_host_detach(p.hb);
-	usleep(50000);
+	NST_GE(nst_wait_nic_stat(sock_b, NST_STAT(detaches), det_b + 1, WAIT_MS), det_b + 1);
 	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
 	NST_CHECK_(strstr(log, "frames captured, 0 not captured") != NULL, CU_FALSE,
 		   "capture summary: %.400s", log);
@@ -713,6 +768,7 @@ static void test_fault_marks_in_pcapng(void)
 	char file[600], log[4096];
 	size_t i;
 	uint32_t lk, dmr, rkey;
+	uint64_t sent0;
 	struct pair p;
 	pid_t cap;
 
@@ -726,12 +782,14 @@ static void test_fault_marks_in_pcapng(void)
 	snprintf(file, sizeof(file), "%s/faults.pcapng", dir);
 	cap = capture_start((const char *const[]){"-w", file, "--cpu", "100", NULL}, -1);
 	st0 = link_ab();
+	sent0 = sent_ab();
 	faults(30000000, 30000000, 20000000, 30000000); /* 3 %, 3 %, 2 %, 3 % */
-	/* 64 KiB at a time, with pauses: the capture keeps up. */
+	/* 64 KiB at a time, each once the capture has caught up: it keeps up
+	 * however little CPU it gets. */
 	for (int k = 0; k < 40; k++) {
 		post(&p.a, NIC_WR_RDMA_WRITE, src, (uint32_t)len, lk, (uintptr_t)dst, rkey);
 		completes(&p.a, NIC_WC_SUCCESS);
-		usleep(5000);
+		capture_caught_up(file, sent0);
 	}
 	faults(0, 0, 0, 0);
 	st1 = link_ab();
@@ -778,6 +836,7 @@ static void test_pcap_filters_snaplen_count(void)
 	uint8_t *buf = map(1 << 16);
 	char file[600], log[4096], qp[16];
 	uint32_t magic = 0, lk, rk;
+	uint64_t cm_a;
 	struct pair ab, ac;
 	pid_t cap;
 	int fd;
@@ -845,8 +904,9 @@ static void test_pcap_filters_snaplen_count(void)
 	post(&ab.a, NIC_WR_SEND, buf, 10, lk, 0, 0);
 	completes(&ab.a, NIC_WC_SUCCESS);
 	completes(&ab.b, NIC_WC_SUCCESS);
+	cm_a = nst_nic_stat(sock_a, NST_STAT(cm_rx));
 	nic_host_detach(ac.ha); /* DREQ to C, DREP from C */
-	usleep(50000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(cm_rx), cm_a + 1, WAIT_MS), cm_a + 1);
 	NST_EQ(capture_end(cap, SIGTERM, log, sizeof(log)), 0);
 	frames_load(file);
 	NST_TRUE(nframes >= 2);
@@ -924,8 +984,11 @@ static void test_live_into_tshark_and_reader_gone(void)
 		if (n > 0)
 			used += (size_t)n;
 		got[used] = '\0';
-		if (n <= 0)
-			usleep(2000);
+		if (n <= 0) {
+			struct pollfd pfd = {.fd = from_tshark[0], .events = POLLIN};
+
+			poll(&pfd, 1, 100); /* until tshark writes, bounded by the deadline */
+		}
 	}
 	NST_CHECK_(has_line(got, "4"), CU_FALSE,
 		   "tshark showed the SEND Only (opcode 4) live; it printed: %.300s", got);
@@ -1035,9 +1098,10 @@ static void harness_frames(const char *fab_dir, int n, uint32_t psn0)
 		NST_REQUIRE_EQ(fab_pkt_encode(&pkt, data, FAB_SLOT_BYTES, &len), 0);
 		NST_REQUIRE_EQ(fab_send(pa, idx, (uint32_t)len, addr_b), 0);
 	}
+	/* Their records stay in the capture rings, which the capture drains
+	 * when it stops. */
 	while (fab_recv(pb, &rx) == 0)
 		fab_rx_done(pb, rx.idx);
-	usleep(100000); /* the capture's next pass */
 	fab_port_close(pa);
 	fab_port_close(pb);
 	fab_close(fab);

@@ -1,5 +1,6 @@
 #include "nstnic.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "fab.h"
@@ -34,6 +35,28 @@ int nst_nic_stats(const char *sock, struct nic_stats *out)
 	err = mgmt_client_stats(&c, out);
 	mgmt_client_close(&c);
 	return err;
+}
+
+uint64_t nst_nic_stat(const char *sock, size_t off)
+{
+	struct nic_stats st;
+	uint64_t v = 0;
+
+	if (off + sizeof(v) <= sizeof(st) && nst_nic_stats(sock, &st) == 0)
+		memcpy(&v, (const char *)&st + off, sizeof(v));
+	return v;
+}
+
+uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms)
+{
+	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t v;
+
+	/* A bounded back-off between questions to the NIC. */
+	while ((v = nst_nic_stat(sock, off)) < min && nst_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+	return v;
 }
 
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)

@@ -7,6 +7,7 @@
 #define NSTNIC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* TPT entries in use on the NIC listening at sock, or -1. */
@@ -18,6 +19,17 @@ int nst_tpt_in_use(const char *sock);
  */
 struct nic_stats;
 int nst_nic_stats(const char *sock, struct nic_stats *out);
+
+/*
+ * One counter of the NIC at sock: off is its offset in struct nic_stats,
+ * NST_STAT(name) (which needs nicsim_mgmt.h).  nst_nic_stat reads it (0 if
+ * the NIC does not answer); nst_wait_nic_stat waits up to timeout_ms until
+ * it is at least min and returns the last value read: the way to wait for
+ * something the NIC did (a NAK received, a disconnect) instead of sleeping.
+ */
+#define NST_STAT(name) offsetof(struct nic_stats, name)
+uint64_t nst_nic_stat(const char *sock, size_t off);
+uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms);
 
 /* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
