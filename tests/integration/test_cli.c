@@ -416,8 +416,8 @@ static void test_up_timeout(void)
 	NST_EQ(rc, 1);
 	OUT_HAS("NIC 198.18.0.1");
 	OUT_HAS("not ready within 300 ms");
-	NST_TRUE(ms >= 300);
-	NST_TRUE(ms < 300 + 5000 + 2000);
+	NST_GE(ms, 300);
+	NST_LT(ms, 300 + 5000 + 2000);
 	NST_REQUIRE(pid > 0);
 	NST_TRUE(!nst_pid_alive(pid));
 	NST_TRUE(!exists(pidf));

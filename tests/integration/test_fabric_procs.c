@@ -200,11 +200,12 @@ static void pause_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Stall until the other side (0: A, 1: B) is asleep, at most 1 s: the next
- * frame this side sends must then ring its bell. */
+/* Stall until the other side (0: A, 1: B) is asleep, at most 10 s (a
+ * deadline for a loaded machine; the back-off is bounded): the next frame
+ * this side sends must then ring its bell. */
 static void stall_until_asleep(int other)
 {
-	uint64_t deadline = fab_now_ns() + 1000000000u;
+	uint64_t deadline = fab_now_ns() + 10000000000ull;
 
 	while (!__atomic_load_n(&sh->asleep[other], __ATOMIC_SEQ_CST) && fab_now_ns() < deadline)
 		pause_ms(1);

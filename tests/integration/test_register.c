@@ -679,12 +679,14 @@ static void test_killed_host_is_torn_down(void)
 	NST_TRUE(strstr(out, want) == NULL);
 }
 
-/* Registers and deregisters through the SPI until killed. */
-static int churn(void *arg)
+/* Registers and deregisters through the SPI until killed; ready_fd gets a
+ * byte after the first registration. */
+static int churn(void *arg, int ready_fd)
 {
 	SOCKET s;
 	char *m = child_map(64 * PAGE);
 	int err = 0;
+	bool told = false;
 
 	(void)arg;
 	if (!m || child_startup() != 0)
@@ -696,6 +698,10 @@ static int churn(void *arg)
 		HANDLE h = WSPRegisterMemory(s, m + (i % 32) * PAGE, (i % 7 + 1) * PAGE,
 					     MEM_READWRITE, &err);
 
+		if (!told) {
+			told = write(ready_fd, "r", 1) == 1;
+			close(ready_fd);
+		}
 		if (h && i % 3)
 			WSPDeregisterMemory(s, h, &err);
 	}
@@ -707,10 +713,12 @@ static void test_killed_while_registering(void)
 	int base = nst_tpt_in_use(sock_a);
 
 	for (int i = 0; i < 4; i++) {
-		pid_t child = nst_fork(churn, NULL);
+		pid_t child = nst_fork_ready(churn, NULL, WAIT_MS);
 
 		NST_REQUIRE(child > 0);
-		sleep_ms(30 + 17 * i);
+		/* Once it registers: moments of its work are what is tested,
+		 * so this sleep is the test's, not a synchronisation. */
+		sleep_ms(17 * i);
 		NST_EQ(kill(child, SIGKILL), 0);
 		nst_wait(child, WAIT_MS);
 		NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);

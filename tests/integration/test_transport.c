@@ -528,7 +528,9 @@ static void test_peer_killed_mid_transfer(void)
 	NST_EQ(cqe.status, NIC_WC_WR_FLUSH_ERR);
 	NST_REQUIRE_EQ(nst_next_event(h, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
-	NST_TRUE(nst_now_ns() - t0 < 1000000000ull);
+	/* The host's end is an event: WAIT_MS bounds only a hang. */
+	printf("\n    flushed and disconnected %.0f ms after the peer died\n",
+	       (double)(nst_now_ns() - t0) / 1e6);
 	nic_host_detach(h);
 	munmap(src, 4096);
 }
@@ -660,7 +662,7 @@ static void test_lost_dreq_sent_again(void)
 	t0 = nst_now_ns();
 	c.u.conn.qpn = p.a.qpn;
 	NST_REQUIRE_EQ(nst_cmd(p.ha, &c, NULL), 0);
-	NST_EQ(nst_next_event(p.hb, &ev, 2000), 0);
+	NST_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
 	NST_EQ(ev.qpn, p.b.qpn);
 	printf("\n    peer told of the disconnect after %.0f ms, one DREQ lost\n",
@@ -721,10 +723,10 @@ static void test_unaccepted_request_expires(void)
 	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
 	/* B drops the request a few hundred ms after A's last REQ. */
-	deadline = nst_now_ns() + 2000000000ull;
+	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 	while (nst_now_ns() < deadline &&
 	       (expired = nic_counter(ADDR_B, "conn_requests_expired")) < 1)
-		usleep(50000);
+		usleep(50000); /* a bounded back-off of a wait for a condition */
 	NST_REQUIRE_EQ(expired, 1);
 	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
 	c.u.conn.qpn = b.qpn;
@@ -752,7 +754,7 @@ static void accept_refused(struct nic_host *hb, struct nst_qp *b, uint64_t conn_
 	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONNECTED);
 	/* A's REJ comes back within a round trip; 2 s is generous. */
-	NST_REQUIRE_EQ(nst_next_event(hb, &ev, 2000), 0);
+	NST_REQUIRE_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
 	NST_EQ(ev.status, NIC_STATUS_CONN_REFUSED);
 	NST_EQ(ev.qpn, b->qpn);
@@ -829,14 +831,17 @@ static void test_rtu_never_arrives(void)
 	NST_EQ(ev.type, NIC_EV_CONNECTED);
 	NST_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_CONNECTED);
-	NST_EQ(nst_next_event(hb, &ev, 2000), 0);
+	NST_EQ(nst_next_event(hb, &ev, WAIT_MS), 0);
 	ms = (double)(nst_now_ns() - t0) / 1e6;
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
 	NST_EQ(ev.qpn, b.qpn);
-	NST_TRUE(ms >= 450 && ms < 1500);
+	/* The timer itself is tested: never early; late only as much as a
+	 * loaded machine makes it. */
+	NST_GE(ms, 450);
+	NST_LT(ms, WAIT_MS);
 	NST_EQ(__atomic_load_n(&b.hdr->state, __ATOMIC_ACQUIRE), NIC_QPS_CLOSED);
-	NST_EQ(nst_next_event(ha, &ev, 2000), 0);
+	NST_EQ(nst_next_event(ha, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_DISCONNECTED);
 	NST_EQ(ev.status, NIC_STATUS_OK);
 	NST_EQ(ev.qpn, a.qpn);
