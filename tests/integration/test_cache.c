@@ -293,7 +293,7 @@ static void remote_revoked_and_reexposed(const char *srv_addr, const char *cli_a
 	NST_EQ(nst_sum32(target, PAGE), nst_sum32(src, PAGE));
 	/* The old key is refused by the NIC: a remote access error. */
 	NST_EQ(nst_spi_rdma(cs, true, src, PAGE, hs, &d1), WSAECONNRESET);
-	NST_TRUE(nic_stats(srv_nic).tpt_refusals > n2.tpt_refusals);
+	NST_GT(nic_stats(srv_nic).tpt_refusals, n2.tpt_refusals);
 	unexpose(ss, &d2);
 	dereg(cs, hs);
 	close_socket(cs);
@@ -660,7 +660,7 @@ static void test_full_tpt_evicts_unused_entries(void)
 	struct nic_host_cache_stats c0 = cache_stats();
 	HANDLE h[12];
 
-	NST_REQUIRE(fit > 2);
+	NST_REQUIRE_GT(fit, 2);
 	for (int i = 0; i < fit; i++)
 		dereg(s, reg(s, buf + i * PAGE, PAGE, MEM_READ));
 	NST_EQ(tpt(NE), 8);
@@ -808,7 +808,7 @@ static void test_stats_and_show_hosts(void)
 	c = cache_stats();
 	NST_TRUE(c.magic == NIC_HOST_CACHE_MAGIC);
 	NST_TRUE(c.flags & NIC_HOST_CACHE_MONITOR);
-	NST_TRUE(c.bytes_pinned >= 3 * PAGE);
+	NST_GE(c.bytes_pinned, 3 * PAGE);
 	NST_TRUE(c.entries >= 1 && c.unused >= 1 && c.bytes >= 3 * PAGE);
 	NST_EQ(nicsim_cache_stats(NULL), -EINVAL);
 	/* NIC C's host record: this process, one hit, one miss, one entry cached. */
@@ -886,7 +886,7 @@ static void copy_provider(const char *path)
 
 	NST_REQUIRE(dladdr((void *)WSPStartupEx, &info) && info.dli_fname);
 	in = open(info.dli_fname, O_RDONLY);
-	NST_REQUIRE(in >= 0);
+	NST_REQUIRE_GE(in, 0);
 	image = malloc(cap);
 	NST_REQUIRE(image != NULL);
 	while ((n = read(in, image + size, cap - size)) > 0) {
@@ -902,7 +902,7 @@ static void copy_provider(const char *path)
 	NST_REQUIRE(at != NULL);
 	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so */
 	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0700);
-	NST_REQUIRE(out >= 0);
+	NST_REQUIRE_GE(out, 0);
 	NST_REQUIRE(write(out, image, size) == (ssize_t)size);
 	close(out);
 	free(image);
@@ -920,7 +920,7 @@ static void test_monitor_missing_fails_closed(void)
 	copy_provider(copy);
 	/* The child's stderr goes to the log. */
 	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	fflush(stderr);
 	saved = dup(2);
 	dup2(fd, 2);
@@ -932,7 +932,7 @@ static void test_monitor_missing_fails_closed(void)
 	NST_TRUE(WIFEXITED(status));
 	NST_EQ(WEXITSTATUS(status), 0);
 	fd = open(log, O_RDONLY);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	text[n > 0 ? n : 0] = '\0';

@@ -351,7 +351,7 @@ static pid_t capture_start(const char *const *args, int stdout_fd)
 
 	snprintf(log, sizeof(log), "%s/capture.log", dir);
 	pid = nst_capture_spawn(dir, args, stdout_fd, log, true);
-	NST_REQUIRE(pid > 0);
+	NST_REQUIRE_GT(pid, 0);
 	NST_CHECK_(nst_capture_attached(dir, pid, WAIT_MS), CU_TRUE,
 		   "the capture attached (log: %.300s)", log);
 	return pid;
@@ -646,7 +646,7 @@ static void test_two_hosts_every_kind_of_frame(void)
 		   "capture summary: %.400s", log);
 
 	frames_load(file);
-	NST_REQUIRE(nframes > 20);
+	NST_REQUIRE_GT(nframes, 20);
 	compare_with_tshark(file);
 	for (j = 0; j < nframes; j++)
 		NST_CHECK_(frames[j].icrc_ok, CU_FALSE, "frame %zu: ICRC matches", j + 1);
@@ -804,9 +804,9 @@ static void test_fault_marks_in_pcapng(void)
 	NST_EQ(count_comment("dropped (loss rule)"), st1.tx.dropped_loss - st0.tx.dropped_loss);
 	NST_EQ(count_comment("duplicate (dup rule)"), st1.tx.duplicated - st0.tx.duplicated);
 	NST_EQ(count_originals("delayed (delay rule)"), st1.tx.delayed - st0.tx.delayed);
-	NST_TRUE(st1.tx.dropped_loss > st0.tx.dropped_loss);
-	NST_TRUE(st1.tx.duplicated > st0.tx.duplicated);
-	NST_TRUE(count_comment("retransmission") > 0);
+	NST_GT(st1.tx.dropped_loss, st0.tx.dropped_loss);
+	NST_GT(st1.tx.duplicated, st0.tx.duplicated);
+	NST_GT(count_comment("retransmission"), 0);
 	/* Corrupted frames: flagged, commented, and their ICRC fails; every
 	 * other frame's ICRC holds. */
 	for (i = 0; i < nframes; i++) {
@@ -816,7 +816,7 @@ static void test_fault_marks_in_pcapng(void)
 		NST_EQ(frames[i].icrc_ok, !corrupt);
 	}
 	NST_EQ(count_originals("corrupted (corrupt rule"), st1.tx.corrupted - st0.tx.corrupted);
-	NST_TRUE(st1.tx.corrupted > st0.tx.corrupted);
+	NST_GT(st1.tx.corrupted, st0.tx.corrupted);
 	printf("\n    %zu frames: %zu lost, %zu duplicated, %zu corrupted, %zu delayed, %zu "
 	       "retransmitted\n",
 	       nframes, count_comment("dropped (loss"), count_comment("duplicate"),
@@ -865,7 +865,7 @@ static void test_pcap_filters_snaplen_count(void)
 	NST_EQ(capture_end(cap, 0, log, sizeof(log)), 0);
 	NST_CHECK_(strstr(log, "3 frames captured") != NULL, CU_FALSE, "summary: %.400s", log);
 	fd = open(file, O_RDONLY);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	NST_EQ(read(fd, &magic, 4), 4);
 	close(fd);
 	NST_EQ_U(magic, 0xa1b23c4du); /* libpcap's nanosecond pcap */
@@ -876,7 +876,7 @@ static void test_pcap_filters_snaplen_count(void)
 		NST_EQ(frames[i].opcode, OP_SEND_ONLY);
 		NST_EQ(frames[i].destqp, ab.b.qpn);
 		NST_EQ_U(frames[i].dst, addr_b);
-		NST_TRUE(frames[i].len > 1000);
+		NST_GT(frames[i].len, 1000);
 	}
 	REQUIRE_TSHARK();
 	NST_REQUIRE_EQ(run_tshark(file, (const char *const[]){"-T", "fields", "-e", "frame.len",
@@ -909,7 +909,7 @@ static void test_pcap_filters_snaplen_count(void)
 	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(cm_rx), cm_a + 1, WAIT_MS), cm_a + 1);
 	NST_EQ(capture_end(cap, SIGTERM, log, sizeof(log)), 0);
 	frames_load(file);
-	NST_TRUE(nframes >= 2);
+	NST_GE(nframes, 2);
 	for (size_t i = 0; i < nframes; i++)
 		NST_TRUE(frames[i].src == addr_c || frames[i].dst == addr_c);
 	frames_free();
@@ -964,7 +964,7 @@ static void test_live_into_tshark_and_reader_gone(void)
 		execv(targv[0], (char *const *)targv);
 		_exit(127);
 	}
-	NST_REQUIRE(ts > 0);
+	NST_REQUIRE_GT(ts, 0);
 	close(to_tshark[0]);
 	close(from_tshark[1]);
 	cap = capture_start((const char *const[]){"-w", "-", NULL}, to_tshark[1]);
@@ -1154,7 +1154,7 @@ static void test_nicsim_capture_env(void)
 
 	REQUIRE_TSHARK();
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	NST_REQUIRE(n > 0);
+	NST_REQUIRE_GT(n, 0);
 	self[n] = '\0';
 	argv[0] = self;
 	snprintf(root, sizeof(root), "%s/captures", dir);

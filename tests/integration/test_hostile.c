@@ -92,7 +92,7 @@ static void test_random_commands(void)
 	char missed[256] = "";
 	size_t hit = 0;
 
-	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_GE(base, 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
 	/* At least MIN_COMMANDS, and on until every class in want[] was seen;
 	 * the deadline only bounds a NIC that never refuses some class. */
@@ -131,7 +131,7 @@ static void test_random_commands(void)
 		}
 		err = nic_host_cmd(h, &c, &cpl, WAIT_MS);
 		NST_REQUIRE_EQ(err, 0);
-		NST_REQUIRE(cpl.status < NIC_STATUS_MAX_);
+		NST_REQUIRE_LT(cpl.status, NIC_STATUS_MAX_);
 		if (counts[cpl.status]++ == 0) {
 			for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 				hit += want[i] == cpl.status;
@@ -169,7 +169,7 @@ static void test_garbage_segment_and_doorbell(void)
 	unsigned char *seg;
 	unsigned rounds;
 
-	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_GE(base, 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
 	seg = nic_host_segment(h, &size);
 	NST_REQUIRE(seg != NULL);
@@ -290,12 +290,12 @@ static void test_killed_while_registering(void)
 {
 	int base = nst_tpt_in_use(sock);
 
-	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_GE(base, 0);
 	for (int i = 0; i < 5; i++) {
 		pid_t child = nst_fork_ready(churn, NULL, WAIT_MS);
 		int status;
 
-		NST_REQUIRE(child > 0);
+		NST_REQUIRE_GT(child, 0);
 		/* Once it registers: a random moment of its work is what is
 		 * tested, so this sleep is the test's, not a synchronisation. */
 		sleep_ms((int)(rnd() % 60));

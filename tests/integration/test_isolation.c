@@ -59,9 +59,9 @@ static void victim_test(void)
 	NST_REQUIRE_EQ(mkdir(own_dir, 0700), 0);
 	NST_REQUIRE_EQ(nst_make_fabric(own_dir, addrs), 0);
 	nic = nst_start_nic(own_dir, addrs[0], NULL, WAIT_MS);
-	NST_REQUIRE(nic > 0);
+	NST_REQUIRE_GT(nic, 0);
 	helper = nst_fork(helper_main, NULL);
-	NST_REQUIRE(helper > 0);
+	NST_REQUIRE_GT(helper, 0);
 	printf("\nready %s %d\n", dir, (int)helper);
 	fflush(stdout);
 	for (;;)
@@ -160,12 +160,12 @@ static void test_killed_test_leaves_nothing(void)
 	int fds[2], status;
 
 	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	NST_REQUIRE(len > 0);
+	NST_REQUIRE_GT(len, 0);
 	self[len] = '\0';
 	NST_REQUIRE_EQ(pipe2(fds, O_CLOEXEC), 0);
 	fflush(NULL);
 	victim = fork();
-	NST_REQUIRE(victim >= 0);
+	NST_REQUIRE_GE(victim, 0);
 	if (victim == 0) {
 		dup2(fds[1], STDOUT_FILENO);
 		execl(self, self, "victim", (char *)NULL);

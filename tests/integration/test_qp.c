@@ -124,10 +124,10 @@ static void test_qps_released_when_host_dies(void)
 	pid_t child;
 	uint64_t deadline;
 
-	NST_REQUIRE(before >= 0);
+	NST_REQUIRE_GE(before, 0);
 	NST_REQUIRE_EQ(pipe(fds), 0);
 	child = nst_fork(hold_qps, &fds[1]);
-	NST_REQUIRE(child > 0);
+	NST_REQUIRE_GT(child, 0);
 	close(fds[1]);
 	NST_REQUIRE_EQ(read(fds[0], &c, 1), 1);
 	close(fds[0]);

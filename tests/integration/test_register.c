@@ -145,7 +145,7 @@ static void test_r2_same_buffer_same_handle(void)
 	NST_EQ(err, WSAEINVAL);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	NST_EQ(nst_tpt_in_use(sock_a), base + 1);
-	NST_TRUE(nst_proc_status_kib(0, "VmLck") > lck0);
+	NST_GT(nst_proc_status_kib(0, "VmLck"), lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	flush(buf + 10, 5000);
 	NST_EQ(nst_tpt_in_use(sock_a), base);
@@ -409,7 +409,7 @@ static void test_tpt_full(void)
 	char *m = map(16 * PAGE);
 	HANDLE h[16];
 
-	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_GE(base, 0);
 	/* Fill the 8-entry TPT with distinct buffers. */
 	while (n < 16) {
 		h[n] = WSPRegisterMemory(s, m + n * PAGE, PAGE, MEM_READ, &err);
@@ -664,7 +664,7 @@ static void test_killed_host_is_torn_down(void)
 
 	NST_REQUIRE_EQ(pipe(fds), 0);
 	child = nst_fork(hold_registrations, &fds[1]);
-	NST_REQUIRE(child > 0);
+	NST_REQUIRE_GT(child, 0);
 	close(fds[1]);
 	NST_REQUIRE_EQ(read(fds[0], &c, 1), 1);
 	close(fds[0]);
@@ -715,7 +715,7 @@ static void test_killed_while_registering(void)
 	for (int i = 0; i < 4; i++) {
 		pid_t child = nst_fork_ready(churn, NULL, WAIT_MS);
 
-		NST_REQUIRE(child > 0);
+		NST_REQUIRE_GT(child, 0);
 		/* Once it registers: moments of its work are what is tested,
 		 * so this sleep is the test's, not a synchronisation. */
 		sleep_ms(17 * i);

@@ -1016,7 +1016,7 @@ static void wait_until_blocked(pid_t *tid)
 
 	while (!__atomic_load_n(tid, __ATOMIC_ACQUIRE) && nst_now_ns() < deadline)
 		sched_yield();
-	NST_REQUIRE(__atomic_load_n(tid, __ATOMIC_ACQUIRE) > 0);
+	NST_REQUIRE_GT(__atomic_load_n(tid, __ATOMIC_ACQUIRE), 0);
 	NST_REQUIRE_EQ(nst_wait_blocked(*tid, WAIT_MS), 0);
 }
 

@@ -218,7 +218,7 @@ static void test_two_processes_one_nic(void)
 	pid_t peer = nst_fork_ready(echo_peer, &port, WAIT_MS);
 	int st;
 
-	NST_REQUIRE(peer > 0);
+	NST_REQUIRE_GT(peer, 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
 	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
 	sk = nst_reg(h, src, 1 << 20, 0);
@@ -353,7 +353,7 @@ static void vanished(int which, size_t at)
 		NST_EQ(ev.type, NIC_EV_QP_ERROR);
 		NST_EQ(ev.qpn, p.b.qpn);
 	} else {
-		NST_TRUE(nic_counter(ADDR_A, "dma_faults") > faults);
+		NST_GT(nic_counter(ADDR_A, "dma_faults"), faults);
 	}
 	pair_close(&p);
 	munmap(src, N);
@@ -446,7 +446,7 @@ static void test_rc_over_a_lossy_link(void)
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
 	retransmits = nic_counter(ADDR_A, "retransmits");
-	NST_TRUE(retransmits > 0);
+	NST_GT(retransmits, 0);
 	printf("\n    64 MiB over 5%% loss, 1%% dup, 1%% reorder, 0.1%% corrupt: %ld go-back-N "
 	       "restarts\n",
 	       retransmits);
@@ -513,7 +513,7 @@ static void test_peer_killed_mid_transfer(void)
 	pid_t peer = nst_fork_ready(sink_peer, &port, WAIT_MS);
 	uint64_t t0;
 
-	NST_REQUIRE(peer > 0);
+	NST_REQUIRE_GT(peer, 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock_a, &h), 0);
 	NST_REQUIRE_EQ(nst_qp_create(h, 0, &qp), 0);
 	sk = nst_reg(h, src, 4096, 0);
@@ -567,7 +567,7 @@ static void test_dereg_waits_for_dma_in_flight(void)
 	NST_EQ(nst_poll_cq(&p.a, &c, 0), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
-	NST_TRUE(nic_counter(ADDR_A, "invalidations_deferred") > 0);
+	NST_GT(nic_counter(ADDR_A, "invalidations_deferred"), 0);
 	pair_close(&p);
 	munmap(src, n);
 	munmap(dst, n);

@@ -64,7 +64,9 @@
 			   #a, #b, nst_a_, nst_b_);                                               \
 	} while (0)
 
+#define NST_REQUIRE_GT(a, b) NST_CMP_(a, >, b, CU_TRUE, "required: ")
 #define NST_REQUIRE_GE(a, b) NST_CMP_(a, >=, b, CU_TRUE, "required: ")
+#define NST_REQUIRE_LT(a, b) NST_CMP_(a, <, b, CU_TRUE, "required: ")
 
 /* ---- Main --------------------------------------------------------------- */
 
