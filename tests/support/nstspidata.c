@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +28,16 @@
 #include "ws2san.h"
 
 char dir[256], sock_a[300], sock_b[300], sock_c[300];
-pid_t nic_a = -1, nic_b = -1, nic_c = -1, nic_d = -1;
+struct nst_nic spi_nics[4] = {
+    {.addr = ADDR_A},
+    {.addr = ADDR_B},
+    {.addr = ADDR_C,
+     .extra = (const char *const[]){"--no-mw", "--no-rdma-read", "--max-reg", "1M", NULL}},
+    {.addr = ADDR_D},
+};
+/* Peer processes started, so that a failed test's are ended before the next. */
+static pid_t peers[64];
+static size_t npeers;
 static int base_a = -1, base_b = -1, base_c = -1;
 uint16_t next_port = 2000;
 char self_exe[PATH_MAX];
@@ -341,15 +351,21 @@ static int child_main(const char *addr, uint16_t port)
 pid_t start_child(const char *addr, uint16_t port)
 {
 	char p[16];
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	snprintf(p, sizeof(p), "%u", port);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
+		/* It dies with us (the test thread that started it). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		execl(self_exe, self_exe, "--child", addr, p, (char *)NULL);
 		_exit(127);
 	}
+	if (pid > 0 && npeers < sizeof(peers) / sizeof(peers[0]))
+		peers[npeers++] = pid;
 	return pid;
 }
 
@@ -507,13 +523,7 @@ static int init(void)
 	snprintf(sock_c, sizeof(sock_c), "%s/nic-" ADDR_C ".sock", dir);
 	if (nst_make_fabric(dir, addrs) < 0)
 		return -1;
-	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
-	nic_b = nst_start_nic(dir, ADDR_B, NULL, WAIT_MS);
-	nic_c = nst_start_nic(
-	    dir, ADDR_C,
-	    (const char *const[]){"--no-mw", "--no-rdma-read", "--max-reg", "1M", NULL}, WAIT_MS);
-	nic_d = nst_start_nic(dir, ADDR_D, NULL, WAIT_MS);
-	if (nic_a < 0 || nic_b < 0 || nic_c < 0 || nic_d < 0)
+	if (nst_nics_start(dir, spi_nics, 4, WAIT_MS) < 0)
 		return -1;
 	setenv("NICSIM_DIR", dir, 1);
 	return WSPStartupEx(0x0202, &data, NULL, NULL, &table) == 0 ? 0 : -1;
@@ -537,8 +547,45 @@ static int clean(void)
 	return 0;
 }
 
+/* End the peer processes still running (a failed test's); reap the rest. */
+static void end_peers(void)
+{
+	for (size_t i = 0; i < npeers; i++) {
+		int status;
+
+		/* Still our child, so its pid is not anyone else's. */
+		if (waitpid(peers[i], &status, WNOHANG) == 0) {
+			fprintf(stderr, "%s: ending peer process %d of an earlier test\n",
+				program_invocation_short_name, (int)peers[i]);
+			kill(peers[i], SIGKILL);
+			nst_wait(peers[i], WAIT_MS);
+		}
+	}
+	npeers = 0;
+}
+
+/* Each test from the NICs as they were started (nstspidata.h). */
+static void known_state(void)
+{
+	WSPDATA data;
+	WSPPROC_TABLE table;
+	int err = 0;
+
+	if (nst_nics_settled(spi_nics, 4, WAIT_MS, program_invocation_short_name))
+		return;
+	fprintf(stderr, "%s: closing every socket and peer process first\n",
+		program_invocation_short_name);
+	WSPCleanup(&err);
+	end_peers();
+	err = nst_nics_ready(dir, spi_nics, 4, WAIT_MS);
+	if (WSPStartupEx(0x0202, &data, NULL, NULL, &table) != 0 || err)
+		fprintf(stderr, "%s: the NICs and the SPI could not be made as they were\n",
+			program_invocation_short_name);
+}
+
 static void setup(void)
 {
+	known_state();
 	base_a = nst_tpt_in_use(sock_a);
 	base_b = nst_tpt_in_use(sock_b);
 	base_c = nst_tpt_in_use(sock_c);

@@ -6,7 +6,11 @@
  * memory windows and RDMA read, registrations up to 1 MiB; D (.4), for a
  * test to kill.  The suite set-up starts them in a private directory and
  * starts the SPI; each test must leave the TPT occupancy of A, B and C
- * where it found it (R11), which the teardown checks.  The peer process on
+ * where it found it (R11), which the teardown checks.  Each test starts
+ * from the NICs as they were started, checked: if an earlier test failed
+ * and left sockets, peers or NIC resources behind, the set-up closes every
+ * socket (WSPCleanup) and peer process, restarts a NIC still not back, and
+ * starts the SPI again, so that one failure does not fail the next test.  The peer process on
  * the same host is the program itself run with "--child": spi_main handles
  * that.  The names are those of the single program these came from, so the
  * tests read as before.
@@ -22,6 +26,7 @@
 
 #include "nicsim_abi.h"
 #include "nstest.h"
+#include "nstnic.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -36,7 +41,12 @@
 #define REGION (BIG + 2 * PAGE)
 
 extern char dir[256], sock_a[300], sock_b[300], sock_c[300];
-extern pid_t nic_a, nic_b, nic_c, nic_d;
+/* The NICs (nstnic.h), and their pids by name (0 or less: not running). */
+extern struct nst_nic spi_nics[4];
+#define nic_a (spi_nics[0].pid)
+#define nic_b (spi_nics[1].pid)
+#define nic_c (spi_nics[2].pid)
+#define nic_d (spi_nics[3].pid)
 extern uint16_t next_port;
 extern char self_exe[PATH_MAX];
 
