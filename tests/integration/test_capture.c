@@ -71,7 +71,13 @@ enum {
 };
 
 static char dir[256], sock_a[300], sock_b[300], sock_c[300];
-static pid_t nics[3] = {-1, -1, -1}; /* A, B, C */
+static const char *const nic_args[] = {"--log-level", "info", NULL};
+static struct nst_nic nics[] = {
+    {.addr = ADDR_A, .extra = nic_args},
+    {.addr = ADDR_B, .extra = nic_args},
+    {.addr = ADDR_C, .extra = nic_args},
+};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
 static uint32_t addr_a, addr_b, addr_c;
 static uint16_t next_port = 2000;
 static char tshark[512];
@@ -1208,7 +1214,6 @@ static void test_nicsim_capture_env(void)
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, NULL};
-	const char *const args[] = {"--log-level", "info", NULL};
 	char *socks[] = {sock_a, sock_b, sock_c};
 	uint32_t *bin[] = {&addr_a, &addr_b, &addr_c};
 
@@ -1219,11 +1224,15 @@ static int init(void)
 	for (int k = 0; k < 3; k++) {
 		snprintf(socks[k], sizeof(sock_a), "%s/nic-%s.sock", dir, addrs[k]);
 		fab_addr_parse(addrs[k], bin[k]);
-		nics[k] = nst_start_nic(dir, addrs[k], args, WAIT_MS);
-		if (nics[k] <= 0)
-			return -1;
 	}
-	return 0;
+	return nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 ? -1 : 0;
+}
+
+/* Each test from the NIC as it was started: one a failed test left holding
+ * contexts, QPs or TPT entries (or that died) is restarted (nstnic.h). */
+static void setup(void)
+{
+	NST_EQ(nst_nics_ready(dir, nics, NNICS, WAIT_MS), 0);
 }
 
 static int clean(void)
@@ -1231,7 +1240,7 @@ static int clean(void)
 	bool all = true;
 
 	for (int k = 0; k < 3; k++)
-		all &= nst_stop_clean(nics[k], WAIT_MS);
+		all &= nst_stop_clean(nics[k].pid, WAIT_MS);
 	frames_free();
 	if (!all)
 		return -1;
@@ -1255,5 +1264,8 @@ int main(int argc, char **argv)
 		return harness_main(argc, argv, !strcmp(argv[1], "harness-fail"));
 	/* This program runs its own captures: one per fabric at a time. */
 	unsetenv("NICSIM_CAPTURE");
-	return nst_main(argc, argv, "capture", tests, init, clean);
+	static const struct nst_suite suite = {
+	    .name = "capture", .tests = tests, .init = init, .clean = clean, .setup = setup};
+
+	return nst_run_suite(argc, argv, &suite);
 }

@@ -28,7 +28,10 @@
 
 static char dir[256];
 static char sock[300];
-static pid_t nic = -1;
+static struct nst_nic nics[] = {
+    {.addr = ADDR, .extra = (const char *const[]){"--tpt-capacity", "100000", NULL}}};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
+#define nic (nics[0].pid)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -317,9 +320,14 @@ static int init(void)
 	if (nst_tmpdir(dir, sizeof(dir), "hostile") < 0)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/nic-" ADDR ".sock", dir);
-	nic = nst_start_nic(dir, ADDR, (const char *const[]){"--tpt-capacity", "100000", NULL},
-			    WAIT_MS);
-	return nic > 0 ? 0 : -1;
+	return nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 ? -1 : 0;
+}
+
+/* Each test from the NIC as it was started: one a failed test left holding
+ * contexts, QPs or TPT entries (or that died) is restarted (nstnic.h). */
+static void setup(void)
+{
+	NST_EQ(nst_nics_ready(dir, nics, NNICS, WAIT_MS), 0);
 }
 
 static int clean(void)
@@ -343,5 +351,8 @@ int main(int argc, char **argv)
 	    {NULL, NULL},
 	};
 
-	return nst_main(argc, argv, "hostile", tests, init, clean);
+	static const struct nst_suite suite = {
+	    .name = "hostile", .tests = tests, .init = init, .clean = clean, .setup = setup};
+
+	return nst_run_suite(argc, argv, &suite);
 }

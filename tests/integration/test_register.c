@@ -29,6 +29,7 @@
 #include "nicsim_host.h"
 #include "nstest.h"
 #include "nstnic.h"
+#include "nstspi.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -37,7 +38,15 @@
 #define PAGE 4096u
 
 static char dir[256], sock_a[300], sock_b[300];
-static pid_t nic_a = -1, nic_b = -1;
+static struct nst_nic nics[] = {
+    {.addr = ADDR_A},
+    {.addr = ADDR_B,
+     .extra = (const char *const[]){"--no-mw", "--no-rdma-read", "--tpt-capacity", "8", "--max-reg",
+				    "1M", NULL}},
+};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
+#define nic_a (nics[0].pid)
+#define nic_b (nics[1].pid)
 static int base_a = -1, base_b = -1; /* occupancy before each test */
 
 static void sleep_ms(int ms)
@@ -734,12 +743,7 @@ static int init(void)
 		return -1;
 	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
 	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
-	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
-	nic_b = nst_start_nic(dir, ADDR_B,
-			      (const char *const[]){"--no-mw", "--no-rdma-read", "--tpt-capacity",
-						    "8", "--max-reg", "1M", NULL},
-			      WAIT_MS);
-	if (nic_a < 0 || nic_b < 0)
+	if (nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0)
 		return -1;
 	setenv("NICSIM_DIR", dir, 1);
 	return WSPStartupEx(0x0202, &data, NULL, NULL, &table) == 0 ? 0 : -1;
@@ -759,9 +763,15 @@ static int clean(void)
 	return 0;
 }
 
-/* Every test leaves both NICs' TPT occupancy where it found it. */
+/* Every test starts from the NICs as they were started (one a failed test
+ * left holding something is made so again, nstspi.h), and leaves both NICs'
+ * TPT occupancy where it found it. */
 static void setup(void)
 {
+	int rc;
+
+	NST_SPI_KNOWN_STATE(rc, dir, nics, NNICS, NULL, WAIT_MS);
+	NST_EQ(rc, 0);
 	base_a = nst_tpt_in_use(sock_a);
 	base_b = nst_tpt_in_use(sock_b);
 }

@@ -25,6 +25,7 @@
 #include "nicsim_abi.h"
 #include "nstest.h"
 #include "nstnic.h"
+#include "nstspi.h"
 #include "ws2san.h"
 
 char dir[256], sock_a[300], sock_b[300], sock_c[300];
@@ -585,35 +586,13 @@ static void end_peers(void)
 	npeers = 0;
 }
 
-/* Each test from the NICs as they were started (nstspidata.h). */
-static void known_state(void)
-{
-	WSPDATA data;
-	WSPPROC_TABLE table;
-	int err = 0;
-
-	/* Closing sockets completes their pending operations, whose overlapped
-	 * structures may have lived in the failed test's stack frames, where
-	 * this function's frames are now: the provider's writes must land in
-	 * this unused buffer, not in live variables. */
-	char over_dead_frames[256 << 10];
-
-	__asm__ __volatile__("" ::"r"(over_dead_frames) : "memory");
-	if (nst_nics_settled(spi_nics, 4, WAIT_MS, program_invocation_short_name))
-		return;
-	fprintf(stderr, "%s: closing every socket and peer process first\n",
-		program_invocation_short_name);
-	WSPCleanup(&err);
-	end_peers();
-	err = nst_nics_ready(dir, spi_nics, 4, WAIT_MS);
-	if (WSPStartupEx(0x0202, &data, NULL, NULL, &table) != 0 || err)
-		fprintf(stderr, "%s: the NICs and the SPI could not be made as they were\n",
-			program_invocation_short_name);
-}
-
 static void setup(void)
 {
-	known_state();
+	int rc;
+
+	/* Each test from the NICs as they were started (nstspidata.h). */
+	NST_SPI_KNOWN_STATE(rc, dir, spi_nics, 4, end_peers, WAIT_MS);
+	NST_EQ(rc, 0);
 	base_a = nst_tpt_in_use(sock_a);
 	base_b = nst_tpt_in_use(sock_b);
 	base_c = nst_tpt_in_use(sock_c);
