@@ -27,7 +27,12 @@
 #define WAIT_MS 10000
 
 static char dir[256], sock_a[300], sock_b[300];
-static pid_t nic_a = -1, nic_b = -1;
+static const char *nic_args[] = {"--log-level", "info", NULL};
+static struct nst_nic nics[] = {{.addr = ADDR_A, .extra = nic_args},
+				{.addr = ADDR_B, .extra = nic_args}};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
+#define nic_a (nics[0].pid)
+#define nic_b (nics[1].pid)
 static uint32_t addr_a, addr_b;
 static uint16_t next_port = 1000;
 
@@ -863,17 +868,19 @@ static int init(void)
 	fab_addr_parse(ADDR_B, &addr_b);
 	if (nst_make_fabric(dir, addrs) < 0)
 		return -1;
-	nic_a =
-	    nst_start_nic(dir, ADDR_A,
-			  (const char *const[]){
-			      "--log-level", getenv("NST_LOG") ? getenv("NST_LOG") : "info", NULL},
-			  WAIT_MS);
-	nic_b =
-	    nst_start_nic(dir, ADDR_B,
-			  (const char *const[]){
-			      "--log-level", getenv("NST_LOG") ? getenv("NST_LOG") : "info", NULL},
-			  WAIT_MS);
-	return nic_a > 0 && nic_b > 0 ? 0 : -1;
+	if (getenv("NST_LOG"))
+		nic_args[1] = getenv("NST_LOG");
+	return nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 ? -1 : 0;
+}
+
+/* Each test from the NICs as they were started (one a failed test left
+ * holding something, or that died, is restarted: nstnic.h) and both links
+ * with their default settings (a failed test may leave one down or lossy). */
+static void setup(void)
+{
+	NST_EQ(nst_nics_ready(dir, nics, NNICS, WAIT_MS), 0);
+	NST_EQ(nst_link_down(dir, addr_a, addr_b, false), 0);
+	NST_EQ(nst_link_down(dir, addr_b, addr_a, false), 0);
 }
 
 static int clean(void)
@@ -909,5 +916,8 @@ int main(int argc, char **argv)
 	    {NULL, NULL},
 	};
 
-	return nst_main(argc, argv, "transport", tests, init, clean);
+	static const struct nst_suite suite = {
+	    .name = "transport", .tests = tests, .init = init, .clean = clean, .setup = setup};
+
+	return nst_run_suite(argc, argv, &suite);
 }
