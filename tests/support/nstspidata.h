@@ -36,7 +36,7 @@
 #define ADDR_NONE "198.18.0.9" /* on no fabric port */
 #define WAIT_MS 10000
 #define PEER_GONE_NS 60000000000ull
-#define OV_WAIT_MS 120000 /* ov_wait: longer than any transfer on a loaded machine */
+#define OV_WAIT_MS 60000 /* ov_wait: longer than any transfer on a loaded machine */
 #define PAGE 4096u
 #define BIG (64u << 20)
 #define REGION (BIG + 2 * PAGE)
