@@ -155,7 +155,8 @@ static void test_random_commands(void)
 		if (!counts[want[i]]) {
 			size_t n = strlen(missed);
 
-			snprintf(missed + n, sizeof(missed) - n, " %s", nic_status_str(want[i]));
+			snprintf(missed + n, sizeof(missed) - n, "%s%s", n ? "; " : " ",
+				 nic_status_str(want[i]));
 		}
 	}
 	NST_CHECK_(!missed[0], CU_FALSE,
