@@ -5,6 +5,12 @@
 #                     that dpkg does not list as installed.
 # ns_configure DIR ARGS...  configures a CMake build tree (Ninja for a new one).
 # ns_build DIR        builds it with NS_JOBS jobs.
+# ns_burners_start N SECONDS  starts N CPU-burning processes, each ended by
+#                     timeout after SECONDS at the latest; their pids are in
+#                     NS_BURNERS.
+# ns_burners_stop     ends them, by pid.
+# ns_loaded_ctest B DIR LOG ARGS...  runs ctest ARGS on build tree DIR with B
+#                     burners beside it, its output to the terminal and LOG.
 
 NS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NS_JOBS=${NS_JOBS:-2}
@@ -67,4 +73,53 @@ ns_configure() {
 
 ns_build() {
 	cmake --build "$1" --parallel "$NS_JOBS"
+}
+
+NS_BURNERS=()
+
+ns_burners_start() {
+	local n=$1 limit=$2 i
+
+	for ((i = 0; i < n; i++)); do
+		# A shell loop: all user time, no I/O.  timeout ends it (and
+		# forwards the SIGTERM ns_burners_stop sends it).
+		timeout --kill-after=5 "$limit" sh -c 'while :; do :; done' &
+		NS_BURNERS+=("$!")
+	done
+}
+
+ns_burners_stop() {
+	local pid
+
+	((${#NS_BURNERS[@]})) || return 0
+	for pid in "${NS_BURNERS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${NS_BURNERS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	NS_BURNERS=()
+}
+
+# Whatever happens (an error, ^C, a kill), the burners end with the shell.
+ns_loaded_ctest() {
+	local burners=$1 dir=$2 log=$3 rc=0
+	local -
+
+	shift 3
+	set -o pipefail
+	trap ns_burners_stop EXIT
+	trap 'ns_burners_stop; exit 130' INT
+	trap 'ns_burners_stop; exit 143' TERM
+	# Bounded, should this shell die without its traps (SIGKILL): an hour
+	# is more than any run of the integration tests.
+	ns_burners_start "$burners" 3600
+	if ctest --test-dir "$dir" "$@" 2>&1 | tee "$log"; then
+		rc=0
+	else
+		rc=$?
+	fi
+	ns_burners_stop
+	trap - EXIT INT TERM
+	return "$rc"
 }

@@ -44,7 +44,9 @@
 
 static const char *const addrs[NNICS + 1] = {ADDR_A, ADDR_B, ADDR_C, ADDR_D, ADDR_E, ADDR_F, NULL};
 static char dir[256], socks[NNICS][300];
-static pid_t nics[NNICS] = {-1, -1, -1, -1, -1, -1};
+static const char *const no_mw[] = {"--no-mw", NULL};
+static const char *const small[] = {"--tpt-capacity", "8", NULL};
+static struct nst_nic nics[NNICS];
 static int bases[NNICS];
 static bool nic_f_killed;
 static uint16_t next_port = 3000;
@@ -293,7 +295,7 @@ static void remote_revoked_and_reexposed(const char *srv_addr, const char *cli_a
 	NST_EQ(nst_sum32(target, PAGE), nst_sum32(src, PAGE));
 	/* The old key is refused by the NIC: a remote access error. */
 	NST_EQ(nst_spi_rdma(cs, true, src, PAGE, hs, &d1), WSAECONNRESET);
-	NST_TRUE(nic_stats(srv_nic).tpt_refusals > n2.tpt_refusals);
+	NST_GT(nic_stats(srv_nic).tpt_refusals, n2.tpt_refusals);
 	unexpose(ss, &d2);
 	dereg(cs, hs);
 	close_socket(cs);
@@ -660,7 +662,7 @@ static void test_full_tpt_evicts_unused_entries(void)
 	struct nic_host_cache_stats c0 = cache_stats();
 	HANDLE h[12];
 
-	NST_REQUIRE(fit > 2);
+	NST_REQUIRE_GT(fit, 2);
 	for (int i = 0; i < fit; i++)
 		dereg(s, reg(s, buf + i * PAGE, PAGE, MEM_READ));
 	NST_EQ(tpt(NE), 8);
@@ -808,7 +810,7 @@ static void test_stats_and_show_hosts(void)
 	c = cache_stats();
 	NST_TRUE(c.magic == NIC_HOST_CACHE_MAGIC);
 	NST_TRUE(c.flags & NIC_HOST_CACHE_MONITOR);
-	NST_TRUE(c.bytes_pinned >= 3 * PAGE);
+	NST_GE(c.bytes_pinned, 3 * PAGE);
 	NST_TRUE(c.entries >= 1 && c.unused >= 1 && c.bytes >= 3 * PAGE);
 	NST_EQ(nicsim_cache_stats(NULL), -EINVAL);
 	/* NIC C's host record: this process, one hit, one miss, one entry cached. */
@@ -886,7 +888,7 @@ static void copy_provider(const char *path)
 
 	NST_REQUIRE(dladdr((void *)WSPStartupEx, &info) && info.dli_fname);
 	in = open(info.dli_fname, O_RDONLY);
-	NST_REQUIRE(in >= 0);
+	NST_REQUIRE_GE(in, 0);
 	image = malloc(cap);
 	NST_REQUIRE(image != NULL);
 	while ((n = read(in, image + size, cap - size)) > 0) {
@@ -902,7 +904,7 @@ static void copy_provider(const char *path)
 	NST_REQUIRE(at != NULL);
 	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so */
 	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0700);
-	NST_REQUIRE(out >= 0);
+	NST_REQUIRE_GE(out, 0);
 	NST_REQUIRE(write(out, image, size) == (ssize_t)size);
 	close(out);
 	free(image);
@@ -920,7 +922,7 @@ static void test_monitor_missing_fails_closed(void)
 	copy_provider(copy);
 	/* The child's stderr goes to the log. */
 	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	fflush(stderr);
 	saved = dup(2);
 	dup2(fd, 2);
@@ -932,7 +934,7 @@ static void test_monitor_missing_fails_closed(void)
 	NST_TRUE(WIFEXITED(status));
 	NST_EQ(WEXITSTATUS(status), 0);
 	fd = open(log, O_RDONLY);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	text[n > 0 ? n : 0] = '\0';
@@ -948,9 +950,9 @@ static void test_r9_release_failure_is_wsaefault(void)
 	uint8_t *buf = map(PAGE);
 
 	dereg(s, reg(s, buf, PAGE, MEM_READ));
-	NST_EQ(kill(nics[NF], SIGKILL), 0);
-	nst_wait(nics[NF], WAIT_MS);
-	nics[NF] = -1;
+	NST_EQ(kill(nics[NF].pid, SIGKILL), 0);
+	nst_wait(nics[NF].pid, WAIT_MS);
+	nics[NF].pid = -1;
 	nic_f_killed = true;
 	NST_EQ(callback(buf, PAGE), WSAEFAULT);
 	/* Forgotten all the same: nothing is cached there any more. */
@@ -1051,18 +1053,17 @@ static void test_threads_register_deregister_invalidate(void)
 
 static int init(void)
 {
-	static const char *const no_mw[] = {"--no-mw", NULL};
-	static const char *const small[] = {"--tpt-capacity", "8", NULL};
 	const char *const *extra[NNICS] = {NULL, NULL, no_mw, no_mw, small, NULL};
 
 	if (nst_tmpdir(dir, sizeof(dir), "cache") < 0 || nst_make_fabric(dir, addrs))
 		return -1;
 	for (int i = 0; i < NNICS; i++) {
 		snprintf(socks[i], sizeof(socks[i]), "%s/nic-%s.sock", dir, addrs[i]);
-		nics[i] = nst_start_nic(dir, addrs[i], extra[i], WAIT_MS);
-		if (nics[i] < 0)
-			return -1;
+		nics[i].addr = addrs[i];
+		nics[i].extra = extra[i];
 	}
+	if (nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0)
+		return -1;
 	setenv("NICSIM_DIR", dir, 1);
 	return nst_spi_startup() == 0 ? 0 : -1;
 }
@@ -1072,7 +1073,7 @@ static int clean(void)
 	int err = 0, ok = WSPCleanup(&err) == 0;
 
 	for (int i = 0; i < NNICS; i++)
-		if (nics[i] > 0 && !nst_stop_clean(nics[i], WAIT_MS))
+		if (nics[i].pid > 0 && !nst_stop_clean(nics[i].pid, WAIT_MS))
 			ok = 0;
 	if (!ok) {
 		fprintf(stderr, "clean-up failed; logs in %s\n", dir);
@@ -1082,17 +1083,23 @@ static int clean(void)
 	return 0;
 }
 
-/* Every test leaves each live NIC's TPT where it found it. */
+/* Every test starts from the NICs as they were started (one a failed test
+ * left holding something is made so again, nstspi.h), and leaves each live
+ * NIC's TPT where it found it. */
 static void setup(void)
 {
+	int rc;
+
+	NST_SPI_KNOWN_STATE(rc, dir, nics, NNICS, NULL, WAIT_MS);
+	NST_EQ(rc, 0);
 	for (int i = 0; i < NNICS; i++)
-		bases[i] = nics[i] > 0 ? tpt(i) : -1;
+		bases[i] = nics[i].pid > 0 ? tpt(i) : -1;
 }
 
 static void teardown(void)
 {
 	for (int i = 0; i < NNICS; i++)
-		if (nics[i] > 0 && !(i == NF && nic_f_killed))
+		if (nics[i].pid > 0 && !(i == NF && nic_f_killed))
 			NST_EQ(nst_wait_tpt_in_use(socks[i], bases[i], WAIT_MS), bases[i]);
 }
 

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "fab_addr.h"
 #include "fab_capture.h"
 #include "fab_wire.h"
+#include "nicsim_mgmt.h"
 #include "nstcapture.h"
 #include "nstest.h"
 #include "nstnic.h"
@@ -69,7 +71,13 @@ enum {
 };
 
 static char dir[256], sock_a[300], sock_b[300], sock_c[300];
-static pid_t nics[3] = {-1, -1, -1}; /* A, B, C */
+static const char *const nic_args[] = {"--log-level", "info", NULL};
+static struct nst_nic nics[] = {
+    {.addr = ADDR_A, .extra = nic_args},
+    {.addr = ADDR_B, .extra = nic_args},
+    {.addr = ADDR_C, .extra = nic_args},
+};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
 static uint32_t addr_a, addr_b, addr_c;
 static uint16_t next_port = 2000;
 static char tshark[512];
@@ -349,7 +357,7 @@ static pid_t capture_start(const char *const *args, int stdout_fd)
 
 	snprintf(log, sizeof(log), "%s/capture.log", dir);
 	pid = nst_capture_spawn(dir, args, stdout_fd, log, true);
-	NST_REQUIRE(pid > 0);
+	NST_REQUIRE_GT(pid, 0);
 	NST_CHECK_(nst_capture_attached(dir, pid, WAIT_MS), CU_TRUE,
 		   "the capture attached (log: %.300s)", log);
 	return pid;
@@ -377,6 +385,52 @@ static int capture_end(pid_t pid, int sig, char *log_text, size_t size)
 		close(fd);
 	log_text[n > 0 ? n : 0] = '\0';
 	return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Enhanced packet blocks in the pcapng file so far (a block the capture is
+ * still writing is not counted). */
+static size_t pcapng_frames(const char *file)
+{
+	static uint8_t buf[16 << 20];
+	size_t len = 0, off = 0, n = 0;
+	ssize_t r;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while (len < sizeof(buf) && (r = read(fd, buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	while (off + 12 <= len) {
+		uint32_t type, blen;
+
+		memcpy(&type, buf + off, 4);
+		memcpy(&blen, buf + off + 4, 4);
+		if (blen < 12 || blen % 4 || off + blen > len)
+			break;
+		n += type == 6;
+		off += blen;
+	}
+	return n;
+}
+
+/* Frames NICs A and B have sent so far. */
+static uint64_t sent_ab(void)
+{
+	return nst_nic_stat(sock_a, NST_STAT(tx_frames)) +
+	       nst_nic_stat(sock_b, NST_STAT(tx_frames));
+}
+
+/* Wait (bounded) until the pcapng capture in file holds at least the frames
+ * A and B sent since they had sent base: the capture has caught up. */
+static void capture_caught_up(const char *file, uint64_t base)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u, want = sent_ab() - base;
+	size_t got;
+
+	while ((got = pcapng_frames(file)) < want && nst_now_ns() < deadline)
+		usleep(2000); /* a bounded back-off of a wait for a condition */
+	NST_GE(got, want);
 }
 
 /* ---- Traffic ------------------------------------------------------------------------ */
@@ -529,6 +583,7 @@ static void test_two_hosts_every_kind_of_frame(void)
 	char file[600], log[4096];
 	uint8_t *src = map(big), *dst = map(big), *back = map(big);
 	uint32_t lk, bk, dmr, rkey, p0, forged;
+	uint64_t rnr, cm_a, det_b;
 	struct frame *f;
 	struct pair p;
 	struct nic_event ev;
@@ -567,9 +622,11 @@ static void test_two_hosts_every_kind_of_frame(void)
 	NST_EQ(memcmp(dst + 4 * MTU, src, 3 * MTU), 0);
 	drop_nth(0, FAB_ANY, FAB_ANY);
 
-	/* A SEND before the receive is posted: RNR NAKs until it is. */
+	/* A SEND before the receive is posted: RNR NAKs until it is (the
+	 * receive is posted once A has had one). */
+	rnr = nst_nic_stat(sock_a, NST_STAT(rnr_naks));
 	post(&p.a, NIC_WR_SEND, src, 64, lk, 0, 0);
-	usleep(5000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(rnr_naks), rnr + 1, WAIT_MS), rnr + 1);
 	post_recv(&p.b, dst, MTU, dmr);
 	completes(&p.a, NIC_WC_SUCCESS);
 	completes(&p.b, NIC_WC_SUCCESS);
@@ -581,17 +638,21 @@ static void test_two_hosts_every_kind_of_frame(void)
 	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
 	NST_EQ(ev.type, NIC_EV_QP_ERROR);
 
-	/* Tear-down: each context's end disconnects its QP. */
+	/* Tear-down: each context's end disconnects its QP.  A's DREQ, then
+	 * B's DREP back at A (a CM message A receives), before B's context
+	 * goes; B's QP is closed by then, so B's end sends nothing. */
+	cm_a = nst_nic_stat(sock_a, NST_STAT(cm_rx));
+	det_b = nst_nic_stat(sock_b, NST_STAT(detaches));
 	nic_host_detach(p.ha);
-	usleep(20000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(cm_rx), cm_a + 1, WAIT_MS), cm_a + 1);
 	nic_host_detach(p.hb);
-	usleep(50000);
+	NST_GE(nst_wait_nic_stat(sock_b, NST_STAT(detaches), det_b + 1, WAIT_MS), det_b + 1);
 	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
 	NST_CHECK_(strstr(log, "frames captured, 0 not captured") != NULL, CU_FALSE,
 		   "capture summary: %.400s", log);
 
 	frames_load(file);
-	NST_REQUIRE(nframes > 20);
+	NST_REQUIRE_GT(nframes, 20);
 	compare_with_tshark(file);
 	for (j = 0; j < nframes; j++)
 		NST_CHECK_(frames[j].icrc_ok, CU_FALSE, "frame %zu: ICRC matches", j + 1);
@@ -713,6 +774,7 @@ static void test_fault_marks_in_pcapng(void)
 	char file[600], log[4096];
 	size_t i;
 	uint32_t lk, dmr, rkey;
+	uint64_t sent0;
 	struct pair p;
 	pid_t cap;
 
@@ -726,12 +788,14 @@ static void test_fault_marks_in_pcapng(void)
 	snprintf(file, sizeof(file), "%s/faults.pcapng", dir);
 	cap = capture_start((const char *const[]){"-w", file, "--cpu", "100", NULL}, -1);
 	st0 = link_ab();
+	sent0 = sent_ab();
 	faults(30000000, 30000000, 20000000, 30000000); /* 3 %, 3 %, 2 %, 3 % */
-	/* 64 KiB at a time, with pauses: the capture keeps up. */
+	/* 64 KiB at a time, each once the capture has caught up: it keeps up
+	 * however little CPU it gets. */
 	for (int k = 0; k < 40; k++) {
 		post(&p.a, NIC_WR_RDMA_WRITE, src, (uint32_t)len, lk, (uintptr_t)dst, rkey);
 		completes(&p.a, NIC_WC_SUCCESS);
-		usleep(5000);
+		capture_caught_up(file, sent0);
 	}
 	faults(0, 0, 0, 0);
 	st1 = link_ab();
@@ -746,9 +810,9 @@ static void test_fault_marks_in_pcapng(void)
 	NST_EQ(count_comment("dropped (loss rule)"), st1.tx.dropped_loss - st0.tx.dropped_loss);
 	NST_EQ(count_comment("duplicate (dup rule)"), st1.tx.duplicated - st0.tx.duplicated);
 	NST_EQ(count_originals("delayed (delay rule)"), st1.tx.delayed - st0.tx.delayed);
-	NST_TRUE(st1.tx.dropped_loss > st0.tx.dropped_loss);
-	NST_TRUE(st1.tx.duplicated > st0.tx.duplicated);
-	NST_TRUE(count_comment("retransmission") > 0);
+	NST_GT(st1.tx.dropped_loss, st0.tx.dropped_loss);
+	NST_GT(st1.tx.duplicated, st0.tx.duplicated);
+	NST_GT(count_comment("retransmission"), 0);
 	/* Corrupted frames: flagged, commented, and their ICRC fails; every
 	 * other frame's ICRC holds. */
 	for (i = 0; i < nframes; i++) {
@@ -758,7 +822,7 @@ static void test_fault_marks_in_pcapng(void)
 		NST_EQ(frames[i].icrc_ok, !corrupt);
 	}
 	NST_EQ(count_originals("corrupted (corrupt rule"), st1.tx.corrupted - st0.tx.corrupted);
-	NST_TRUE(st1.tx.corrupted > st0.tx.corrupted);
+	NST_GT(st1.tx.corrupted, st0.tx.corrupted);
 	printf("\n    %zu frames: %zu lost, %zu duplicated, %zu corrupted, %zu delayed, %zu "
 	       "retransmitted\n",
 	       nframes, count_comment("dropped (loss"), count_comment("duplicate"),
@@ -778,6 +842,7 @@ static void test_pcap_filters_snaplen_count(void)
 	uint8_t *buf = map(1 << 16);
 	char file[600], log[4096], qp[16];
 	uint32_t magic = 0, lk, rk;
+	uint64_t cm_a;
 	struct pair ab, ac;
 	pid_t cap;
 	int fd;
@@ -806,7 +871,7 @@ static void test_pcap_filters_snaplen_count(void)
 	NST_EQ(capture_end(cap, 0, log, sizeof(log)), 0);
 	NST_CHECK_(strstr(log, "3 frames captured") != NULL, CU_FALSE, "summary: %.400s", log);
 	fd = open(file, O_RDONLY);
-	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_GE(fd, 0);
 	NST_EQ(read(fd, &magic, 4), 4);
 	close(fd);
 	NST_EQ_U(magic, 0xa1b23c4du); /* libpcap's nanosecond pcap */
@@ -817,7 +882,7 @@ static void test_pcap_filters_snaplen_count(void)
 		NST_EQ(frames[i].opcode, OP_SEND_ONLY);
 		NST_EQ(frames[i].destqp, ab.b.qpn);
 		NST_EQ_U(frames[i].dst, addr_b);
-		NST_TRUE(frames[i].len > 1000);
+		NST_GT(frames[i].len, 1000);
 	}
 	REQUIRE_TSHARK();
 	NST_REQUIRE_EQ(run_tshark(file, (const char *const[]){"-T", "fields", "-e", "frame.len",
@@ -845,11 +910,12 @@ static void test_pcap_filters_snaplen_count(void)
 	post(&ab.a, NIC_WR_SEND, buf, 10, lk, 0, 0);
 	completes(&ab.a, NIC_WC_SUCCESS);
 	completes(&ab.b, NIC_WC_SUCCESS);
+	cm_a = nst_nic_stat(sock_a, NST_STAT(cm_rx));
 	nic_host_detach(ac.ha); /* DREQ to C, DREP from C */
-	usleep(50000);
+	NST_GE(nst_wait_nic_stat(sock_a, NST_STAT(cm_rx), cm_a + 1, WAIT_MS), cm_a + 1);
 	NST_EQ(capture_end(cap, SIGTERM, log, sizeof(log)), 0);
 	frames_load(file);
-	NST_TRUE(nframes >= 2);
+	NST_GE(nframes, 2);
 	for (size_t i = 0; i < nframes; i++)
 		NST_TRUE(frames[i].src == addr_c || frames[i].dst == addr_c);
 	frames_free();
@@ -904,7 +970,7 @@ static void test_live_into_tshark_and_reader_gone(void)
 		execv(targv[0], (char *const *)targv);
 		_exit(127);
 	}
-	NST_REQUIRE(ts > 0);
+	NST_REQUIRE_GT(ts, 0);
 	close(to_tshark[0]);
 	close(from_tshark[1]);
 	cap = capture_start((const char *const[]){"-w", "-", NULL}, to_tshark[1]);
@@ -924,8 +990,11 @@ static void test_live_into_tshark_and_reader_gone(void)
 		if (n > 0)
 			used += (size_t)n;
 		got[used] = '\0';
-		if (n <= 0)
-			usleep(2000);
+		if (n <= 0) {
+			struct pollfd pfd = {.fd = from_tshark[0], .events = POLLIN};
+
+			poll(&pfd, 1, 100); /* until tshark writes, bounded by the deadline */
+		}
 	}
 	NST_CHECK_(has_line(got, "4"), CU_FALSE,
 		   "tshark showed the SEND Only (opcode 4) live; it printed: %.300s", got);
@@ -1035,9 +1104,10 @@ static void harness_frames(const char *fab_dir, int n, uint32_t psn0)
 		NST_REQUIRE_EQ(fab_pkt_encode(&pkt, data, FAB_SLOT_BYTES, &len), 0);
 		NST_REQUIRE_EQ(fab_send(pa, idx, (uint32_t)len, addr_b), 0);
 	}
+	/* Their records stay in the capture rings, which the capture drains
+	 * when it stops. */
 	while (fab_recv(pb, &rx) == 0)
 		fab_rx_done(pb, rx.idx);
-	usleep(100000); /* the capture's next pass */
 	fab_port_close(pa);
 	fab_port_close(pb);
 	fab_close(fab);
@@ -1090,7 +1160,7 @@ static void test_nicsim_capture_env(void)
 
 	REQUIRE_TSHARK();
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	NST_REQUIRE(n > 0);
+	NST_REQUIRE_GT(n, 0);
 	self[n] = '\0';
 	argv[0] = self;
 	snprintf(root, sizeof(root), "%s/captures", dir);
@@ -1144,7 +1214,6 @@ static void test_nicsim_capture_env(void)
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, NULL};
-	const char *const args[] = {"--log-level", "info", NULL};
 	char *socks[] = {sock_a, sock_b, sock_c};
 	uint32_t *bin[] = {&addr_a, &addr_b, &addr_c};
 
@@ -1155,11 +1224,15 @@ static int init(void)
 	for (int k = 0; k < 3; k++) {
 		snprintf(socks[k], sizeof(sock_a), "%s/nic-%s.sock", dir, addrs[k]);
 		fab_addr_parse(addrs[k], bin[k]);
-		nics[k] = nst_start_nic(dir, addrs[k], args, WAIT_MS);
-		if (nics[k] <= 0)
-			return -1;
 	}
-	return 0;
+	return nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 ? -1 : 0;
+}
+
+/* Each test from the NIC as it was started: one a failed test left holding
+ * contexts, QPs or TPT entries (or that died) is restarted (nstnic.h). */
+static void setup(void)
+{
+	NST_EQ(nst_nics_ready(dir, nics, NNICS, WAIT_MS), 0);
 }
 
 static int clean(void)
@@ -1167,7 +1240,7 @@ static int clean(void)
 	bool all = true;
 
 	for (int k = 0; k < 3; k++)
-		all &= nst_stop_clean(nics[k], WAIT_MS);
+		all &= nst_stop_clean(nics[k].pid, WAIT_MS);
 	frames_free();
 	if (!all)
 		return -1;
@@ -1191,5 +1264,8 @@ int main(int argc, char **argv)
 		return harness_main(argc, argv, !strcmp(argv[1], "harness-fail"));
 	/* This program runs its own captures: one per fabric at a time. */
 	unsetenv("NICSIM_CAPTURE");
-	return nst_main(argc, argv, "capture", tests, init, clean);
+	static const struct nst_suite suite = {
+	    .name = "capture", .tests = tests, .init = init, .clean = clean, .setup = setup};
+
+	return nst_run_suite(argc, argv, &suite);
 }

@@ -268,7 +268,7 @@ static void test_up_show_down(void)
 	NST_REQUIRE_EQ(rc, 0);
 	OUT_HAS("export NICSIM_DIR=");
 	for (i = 0; i < 2; i++) {
-		NST_REQUIRE(pids[i] > 0);
+		NST_REQUIRE_GT(pids[i], 0);
 		NST_TRUE(nst_pid_alive(pids[i]));
 		NST_TRUE(nst_pid_is_nicsimd(pids[i]));
 		NST_TRUE(exists(sock[i]));
@@ -445,9 +445,9 @@ static void test_up_timeout(void)
 	NST_EQ(rc, 1);
 	OUT_HAS("NIC 198.18.0.1");
 	OUT_HAS("not ready within 300 ms");
-	NST_TRUE(ms >= 300);
-	NST_TRUE(ms < 300 + 5000 + 2000);
-	NST_REQUIRE(pid > 0);
+	NST_GE(ms, 300);
+	NST_LT(ms, 300 + 5000 + 2000);
+	NST_REQUIRE_GT(pid, 0);
 	NST_TRUE(!nst_pid_alive(pid));
 	NST_TRUE(!exists(pidf));
 }
@@ -583,7 +583,7 @@ static void test_fake_nic(void)
 	snprintf(f.sock, sizeof(f.sock), "%s/nic-198.18.0.9.sock", dir);
 	f.addr = htonl(0xc6120009u);
 	fake_pid = nst_fork(fake_main, &f);
-	NST_REQUIRE(fake_pid > 0);
+	NST_REQUIRE_GT(fake_pid, 0);
 	deadline = nst_now_ns() + 5000000000ull;
 	while (!exists(f.sock) && nst_now_ns() < deadline)
 		sleep_ms(5);
@@ -615,7 +615,7 @@ static void test_fake_nic(void)
 	OUT_HAS("198.18.0.9");
 	OUT_HAS("record count does not match");
 
-	NST_TRUE(nst_stop(fake_pid, 2000) >= 0);
+	NST_GE(nst_stop(fake_pid, 2000), 0);
 	fake_pid = 0;
 	/* Nobody listening any more: a stale socket, said so. */
 	rc = NICSIM("stats", "--dir", dir);

@@ -11,12 +11,15 @@
 
 #include "nicsim_host.h"
 #include "nstest.h"
+#include "nstnic.h"
 
 #define ADDR "198.18.0.1"
 #define WAIT_MS 5000
 
 static char dir[256], sock[300];
-static pid_t nic = -1;
+static struct nst_nic nics[] = {{.addr = ADDR, .extra = NULL}};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
+#define nic (nics[0].pid)
 
 static uint16_t qp_cmd(struct nic_host *h, uint16_t opcode, uint32_t slot, uint32_t qpn,
 		       uint32_t *out)
@@ -124,10 +127,10 @@ static void test_qps_released_when_host_dies(void)
 	pid_t child;
 	uint64_t deadline;
 
-	NST_REQUIRE(before >= 0);
+	NST_REQUIRE_GE(before, 0);
 	NST_REQUIRE_EQ(pipe(fds), 0);
 	child = nst_fork(hold_qps, &fds[1]);
-	NST_REQUIRE(child > 0);
+	NST_REQUIRE_GT(child, 0);
 	close(fds[1]);
 	NST_REQUIRE_EQ(read(fds[0], &c, 1), 1);
 	close(fds[0]);
@@ -145,8 +148,14 @@ static int init(void)
 	if (nst_tmpdir(dir, sizeof(dir), "qp") < 0)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/nic-" ADDR ".sock", dir);
-	nic = nst_start_nic(dir, ADDR, NULL, WAIT_MS);
-	return nic > 0 ? 0 : -1;
+	return nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 ? -1 : 0;
+}
+
+/* Each test from the NIC as it was started: one a failed test left holding
+ * contexts, QPs or TPT entries (or that died) is restarted (nstnic.h). */
+static void setup(void)
+{
+	NST_EQ(nst_nics_ready(dir, nics, NNICS, WAIT_MS), 0);
 }
 
 static int clean(void)
@@ -168,5 +177,8 @@ int main(int argc, char **argv)
 	    {NULL, NULL},
 	};
 
-	return nst_main(argc, argv, "qp", tests, init, clean);
+	static const struct nst_suite suite = {
+	    .name = "qp", .tests = tests, .init = init, .clean = clean, .setup = setup};
+
+	return nst_run_suite(argc, argv, &suite);
 }

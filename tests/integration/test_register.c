@@ -29,6 +29,7 @@
 #include "nicsim_host.h"
 #include "nstest.h"
 #include "nstnic.h"
+#include "nstspi.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -37,7 +38,15 @@
 #define PAGE 4096u
 
 static char dir[256], sock_a[300], sock_b[300];
-static pid_t nic_a = -1, nic_b = -1;
+static struct nst_nic nics[] = {
+    {.addr = ADDR_A},
+    {.addr = ADDR_B,
+     .extra = (const char *const[]){"--no-mw", "--no-rdma-read", "--tpt-capacity", "8", "--max-reg",
+				    "1M", NULL}},
+};
+#define NNICS (sizeof(nics) / sizeof(nics[0]))
+#define nic_a (nics[0].pid)
+#define nic_b (nics[1].pid)
 static int base_a = -1, base_b = -1; /* occupancy before each test */
 
 static void sleep_ms(int ms)
@@ -145,7 +154,7 @@ static void test_r2_same_buffer_same_handle(void)
 	NST_EQ(err, WSAEINVAL);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	NST_EQ(nst_tpt_in_use(sock_a), base + 1);
-	NST_TRUE(nst_proc_status_kib(0, "VmLck") > lck0);
+	NST_GT(nst_proc_status_kib(0, "VmLck"), lck0);
 	NST_EQ(WSPDeregisterMemory(s1, h1, &err), 0);
 	flush(buf + 10, 5000);
 	NST_EQ(nst_tpt_in_use(sock_a), base);
@@ -409,7 +418,7 @@ static void test_tpt_full(void)
 	char *m = map(16 * PAGE);
 	HANDLE h[16];
 
-	NST_REQUIRE(base >= 0);
+	NST_REQUIRE_GE(base, 0);
 	/* Fill the 8-entry TPT with distinct buffers. */
 	while (n < 16) {
 		h[n] = WSPRegisterMemory(s, m + n * PAGE, PAGE, MEM_READ, &err);
@@ -664,7 +673,7 @@ static void test_killed_host_is_torn_down(void)
 
 	NST_REQUIRE_EQ(pipe(fds), 0);
 	child = nst_fork(hold_registrations, &fds[1]);
-	NST_REQUIRE(child > 0);
+	NST_REQUIRE_GT(child, 0);
 	close(fds[1]);
 	NST_REQUIRE_EQ(read(fds[0], &c, 1), 1);
 	close(fds[0]);
@@ -679,12 +688,14 @@ static void test_killed_host_is_torn_down(void)
 	NST_TRUE(strstr(out, want) == NULL);
 }
 
-/* Registers and deregisters through the SPI until killed. */
-static int churn(void *arg)
+/* Registers and deregisters through the SPI until killed; ready_fd gets a
+ * byte after the first registration. */
+static int churn(void *arg, int ready_fd)
 {
 	SOCKET s;
 	char *m = child_map(64 * PAGE);
 	int err = 0;
+	bool told = false;
 
 	(void)arg;
 	if (!m || child_startup() != 0)
@@ -696,6 +707,10 @@ static int churn(void *arg)
 		HANDLE h = WSPRegisterMemory(s, m + (i % 32) * PAGE, (i % 7 + 1) * PAGE,
 					     MEM_READWRITE, &err);
 
+		if (!told) {
+			told = write(ready_fd, "r", 1) == 1;
+			close(ready_fd);
+		}
 		if (h && i % 3)
 			WSPDeregisterMemory(s, h, &err);
 	}
@@ -707,10 +722,12 @@ static void test_killed_while_registering(void)
 	int base = nst_tpt_in_use(sock_a);
 
 	for (int i = 0; i < 4; i++) {
-		pid_t child = nst_fork(churn, NULL);
+		pid_t child = nst_fork_ready(churn, NULL, WAIT_MS);
 
-		NST_REQUIRE(child > 0);
-		sleep_ms(30 + 17 * i);
+		NST_REQUIRE_GT(child, 0);
+		/* Once it registers: moments of its work are what is tested,
+		 * so this sleep is the test's, not a synchronisation. */
+		sleep_ms(17 * i);
 		NST_EQ(kill(child, SIGKILL), 0);
 		nst_wait(child, WAIT_MS);
 		NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);
@@ -726,12 +743,7 @@ static int init(void)
 		return -1;
 	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
 	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
-	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
-	nic_b = nst_start_nic(dir, ADDR_B,
-			      (const char *const[]){"--no-mw", "--no-rdma-read", "--tpt-capacity",
-						    "8", "--max-reg", "1M", NULL},
-			      WAIT_MS);
-	if (nic_a < 0 || nic_b < 0)
+	if (nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0)
 		return -1;
 	setenv("NICSIM_DIR", dir, 1);
 	return WSPStartupEx(0x0202, &data, NULL, NULL, &table) == 0 ? 0 : -1;
@@ -751,9 +763,15 @@ static int clean(void)
 	return 0;
 }
 
-/* Every test leaves both NICs' TPT occupancy where it found it. */
+/* Every test starts from the NICs as they were started (one a failed test
+ * left holding something is made so again, nstspi.h), and leaves both NICs'
+ * TPT occupancy where it found it. */
 static void setup(void)
 {
+	int rc;
+
+	NST_SPI_KNOWN_STATE(rc, dir, nics, NNICS, NULL, WAIT_MS);
+	NST_EQ(rc, 0);
 	base_a = nst_tpt_in_use(sock_a);
 	base_b = nst_tpt_in_use(sock_b);
 }

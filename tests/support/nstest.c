@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -22,6 +23,240 @@
 #ifndef NICSIM_BUILD_BIN_DIR
 #define NICSIM_BUILD_BIN_DIR "."
 #endif
+
+/* ---- The guard: no process of a test outlives it ------------------------
+ *
+ * Processes a test forks itself get PR_SET_PDEATHSIG (die_with_parent), but
+ * the NICs `nicsim up` starts are daemons (their own session, parent init)
+ * and a child can be made without the support code.  So nst_run_suite forks
+ * a guard first: a small process that learns each run directory the test
+ * makes (nst_tmpdir sends its path down a pipe) and, when the test ends --
+ * whether it returned or was killed, even by SIGKILL -- kills with SIGKILL
+ * every process of the user that names one of those directories, as
+ * --dir DIR (nicsimd, nicsim capture) or NICSIM_DIR=DIR in its environment
+ * (programs on the provider), DIR itself or below it.  Directories come
+ * from mkdtemp, so no other test's process can match.  The guard learns of
+ * the test's end from PR_SET_PDEATHSIG, and checks its parent once a second
+ * in case the signal came before it was armed. */
+
+#define GUARD_DIRS 128
+#define GUARD_DIR_MAX 256
+
+static int guard_fd = -1; /* the test's end of the pipe */
+static volatile sig_atomic_t guard_parent_gone;
+static char guard_dirs[GUARD_DIRS][GUARD_DIR_MAX]; /* in the guard */
+static size_t guard_ndirs;
+
+static void sleep_ms(int ms);
+
+/* In a child just forked by parent: it gets SIGKILL when the thread that
+ * forked it ends; if the parent is already gone, it ends now. */
+static void die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+}
+
+static void guard_on_signal(int sig)
+{
+	(void)sig;
+	guard_parent_gone = 1;
+}
+
+/* dir registered, or below one that is. */
+static bool guard_owns(const char *dir)
+{
+	for (size_t i = 0; i < guard_ndirs; i++) {
+		size_t n = strlen(guard_dirs[i]);
+
+		if (!strncmp(dir, guard_dirs[i], n) && (dir[n] == '\0' || dir[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+/* Read /proc/<pid>/<what> (NUL-separated strings) into buf; its length. */
+static size_t proc_strings(const char *pid, const char *what, char *buf, size_t size)
+{
+	char path[64];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/%s", pid, what);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while (len + 1 < size && (n = read(fd, buf + len, size - len - 1)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = '\0';
+	return len;
+}
+
+/* Whether the process pid (a /proc name) names one of the guard's
+ * directories in its arguments or environment. */
+static bool guard_match(const char *pid)
+{
+	static char buf[1 << 16];
+	size_t len = proc_strings(pid, "cmdline", buf, sizeof(buf));
+	bool dir_next = false;
+
+	for (const char *a = buf; a < buf + len; a += strlen(a) + 1) {
+		if (dir_next && guard_owns(a))
+			return true;
+		if (!strncmp(a, "--dir=", 6) && guard_owns(a + 6))
+			return true;
+		dir_next = !strcmp(a, "--dir");
+	}
+	len = proc_strings(pid, "environ", buf, sizeof(buf));
+	for (const char *a = buf; a < buf + len; a += strlen(a) + 1)
+		if (!strncmp(a, "NICSIM_DIR=", 11) && guard_owns(a + 11))
+			return true;
+	return false;
+}
+
+/* Kill every process of the guard's directories; wait (bounded) until they
+ * are gone.  Returns how many there were. */
+static unsigned guard_sweep(const char *prog)
+{
+	pid_t killed[256];
+	unsigned n = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (!guard_ndirs || !(d = opendir("/proc")))
+		return 0;
+	while ((e = readdir(d)) && n < 256) {
+		pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
+
+		if (pid <= 0 || pid == getpid() || !guard_match(e->d_name))
+			continue;
+		if (kill(pid, SIGKILL) == 0) {
+			killed[n++] = pid;
+			fprintf(stderr, "%s: killed pid %d, left running by the test\n", prog,
+				(int)pid);
+		}
+	}
+	closedir(d);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t deadline = nst_now_ns() + 5000000000ull;
+
+		while (nst_pid_alive(killed[i]) && nst_now_ns() < deadline)
+			sleep_ms(5);
+	}
+	return n;
+}
+
+static void guard_add(char *line)
+{
+	line[strcspn(line, "\n")] = '\0';
+	if (*line && guard_ndirs < GUARD_DIRS && strlen(line) < GUARD_DIR_MAX && !guard_owns(line))
+		snprintf(guard_dirs[guard_ndirs++], GUARD_DIR_MAX, "%s", line);
+}
+
+static void __attribute__((noreturn)) guard_main(int rfd, pid_t parent, const char *prog)
+{
+	struct sigaction sa = {.sa_handler = guard_on_signal};
+	char buf[8192];
+	size_t used = 0;
+
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGINT, SIG_IGN); /* Ctrl-C: the test ends, then the guard cleans up */
+	prctl(PR_SET_NAME, "nstest-guard");
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	for (;;) {
+		struct pollfd p = {.fd = rfd, .events = POLLIN};
+		ssize_t n;
+		char *nl;
+
+		if (guard_parent_gone || getppid() != parent)
+			break;
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		n = read(rfd, buf + used, sizeof(buf) - used - 1);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			/* Every writer gone: the test too, or it closed its end. */
+			if (n == 0)
+				break;
+			continue;
+		}
+		used += (size_t)n;
+		buf[used] = '\0';
+		while ((nl = strchr(buf, '\n'))) {
+			*nl = '\0';
+			guard_add(buf);
+			used -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, used + 1);
+		}
+		if (used == sizeof(buf) - 1)
+			used = 0; /* a line that long is no directory of ours */
+	}
+	/* The lines still in the pipe: the test's last directories. */
+	fcntl(rfd, F_SETFL, O_NONBLOCK);
+	while (used < sizeof(buf) - 1) {
+		ssize_t n = read(rfd, buf + used, sizeof(buf) - used - 1);
+
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+		guard_add(line);
+	guard_sweep(prog);
+	_exit(0);
+}
+
+/* Start the guard; without it the test runs unguarded (said on stderr). */
+static void guard_start(const char *prog)
+{
+	pid_t parent = getpid(), pid;
+	int fds[2];
+
+	if (guard_fd >= 0)
+		return;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		perror("nstest: no guard for this test's processes: pipe");
+		return;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		guard_main(fds[0], parent, prog);
+	}
+	close(fds[0]);
+	if (pid < 0) {
+		perror("nstest: no guard for this test's processes: fork");
+		close(fds[1]);
+		return;
+	}
+	guard_fd = fds[1];
+}
+
+/* Tell the guard about a run directory of the test. */
+static void guard_register(const char *dir)
+{
+	char line[GUARD_DIR_MAX + 1];
+	int n = snprintf(line, sizeof(line), "%s\n", dir);
+
+	if (guard_fd < 0)
+		return;
+	if (n < 0 || (size_t)n >= sizeof(line) || write(guard_fd, line, (size_t)n) != n)
+		fprintf(stderr,
+			"nstest: the guard does not know %s: its processes may outlive "
+			"the test\n",
+			dir);
+}
+
+void nst_guard_dir(const char *dir)
+{
+	guard_register(dir);
+}
 
 int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
 	     int (*init)(void), int (*clean)(void))
@@ -39,6 +274,7 @@ int nst_run_suite(int argc, char **argv, const struct nst_suite *suite)
 
 	/* A reader that goes away must not kill a test with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
+	guard_start(suite->name);
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	s = CU_add_suite_with_setup_and_teardown(suite->name, suite->init, suite->clean,
@@ -85,6 +321,7 @@ int nst_tmpdir(char *buf, size_t size, const char *tag)
 		return -ENAMETOOLONG;
 	if (!mkdtemp(buf))
 		return -errno;
+	guard_register(buf);
 	nst_capture_start(buf);
 	return 0;
 }
@@ -359,7 +596,7 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 	const char *argv[40];
 	size_t n = 0;
 	uint64_t deadline;
-	pid_t pid;
+	pid_t pid, parent;
 
 	snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, addr);
 	snprintf(log, sizeof(log), "%s/nic-%s.log", dir, addr);
@@ -372,12 +609,14 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 		argv[n++] = *extra;
 	argv[n] = NULL;
 
+	parent = getpid();
 	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 
+		die_with_parent(parent);
 		if (fd >= 0) {
 			dup2(fd, STDOUT_FILENO);
 			dup2(fd, STDERR_FILENO);
@@ -410,7 +649,7 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 	int pipefd[2], status;
 	size_t len = 0;
 	uint64_t deadline;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
@@ -421,6 +660,7 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 		return -errno;
 	}
 	if (pid == 0) {
+		die_with_parent(parent);
 		dup2(pipefd[1], STDOUT_FILENO);
 		dup2(pipefd[1], STDERR_FILENO);
 		execv(argv[0], (char *const *)argv);
@@ -513,6 +753,26 @@ bool nst_pid_alive(pid_t pid)
 	return !p || (p[1] == ' ' && p[2] != 'Z' && p[2] != 'X');
 }
 
+int nst_wait_blocked(pid_t tid, int timeout_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (;;) {
+		if (read_small(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
+			return -ESRCH;
+		if (p[1] == ' ' && (p[2] == 'S' || p[2] == 'D'))
+			return 0;
+		if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+			return -ESRCH;
+		if (nst_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		/* A bounded back-off of a wait for a condition. */
+		sleep_ms(1);
+	}
+}
+
 bool nst_pid_is_nicsimd(pid_t pid)
 {
 	char path[64], comm[32];
@@ -545,12 +805,14 @@ void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who)
 
 pid_t nst_fork(int (*fn)(void *), void *arg)
 {
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	fflush(NULL);
 	pid = fork();
-	if (pid == 0)
+	if (pid == 0) {
+		die_with_parent(parent);
 		_exit(fn(arg) & 0xff);
+	}
 	return pid < 0 ? -errno : pid;
 }
 
@@ -559,13 +821,14 @@ pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_
 	struct pollfd p;
 	int fds[2];
 	char c;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
+		die_with_parent(parent);
 		close(fds[0]);
 		_exit(fn(arg, fds[1]) & 0xff);
 	}

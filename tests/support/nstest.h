@@ -43,6 +43,17 @@
 		NST_CHECK_(nst_a_ == nst_b_, CU_FALSE, "%s == %s (got 0x%llx, want 0x%llx)", #a, \
 			   #b, nst_a_, nst_b_);                                                  \
 	} while (0)
+/* Signed ordering comparisons: "a < b (got X, limit Y)". */
+#define NST_CMP_(a, op, b, fatal, pre)                                                          \
+	do {                                                                                    \
+		long long nst_a_ = (long long)(a), nst_b_ = (long long)(b);                     \
+		NST_CHECK_(nst_a_ op nst_b_, fatal, pre "%s " #op " %s (got %lld, limit %lld)", \
+			   #a, #b, nst_a_, nst_b_);                                             \
+	} while (0)
+#define NST_LT(a, b) NST_CMP_(a, <, b, CU_FALSE, "")
+#define NST_LE(a, b) NST_CMP_(a, <=, b, CU_FALSE, "")
+#define NST_GT(a, b) NST_CMP_(a, >, b, CU_FALSE, "")
+#define NST_GE(a, b) NST_CMP_(a, >=, b, CU_FALSE, "")
 #define NST_TRUE(c) NST_CHECK_((c), CU_FALSE, "%s", #c)
 /* Fatal variants end the test function at once. */
 #define NST_REQUIRE(c) NST_CHECK_((c), CU_TRUE, "required: %s", #c)
@@ -52,6 +63,10 @@
 		NST_CHECK_(nst_a_ == nst_b_, CU_TRUE, "required: %s == %s (got %lld, want %lld)", \
 			   #a, #b, nst_a_, nst_b_);                                               \
 	} while (0)
+
+#define NST_REQUIRE_GT(a, b) NST_CMP_(a, >, b, CU_TRUE, "required: ")
+#define NST_REQUIRE_GE(a, b) NST_CMP_(a, >=, b, CU_TRUE, "required: ")
+#define NST_REQUIRE_LT(a, b) NST_CMP_(a, <, b, CU_TRUE, "required: ")
 
 /* ---- Main --------------------------------------------------------------- */
 
@@ -91,6 +106,17 @@ int nst_main(int argc, char **argv, const char *suite, const struct nst_test *te
 /* A new private (0700) directory under $TMPDIR or /tmp; path in buf.  With
  * NICSIM_CAPTURE set, a capture follows it (nstcapture.h). */
 int nst_tmpdir(char *buf, size_t size, const char *tag);
+/*
+ * nst_run_suite starts a guard process that, when the test program ends in
+ * any way (SIGKILL included), kills every process naming one of the
+ * program's run directories (--dir DIR, or NICSIM_DIR=DIR in its
+ * environment), DIR itself or below it: daemons `nicsim up` started too.
+ * nst_tmpdir registers its directories; nst_guard_dir registers another.
+ * The children nst_start_nic, nst_run, nst_fork and nst_fork_ready make
+ * get SIGKILL when the thread that made them ends (PR_SET_PDEATHSIG).
+ */
+void nst_guard_dir(const char *dir);
+
 /* Remove a directory tree made by nst_tmpdir (best effort). */
 void nst_rmtree(const char *dir);
 
@@ -166,6 +192,14 @@ bool nst_stop_clean(pid_t pid, int timeout_ms);
 
 /* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
 int nst_wait(pid_t pid, int timeout_ms);
+
+/*
+ * Wait up to timeout_ms until thread tid of this process sleeps in the
+ * kernel (state S or D in /proc), as a thread does once it blocks in a call
+ * that waits: a test makes sure its waiter waits before it acts.  0, or
+ * -ETIMEDOUT (the thread kept running), or -ESRCH (it ended).
+ */
+int nst_wait_blocked(pid_t tid, int timeout_ms);
 
 /* True if pid exists and is not a zombie. */
 bool nst_pid_alive(pid_t pid);

@@ -1,5 +1,8 @@
 #include "nstnic.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "fab.h"
@@ -34,6 +37,28 @@ int nst_nic_stats(const char *sock, struct nic_stats *out)
 	err = mgmt_client_stats(&c, out);
 	mgmt_client_close(&c);
 	return err;
+}
+
+uint64_t nst_nic_stat(const char *sock, size_t off)
+{
+	struct nic_stats st;
+	uint64_t v = 0;
+
+	if (off + sizeof(v) <= sizeof(st) && nst_nic_stats(sock, &st) == 0)
+		memcpy(&v, (const char *)&st + off, sizeof(v));
+	return v;
+}
+
+uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms)
+{
+	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t v;
+
+	/* A bounded back-off between questions to the NIC. */
+	while ((v = nst_nic_stat(sock, off)) < min && nst_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+	return v;
 }
 
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)
@@ -81,4 +106,111 @@ int nst_link_down(const char *dir, uint32_t from, uint32_t to, bool down)
 	err = fab_link_set(f, from, to, &cfg, FAB_LF_DOWN);
 	fab_close(f);
 	return err;
+}
+
+int nst_nic_state(const char *sock, struct nst_nic_state *st)
+{
+	struct nic_stats s;
+	int err = nst_nic_stats(sock, &s);
+
+	if (err)
+		return err;
+	st->tpt_in_use = (long long)s.tpt_in_use;
+	st->qps = (long long)s.qps;
+	st->contexts = (long long)s.contexts;
+	return 0;
+}
+
+int nst_nics_start(const char *dir, struct nst_nic *nics, size_t n, int timeout_ms)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct nst_nic *x = &nics[i];
+		int err;
+
+		snprintf(x->sock, sizeof(x->sock), "%s/nic-%s.sock", dir, x->addr);
+		x->pid = nst_start_nic(dir, x->addr, x->extra, timeout_ms);
+		if (x->pid < 0)
+			return x->pid;
+		err = nst_nic_state(x->sock, &x->base);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static bool same_state(const struct nst_nic_state *a, const struct nst_nic_state *b)
+{
+	return a->tpt_in_use == b->tpt_in_use && a->qps == b->qps && a->contexts == b->contexts;
+}
+
+/* Wait until the NIC is at its recorded state; the last state seen in now. */
+static bool nic_settled(const struct nst_nic *x, int timeout_ms, struct nst_nic_state *now,
+			int *err)
+{
+	const struct timespec pause = {.tv_nsec = 5 * 1000000L};
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	/* A bounded back-off of a wait for a condition: a NIC frees what a
+	 * closing context held as its event loop gets to it. */
+	for (;;) {
+		*err = nst_nic_state(x->sock, now);
+		if (!*err && same_state(now, &x->base))
+			return true;
+		if (nst_now_ns() >= deadline)
+			return false;
+		nanosleep(&pause, NULL);
+	}
+}
+
+static void say_state(const char *who, const struct nst_nic *x, const struct nst_nic_state *now,
+		      int err, const char *then)
+{
+	if (err)
+		fprintf(stderr, "%s: NIC %s does not answer (%s); %s\n", who, x->addr,
+			strerror(-err), then);
+	else
+		fprintf(stderr,
+			"%s: NIC %s holds %lld TPT entries, %lld QPs, %lld contexts (want %lld, "
+			"%lld, %lld), left by an earlier test; %s\n",
+			who, x->addr, now->tpt_in_use, now->qps, now->contexts, x->base.tpt_in_use,
+			x->base.qps, x->base.contexts, then);
+}
+
+bool nst_nics_settled(const struct nst_nic *nics, size_t n, int timeout_ms, const char *who)
+{
+	bool ok = true;
+
+	for (size_t i = 0; i < n; i++) {
+		struct nst_nic_state now;
+		int err;
+
+		if (nics[i].pid > 0 && !nic_settled(&nics[i], timeout_ms, &now, &err)) {
+			say_state(who, &nics[i], &now, err, "not at its starting state");
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+int nst_nics_ready(const char *dir, struct nst_nic *nics, size_t n, int timeout_ms)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct nst_nic *x = &nics[i];
+		struct nst_nic_state now;
+		int err;
+
+		if (x->pid <= 0 || nic_settled(x, timeout_ms, &now, &err))
+			continue;
+		say_state(program_invocation_short_name, x, &now, err, "restarting it");
+		nst_stop(x->pid, timeout_ms);
+		x->pid = nst_start_nic(dir, x->addr, x->extra, timeout_ms);
+		if (x->pid < 0 || !nic_settled(x, timeout_ms, &now, &err)) {
+			fprintf(stderr, "%s: NIC %s did not come back as it was\n",
+				program_invocation_short_name, x->addr);
+			rc = rc ? rc : (x->pid < 0 ? x->pid : -EIO);
+		}
+	}
+	return rc;
 }

@@ -7,7 +7,9 @@
 #define NSTNIC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* TPT entries in use on the NIC listening at sock, or -1. */
 int nst_tpt_in_use(const char *sock);
@@ -18,6 +20,54 @@ int nst_tpt_in_use(const char *sock);
  */
 struct nic_stats;
 int nst_nic_stats(const char *sock, struct nic_stats *out);
+
+/*
+ * One counter of the NIC at sock: off is its offset in struct nic_stats,
+ * NST_STAT(name) (which needs nicsim_mgmt.h).  nst_nic_stat reads it (0 if
+ * the NIC does not answer); nst_wait_nic_stat waits up to timeout_ms until
+ * it is at least min and returns the last value read: the way to wait for
+ * something the NIC did (a NAK received, a disconnect) instead of sleeping.
+ */
+#define NST_STAT(name) offsetof(struct nic_stats, name)
+uint64_t nst_nic_stat(const char *sock, size_t off);
+uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms);
+
+/*
+ * NICs a suite shares between its tests, and the state each test must find
+ * them in.  A failed test can leave a NIC holding what it made (contexts,
+ * QPs, TPT entries); the next test must not fail for it.
+ */
+struct nst_nic_state {
+	long long tpt_in_use, qps, contexts;
+};
+
+struct nst_nic {
+	const char *addr;         /* dotted quad */
+	const char *const *extra; /* more nicsimd arguments (NULL-terminated), or NULL */
+	pid_t pid;                /* 0 or less: not running (a test may stop one) */
+	char sock[300];
+	struct nst_nic_state base; /* as it was when started */
+};
+
+/* The state of the NIC at sock: 0 or a negative errno. */
+int nst_nic_state(const char *sock, struct nst_nic_state *st);
+
+/* Start nics[0..n) in dir (whose fabric exists) and record each one's
+ * state.  0, or the first error (the NICs started are left running). */
+int nst_nics_start(const char *dir, struct nst_nic *nics, size_t n, int timeout_ms);
+
+/*
+ * Before a test: wait up to timeout_ms until every running NIC of nics is
+ * back at its recorded state; one that is not (or has died) is restarted,
+ * and stderr says what it held.  0 if every NIC is now as recorded, else a
+ * negative errno.  Contexts the test program still holds on a restarted NIC
+ * are dead: a suite that keeps some (the provider does) closes them first.
+ */
+int nst_nics_ready(const char *dir, struct nst_nic *nics, size_t n, int timeout_ms);
+
+/* Whether every running NIC of nics is at its recorded state within
+ * timeout_ms; says on stderr which is not, naming who. */
+bool nst_nics_settled(const struct nst_nic *nics, size_t n, int timeout_ms, const char *who);
 
 /* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);

@@ -1,8 +1,12 @@
 #include "nstspi.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
+
+#include "nstnic.h"
 
 int nst_spi_startup(void)
 {
@@ -94,4 +98,24 @@ int nst_spi_rdma(SOCKET s, bool write, void *buf, uint32_t len, HANDLE h,
 		return err;
 	err = 0;
 	return WSPGetOverlappedResult(s, &ov, &n, TRUE, &flags, &err) ? 0 : err;
+}
+
+int nst_spi_known_state(const char *dir, struct nst_nic *nics, size_t n, void (*end_others)(void),
+			int timeout_ms)
+{
+	const char *me = program_invocation_short_name;
+	int err = 0;
+
+	if (nst_nics_settled(nics, n, timeout_ms, me))
+		return 0;
+	fprintf(stderr, "%s: closing every socket and the other processes first\n", me);
+	WSPCleanup(&err);
+	if (end_others)
+		end_others();
+	err = nst_nics_ready(dir, nics, n, timeout_ms);
+	if (nst_spi_startup() != 0 || err) {
+		fprintf(stderr, "%s: the NICs and the SPI could not be made as they were\n", me);
+		return -EIO;
+	}
+	return 0;
 }

@@ -7,6 +7,7 @@
 #define NSTSPI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ws2san.h"
@@ -32,5 +33,30 @@ int nst_spi_pair(const char *srv_addr, const char *cli_addr, uint16_t port, SOCK
  */
 int nst_spi_rdma(SOCKET s, bool write, void *buf, uint32_t len, HANDLE h,
 		 const struct nicsim_rdma_desc *d);
+
+/*
+ * Before each test of a suite that shares NICs through the SPI (nstnic.h):
+ * if every running NIC of nics is as it was started, nothing.  Otherwise an
+ * earlier test failed and left things behind: close every socket of this
+ * process (WSPCleanup), call end_others (if not NULL) to end the suite's
+ * other processes, restart each NIC still not back, and start the SPI
+ * again.  0, or -EIO if the NICs or the SPI could not be made as they were.
+ *
+ * Closing sockets completes their pending operations, whose WSAOVERLAPPED
+ * structures may have lived in the failed test's stack frames, where the
+ * set-up's frames are now: call it from the suite's set-up function through
+ * NST_SPI_KNOWN_STATE, which first lays an unused buffer over those frames
+ * for the provider's writes to land in.
+ */
+struct nst_nic;
+int nst_spi_known_state(const char *dir, struct nst_nic *nics, size_t n, void (*end_others)(void),
+			int timeout_ms);
+#define NST_SPI_KNOWN_STATE(rc, dir, nics, n, end_others, timeout_ms)                       \
+	do {                                                                                \
+		char nst_over_dead_frames_[256 << 10];                                      \
+                                                                                            \
+		__asm__ __volatile__("" ::"r"(nst_over_dead_frames_) : "memory");           \
+		(rc) = nst_spi_known_state((dir), (nics), (n), (end_others), (timeout_ms)); \
+	} while (0)
 
 #endif /* NSTSPI_H */
