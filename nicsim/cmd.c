@@ -133,7 +133,7 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 
 /* True unless key names a live entry of another type (the TPT itself
  * refuses keys that are invalid, stale or foreign). */
-static bool key_is(const struct tpt *t, uint32_t key, enum nic_tpt_type type)
+static bool key_is(const struct tpt *t, uint32_t key, enum tpt_type type)
 {
 	struct tpt_entry_view v;
 
@@ -160,7 +160,7 @@ static uint16_t tpt_status(uint16_t opcode, int err)
 	}
 }
 
-static void count_status(struct nic_stats *s, uint16_t status)
+static void count_status(struct nic_counters *s, uint16_t status)
 {
 	switch (status) {
 	case NIC_STATUS_OK: return;
@@ -182,7 +182,7 @@ static void count_status(struct nic_stats *s, uint16_t status)
 	s->cmds_failed++;
 }
 
-static void count_opcode(struct nic_stats *s, uint16_t opcode)
+static void count_opcode(struct nic_counters *s, uint16_t opcode)
 {
 	switch (opcode) {
 	case NIC_CMD_NOP: s->cmd_nop++; break;
@@ -247,8 +247,7 @@ bool cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void 
 
 		/* A key of the wrong kind is a bad key, as for the other
 		 * commands; tpt_bind_mw's -EINVAL then means a bad range. */
-		if (!key_is(env->tpt, b->mw_key, NIC_TPT_MW) ||
-		    !key_is(env->tpt, b->mr_key, NIC_TPT_MR)) {
+		if (!key_is(env->tpt, b->mw_key, TPT_MW) || !key_is(env->tpt, b->mr_key, TPT_MR)) {
 			err = -ENOENT;
 			break;
 		}

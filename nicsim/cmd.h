@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "counters.h"
 #include "nicsim_abi.h"
-#include "nicsim_mgmt.h"
 #include "tpt.h"
 
 /*
@@ -27,7 +27,7 @@ struct cmd_env {
 	struct tpt *tpt;
 	uint16_t (*conn_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
 	void *conn_arg;
-	struct nic_stats *stats;
+	struct nic_counters *stats;
 	uint32_t caps;        /* NIC_CAP_* */
 	uint64_t max_reg_len; /* bytes */
 	uint32_t page_size;

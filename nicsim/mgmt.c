@@ -16,6 +16,7 @@
  * everything else.
  */
 #include "nic_priv.h"
+#include "nicsim_mgmt.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -37,19 +38,70 @@ _Static_assert(TPT_FAULT_LOG * sizeof(struct nic_mgmt_fault_rec) + sizeof(struct
 		   NIC_MGMT_MSG_MAX,
 	       "the fault log fits one message");
 
-void mgmt_fill_stats(struct nic *nic, struct nic_stats *out)
+/* The TPT's records of one message, before conversion (a client's scratch). */
+#define SCRATCH_SIZE                                                                            \
+	(TPT_PER_MSG * sizeof(struct tpt_entry_view) > TPT_FAULT_LOG * sizeof(struct tpt_fault) \
+	     ? TPT_PER_MSG * sizeof(struct tpt_entry_view)                                      \
+	     : TPT_FAULT_LOG * sizeof(struct tpt_fault))
+
+/*
+ * The conversions below turn the NIC's own state into the records of the
+ * protocol, one field at a time, so that either can change without the
+ * other: a record keeps the layout of its ABI version whatever the NIC
+ * keeps inside.
+ */
+
+/* Figures of the stats record that are looked up when asked, not counted. */
+#define STATS_LOOKED_UP 6u
+_Static_assert(sizeof(struct nic_stats) ==
+		   sizeof(struct nic_counters) + STATS_LOOKED_UP * sizeof(uint64_t),
+	       "each field of the stats record is either a counter of the same name or one of "
+	       "the figures stats_rec looks up");
+
+/*
+ * The stats record: every counter of the NIC under its own name (those of
+ * the live QPs' engines added in), then the figures looked up now.
+ */
+static void stats_rec(struct nic *nic, struct nic_stats *r)
 {
-	*out = nic->stats;
-	out->tpt_refusals = tpt_refusals_total(nic->tpt);
-	out->tpt_in_use = tpt_in_use(nic->tpt);
-	out->tpt_capacity = tpt_capacity(nic->tpt);
-	out->tpt_high_water = tpt_high_water(nic->tpt);
-	out->contexts = nic->nctx;
-	out->qps = nic->qps.in_use;
+	struct nic_counters c = nic->stats;
+
 	for (uint32_t i = 2; i < QP_MAX; i++) {
 		if (nic->qps.by_index[i])
-			qpio_account(nic, nic->qps.by_index[i], out);
+			qpio_account(nic, nic->qps.by_index[i], &c);
 	}
+	memset(r, 0, sizeof(*r));
+#define STATS_COPY(name) r->name = c.name;
+	NIC_COUNTERS(STATS_COPY)
+#undef STATS_COPY
+	/* The STATS_LOOKED_UP figures. */
+	r->tpt_refusals = tpt_refusals_total(nic->tpt);
+	r->tpt_in_use = tpt_in_use(nic->tpt);
+	r->tpt_capacity = tpt_capacity(nic->tpt);
+	r->tpt_high_water = tpt_high_water(nic->tpt);
+	r->contexts = nic->nctx;
+	r->qps = nic->qps.in_use;
+}
+
+static uint8_t wire_type(enum tpt_type type)
+{
+	switch (type) {
+	case TPT_MR: return NIC_TPT_MR;
+	case TPT_MW: return NIC_TPT_MW;
+	case TPT_NONE: break;
+	}
+	return 0;
+}
+
+static uint8_t wire_state(enum tpt_state state)
+{
+	switch (state) {
+	case TPT_FREE: return NIC_TPT_FREE;
+	case TPT_VALID: return NIC_TPT_VALID;
+	case TPT_REVOKED: return NIC_TPT_REVOKED;
+	case TPT_INVALIDATING: return NIC_TPT_INVALIDATING;
+	}
+	return NIC_TPT_FREE;
 }
 
 int mgmt_start(struct nic *nic, struct nic_conn *conn)
@@ -83,8 +135,8 @@ static void tpt_rec(struct nic *nic, const struct tpt_entry_view *v, struct nic_
 
 	memset(r, 0, sizeof(*r));
 	r->key = v->key;
-	r->type = (uint8_t)v->type;
-	r->state = (uint8_t)v->state;
+	r->type = wire_type(v->type);
+	r->state = wire_state(v->state);
 	r->access = (uint8_t)v->access;
 	r->va = v->va;
 	r->len = v->len;
@@ -97,22 +149,51 @@ static void tpt_rec(struct nic *nic, const struct tpt_entry_view *v, struct nic_
 	r->inflight = v->inflight;
 }
 
-/* The next TPT records into recs: how many (0: the listing is done), or -ENOMEM. */
-static int tpt_next(struct nic *nic, struct nic_mgmt_client *m, struct nic_mgmt_tpt_rec *recs)
+/* The next TPT records into recs: how many (0: the listing is done). */
+static uint32_t tpt_next(struct nic *nic, struct nic_mgmt_client *m, struct nic_mgmt_tpt_rec *recs)
 {
 	struct tpt_entry_view *views = m->scratch;
-	size_t n;
+	size_t n = tpt_list(nic->tpt, &m->cursor, views, TPT_PER_MSG);
 
-	if (!views) {
-		views = malloc(TPT_PER_MSG * sizeof(*views));
-		if (!views)
-			return -ENOMEM;
-		m->scratch = views;
-	}
-	n = tpt_list(nic->tpt, &m->cursor, views, TPT_PER_MSG);
 	for (size_t i = 0; i < n; i++)
 		tpt_rec(nic, &views[i], &recs[i]);
-	return (int)n;
+	return (uint32_t)n;
+}
+
+static void fault_rec(const struct tpt_fault *f, struct nic_mgmt_fault_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->when_ns = f->when_ns;
+	r->key = f->key;
+	r->reason = (uint16_t)f->reason;
+	r->access = (uint8_t)f->access;
+	r->entry_state = wire_state(f->entry_state);
+	r->va = f->va;
+	r->len = f->len;
+	r->ctx_id = f->ctx_id;
+	r->pid = f->pid;
+	r->qpn = f->qpn;
+	r->entry_key = f->entry_key;
+	r->entry_va = f->entry_va;
+	r->entry_len = f->entry_len;
+	r->entry_access = (uint8_t)f->entry_access;
+	r->entry_type = wire_type(f->entry_type);
+	r->entry_pid = f->entry_pid;
+	r->entry_changed_ns = f->entry_changed_ns;
+	r->entry_ctx_id = f->entry_ctx_id;
+	r->entry_qpn = f->entry_qpn;
+}
+
+/* The fault log into recs, oldest first: how many. */
+static uint32_t faults_all(struct nic *nic, struct nic_mgmt_client *m,
+			   struct nic_mgmt_fault_rec *recs)
+{
+	struct tpt_fault *faults = m->scratch;
+	size_t n = tpt_faults(nic->tpt, faults, TPT_FAULT_LOG);
+
+	for (size_t i = 0; i < n; i++)
+		fault_rec(&faults[i], &recs[i]);
+	return (uint32_t)n;
 }
 
 /* The context with the smallest id above after, or NULL. */
@@ -163,33 +244,34 @@ static void build_next(struct nic *nic, struct nic_mgmt_client *m)
 	uint32_t count = 0;
 	size_t rec_size = 0;
 	bool last = true;
-	int n;
 
-	switch (m->op) {
-	case NIC_MGMT_STATS:
-		mgmt_fill_stats(nic, recs);
-		count = 1;
-		rec_size = sizeof(struct nic_stats);
-		break;
-	case NIC_MGMT_TPT:
-		n = tpt_next(nic, m, recs);
-		if (n < 0) {
+	if ((m->op == NIC_MGMT_TPT || m->op == NIC_MGMT_FAULTS) && !m->scratch) {
+		m->scratch = malloc(SCRATCH_SIZE);
+		if (!m->scratch)
 			status = NIC_STATUS_NO_RESOURCES;
+	}
+	if (status == NIC_STATUS_OK) {
+		switch (m->op) {
+		case NIC_MGMT_STATS:
+			stats_rec(nic, recs);
+			count = 1;
+			rec_size = sizeof(struct nic_stats);
 			break;
+		case NIC_MGMT_TPT:
+			count = tpt_next(nic, m, recs);
+			rec_size = sizeof(struct nic_mgmt_tpt_rec);
+			last = count == 0;
+			break;
+		case NIC_MGMT_FAULTS:
+			count = faults_all(nic, m, recs);
+			rec_size = sizeof(struct nic_mgmt_fault_rec);
+			break;
+		case NIC_MGMT_HOSTS:
+			count = hosts_next(nic, m, recs, &last);
+			rec_size = sizeof(struct nic_mgmt_host_rec);
+			break;
+		default: status = NIC_STATUS_BAD_OPCODE; break;
 		}
-		count = (uint32_t)n;
-		rec_size = sizeof(struct nic_mgmt_tpt_rec);
-		last = n == 0;
-		break;
-	case NIC_MGMT_FAULTS:
-		count = (uint32_t)tpt_faults(nic->tpt, recs, TPT_FAULT_LOG);
-		rec_size = sizeof(struct nic_mgmt_fault_rec);
-		break;
-	case NIC_MGMT_HOSTS:
-		count = hosts_next(nic, m, recs, &last);
-		rec_size = sizeof(struct nic_mgmt_host_rec);
-		break;
-	default: status = NIC_STATUS_BAD_OPCODE; break;
 	}
 	if (status != NIC_STATUS_OK)
 		count = 0;

@@ -11,12 +11,12 @@
 #include <sys/uio.h>
 
 #include "cmd.h"
+#include "counters.h"
 #include "fab.h"
 #include "fab_wire.h"
 #include "log.h"
 #include "nic.h"
 #include "nicsim_abi.h"
-#include "nicsim_mgmt.h"
 #include "qp.h"
 #include "tpt.h"
 
@@ -60,7 +60,7 @@ struct nic_mgmt_client {
 	uint32_t qhead, qlen;
 	uint8_t *msg;   /* NIC_MGMT_MSG_MAX bytes */
 	size_t msg_len; /* bytes of msg still to send, 0: none */
-	void *scratch;  /* the TPT listing's views */
+	void *scratch;  /* the TPT's records of a listing, before conversion */
 	bool out_armed; /* EPOLLOUT is in the socket's epoll events */
 };
 
@@ -125,7 +125,7 @@ struct nic {
 	struct nic_log log;
 	struct tpt *tpt;
 	struct qp_table qps;
-	struct nic_stats stats;
+	struct nic_counters stats;
 	struct cmd_env env;
 	char sock_path[108];
 	char pid_path[PATH_MAX];
@@ -209,10 +209,10 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t now);
 /* Stop a QP: state (ERROR or CLOSED), every work request completes flushed. */
 void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t status);
-/* Add the QP engine's counters to st. */
 /* Write the received payloads held for a batch to host memory (end of a pass). */
 void qpio_rx_flush(struct nic *nic);
-void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st);
+/* Add the QP engine's counters to st. */
+void qpio_account(struct nic *nic, const struct qp *qp, struct nic_counters *st);
 
 /* port.c: the fabric port. */
 int port_open(struct nic *nic);
@@ -235,7 +235,6 @@ int mgmt_start(struct nic *nic, struct nic_conn *conn);
 void mgmt_serve(struct nic *nic, struct nic_conn *conn, uint32_t events);
 /* Free a management client's state (nic_conn_close). */
 void mgmt_free(struct nic_mgmt_client *m);
-void mgmt_fill_stats(struct nic *nic, struct nic_stats *out);
 
 /* nic.c */
 int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src);

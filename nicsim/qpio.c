@@ -517,7 +517,7 @@ void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t
 }
 
 /* Add what a QP's engine counted to the NIC's counters (at its end). */
-void qpio_account(struct nic *nic, const struct qp *qp, struct nic_stats *st)
+void qpio_account(struct nic *nic, const struct qp *qp, struct nic_counters *st)
 {
 	(void)nic;
 	st->retransmits += qp->rc.st.retransmits;

@@ -70,15 +70,14 @@ struct tpt_entry {
 	 */
 	uint32_t link;
 	uint32_t nbound; /* region: windows linked to it */
-	uint8_t type;    /* enum nic_tpt_type */
-	uint8_t state;   /* enum nic_tpt_state */
+	uint8_t type;    /* enum tpt_type */
+	uint8_t state;   /* enum tpt_state */
 	uint8_t access;  /* NIC_ACCESS_* */
 	uint8_t key_byte;
 };
 
 _Static_assert(sizeof(struct tpt_entry) == NIC_CACHELINE, "a TPT entry is one cache line");
 _Static_assert(NIC_ACCESS_ALL <= UINT8_MAX, "access bits fit the entry's byte");
-_Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "reasons fit the fault record");
 
 struct tpt {
 	/* Read on every check: kept together at the start. */
@@ -91,7 +90,7 @@ struct tpt {
 	size_t map_len; /* bytes mapped for entries */
 	uint64_t refusals[NIC_TPT_R_MAX_];
 	uint64_t refusals_total; /* also the number of records ever logged */
-	struct nic_mgmt_fault_rec faults[TPT_FAULT_LOG];
+	struct tpt_fault faults[TPT_FAULT_LOG];
 };
 
 static uint64_t now_ns(void)
@@ -176,7 +175,7 @@ uint32_t tpt_high_water(const struct tpt *t)
  * entry of owner with a new key byte.  Returns NULL when the table is full.
  */
 static struct tpt_entry *alloc_entry(struct tpt *t, const struct tpt_owner *owner,
-				     enum nic_tpt_type type, enum nic_tpt_state state)
+				     enum tpt_type type, enum tpt_state state)
 {
 	struct tpt_entry *e;
 	uint64_t now;
@@ -223,7 +222,7 @@ static uint32_t unlink_window(struct tpt *t, struct tpt_entry *w)
 
 	w->link = 0;
 	r->nbound--;
-	if (r->state == NIC_TPT_INVALIDATING && r->nbound == 0 && r->inflight == 0) {
+	if (r->state == TPT_INVALIDATING && r->nbound == 0 && r->inflight == 0) {
 		freed = entry_key(t, r);
 		free_entry(t, r);
 	}
@@ -233,9 +232,9 @@ static uint32_t unlink_window(struct tpt *t, struct tpt_entry *w)
 /* The entry keeps its key byte and history for fault records; see the top. */
 static void free_entry(struct tpt *t, struct tpt_entry *e)
 {
-	if (e->type == NIC_TPT_MW && e->link != 0)
+	if (e->type == TPT_MW && e->link != 0)
 		unlink_window(t, e);
-	e->state = NIC_TPT_FREE;
+	e->state = TPT_FREE;
 	e->changed_ns = now_ns();
 	e->link = t->free_head;
 	t->free_head = (uint32_t)(e - t->entries);
@@ -249,7 +248,7 @@ static void free_entry(struct tpt *t, struct tpt_entry *e)
  * refused like any other dead key); -EINVAL when it names a live entry of the
  * other type.
  */
-static int find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key, enum nic_tpt_type type,
+static int find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key, enum tpt_type type,
 		      struct tpt_entry **out)
 {
 	uint32_t idx = NIC_KEY_INDEX(key);
@@ -260,7 +259,7 @@ static int find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key, enum nic_tpt
 	e = &t->entries[idx];
 	if (e->key_byte != NIC_KEY_BYTE(key) || e->ctx_id != ctx_id)
 		return -ENOENT;
-	if (e->state == NIC_TPT_FREE || e->state == NIC_TPT_INVALIDATING)
+	if (e->state == TPT_FREE || e->state == TPT_INVALIDATING)
 		return -ENOENT;
 	if (e->type != type)
 		return -EINVAL;
@@ -275,7 +274,7 @@ static int find_owned(struct tpt *t, uint32_t ctx_id, uint32_t key, enum nic_tpt
  */
 static int unpublish(struct tpt *t, struct tpt_entry *e)
 {
-	e->state = NIC_TPT_INVALIDATING;
+	e->state = TPT_INVALIDATING;
 	e->changed_ns = now_ns();
 	e->changed_pid = e->pid;
 	if (e->inflight == 0 && e->nbound == 0) {
@@ -293,7 +292,7 @@ int tpt_reg_mr(struct tpt *t, const struct tpt_owner *owner, uint64_t va, uint64
 	/* The end must be representable: [va, va + len) with va + len <= UINT64_MAX. */
 	if (len == 0 || len > UINT64_MAX - va || (access & ~NIC_ACCESS_ALL) != 0)
 		return -EINVAL;
-	e = alloc_entry(t, owner, NIC_TPT_MR, NIC_TPT_VALID);
+	e = alloc_entry(t, owner, TPT_MR, TPT_VALID);
 	if (!e)
 		return -ENOSPC;
 	e->va = va;
@@ -306,7 +305,7 @@ int tpt_reg_mr(struct tpt *t, const struct tpt_owner *owner, uint64_t va, uint64
 int tpt_dereg_mr(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
 	struct tpt_entry *e;
-	int err = find_owned(t, ctx_id, key, NIC_TPT_MR, &e);
+	int err = find_owned(t, ctx_id, key, TPT_MR, &e);
 
 	if (err)
 		return err;
@@ -317,7 +316,7 @@ int tpt_dereg_mr(struct tpt *t, uint32_t ctx_id, uint32_t key)
 
 int tpt_alloc_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t *key)
 {
-	struct tpt_entry *e = alloc_entry(t, owner, NIC_TPT_MW, NIC_TPT_REVOKED);
+	struct tpt_entry *e = alloc_entry(t, owner, TPT_MW, TPT_REVOKED);
 
 	if (!e)
 		return -ENOSPC;
@@ -333,10 +332,10 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 	uint64_t now;
 	int err;
 
-	err = find_owned(t, owner->ctx_id, mw_key, NIC_TPT_MW, &w);
+	err = find_owned(t, owner->ctx_id, mw_key, TPT_MW, &w);
 	if (err)
 		return err;
-	err = find_owned(t, owner->ctx_id, mr_key, NIC_TPT_MR, &r);
+	err = find_owned(t, owner->ctx_id, mr_key, TPT_MR, &r);
 	if (err)
 		return err;
 	if (access == 0 || (access & ~TPT_MW_ACCESS) != 0)
@@ -368,7 +367,7 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 	w->len = len;
 	w->access = (uint8_t)access;
 	w->qpn = qpn;
-	w->state = NIC_TPT_VALID;
+	w->state = TPT_VALID;
 	w->key_byte = (uint8_t)(w->key_byte + 1);
 	w->reg_ns = now;
 	w->changed_ns = now;
@@ -380,12 +379,12 @@ int tpt_bind_mw(struct tpt *t, const struct tpt_owner *owner, uint32_t mw_key, u
 int tpt_invalidate_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
 	struct tpt_entry *w;
-	int err = find_owned(t, ctx_id, key, NIC_TPT_MW, &w);
+	int err = find_owned(t, ctx_id, key, TPT_MW, &w);
 
 	if (err)
 		return err;
-	if (w->state == NIC_TPT_VALID) {
-		w->state = NIC_TPT_REVOKED;
+	if (w->state == TPT_VALID) {
+		w->state = TPT_REVOKED;
 		w->changed_ns = now_ns();
 		w->changed_pid = w->pid;
 	}
@@ -398,7 +397,7 @@ int tpt_invalidate_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 int tpt_dealloc_mw(struct tpt *t, uint32_t ctx_id, uint32_t key)
 {
 	struct tpt_entry *w;
-	int err = find_owned(t, ctx_id, key, NIC_TPT_MW, &w);
+	int err = find_owned(t, ctx_id, key, TPT_MW, &w);
 
 	if (err)
 		return err;
@@ -415,29 +414,30 @@ record_refusal(struct tpt *t, const struct tpt_owner *requester, uint32_t key, u
 	       uint32_t qpn, uint64_t va, uint64_t len, enum nic_tpt_reason reason,
 	       const struct tpt_entry *e)
 {
-	struct nic_mgmt_fault_rec *f = &t->faults[t->refusals_total % TPT_FAULT_LOG];
+	struct tpt_fault *f = &t->faults[t->refusals_total % TPT_FAULT_LOG];
 
 	t->refusals[reason]++;
 	t->refusals_total++;
 	memset(f, 0, sizeof(*f));
 	f->when_ns = now_ns();
 	f->key = key;
-	f->reason = (uint16_t)reason;
-	f->access = (uint8_t)access;
+	f->reason = reason;
+	f->access = access;
 	f->va = va;
 	f->len = len;
 	f->ctx_id = requester->ctx_id;
 	f->pid = requester->pid;
 	f->qpn = qpn;
-	f->entry_state = NIC_TPT_FREE;
+	f->entry_type = TPT_NONE;
+	f->entry_state = TPT_FREE;
 	if (!e)
 		return;
-	f->entry_state = e->state;
+	f->entry_type = (enum tpt_type)e->type;
+	f->entry_state = (enum tpt_state)e->state;
 	f->entry_key = entry_key(t, e);
 	f->entry_va = e->va;
 	f->entry_len = e->len;
 	f->entry_access = e->access;
-	f->entry_type = e->type;
 	f->entry_pid = e->changed_pid;
 	f->entry_changed_ns = e->changed_ns;
 	f->entry_ctx_id = e->ctx_id;
@@ -468,9 +468,9 @@ static inline enum nic_tpt_reason check_entry(const struct tpt *t,
 	/* Local read is implied; anything beyond the data-access bits is never granted. */
 	if ((access & ~(e->access & TPT_DATA_ACCESS)) != 0)
 		return NIC_TPT_R_NO_ACCESS;
-	if (e->state != NIC_TPT_VALID)
+	if (e->state != TPT_VALID)
 		return NIC_TPT_R_BAD_STATE;
-	if (qpn != NIC_QPN_NONE && e->type == NIC_TPT_MW && e->qpn != qpn)
+	if (qpn != NIC_QPN_NONE && e->type == TPT_MW && e->qpn != qpn)
 		return NIC_TPT_R_WRONG_QP;
 	if (!range_inside(e->va, e->len, va, len))
 		return NIC_TPT_R_OUT_OF_RANGE;
@@ -495,7 +495,7 @@ int tpt_check(struct tpt *t, const struct tpt_owner *requester, uint32_t key, ui
 	grant->va = va;
 	grant->len = len;
 	/* A valid window is always linked; its accesses reach the region's owner. */
-	grant->pid = e->type == NIC_TPT_MW ? t->entries[e->link].pid : e->pid;
+	grant->pid = e->type == TPT_MW ? t->entries[e->link].pid : e->pid;
 	return 0;
 }
 
@@ -508,10 +508,10 @@ bool tpt_put(struct tpt *t, uint32_t index, uint32_t *key)
 	if (index == 0 || index > t->hwm)
 		return false;
 	e = &t->entries[index];
-	if (e->inflight == 0 || --e->inflight != 0 || e->state == NIC_TPT_VALID)
+	if (e->inflight == 0 || --e->inflight != 0 || e->state == TPT_VALID)
 		return false;
 
-	if (e->state == NIC_TPT_INVALIDATING && e->nbound == 0) {
+	if (e->state == TPT_INVALIDATING && e->nbound == 0) {
 		/*
 		 * Freeing a window may also free a region that tpt_release_owner()
 		 * left waiting for it; its owner is gone, so nobody awaits that
@@ -519,7 +519,7 @@ bool tpt_put(struct tpt *t, uint32_t index, uint32_t *key)
 		 */
 		done = entry_key(t, e);
 		free_entry(t, e);
-	} else if (e->state == NIC_TPT_REVOKED && e->link != 0) {
+	} else if (e->state == TPT_REVOKED && e->link != 0) {
 		/* An invalidated window has drained: finish unbinding it. */
 		done = unlink_window(t, e);
 	} else {
@@ -540,15 +540,15 @@ bool tpt_put(struct tpt *t, uint32_t index, uint32_t *key)
  */
 uint32_t tpt_release_owner(struct tpt *t, uint32_t ctx_id)
 {
-	static const uint8_t order[] = {NIC_TPT_MW, NIC_TPT_MR};
+	static const uint8_t order[] = {TPT_MW, TPT_MR};
 	uint32_t released = 0;
 
 	for (size_t pass = 0; pass < sizeof(order); pass++) {
 		for (uint32_t idx = 1; idx <= t->hwm; idx++) {
 			struct tpt_entry *e = &t->entries[idx];
 
-			if (e->type != order[pass] || e->ctx_id != ctx_id ||
-			    e->state == NIC_TPT_FREE || e->state == NIC_TPT_INVALIDATING)
+			if (e->type != order[pass] || e->ctx_id != ctx_id || e->state == TPT_FREE ||
+			    e->state == TPT_INVALIDATING)
 				continue;
 			unpublish(t, e);
 			released++;
@@ -572,8 +572,8 @@ static void fill_view(const struct tpt *t, const struct tpt_entry *e, struct tpt
 {
 	memset(v, 0, sizeof(*v));
 	v->key = entry_key(t, e);
-	v->type = (enum nic_tpt_type)e->type;
-	v->state = (enum nic_tpt_state)e->state;
+	v->type = (enum tpt_type)e->type;
+	v->state = (enum tpt_state)e->state;
 	v->access = e->access;
 	v->va = e->va;
 	v->len = e->len;
@@ -583,7 +583,7 @@ static void fill_view(const struct tpt *t, const struct tpt_entry *e, struct tpt
 	v->changed_ns = e->changed_ns;
 	v->changed_pid = e->changed_pid;
 	v->inflight = e->inflight;
-	if (e->type == NIC_TPT_MW) {
+	if (e->type == TPT_MW) {
 		/* A window holds no pages of its own: it reaches its region's. */
 		v->qpn = e->qpn;
 		if (e->link != 0)
@@ -601,7 +601,7 @@ int tpt_lookup(const struct tpt *t, uint32_t key, struct tpt_entry_view *view)
 	if (idx == 0 || idx > t->hwm)
 		return -ENOENT;
 	e = &t->entries[idx];
-	if (e->key_byte != NIC_KEY_BYTE(key) || e->state == NIC_TPT_FREE)
+	if (e->key_byte != NIC_KEY_BYTE(key) || e->state == TPT_FREE)
 		return -ENOENT;
 	fill_view(t, e, view);
 	return 0;
@@ -616,7 +616,7 @@ size_t tpt_list(const struct tpt *t, uint32_t *cursor, struct tpt_entry_view *vi
 	for (; idx <= t->hwm && n < max; idx++) {
 		const struct tpt_entry *e = &t->entries[idx];
 
-		if (e->state != NIC_TPT_FREE)
+		if (e->state != TPT_FREE)
 			fill_view(t, e, &views[n++]);
 	}
 	*cursor = idx;
@@ -636,7 +636,7 @@ uint64_t tpt_refusals_total(const struct tpt *t)
 }
 
 /* When more are kept than asked for, the newest max are returned, still oldest first. */
-size_t tpt_faults(const struct tpt *t, struct nic_mgmt_fault_rec *out, size_t max)
+size_t tpt_faults(const struct tpt *t, struct tpt_fault *out, size_t max)
 {
 	uint64_t kept = t->refusals_total < TPT_FAULT_LOG ? t->refusals_total : TPT_FAULT_LOG;
 	size_t n = kept < max ? (size_t)kept : max;

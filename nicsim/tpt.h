@@ -44,6 +44,29 @@
 
 struct tpt;
 
+/*
+ * Entry types and states: the TPT's own.  mgmt.c converts them to the
+ * values the management protocol lists (enum nic_tpt_type, nic_tpt_state).
+ */
+enum tpt_type {
+	TPT_NONE = 0, /* no entry: a fault record whose key index names none */
+	TPT_MR = 1,
+	TPT_MW = 2,
+};
+
+enum tpt_state {
+	TPT_FREE = 0,
+	TPT_VALID = 1,
+	TPT_REVOKED = 2,      /* window invalidated, or allocated and never bound */
+	TPT_INVALIDATING = 3, /* unpublished, draining DMA */
+};
+
+/*
+ * The refusal reasons are not the TPT's own: tpt_check() yields the value
+ * the host interface defines (enum nic_tpt_reason, in check order), which
+ * the NIC reports unchanged in a completion's detail and a fault record.
+ */
+
 /* Who asks: the context (protection domain) and its process. */
 struct tpt_owner {
 	uint32_t ctx_id;
@@ -53,8 +76,8 @@ struct tpt_owner {
 /* A view of one entry, for listings and tests. */
 struct tpt_entry_view {
 	uint32_t key;
-	enum nic_tpt_type type;
-	enum nic_tpt_state state;
+	enum tpt_type type;
+	enum tpt_state state;
 	uint32_t access;
 	uint64_t va, len;
 	uint32_t ctx_id, pid;
@@ -66,6 +89,33 @@ struct tpt_entry_view {
 	uint64_t changed_ns;  /* when the key last changed */
 	uint32_t changed_pid; /* who changed it */
 	uint32_t inflight;
+};
+
+/*
+ * One refusal as the fault log keeps it: the access refused, and what the
+ * entry its key's index names held at that moment (all zero, type
+ * TPT_NONE and state TPT_FREE, when the index names no issued entry).
+ */
+struct tpt_fault {
+	uint64_t when_ns; /* CLOCK_REALTIME of the refusal */
+	uint32_t key;     /* key presented */
+	enum nic_tpt_reason reason;
+	uint32_t access; /* access requested, NIC_ACCESS_* */
+	uint64_t va;     /* range requested */
+	uint64_t len;
+	uint32_t ctx_id; /* requester's context */
+	uint32_t pid;    /* requester's process */
+	uint32_t qpn;    /* requester's connection, NIC_QPN_NONE for local */
+	uint32_t entry_key;
+	enum tpt_type entry_type;
+	enum tpt_state entry_state;
+	uint32_t entry_access;
+	uint64_t entry_va;
+	uint64_t entry_len;
+	uint32_t entry_ctx_id;
+	uint32_t entry_qpn;
+	uint32_t entry_pid;        /* who last changed the entry */
+	uint64_t entry_changed_ns; /* when the entry's key last changed */
 };
 
 /* Result of a successful check: what the DMA engine needs. */
@@ -174,7 +224,7 @@ uint64_t tpt_refusals_total(const struct tpt *t);
  * Recent refusals, oldest first: copies up to max records into out and
  * returns how many.  At most TPT_FAULT_LOG are kept.
  */
-size_t tpt_faults(const struct tpt *t, struct nic_mgmt_fault_rec *out, size_t max);
+size_t tpt_faults(const struct tpt *t, struct tpt_fault *out, size_t max);
 
 /* Text of a reason, for logs and the CLI. */
 const char *tpt_reason_str(enum nic_tpt_reason reason);

@@ -18,6 +18,11 @@
  * The records have the layout of this ABI version; a NIC that adds a counter
  * to NIC_STATS or a field to a record raises NIC_ABI_VERSION, which the hello
  * exchange checks.
+ *
+ * Nothing here is the NIC's own state: the NIC keeps its counters, its TPT
+ * and its log of refusals in structures of its own and copies them into
+ * these records, field by field, when it answers a request.  So a record
+ * changes only with the ABI version, whatever the NIC keeps inside.
  */
 #ifndef NICSIM_MGMT_H
 #define NICSIM_MGMT_H
@@ -26,7 +31,12 @@
 
 #include "nicsim_abi.h"
 
-/* Counters of a NIC, in the order of the stats record.  X(name, description) */
+/*
+ * The fields of the stats record (struct nic_stats), in order, each a
+ * uint64_t: counters since the NIC started, and figures as they are now
+ * (tpt_in_use, tpt_capacity, tpt_high_water, contexts, qps).
+ * X(name, description)
+ */
 #define NIC_STATS(X)                                                                      \
 	X(attaches, "host contexts created")                                              \
 	X(detaches, "host contexts torn down")                                            \
@@ -136,7 +146,7 @@ struct nic_mgmt_hdr {
 	uint32_t flags;  /* NIC_MGMT_F_LAST on the final message */
 };
 
-/* TPT entry types and states, as listed. */
+/* Values of a TPT record's type and state (and of a fault record's entry_type, entry_state). */
 enum nic_tpt_type { NIC_TPT_MR = 1, NIC_TPT_MW = 2 };
 enum nic_tpt_state {
 	NIC_TPT_FREE = 0,
@@ -163,7 +173,10 @@ struct nic_mgmt_tpt_rec {
 	uint32_t reserved1;
 };
 
-/* TPT refusal reasons, in check order. */
+/*
+ * TPT refusal reasons, in check order: a fault record's reason, and also the
+ * detail of a completion with NIC_WC_LOC_PROT_ERR (nicsim_abi.h).
+ */
 #define NIC_TPT_REASONS(X)                                                      \
 	X(NONE, "no refusal")                                                   \
 	X(BAD_INDEX, "key index outside the table")                             \
@@ -224,7 +237,8 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 88, "fault rec is 88 bytes");
-_Static_assert(sizeof(struct nic_stats) % 8 == 0, "stats are u64s");
+_Static_assert(sizeof(struct nic_stats) == 616, "stats rec is 77 fields of 8 bytes");
+_Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 
 #endif /* NICSIM_MGMT_H */

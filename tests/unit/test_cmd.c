@@ -12,7 +12,7 @@
 #define PAGE 4096u
 
 static struct tpt *tpt;
-static struct nic_stats stats;
+static struct nic_counters stats;
 static struct cmd_env env;
 static const struct tpt_owner me = {.ctx_id = 7, .pid = 1234};
 static const struct tpt_owner other = {.ctx_id = 8, .pid = 4321};

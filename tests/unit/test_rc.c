@@ -990,7 +990,7 @@ static void remote_refusal(uint8_t op, int variant)
 	uint32_t lk, rkey;
 	uint64_t va;
 	enum nic_tpt_reason want;
-	struct nic_mgmt_fault_rec f[TPT_FAULT_LOG];
+	struct tpt_fault f[TPT_FAULT_LOG];
 	size_t nf;
 
 	setup();

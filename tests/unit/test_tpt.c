@@ -534,8 +534,8 @@ static void test_lookup_view_and_page_list(void)
 
 	NST_REQUIRE_EQ(tpt_lookup(t, k1, &v), 0);
 	NST_EQ_U(v.key, k1);
-	NST_EQ(v.type, NIC_TPT_MR);
-	NST_EQ(v.state, NIC_TPT_VALID);
+	NST_EQ(v.type, TPT_MR);
+	NST_EQ(v.state, TPT_VALID);
 	NST_EQ_U(v.access, NIC_ACCESS_REMOTE_WRITE);
 	NST_EQ_U(v.va, 0x1234);
 	NST_EQ_U(v.len, 0x2000);
@@ -570,8 +570,8 @@ static void test_window_allocated_revoked_and_unbound(void)
 	struct tpt_entry_view v;
 
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &v), 0);
-	NST_EQ(v.type, NIC_TPT_MW);
-	NST_EQ(v.state, NIC_TPT_REVOKED);
+	NST_EQ(v.type, TPT_MW);
+	NST_EQ(v.state, TPT_REVOKED);
 	NST_EQ_U(v.mr_key, 0);
 	NST_EQ_U(v.access, 0);
 	NST_EQ_U(v.qpn, NIC_QPN_NONE);
@@ -595,7 +595,7 @@ static void test_window_bind_grants_region_owner_memory_on_its_qp_only(void)
 	NST_EQ_U(NIC_KEY_INDEX(mw), NIC_KEY_INDEX(mw0));
 	NST_EQ_U(NIC_KEY_BYTE(mw), (NIC_KEY_BYTE(mw0) + 1) & 0xff);
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &v), 0);
-	NST_EQ(v.state, NIC_TPT_VALID);
+	NST_EQ(v.state, TPT_VALID);
 	NST_EQ_U(v.mr_key, mr);
 	NST_EQ_U(v.qpn, QP_A);
 	NST_EQ_U(v.va, MW_VA);
@@ -694,7 +694,7 @@ static void test_window_invalidate_revokes_at_once_and_keeps_key(void)
 	       NIC_TPT_R_BAD_STATE);
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &v), 0);
 	NST_EQ_U(v.key, mw);
-	NST_EQ(v.state, NIC_TPT_REVOKED);
+	NST_EQ(v.state, TPT_REVOKED);
 	NST_EQ_U(v.mr_key, 0);
 	NST_EQ(tpt_invalidate_mw(t, 1, mw), 0);
 	/* An invalidated window no longer holds its region. */
@@ -721,7 +721,7 @@ static void test_window_dealloc_frees_it_and_its_region_hold(void)
 	NST_EQ(tpt_dereg_mr(t, 1, mw), -EINVAL);
 	NST_EQ(tpt_dereg_mr(t, 1, mr), -EBUSY);
 	NST_REQUIRE_EQ(tpt_lookup(t, mr, &v), 0);
-	NST_EQ(v.state, NIC_TPT_VALID);
+	NST_EQ(v.state, TPT_VALID);
 	NST_EQ(try_access(t, &owner_a, mr, NIC_ACCESS_LOCAL_WRITE, NIC_QPN_NONE, MR_VA, 8),
 	       NIC_TPT_R_NONE);
 	NST_EQ(tpt_dealloc_mw(t, 1, mw), 0);
@@ -774,7 +774,7 @@ static void test_window_bind_errors_change_nothing(void)
 	NST_EQ_U(out, 0x5a5a5a5a);
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &after), 0);
 	NST_EQ_U(after.key, before.key);
-	NST_EQ(after.state, NIC_TPT_REVOKED);
+	NST_EQ(after.state, TPT_REVOKED);
 	NST_EQ_U(after.mr_key, 0);
 	NST_EQ(tpt_dereg_mr(t, 1, mr), 0);
 	NST_EQ(tpt_dereg_mr(t, 1, mr_nobind), 0);
@@ -804,7 +804,7 @@ static void test_dereg_with_dma_in_flight_completes_on_last_put(void)
 
 	NST_EQ(tpt_dereg_mr(t, 1, mr), -EINPROGRESS);
 	NST_REQUIRE_EQ(tpt_lookup(t, mr, &v), 0);
-	NST_EQ(v.state, NIC_TPT_INVALIDATING);
+	NST_EQ(v.state, TPT_INVALIDATING);
 	NST_EQ_U(v.inflight, 2);
 	NST_EQ(try_access(t, &owner_a, mr, 0, NIC_QPN_NONE, 0x1000, 8), NIC_TPT_R_BAD_STATE);
 	NST_EQ(tpt_dereg_mr(t, 1, mr), -ENOENT);
@@ -864,7 +864,7 @@ static void test_invalidate_window_with_dma_in_flight_holds_region_until_drained
 	/* Invalidation needs no acknowledgement after the drain: the put reports none. */
 	NST_TRUE(!tpt_put(t, idx, &done));
 	NST_REQUIRE_EQ(tpt_lookup(t, mw, &v), 0);
-	NST_EQ(v.state, NIC_TPT_REVOKED);
+	NST_EQ(v.state, TPT_REVOKED);
 	NST_EQ_U(v.mr_key, 0);
 	NST_EQ(tpt_dereg_mr(t, 1, mr), 0);
 	NST_EQ_U(tpt_in_use(t), 1);
@@ -921,7 +921,7 @@ static void test_release_owner_with_dma_in_flight_frees_on_last_put(void)
 	/* Window and mr2 drain; mr drains and also waits for its window. */
 	NST_EQ_U(tpt_in_use(t), 4);
 	NST_REQUIRE_EQ(tpt_lookup(t, mr, &v), 0);
-	NST_EQ(v.state, NIC_TPT_INVALIDATING);
+	NST_EQ(v.state, TPT_INVALIDATING);
 	NST_EQ(try_access(t, &owner_a, mr, 0, NIC_QPN_NONE, MR_VA, 8), NIC_TPT_R_BAD_STATE);
 	NST_TRUE(!tpt_put(t, i_mr, &done));
 	NST_EQ_U(done, 0);
@@ -946,7 +946,7 @@ static void test_fault_record_names_key_rule_and_who_changed_the_entry(void)
 	uint32_t old = reg(t, &owner_a, 0x1000, PAGE, NIC_ACCESS_LOCAL_WRITE);
 	uint32_t cur;
 	struct tpt_entry_view v;
-	struct nic_mgmt_fault_rec rec[4];
+	struct tpt_fault rec[4];
 	enum nic_tpt_reason why = NIC_TPT_R_NONE;
 	struct tpt_grant g;
 	uint64_t before, after;
@@ -972,11 +972,11 @@ static void test_fault_record_names_key_rule_and_who_changed_the_entry(void)
 	NST_EQ_U(rec[0].pid, owner_a.pid);
 	NST_EQ_U(rec[0].qpn, QP_A);
 	NST_EQ_U(rec[0].entry_key, cur);
-	NST_EQ(rec[0].entry_state, NIC_TPT_VALID);
+	NST_EQ(rec[0].entry_state, TPT_VALID);
 	NST_EQ_U(rec[0].entry_va, 0x7000);
 	NST_EQ_U(rec[0].entry_len, 2 * PAGE);
 	NST_EQ_U(rec[0].entry_access, NIC_ACCESS_REMOTE_READ);
-	NST_EQ(rec[0].entry_type, NIC_TPT_MR);
+	NST_EQ(rec[0].entry_type, TPT_MR);
 	NST_EQ_U(rec[0].entry_pid, owner_b.pid);
 	NST_EQ_U(rec[0].entry_changed_ns, v.changed_ns);
 	NST_EQ_U(rec[0].entry_ctx_id, owner_b.ctx_id);
@@ -1011,12 +1011,12 @@ static void test_fault_record_names_key_rule_and_who_changed_the_entry(void)
 	NST_REQUIRE_EQ(tpt_faults(t, rec, 4), 4);
 	NST_EQ_U(rec[2].entry_key, old);
 	NST_EQ(rec[2].reason, NIC_TPT_R_WRONG_QP);
-	NST_EQ(rec[2].entry_state, NIC_TPT_VALID);
+	NST_EQ(rec[2].entry_state, TPT_VALID);
 	NST_EQ_U(rec[2].qpn, QP_B);
 	NST_EQ_U(rec[2].entry_qpn, QP_A);
 	NST_EQ_U(rec[2].entry_pid, binder.pid);
 	NST_EQ_U(rec[3].entry_key, old);
-	NST_EQ(rec[3].entry_state, NIC_TPT_REVOKED);
+	NST_EQ(rec[3].entry_state, TPT_REVOKED);
 	NST_EQ_U(rec[3].entry_pid, owner_a.pid);
 	NST_EQ_U(tpt_refusals(t, NIC_TPT_R_STALE_KEY), 1);
 	NST_EQ_U(tpt_refusals(t, NIC_TPT_R_BAD_INDEX), 1);
@@ -1031,7 +1031,7 @@ static void test_fault_log_keeps_the_newest_oldest_first(void)
 {
 	enum { N = TPT_FAULT_LOG + 44 };
 	struct tpt *t = make_tpt(4);
-	static struct nic_mgmt_fault_rec rec[TPT_FAULT_LOG + 1];
+	static struct tpt_fault rec[TPT_FAULT_LOG + 1];
 	size_t n;
 
 	/* The requested va numbers each refusal. */
@@ -1090,13 +1090,13 @@ static void test_list_visits_live_entries_in_index_order_with_cursor(void)
 	NST_REQUIRE_EQ(n, 2);
 	NST_EQ_U(v[0].key, k[0]);
 	NST_EQ_U(v[1].key, k[2]);
-	NST_EQ(v[1].state, NIC_TPT_INVALIDATING);
+	NST_EQ(v[1].state, TPT_INVALIDATING);
 	NST_EQ_U(cursor, NIC_KEY_INDEX(k[2]) + 1);
 	n = tpt_list(t, &cursor, v, 2);
 	NST_REQUIRE_EQ(n, 2);
 	NST_EQ_U(v[0].key, k[4]);
 	NST_EQ_U(v[1].key, k[5]);
-	NST_EQ(v[1].type, NIC_TPT_MW);
+	NST_EQ(v[1].type, TPT_MW);
 	NST_EQ_U(v[1].mr_key, k[4]);
 	NST_EQ(tpt_list(t, &cursor, v, 2), 0);
 	NST_EQ(tpt_list(t, &cursor, v, 2), 0);
