@@ -199,14 +199,18 @@ int main(int argc, char **argv)
 	if (err == 0)
 		err = nic_run_dir_make(o.dir);
 	if (err < 0) {
-		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n",
-			o.dir[0] ? o.dir : "?", strerror(-err));
+		fprintf(stderr, "nicsimd: cannot create run directory %s: %s%s\n",
+			o.dir[0] ? o.dir : "?", strerror(-err),
+			err == -ENOENT ? " (only the run directory itself is created, not its "
+					 "parents): create the parent first or choose another "
+					 "with --dir"
+				       : ": choose another with --dir");
 		return 1;
 	}
 	/* Never listen, log or map the fabric in a directory another user
 	 * controls (nicsim_rundir.h). */
 	if (nic_run_dir_check(o.dir, why, sizeof(why)) < 0) {
-		fprintf(stderr, "nicsimd: %s: remove it or choose another with --dir\n", why);
+		fprintf(stderr, "nicsimd: %s\n", why);
 		return 1;
 	}
 	err = nic_create(&o, &nic);

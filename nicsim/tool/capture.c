@@ -384,7 +384,7 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 	/* Never map a fabric in a directory another user controls. */
 	rc = nic_run_dir_check(o->dir, why, sizeof(why));
 	if (rc && rc != -ENOENT) {
-		cli_err("%s: remove it or choose another with --dir", why);
+		cli_err("%s", why);
 		return CLI_EXIT_FAIL;
 	}
 	return 0;

@@ -213,8 +213,19 @@ int cli_dir_check(const struct cli_opts *o)
 
 	if (rc == 0 || rc == -ENOENT)
 		return 0;
-	cli_err("%s: remove it or choose another with --dir", why);
+	cli_err("%s", why);
 	return rc;
+}
+
+const char *cli_link_planted(const char *path)
+{
+	static char msg[PATH_MAX * 2 + 128];
+
+	snprintf(msg, sizeof(msg),
+		 "%s is a symbolic link, which nicsim never follows in a run directory: "
+		 "remove it (rm %s)",
+		 path, path);
+	return msg;
 }
 
 static int run_dir(struct cli_opts *o)

@@ -342,6 +342,10 @@ static int lock_dir(const struct cli_opts *o, const char *cmd, int timeout_ms)
 		return -1;
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+	if (fd < 0 && errno == ELOOP) {
+		cli_err("%s", cli_link_planted(path));
+		return -1;
+	}
 	if (fd < 0) {
 		cli_err("cannot open the lock %s: %s", path, strerror(errno));
 		return -1;
@@ -496,6 +500,10 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 	/* O_NOFOLLOW: a link planted in the directory must not make us
 	 * truncate whatever it points to. */
 	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+	if (log_fd < 0 && errno == ELOOP) {
+		cli_err("%s", cli_link_planted(log));
+		return -1;
+	}
 	if (log_fd < 0) {
 		cli_err("cannot create log %s: %s", log, strerror(errno));
 		return -1;
@@ -847,8 +855,26 @@ int cli_up(struct cli_opts *o)
 		}
 	}
 	rc = nic_run_dir_make(o->dir);
+	if (rc == -ENOENT) {
+		/* nic_run_dir_make creates the last component only. */
+		cli_err("cannot create run directory %s: its parent directory does not exist; "
+			"nicsim creates only the run directory itself: create the parent first "
+			"(mkdir -p), or choose another with --dir or NICSIM_DIR",
+			o->dir);
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	if (rc == -ENAMETOOLONG) {
+		cli_err("cannot create run directory %s: the path is too long: choose a shorter "
+			"one with --dir or NICSIM_DIR",
+			o->dir);
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
 	if (rc) {
-		cli_err("cannot create run directory %s: %s", o->dir, strerror(-rc));
+		cli_err("cannot create run directory %s: %s: choose another with --dir or "
+			"NICSIM_DIR",
+			o->dir, strerror(-rc));
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}

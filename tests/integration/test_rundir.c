@@ -195,6 +195,100 @@ static void test_one_resolver(void)
 	OUT_HAS("$(nicsim dir)");
 }
 
+/* $XDG_RUNTIME_DIR counts only when it is a valid runtime directory: an
+ * existing directory of ours that nobody else may write to.  Otherwise the
+ * resolver falls back to /tmp/nicsim-UID, and `up` creates nothing there. */
+static void test_xdg_must_be_valid(void)
+{
+	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[DIR_MAX + 16], tmpdef[64];
+	char dir[DIR_MAX], missing[DIR_MAX + 16], prov[PATH_MAX];
+	bool had_dir, had_xdg;
+
+	snprintf(tmpdef, sizeof(tmpdef), "/tmp/nicsim-%u\n", (unsigned)getuid());
+	new_dir(dir, sizeof(dir));
+	snprintf(missing, sizeof(missing), "%s/none", dir);
+	env_swap("NICSIM_DIR", NULL, old_dir, sizeof(old_dir), &had_dir);
+
+	env_swap("XDG_RUNTIME_DIR", missing, old_xdg, sizeof(old_xdg), &had_xdg);
+	NICSIM("dir");
+	OUT_HAS(tmpdef);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_TRUE(strstr(prov, "/tmp/nicsim-") == prov);
+	NST_TRUE(!exists(missing));
+
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	snprintf(want, sizeof(want), "%s/nicsim\n", dir);
+	NST_EQ(NICSIM("dir"), 0);
+	NST_TRUE(strstr(out, want) != NULL);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
+
+	/* Open to others: not valid either. */
+	NST_REQUIRE_EQ(chmod(dir, 0777), 0);
+	NICSIM("dir");
+	OUT_HAS(tmpdef);
+	NST_REQUIRE_EQ(chmod(dir, 0700), 0);
+	env_restore("NICSIM_DIR", old_dir, had_dir);
+	env_restore("XDG_RUNTIME_DIR", old_xdg, had_xdg);
+}
+
+/* A relative --dir or $NICSIM_DIR is made absolute from the working
+ * directory, so that nicsimd (which runs in "/") and the provider agree. */
+static void test_relative_dir_made_absolute(void)
+{
+	char old_dir[PATH_MAX], cwd[PATH_MAX], dir[DIR_MAX], want[DIR_MAX + 16], prov[PATH_MAX];
+	bool had_dir;
+
+	new_dir(dir, sizeof(dir));
+	NST_REQUIRE(getcwd(cwd, sizeof(cwd)) != NULL);
+	NST_REQUIRE_EQ(chdir(dir), 0);
+	snprintf(want, sizeof(want), "%s/rel/x\n", dir);
+	NICSIM("dir", "--dir", "rel/x");
+	NST_TRUE(strstr(out, want) != NULL);
+	env_swap("NICSIM_DIR", "./rel/x/", old_dir, sizeof(old_dir), &had_dir);
+	NICSIM("dir");
+	NST_TRUE(strstr(out, want) != NULL);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
+	NST_EQ(strlen(prov), strlen(want) - 1);
+	env_restore("NICSIM_DIR", old_dir, had_dir);
+	NST_REQUIRE_EQ(chdir(cwd), 0);
+}
+
+/* `up` creates the run directory itself, never missing parents, and says
+ * what to do; a path too long for the system is not for removing. */
+static void test_up_creates_only_the_last_component(void)
+{
+	char dir[DIR_MAX], deeper[DIR_MAX + 32], parent[DIR_MAX + 16], longdir[DIR_MAX + 400];
+
+	new_dir(dir, sizeof(dir));
+	snprintf(parent, sizeof(parent), "%s/new", dir);
+	snprintf(deeper, sizeof(deeper), "%s/new/deeper", dir);
+	NST_EQ(NICSIM("up", "--dir", deeper, "--hosts", "1"), 1);
+	OUT_HAS("its parent directory does not exist");
+	OUT_HAS("create the parent first");
+	NST_TRUE(!exists(parent));
+
+	snprintf(longdir, sizeof(longdir), "%s/%0300d", dir, 0);
+	NST_EQ(NICSIM("dir", "--dir", longdir), 1);
+	OUT_HAS("the path is too long: choose a shorter one");
+	NST_TRUE(strstr(out, "remove it") == NULL);
+}
+
+/* A link planted in place of the lock is named as such, not as ELOOP. */
+static void test_lock_link_named(void)
+{
+	char dir[DIR_MAX], lock[FILE_MAX];
+
+	new_dir(dir, sizeof(dir));
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", dir);
+	NST_REQUIRE_EQ(symlink("/nonexistent", lock), 0);
+	NST_EQ(NICSIM("--dir", dir, "up", "--hosts", "1"), 1);
+	OUT_HAS("nicsim.lock is a symbolic link, which nicsim never follows in a run directory: "
+		"remove it");
+	NST_TRUE(strstr(out, "Too many levels") == NULL);
+}
+
 /* ---- A directory another user controls ------------------------------------------ */
 
 /* Every program refuses dir, saying why (why_text) and what to do. */
@@ -244,8 +338,11 @@ static void test_foreign_dir_refused(void)
 		 * creating /tmp/nicsim-0 first would leave it. */
 		new_dir(dir, sizeof(dir));
 		NST_REQUIRE_EQ(chown(dir, 65534, 65534), 0);
-		snprintf(text, sizeof(text), "is owned by uid 65534, not you (0)");
+		snprintf(text, sizeof(text), "is a directory owned by uid 65534, not you (0)");
 		check_refused(dir, text);
+		/* Not "remove it": in a sticky /tmp the victim cannot. */
+		OUT_HAS("another user created it");
+		NST_TRUE(strstr(out, "remove it") == NULL);
 	} else {
 		/* As anyone else: a directory that root owns. */
 		snprintf(text, sizeof(text), "is owned by uid 0, not you (%u)",
@@ -302,7 +399,7 @@ static void test_log_link_not_followed(void)
 	rc = NICSIM("--dir", dir, "up", "--hosts", "1");
 	track_nic(dir, NIC1);
 	NST_EQ(rc, 1);
-	OUT_HAS("cannot create log");
+	OUT_HAS("is a symbolic link, which nicsim never follows in a run directory: remove it");
 	STR_EQ(read_line(victim, line, sizeof(line)), "precious");
 	rc = NICSIM("--dir", dir, "down");
 	NST_EQ(rc, 0);
@@ -414,6 +511,10 @@ int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"one_resolver", test_one_resolver},
+	    {"xdg_must_be_valid", test_xdg_must_be_valid},
+	    {"relative_dir_made_absolute", test_relative_dir_made_absolute},
+	    {"up_creates_only_the_last_component", test_up_creates_only_the_last_component},
+	    {"lock_link_named", test_lock_link_named},
 	    {"foreign_dir_refused", test_foreign_dir_refused},
 	    {"open_dir_refused", test_open_dir_refused},
 	    {"linked_dir_refused", test_linked_dir_refused},
