@@ -124,6 +124,8 @@ static const struct cmd_spec cmd_specs[] = {
      "stop the NICs of a run directory",
      "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
      "waits up to --timeout-ms (default 5000) for each to exit, then SIGKILLs it.\n"
+     "A 'nicsim up' or 'nicsim down' already working in the directory finishes\n"
+     "first; down waits for it up to --timeout-ms too (default 15000).\n"
      "Removes the pid and socket files of daemons that are gone and, unless --nic\n"
      "was given, the fabric (D/fabric.shm and the ports' bells) once no NIC uses it."},
     {"show tpt", NULL, run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",

@@ -1112,15 +1112,18 @@ int cli_down(struct cli_opts *o)
 	char pidf[PATH_MAX], sock[PATH_MAX];
 	struct victim *v = NULL;
 	struct mgmt_client c;
-	int rc, status = CLI_EXIT_OK, lock_fd = -1;
+	int rc, status = CLI_EXIT_OK, lock_fd = -1, lock_ms;
 	pid_t pid;
 
+	/* An `up` in progress finishes first; then its NICs are stopped.  By
+	 * default down waits as long as such an up may take; --timeout-ms
+	 * bounds this wait too, as it bounds every other. */
+	lock_ms = o->timeout_ms ? o->timeout_ms : CLI_UP_TIMEOUT_MS + CLI_DOWN_TERM_MS;
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_DOWN_TERM_MS;
 	rc = cli_dir_list(o->dir, NIC_PID_SUFFIX, &pids, &npids);
 	if (rc == 0) {
-		/* An `up` in progress finishes first; then its NICs are stopped. */
-		lock_fd = lock_dir(o, "down", CLI_UP_TIMEOUT_MS + o->timeout_ms);
+		lock_fd = lock_dir(o, "down", lock_ms);
 		if (lock_fd < 0) {
 			status = CLI_EXIT_FAIL;
 			goto out;

@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nstest.h"
@@ -429,6 +430,32 @@ static void test_up_waits_for_the_lock(void)
 	NST_TRUE(!exists(log));
 }
 
+/* `down --timeout-ms T` waits at most about T for a held lock, as the help
+ * says, not T plus up's own bound. */
+static void test_down_lock_wait_bounded(void)
+{
+	char dir[DIR_MAX], lock[FILE_MAX];
+	struct timespec t0, t1;
+	long ms;
+	int fd, rc;
+
+	new_dir(dir, sizeof(dir));
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", dir);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(flock(fd, LOCK_EX), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = NICSIM("--dir", dir, "down", "--timeout-ms", "300");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(fd);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	NST_EQ(rc, 1);
+	OUT_HAS("holds the run directory");
+	OUT_HAS("after 300 ms");
+	/* Well below the 10300 ms it took when up's bound was added. */
+	NST_CHECK_(ms < 5000, CU_FALSE, "down returned after %ld ms (want < 5000)", ms);
+}
+
 struct up_run {
 	const char *dir;
 	char out[8192];
@@ -515,6 +542,7 @@ int main(int argc, char **argv)
 	    {"relative_dir_made_absolute", test_relative_dir_made_absolute},
 	    {"up_creates_only_the_last_component", test_up_creates_only_the_last_component},
 	    {"lock_link_named", test_lock_link_named},
+	    {"down_lock_wait_bounded", test_down_lock_wait_bounded},
 	    {"foreign_dir_refused", test_foreign_dir_refused},
 	    {"open_dir_refused", test_open_dir_refused},
 	    {"linked_dir_refused", test_linked_dir_refused},
