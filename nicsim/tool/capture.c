@@ -768,9 +768,12 @@ static int source_add(struct capture *c, const char *dir, const struct stat *st)
 		return rc;
 	}
 	s->start_ns = clock_ns(CLOCK_REALTIME);
-	if (c->out)
+	/* Said once the output is open (run()): a capture whose output
+	 * cannot be created never claims to be capturing. */
+	if (c->out) {
 		source_announce(c, s);
-	fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", dir);
+		fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", dir);
+	}
 	return 0;
 }
 
@@ -932,9 +935,12 @@ static int run(struct capture *c)
 	rc = out_open(c);
 	if (rc)
 		return rc;
-	for (i = 0; i < c->nsrc; i++)
-		if (c->src[i].cap)
-			source_announce(c, &c->src[i]);
+	for (i = 0; i < c->nsrc; i++) {
+		if (!c->src[i].cap)
+			continue;
+		source_announce(c, &c->src[i]);
+		fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", c->src[i].dir);
+	}
 	if (c->o.follow)
 		fprintf(stderr, "nicsim capture: following %s\n", c->o.dir);
 	c->started = true;
