@@ -162,9 +162,10 @@ static const char usage_text[] =
     "  --format F           pcap, pcapng or text, whatever FILE's name\n"
     "  --host ADDR          only frames from or to this address\n"
     "  --qp N               only frames to this destination QP (BTH DestQP)\n"
-    "  --opcode NAME        only frames with this BTH opcode: a name as 'nicsim link\n"
-    "                       set ... opcode' takes (SEND_ONLY, RDMA_WRITE_FIRST, ACK) or\n"
-    "                       a number\n"
+    "  --opcode NAME        only frames with this BTH opcode: a name as the text\n"
+    "                       output prints it (RC_SEND_ONLY, RC_RDMA_WRITE_FIRST,\n"
+    "                       RC_ACKNOWLEDGE; case and the RC_ prefix optional, ACK)\n"
+    "                       or a number\n"
     "  --snaplen N          keep at most N bytes of each frame (default 262144: all)\n"
     "  --count N            stop after writing N frames\n"
     "  --cpu PCT            when the fabric outpaces the capture, take at most PCT\n"
@@ -259,8 +260,9 @@ static int parse_opcode(const char *text, uint8_t *op)
 	if (fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)) || cfg.nth_opcode > 0xff)
 		return usage_error(
 		    "--opcode", text,
-		    "expected a BTH opcode name such as SEND_ONLY, RDMA_WRITE_FIRST, "
-		    "RDMA_READ_REQUEST, ACK, or a number");
+		    "expected a BTH opcode name such as RC_SEND_ONLY, RC_RDMA_WRITE_FIRST, "
+		    "RC_RDMA_READ_REQUEST or RC_ACKNOWLEDGE (case and the RC_ prefix "
+		    "optional, ACK), or a number");
 	*op = (uint8_t)cfg.nth_opcode;
 	return 0;
 }
