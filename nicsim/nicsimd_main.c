@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1)\n"
 		"  --dir D            run directory (default $NICSIM_DIR, else\n"
-		"                     $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID)\n"
+		"                     $XDG_RUNTIME_DIR/nicsim if valid, else /tmp/nicsim-UID)\n"
 		"  --tpt-capacity N   TPT entries, 1..%u (default %u)\n"
 		"  --max-reg SIZE     largest registration, e.g. 4096, 64K, 1G (default 1G)\n"
 		"  --no-mw            no memory windows: remote access cannot be revoked alone\n"

@@ -110,14 +110,16 @@ static const struct cmd_spec cmd_specs[] = {
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ACK_TIMEOUT) |
 	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
 	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
-	 OPT_BIT(OPT_SEED),
+	 OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
      "once every NIC answers (bounded by --timeout-ms, default 10000); if one does\n"
      "not, stops them all and shows its log. Refuses to start a NIC whose address is\n"
-     "already served in the directory. A fabric that running NICs already use is\n"
-     "kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
+     "already served in the directory: a second 'nicsim up' exits 1 and starts\n"
+     "nothing. --nic ADDR starts just that NIC (instead of --hosts), e.g. to\n"
+     "restart one that died while the others run. A fabric that running NICs\n"
+     "already use is kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
      "fault decisions. The timer options go to every nicsimd (nicsimd --help,\n"
      "docs/transport.md \"Timeouts\")."},
     {"down", NULL, cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
@@ -469,6 +471,10 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	}
 	o->json = cl->val[OPT_JSON] != NULL;
 	o->hosts = CLI_DEFAULT_HOSTS;
+	if (cl->val[OPT_HOSTS] && cl->val[OPT_NIC]) {
+		cli_err("--hosts and --nic: give one (--nic ADDR starts just that NIC)");
+		return CLI_EXIT_USAGE;
+	}
 	if (cl->val[OPT_HOSTS]) {
 		rc = parse_num("hosts", cl->val[OPT_HOSTS], 1, CLI_MAX_HOSTS, &v);
 		if (rc)

@@ -24,8 +24,10 @@
  * Both take the run directory's lock (NIC_RUN_LOCK, flock) and hold it
  * until they return, so that two of them never work on one directory at
  * once: a second `nicsim up` waits for the first (bounded by --timeout-ms),
- * then finds its NICs running and refuses to start them again, instead of
- * truncating their logs and racing them for the sockets.
+ * then finds its NICs running and refuses to start them again (exit 1,
+ * nothing started), instead of truncating their logs and racing them for
+ * the sockets.  `nicsim up --nic ADDR` starts that one NIC alone, joining
+ * the fabric the others use: how one that died is brought back.
  *
  * Every file they open in the run directory is opened with O_NOFOLLOW; the
  * directory itself is checked first (nic_run_dir_check, in cli_main).
@@ -673,8 +675,14 @@ static int check_free(const struct cli_opts *o, struct started *s, size_t n)
 			refused = true;
 		}
 	}
-	if (refused)
+	if (refused) {
+		fprintf(stderr,
+			"nicsim: started nothing; to start only a NIC that is missing: "
+			"'nicsim up --dir %s --nic ADDR'; to start afresh: 'nicsim down --dir %s' "
+			"then 'nicsim up'\n",
+			o->dir, o->dir);
 		return CLI_EXIT_FAIL;
+	}
 	/* Nothing serves these addresses: leftovers of a daemon that was killed. */
 	for (i = 0; i < n; i++) {
 		run_file(o, s[i].addr, NIC_PID_SUFFIX, pidf, sizeof(pidf));
@@ -840,6 +848,8 @@ int cli_up(struct cli_opts *o)
 
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_UP_TIMEOUT_MS;
+	if (o->nic_set)
+		n = 1; /* --nic: that NIC alone */
 	s = calloc(n, sizeof(*s));
 	if (!s) {
 		cli_err("out of memory");
@@ -847,7 +857,7 @@ int cli_up(struct cli_opts *o)
 	}
 	/* Check the socket paths before creating anything ... */
 	for (i = 0; i < n; i++) {
-		s[i].addr = fab_addr_host((uint32_t)(i + 1));
+		s[i].addr = o->nic_set ? o->nic : fab_addr_host((uint32_t)(i + 1));
 		fab_addr_format(s[i].addr, s[i].name, sizeof(s[i].name));
 		if (cli_sock_path(o, s[i].addr, s[i].sock, sizeof(s[i].sock))) {
 			rc = CLI_EXIT_USAGE;
