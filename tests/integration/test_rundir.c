@@ -328,6 +328,9 @@ static void check_refused(const char *dir, const char *why_text)
 	NST_NE(rc, 0);
 	OUT_HAS(why_text);
 	OUT_HAS("not searching it for NICs");
+	/* Named after the program it runs in, with advice that fits it. */
+	OUT_HAS("nicsim-regdemo: nicsim provider: run directory");
+	NST_TRUE(strstr(out, "set NICSIM_DIR") == NULL);
 }
 
 static void test_foreign_dir_refused(void)
