@@ -725,7 +725,12 @@ static void fab_err(const char *dir, int rc, uint32_t pid)
 		cli_err("no fabric in %s (no " FAB_SEG_FILE " there): 'nicsim up --dir %s' creates "
 			"it; --follow waits for one",
 			dir, dir);
-	else
+	else if (rc == -ELOOP) {
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
+		cli_err("%s", cli_link_planted(path));
+	} else
 		cli_err("cannot capture the fabric in %s: %s", dir, strerror(-rc));
 }
 

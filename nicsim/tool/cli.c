@@ -1195,7 +1195,12 @@ static int link_fabric_open(const struct cli_opts *o, struct fab **fab)
 		cli_err("%s/" FAB_SEG_FILE " is not a nicsim fabric of this version (or is "
 			"damaged); 'nicsim down' then 'nicsim up' make a new one",
 			o->dir);
-	else if (rc)
+	else if (rc == -ELOOP) {
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, o->dir);
+		cli_err("%s", cli_link_planted(path));
+	} else if (rc)
 		cli_err("cannot open the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
 	return rc ? CLI_EXIT_FAIL : 0;
 }

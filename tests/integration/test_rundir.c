@@ -288,6 +288,16 @@ static void test_lock_link_named(void)
 	OUT_HAS("nicsim.lock is a symbolic link, which nicsim never follows in a run directory: "
 		"remove it");
 	NST_TRUE(strstr(out, "Too many levels") == NULL);
+
+	/* And in place of the fabric, for the commands that read it. */
+	snprintf(lock, sizeof(lock), "%s/target", dir);
+	write_file(lock, "not a fabric\n");
+	snprintf(lock, sizeof(lock), "%s/fabric.shm", dir);
+	NST_REQUIRE_EQ(symlink("target", lock), 0);
+	NST_EQ(NICSIM("--dir", dir, "link", "show"), 1);
+	OUT_HAS("fabric.shm is a symbolic link, which nicsim never follows");
+	NST_EQ(NICSIM("--dir", dir, "capture", "--count", "1"), 1);
+	OUT_HAS("fabric.shm is a symbolic link, which nicsim never follows");
 }
 
 /* ---- A directory another user controls ------------------------------------------ */
