@@ -381,8 +381,14 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 	rc = nic_run_dir(o->dir, sizeof(o->dir), dir);
 	if (rc == -EINVAL)
 		return usage_error("--dir", NULL, "needs a directory path");
-	if (rc)
+	if (rc == -ENAMETOOLONG)
 		return usage_error("run directory path too long:", dir, "use a shorter --dir");
+	if (rc) {
+		cli_err("cannot resolve a relative run directory (working directory: %s): give an "
+			"absolute --dir or NICSIM_DIR",
+			strerror(-rc));
+		return CLI_EXIT_FAIL;
+	}
 	/* Never map a fabric in a directory another user controls. */
 	rc = nic_run_dir_check(o->dir, why, sizeof(why));
 	if (rc && rc != -ENOENT) {

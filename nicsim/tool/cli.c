@@ -536,10 +536,18 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 		cli_err("--dir needs a directory path");
 		return CLI_EXIT_USAGE;
 	}
-	if (rc) {
-		cli_err("run directory path too long: %s",
+	if (rc == -ENAMETOOLONG) {
+		cli_err("run directory path too long: %s: choose a shorter one with --dir or "
+			"NICSIM_DIR",
 			cl->val[OPT_DIR] ? cl->val[OPT_DIR] : "");
 		return CLI_EXIT_USAGE;
+	}
+	if (rc) {
+		/* A relative path needs the working directory, which may be gone. */
+		cli_err("cannot resolve a relative run directory (working directory: %s): give an "
+			"absolute --dir or NICSIM_DIR",
+			strerror(-rc));
+		return CLI_EXIT_FAIL;
 	}
 	return 0;
 }
