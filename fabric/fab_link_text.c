@@ -5,10 +5,15 @@
  *
  *   latency US  jitter US  rate GBIT  loss PCT  dup PCT  reorder PCT
  *   reorder-gap US  corrupt PCT  delay US  delay-pct PCT
- *   drop-nth N [opcode NAME|NUM] [qpn N]  down  up  seed N  clear
+ *   drop-nth N|off [opcode NAME|NUM] [qpn N]  down  up  seed N  clear
  *
  * Numbers may have decimals down to the unit the configuration keeps
- * (nanoseconds, Mbit/s, parts per billion).
+ * (nanoseconds, Mbit/s, parts per billion).  Settings that would do nothing
+ * are refused rather than taken silently: drop-nth 0 (write "drop-nth off"
+ * to remove the rule), delay-pct without a non-zero delay in the same
+ * words, reorder-gap 0 (the gap is at least 1 ns; leave it out for the
+ * default).  Opcodes are printed by the names fab_wire.h gives them
+ * ("RC_SEND_ONLY"), which are also what errors suggest.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -68,10 +73,11 @@ static const char *opcode_name(uint32_t code)
 	return fab_opcode_info((uint8_t)code) ? fab_opcode_name((uint8_t)code) : NULL;
 }
 
-/* "12" or "12.5" as an integer in units of 10^-decimals, at most max. */
+/* "12" or "12.5" as an integer in units of 10^-decimals, at most max:
+ * -EDOM when it has more decimals than that, -ERANGE when over max. */
 static int parse_fixed(const char *s, unsigned decimals, uint64_t max, uint64_t *out)
 {
-	bool dot = false, digits = false;
+	bool dot = false, digits = false, finer = false;
 	unsigned frac = 0;
 	uint64_t v = 0;
 
@@ -80,16 +86,23 @@ static int parse_fixed(const char *s, unsigned decimals, uint64_t max, uint64_t 
 			dot = true;
 			continue;
 		}
-		if (*s < '0' || *s > '9' || (dot && frac == decimals))
+		if (*s < '0' || *s > '9')
 			return -EINVAL;
+		digits = true;
+		if (dot && frac == decimals) {
+			/* Beyond the unit kept: zeros are harmless. */
+			finer |= *s != '0';
+			continue;
+		}
 		frac += dot;
 		if (v > (UINT64_MAX - 9) / 10)
 			return -ERANGE;
 		v = v * 10 + (uint64_t)(*s - '0');
-		digits = true;
 	}
 	if (!digits)
 		return -EINVAL;
+	if (finer)
+		return -EDOM;
 	for (; frac < decimals; frac++) {
 		if (v > UINT64_MAX / 10)
 			return -ERANGE;
@@ -159,6 +172,13 @@ static const char *const unit_text[] = {
     [U_PCT] = "a percentage from 0 to 100, e.g. 5 or 0.01",
 };
 
+/* The finest step of each unit, as a value takes it. */
+static const char *const unit_step[] = {
+    [U_US] = "0.001 (1 ns): write at most 3 decimals",
+    [U_GBIT] = "0.001 (1 Mbit/s): write at most 3 decimals",
+    [U_PCT] = "0.0000001 (one in a billion): write at most 7 decimals",
+};
+
 static int parse_value(const struct setting *s, const char *text, struct fab_link_config *cfg)
 {
 	uint64_t v;
@@ -185,6 +205,7 @@ int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *c
 	uint32_t mask = 0, seen = 0, bit;
 	uint64_t v;
 	size_t i, k;
+	int rc;
 
 	fab_link_config_default(cfg);
 	if (errsize)
@@ -227,9 +248,19 @@ int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *c
 			if (seen & bit)
 				return fail(err, errsize, "'%s' given twice", w);
 			seen |= bit;
-			if (parse_value(s, val, cfg))
+			rc = parse_value(s, val, cfg);
+			if (rc == -EDOM)
+				return fail(err, errsize,
+					    "%s %s: finer than the resolution, which is %s", w, val,
+					    unit_step[s->unit]);
+			if (rc)
 				return fail(err, errsize, "%s %s: expected %s", w, val,
 					    unit_text[s->unit]);
+			if (bit == FAB_LF_REORDER_GAP && !cfg->reorder_gap_ns)
+				return fail(err, errsize,
+					    "reorder-gap 0: a reordered frame is held back at "
+					    "least 0.001 us; leave reorder-gap out for the "
+					    "default (50 us)");
 			mask |= bit;
 			/* A delay alone applies to every frame. */
 			if (bit == FAB_LF_DELAY && !(seen & FAB_LF_DELAY_PPB)) {
@@ -242,22 +273,33 @@ int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *c
 			if (seen & FAB_LF_NTH)
 				return fail(err, errsize, "'drop-nth' given twice");
 			seen |= FAB_LF_NTH;
-			if (parse_whole(val, UINT32_MAX, &v))
-				return fail(err, errsize,
-					    "drop-nth %s: expected a frame count from 1 (0: off)",
-					    val);
+			if (!strcmp(val, "off")) {
+				/* Removes the rule, and its filters with it. */
+				cfg->nth = 0;
+				mask |= FAB_LF_NTH;
+				continue;
+			}
+			if (parse_whole(val, UINT32_MAX, &v) || !v)
+				return fail(
+				    err, errsize,
+				    "drop-nth %s: expected a frame count from 1 (drop-nth 1 "
+				    "drops every frame that matches), or 'drop-nth off' to "
+				    "remove the rule",
+				    val);
 			cfg->nth = (uint32_t)v;
 			mask |= FAB_LF_NTH;
 		} else if (!strcmp(w, "opcode") || !strcmp(w, "qpn")) {
-			if (!(seen & FAB_LF_NTH))
+			if (!(seen & FAB_LF_NTH) || !cfg->nth)
 				return fail(
 				    err, errsize,
 				    "'%s' filters the drop-nth rule: give 'drop-nth N' first", w);
 			if (w[0] == 'o' && opcode_parse(val, &cfg->nth_opcode))
 				return fail(
 				    err, errsize,
-				    "opcode %s: expected a BTH opcode name such as SEND_ONLY, "
-				    "RC_RDMA_WRITE_FIRST or ACK, or a number 0..255",
+				    "opcode %s: expected a BTH opcode name such as "
+				    "RC_SEND_ONLY, RC_RDMA_WRITE_FIRST or RC_ACKNOWLEDGE (case "
+				    "and the RC_ prefix optional, ACK for RC_ACKNOWLEDGE), or "
+				    "a number 0..255",
 				    val);
 			if (w[0] == 'q') {
 				if (parse_whole(val, 0xffffff, &v))
@@ -279,6 +321,12 @@ int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *c
 	}
 	if (!mask)
 		return fail(err, errsize, "no setting given");
+	/* The share applies to a delay given with it; alone it would change
+	 * nothing that this command shows. */
+	if ((seen & FAB_LF_DELAY_PPB) && !cfg->delay_ns)
+		return fail(err, errsize,
+			    "delay-pct is the share of frames that 'delay' holds back: give "
+			    "it with a non-zero delay, e.g. 'delay 100 delay-pct 50'");
 	*fields = mask;
 	return 0;
 }

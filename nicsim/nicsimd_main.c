@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1)\n"
 		"  --dir D            run directory (default $NICSIM_DIR, else\n"
-		"                     $XDG_RUNTIME_DIR/nicsim, else /tmp/nicsim-UID)\n"
+		"                     $XDG_RUNTIME_DIR/nicsim if valid, else /tmp/nicsim-UID)\n"
 		"  --tpt-capacity N   TPT entries, 1..%u (default %u)\n"
 		"  --max-reg SIZE     largest registration, e.g. 4096, 64K, 1G (default 1G)\n"
 		"  --no-mw            no memory windows: remote access cannot be revoked alone\n"
@@ -199,14 +199,18 @@ int main(int argc, char **argv)
 	if (err == 0)
 		err = nic_run_dir_make(o.dir);
 	if (err < 0) {
-		fprintf(stderr, "nicsimd: cannot use run directory %s: %s\n",
-			o.dir[0] ? o.dir : "?", strerror(-err));
+		fprintf(stderr, "nicsimd: cannot create run directory %s: %s%s\n",
+			o.dir[0] ? o.dir : "?", strerror(-err),
+			err == -ENOENT ? " (only the run directory itself is created, not its "
+					 "parents): create the parent first or choose another "
+					 "with --dir"
+				       : ": choose another with --dir");
 		return 1;
 	}
 	/* Never listen, log or map the fabric in a directory another user
 	 * controls (nicsim_rundir.h). */
 	if (nic_run_dir_check(o.dir, why, sizeof(why)) < 0) {
-		fprintf(stderr, "nicsimd: %s: remove it or choose another with --dir\n", why);
+		fprintf(stderr, "nicsimd: %s\n", why);
 		return 1;
 	}
 	err = nic_create(&o, &nic);

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,27 @@ static int put_path(size_t size, int n)
 	return 0;
 }
 
+/*
+ * Whether $XDG_RUNTIME_DIR (env) is a runtime directory the specification
+ * lets us use: an absolute path to a directory that the user owns and that
+ * nobody else may write to.  Anything else is not valid, and the
+ * specification says to fall back rather than create or use it.
+ */
+static bool xdg_valid(const char *env)
+{
+	struct stat st;
+
+	if (!env || env[0] != '/')
+		return false;
+	if (stat(env, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	return st.st_uid == geteuid() && !(st.st_mode & NIC_RUN_DIR_FORBIDDEN);
+}
+
 int nic_run_dir(char *buf, size_t size, const char *opt)
 {
-	const char *env;
+	const char *env, *path;
+	char tmp[64];
 	size_t len;
 	int rc;
 
@@ -31,15 +50,36 @@ int nic_run_dir(char *buf, size_t size, const char *opt)
 	if (opt) {
 		if (!*opt)
 			return -EINVAL;
-		rc = put_path(size, snprintf(buf, size, "%s", opt));
+		path = opt;
+		rc = 0;
 	} else if ((env = getenv("NICSIM_DIR")) && *env) {
-		rc = put_path(size, snprintf(buf, size, "%s", env));
-	} else if ((env = getenv("XDG_RUNTIME_DIR")) && env[0] == '/') {
-		/* The XDG base directory specification says relative paths are
-		 * invalid and must be ignored. */
+		path = env;
+		rc = 0;
+	} else if (xdg_valid(env = getenv("XDG_RUNTIME_DIR"))) {
 		rc = put_path(size, snprintf(buf, size, "%s/nicsim", env));
+		path = NULL;
 	} else {
-		rc = put_path(size, snprintf(buf, size, "/tmp/nicsim-%u", (unsigned)getuid()));
+		snprintf(tmp, sizeof(tmp), "/tmp/nicsim-%u", (unsigned)getuid());
+		path = tmp;
+		rc = 0;
+	}
+	if (path && path[0] == '/') {
+		rc = put_path(size, snprintf(buf, size, "%s", path));
+	} else if (path) {
+		/* Relative to the working directory, made absolute now: nicsimd
+		 * runs in "/", and every program must name the same directory. */
+		char cwd[PATH_MAX];
+
+		while (path[0] == '.' && path[1] == '/')
+			for (path += 2; *path == '/'; path++)
+				;
+		if (!getcwd(cwd, sizeof(cwd)))
+			return errno == ERANGE ? -ENAMETOOLONG : -errno;
+		if (!*path || !strcmp(path, "."))
+			rc = put_path(size, snprintf(buf, size, "%s", cwd));
+		else
+			rc = put_path(size,
+				      snprintf(buf, size, "%s%s%s", cwd, cwd[1] ? "/" : "", path));
 	}
 	if (rc)
 		return rc;
@@ -49,43 +89,22 @@ int nic_run_dir(char *buf, size_t size, const char *opt)
 	return 0;
 }
 
-/* mkdir that succeeds when path already is a directory. */
-static int make_one(const char *path)
+int nic_run_dir_make(const char *dir)
 {
 	struct stat st;
 	int err;
 
-	if (mkdir(path, 0700) == 0)
+	if (!dir || !*dir)
+		return -EINVAL;
+	if (mkdir(dir, 0700) == 0)
 		return 0;
 	err = errno;
 	/* An existing parent may refuse mkdir with EACCES or EROFS rather than
-	 * EEXIST; what matters is whether it is a directory. */
-	if (stat(path, &st) == 0)
-		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	 * EEXIST; what matters is whether the directory is there.  lstat: a
+	 * link is not followed here, and nic_run_dir_check() refuses it. */
+	if (lstat(dir, &st) == 0)
+		return S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode) ? 0 : -ENOTDIR;
 	return -err;
-}
-
-int nic_run_dir_make(const char *dir)
-{
-	char path[PATH_MAX];
-	char *p;
-	int rc;
-
-	if (!dir || !*dir)
-		return -EINVAL;
-	rc = put_path(sizeof(path), snprintf(path, sizeof(path), "%s", dir));
-	if (rc)
-		return rc;
-	for (p = path + 1; *p; p++) {
-		if (*p != '/' || p[-1] == '/')
-			continue;
-		*p = '\0';
-		rc = make_one(path);
-		*p = '/';
-		if (rc)
-			return rc;
-	}
-	return make_one(path);
 }
 
 /* snprintf into why, when the caller wants a message. */
@@ -95,10 +114,13 @@ int nic_run_dir_make(const char *dir)
 			snprintf(why, why_size, __VA_ARGS__); \
 	} while (0)
 
+/* What a user can do about a directory that is not theirs to change. */
+#define CHOOSE "choose another with --dir or NICSIM_DIR, or set XDG_RUNTIME_DIR"
+
 /*
  * Whether the directories that lead to dir are safe: nobody but root and us
  * can rename or replace anything in them, so what was checked stays what is
- * used.  Each one (dir made absolute, not resolved) must be owned by root or
+ * used.  Each one (dir is absolute, not resolved) must be owned by root or
  * us and, if group or others may write to it, sticky (as /tmp is); a link
  * on the way must be root's or ours.  0, or -EPERM with why.
  */
@@ -128,21 +150,23 @@ static int check_parents(const char *dir, uid_t me, char *why, size_t why_size)
 		if (lstat(anc, &st) < 0)
 			continue; /* the run directory's own lstat reports it */
 		if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != me) {
-			WHY("run directory %s is reached through %s, a link that uid %u owns", dir,
-			    anc, (unsigned)st.st_uid);
+			WHY("run directory %s is reached through %s, a link that uid %u owns "
+			    "and could point elsewhere at any time: " CHOOSE,
+			    dir, anc, (unsigned)st.st_uid);
 			return -EPERM;
 		}
 		if (S_ISLNK(st.st_mode) && stat(anc, &st) < 0)
 			continue;
 		if (st.st_uid != 0 && st.st_uid != me) {
-			WHY("run directory %s is inside %s, which uid %u owns", dir, anc,
-			    (unsigned)st.st_uid);
+			WHY("run directory %s is inside %s, which uid %u owns and could replace "
+			    "it at any time: " CHOOSE,
+			    dir, anc, (unsigned)st.st_uid);
 			return -EPERM;
 		}
 		if ((st.st_mode & NIC_RUN_DIR_FORBIDDEN) && !(st.st_mode & S_ISVTX)) {
 			WHY("run directory %s is inside %s, which has mode %04o: group or others "
-			    "may replace what is in it",
-			    dir, anc, (unsigned)(st.st_mode & 07777));
+			    "may replace what is in it; chmod go-w %s, or " CHOOSE,
+			    dir, anc, (unsigned)(st.st_mode & 07777), anc);
 			return -EPERM;
 		}
 		if (anc[0] == '/' && anc[1] == '\0')
@@ -159,7 +183,7 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 	if (why && why_size)
 		why[0] = '\0';
 	if (!dir || !*dir) {
-		WHY("no run directory given");
+		WHY("no run directory given: " CHOOSE);
 		return -EINVAL;
 	}
 	/* lstat: a link planted where the directory should be is refused,
@@ -167,26 +191,49 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 	if (lstat(dir, &st) < 0) {
 		int err = errno;
 
-		WHY("run directory %s: %s", dir, strerror(err));
+		if (err == ENOENT)
+			WHY("run directory %s does not exist", dir);
+		else if (err == ENAMETOOLONG)
+			WHY("run directory %s: the path is too long: choose a shorter one with "
+			    "--dir or NICSIM_DIR",
+			    dir);
+		else
+			WHY("run directory %s: %s: " CHOOSE, dir, strerror(err));
 		return -err;
 	}
+	/* Another user's file where ours should be: it cannot be removed from
+	 * a sticky /tmp, and was perhaps put there to take our traffic. */
+	if (st.st_uid != me && (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode) || st.st_uid != 0)) {
+		WHY("run directory %s is %s owned by uid %u, not you (%u): another user created "
+		    "it, perhaps to intercept your NICs%s: " CHOOSE,
+		    dir,
+		    S_ISLNK(st.st_mode)   ? "a symbolic link"
+		    : S_ISDIR(st.st_mode) ? "a directory"
+					  : "a file",
+		    (unsigned)st.st_uid, (unsigned)me,
+		    me ? ", and only they or root can remove it" : "");
+		return S_ISLNK(st.st_mode) ? -ELOOP : S_ISDIR(st.st_mode) ? -EPERM : -ENOTDIR;
+	}
 	if (S_ISLNK(st.st_mode)) {
-		WHY("run directory %s is a symbolic link", dir);
+		WHY("run directory %s is a symbolic link, which nicsim never follows: remove it "
+		    "(rm %s), or " CHOOSE,
+		    dir, dir);
 		return -ELOOP;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		WHY("run directory %s is not a directory", dir);
+		WHY("run directory %s is not a directory: remove it, or " CHOOSE, dir);
 		return -ENOTDIR;
 	}
 	if (st.st_uid != me) {
-		WHY("run directory %s is owned by uid %u, not you (%u)", dir, (unsigned)st.st_uid,
-		    (unsigned)me);
+		/* root's directory, and we are not root. */
+		WHY("run directory %s is owned by uid %u, not you (%u): " CHOOSE, dir,
+		    (unsigned)st.st_uid, (unsigned)me);
 		return -EPERM;
 	}
 	if (st.st_mode & NIC_RUN_DIR_FORBIDDEN) {
 		WHY("run directory %s has mode %04o: group or others may write to it "
-		    "(at most 0755 is allowed; chmod go-w)",
-		    dir, (unsigned)(st.st_mode & 07777));
+		    "(at most 0755 is allowed): chmod go-w %s, or " CHOOSE,
+		    dir, (unsigned)(st.st_mode & 07777), dir);
 		return -EACCES;
 	}
 	return check_parents(dir, me, why, why_size);

@@ -135,8 +135,9 @@ static void find_run_dir(struct prov *p)
 	err = nic_run_dir_check(p->dir, why, sizeof(why));
 	if (err == 0 || err == -ENOENT)
 		return;
-	fprintf(stderr, "nicsim: %s: not searching it for NICs; remove it or set NICSIM_DIR\n",
-		why);
+	/* The program's own name: the provider runs inside an application. */
+	fprintf(stderr, "%s: nicsim provider: %s; not searching it for NICs\n",
+		program_invocation_short_name, why);
 	p->dir[0] = '\0';
 }
 

@@ -9,8 +9,12 @@
  * `nicsim down` hold while they change the directory.
  *
  * Where: an explicit option, else $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim
- * (when that variable holds an absolute path: the XDG base directory
- * specification says relative ones are invalid), else /tmp/nicsim-<uid>.
+ * when $XDG_RUNTIME_DIR is valid (an absolute path to an existing directory
+ * that the user owns and nobody else may write to: the XDG base directory
+ * specification says to fall back otherwise), else /tmp/nicsim-<uid>.  A
+ * relative option or $NICSIM_DIR is taken from the working directory and
+ * made absolute at once, so that the tool, nicsimd (which runs in "/") and
+ * the provider name the same directory.
  *
  * Whose: the default /tmp/nicsim-<uid> is predictable, so another local
  * user can create it first.  Every program checks the directory before it
@@ -41,18 +45,24 @@
 
 /*
  * The run directory: opt if not NULL, else $NICSIM_DIR, else
- * $XDG_RUNTIME_DIR/nicsim (when that variable holds an absolute path), else
- * /tmp/nicsim-<uid>.  Empty environment variables count as unset; trailing
- * slashes are dropped.  The path is not made absolute and need not exist.
- * Returns 0, -EINVAL for an empty opt, -ENAMETOOLONG if it does not fit.
+ * $XDG_RUNTIME_DIR/nicsim (when $XDG_RUNTIME_DIR is valid, see the top),
+ * else /tmp/nicsim-<uid>.  Empty environment variables count as unset;
+ * trailing slashes and leading "./" are dropped; a relative path is joined
+ * to the working directory (no link is resolved).  The path need not exist.
+ * Returns 0, -EINVAL for an empty opt, -ENAMETOOLONG if it does not fit, or
+ * getcwd's error.
  */
 int nic_run_dir(char *buf, size_t size, const char *opt);
 
 /*
- * Create dir and any missing parents with mode 0700 (mkdir -p).  Returns 0
- * if dir is now a directory (whether or not it existed), -ENOTDIR if it or a
- * parent exists and is not a directory, or mkdir's error.  It does not
- * check who owns it: call nic_run_dir_check() next.
+ * Create dir with mode 0700 if it does not exist.  Only dir itself is
+ * created, never a missing parent: a parent is where the user chose to put
+ * it, and making a tree of directories that nobody checked (or, as root, in
+ * any place a variable names) is not the resolver's to do.  Returns 0 if dir
+ * now exists as a directory or a link (nic_run_dir_check() refuses a link),
+ * -ENOENT if a parent is missing, -ENOTDIR if dir is something else, or
+ * mkdir's error.  It does not check who owns it: call nic_run_dir_check()
+ * next.
  */
 int nic_run_dir_make(const char *dir);
 
@@ -64,10 +74,12 @@ int nic_run_dir_make(const char *dir);
  *   -EPERM    another user owns it, or a directory on the way to it is
  *             another user's or open to others without the sticky bit
  *   -EACCES   group or others may write to it
- * or lstat's error.  On an error, why (if not NULL) gets a sentence that
- * names the directory and what is wrong with it, e.g. "run directory
- * /tmp/nicsim-0 is owned by uid 1000, not you (0)", to which the caller
- * adds what the user can do.
+ * or lstat's error.  On an error, why (if not NULL) gets the whole message
+ * without a program prefix: the directory, what is wrong with it and what
+ * the user can do, e.g. "run directory /tmp/nicsim-0 is a directory owned
+ * by uid 1000, not you (0): another user created it, ... choose another
+ * with --dir or NICSIM_DIR, or set XDG_RUNTIME_DIR".  It never advises to
+ * remove what the user cannot remove.
  */
 int nic_run_dir_check(const char *dir, char *why, size_t why_size);
 

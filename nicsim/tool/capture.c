@@ -162,9 +162,10 @@ static const char usage_text[] =
     "  --format F           pcap, pcapng or text, whatever FILE's name\n"
     "  --host ADDR          only frames from or to this address\n"
     "  --qp N               only frames to this destination QP (BTH DestQP)\n"
-    "  --opcode NAME        only frames with this BTH opcode: a name as 'nicsim link\n"
-    "                       set ... opcode' takes (SEND_ONLY, RDMA_WRITE_FIRST, ACK) or\n"
-    "                       a number\n"
+    "  --opcode NAME        only frames with this BTH opcode: a name as the text\n"
+    "                       output prints it (RC_SEND_ONLY, RC_RDMA_WRITE_FIRST,\n"
+    "                       RC_ACKNOWLEDGE; case and the RC_ prefix optional, ACK)\n"
+    "                       or a number\n"
     "  --snaplen N          keep at most N bytes of each frame (default 262144: all)\n"
     "  --count N            stop after writing N frames\n"
     "  --cpu PCT            when the fabric outpaces the capture, take at most PCT\n"
@@ -259,8 +260,9 @@ static int parse_opcode(const char *text, uint8_t *op)
 	if (fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)) || cfg.nth_opcode > 0xff)
 		return usage_error(
 		    "--opcode", text,
-		    "expected a BTH opcode name such as SEND_ONLY, RDMA_WRITE_FIRST, "
-		    "RDMA_READ_REQUEST, ACK, or a number");
+		    "expected a BTH opcode name such as RC_SEND_ONLY, RC_RDMA_WRITE_FIRST, "
+		    "RC_RDMA_READ_REQUEST or RC_ACKNOWLEDGE (case and the RC_ prefix "
+		    "optional, ACK), or a number");
 	*op = (uint8_t)cfg.nth_opcode;
 	return 0;
 }
@@ -379,12 +381,18 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 	rc = nic_run_dir(o->dir, sizeof(o->dir), dir);
 	if (rc == -EINVAL)
 		return usage_error("--dir", NULL, "needs a directory path");
-	if (rc)
+	if (rc == -ENAMETOOLONG)
 		return usage_error("run directory path too long:", dir, "use a shorter --dir");
+	if (rc) {
+		cli_err("cannot resolve a relative run directory (working directory: %s): give an "
+			"absolute --dir or NICSIM_DIR",
+			strerror(-rc));
+		return CLI_EXIT_FAIL;
+	}
 	/* Never map a fabric in a directory another user controls. */
 	rc = nic_run_dir_check(o->dir, why, sizeof(why));
 	if (rc && rc != -ENOENT) {
-		cli_err("%s: remove it or choose another with --dir", why);
+		cli_err("%s", why);
 		return CLI_EXIT_FAIL;
 	}
 	return 0;
@@ -723,7 +731,12 @@ static void fab_err(const char *dir, int rc, uint32_t pid)
 		cli_err("no fabric in %s (no " FAB_SEG_FILE " there): 'nicsim up --dir %s' creates "
 			"it; --follow waits for one",
 			dir, dir);
-	else
+	else if (rc == -ELOOP) {
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
+		cli_err("%s", cli_link_planted(path));
+	} else
 		cli_err("cannot capture the fabric in %s: %s", dir, strerror(-rc));
 }
 
@@ -768,9 +781,12 @@ static int source_add(struct capture *c, const char *dir, const struct stat *st)
 		return rc;
 	}
 	s->start_ns = clock_ns(CLOCK_REALTIME);
-	if (c->out)
+	/* Said once the output is open (run()): a capture whose output
+	 * cannot be created never claims to be capturing. */
+	if (c->out) {
 		source_announce(c, s);
-	fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", dir);
+		fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", dir);
+	}
 	return 0;
 }
 
@@ -932,9 +948,12 @@ static int run(struct capture *c)
 	rc = out_open(c);
 	if (rc)
 		return rc;
-	for (i = 0; i < c->nsrc; i++)
-		if (c->src[i].cap)
-			source_announce(c, &c->src[i]);
+	for (i = 0; i < c->nsrc; i++) {
+		if (!c->src[i].cap)
+			continue;
+		source_announce(c, &c->src[i]);
+		fprintf(stderr, "nicsim capture: capturing the fabric in %s\n", c->src[i].dir);
+	}
 	if (c->o.follow)
 		fprintf(stderr, "nicsim capture: following %s\n", c->o.dir);
 	c->started = true;

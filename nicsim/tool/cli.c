@@ -110,20 +110,24 @@ static const struct cmd_spec cmd_specs[] = {
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ACK_TIMEOUT) |
 	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
 	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
-	 OPT_BIT(OPT_SEED),
+	 OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
      "once every NIC answers (bounded by --timeout-ms, default 10000); if one does\n"
      "not, stops them all and shows its log. Refuses to start a NIC whose address is\n"
-     "already served in the directory. A fabric that running NICs already use is\n"
-     "kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
+     "already served in the directory: a second 'nicsim up' exits 1 and starts\n"
+     "nothing. --nic ADDR starts just that NIC (instead of --hosts), e.g. to\n"
+     "restart one that died while the others run. A fabric that running NICs\n"
+     "already use is kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
      "fault decisions. The timer options go to every nicsimd (nicsimd --help,\n"
      "docs/transport.md \"Timeouts\")."},
     {"down", NULL, cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
      "stop the NICs of a run directory",
      "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
      "waits up to --timeout-ms (default 5000) for each to exit, then SIGKILLs it.\n"
+     "A 'nicsim up' or 'nicsim down' already working in the directory finishes\n"
+     "first; down waits for it up to --timeout-ms too (default 15000).\n"
      "Removes the pid and socket files of daemons that are gone and, unless --nic\n"
      "was given, the fabric (D/fabric.shm and the ports' bells) once no NIC uses it."},
     {"show tpt", NULL, run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",
@@ -168,9 +172,12 @@ static const struct cmd_spec cmd_specs[] = {
      "  reorder-gap US   how long (default 50)\n"
      "  corrupt PCT      flip one bit after the BTH: the frame fails its ICRC check\n"
      "  delay US         extra delay (plus jitter) for every frame, or for ...\n"
-     "  delay-pct PCT    ... this share of them\n"
-     "  drop-nth N       drop the Nth frame from now that matches (once)\n"
-     "    opcode NAME|NUM  ... with this BTH opcode (SEND_ONLY, RDMA_WRITE_FIRST, ACK)\n"
+     "  delay-pct PCT    ... this share of them (only with delay)\n"
+     "  drop-nth N       drop the Nth frame from now that matches (once, N >= 1);\n"
+     "                   'drop-nth off' removes the rule\n"
+     "    opcode NAME|NUM  ... with this BTH opcode, named as capture prints it\n"
+     "                     (RC_SEND_ONLY, RC_RDMA_WRITE_FIRST, RC_ACKNOWLEDGE; case,\n"
+     "                     the RC_ prefix and '-' for '_' optional; ACK)\n"
      "    qpn N            ... to this destination QP\n"
      "  down, up         take the link down (frames sent or in flight are lost), up\n"
      "  seed N           restart the link's random decisions from this seed\n"
@@ -183,9 +190,11 @@ static const struct cmd_spec cmd_specs[] = {
     {"dir", NULL, run_dir, OPT_BIT(OPT_DIR), "print the run directory",
      "Prints the run directory that the other commands, nicsimd and the provider\n"
      "use, resolved as they resolve it: --dir D, else $NICSIM_DIR, else\n"
-     "$XDG_RUNTIME_DIR/nicsim (when that is an absolute path), else\n"
-     "/tmp/nicsim-UID. Scripts ask it rather than resolving the directory\n"
-     "themselves: dir=$(nicsim dir). The directory need not exist yet. Exits 1,\n"
+     "$XDG_RUNTIME_DIR/nicsim (when $XDG_RUNTIME_DIR is an existing directory of\n"
+     "yours that nobody else may write to), else /tmp/nicsim-UID; a relative path\n"
+     "is made absolute from the working directory. Scripts ask it rather than\n"
+     "resolving the directory themselves: dir=$(nicsim dir). The directory need\n"
+     "not exist yet ('nicsim up' creates it, but not its parents). Exits 1,\n"
      "saying why, if it exists but is unsafe to use: a symbolic link, not a\n"
      "directory, owned by another user, or writable by group or others (at most\n"
      "mode 0755 is allowed); every command, nicsimd and the provider refuse such a\n"
@@ -213,8 +222,19 @@ int cli_dir_check(const struct cli_opts *o)
 
 	if (rc == 0 || rc == -ENOENT)
 		return 0;
-	cli_err("%s: remove it or choose another with --dir", why);
+	cli_err("%s", why);
 	return rc;
+}
+
+const char *cli_link_planted(const char *path)
+{
+	static char msg[PATH_MAX * 2 + 128];
+
+	snprintf(msg, sizeof(msg),
+		 "%s is a symbolic link, which nicsim never follows in a run directory: "
+		 "remove it (rm %s)",
+		 path, path);
+	return msg;
 }
 
 static int run_dir(struct cli_opts *o)
@@ -453,6 +473,10 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	}
 	o->json = cl->val[OPT_JSON] != NULL;
 	o->hosts = CLI_DEFAULT_HOSTS;
+	if (cl->val[OPT_HOSTS] && cl->val[OPT_NIC]) {
+		cli_err("--hosts and --nic: give one (--nic ADDR starts just that NIC)");
+		return CLI_EXIT_USAGE;
+	}
 	if (cl->val[OPT_HOSTS]) {
 		rc = parse_num("hosts", cl->val[OPT_HOSTS], 1, CLI_MAX_HOSTS, &v);
 		if (rc)
@@ -512,10 +536,18 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 		cli_err("--dir needs a directory path");
 		return CLI_EXIT_USAGE;
 	}
-	if (rc) {
-		cli_err("run directory path too long: %s",
+	if (rc == -ENAMETOOLONG) {
+		cli_err("run directory path too long: %s: choose a shorter one with --dir or "
+			"NICSIM_DIR",
 			cl->val[OPT_DIR] ? cl->val[OPT_DIR] : "");
 		return CLI_EXIT_USAGE;
+	}
+	if (rc) {
+		/* A relative path needs the working directory, which may be gone. */
+		cli_err("cannot resolve a relative run directory (working directory: %s): give an "
+			"absolute --dir or NICSIM_DIR",
+			strerror(-rc));
+		return CLI_EXIT_FAIL;
 	}
 	return 0;
 }
@@ -1173,7 +1205,12 @@ static int link_fabric_open(const struct cli_opts *o, struct fab **fab)
 		cli_err("%s/" FAB_SEG_FILE " is not a nicsim fabric of this version (or is "
 			"damaged); 'nicsim down' then 'nicsim up' make a new one",
 			o->dir);
-	else if (rc)
+	else if (rc == -ELOOP) {
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, o->dir);
+		cli_err("%s", cli_link_planted(path));
+	} else if (rc)
 		cli_err("cannot open the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
 	return rc ? CLI_EXIT_FAIL : 0;
 }

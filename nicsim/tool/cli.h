@@ -86,6 +86,13 @@ void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_dir_check(const struct cli_opts *o);
 
 /*
+ * The message for a file of the run directory that open(O_NOFOLLOW) refused
+ * with ELOOP: path is a link, which is never followed, and the user's to
+ * remove (the directory is theirs: nic_run_dir_check).  A static buffer.
+ */
+const char *cli_link_planted(const char *path);
+
+/*
  * Socket path of the NIC with address addr in o->dir.  When it does not fit
  * a sockaddr_un, prints why and returns -ENAMETOOLONG.
  */

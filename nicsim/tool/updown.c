@@ -24,8 +24,10 @@
  * Both take the run directory's lock (NIC_RUN_LOCK, flock) and hold it
  * until they return, so that two of them never work on one directory at
  * once: a second `nicsim up` waits for the first (bounded by --timeout-ms),
- * then finds its NICs running and refuses to start them again, instead of
- * truncating their logs and racing them for the sockets.
+ * then finds its NICs running and refuses to start them again (exit 1,
+ * nothing started), instead of truncating their logs and racing them for
+ * the sockets.  `nicsim up --nic ADDR` starts that one NIC alone, joining
+ * the fabric the others use: how one that died is brought back.
  *
  * Every file they open in the run directory is opened with O_NOFOLLOW; the
  * directory itself is checked first (nic_run_dir_check, in cli_main).
@@ -342,6 +344,10 @@ static int lock_dir(const struct cli_opts *o, const char *cmd, int timeout_ms)
 		return -1;
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+	if (fd < 0 && errno == ELOOP) {
+		cli_err("%s", cli_link_planted(path));
+		return -1;
+	}
 	if (fd < 0) {
 		cli_err("cannot open the lock %s: %s", path, strerror(errno));
 		return -1;
@@ -496,6 +502,10 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 	/* O_NOFOLLOW: a link planted in the directory must not make us
 	 * truncate whatever it points to. */
 	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+	if (log_fd < 0 && errno == ELOOP) {
+		cli_err("%s", cli_link_planted(log));
+		return -1;
+	}
 	if (log_fd < 0) {
 		cli_err("cannot create log %s: %s", log, strerror(errno));
 		return -1;
@@ -665,8 +675,14 @@ static int check_free(const struct cli_opts *o, struct started *s, size_t n)
 			refused = true;
 		}
 	}
-	if (refused)
+	if (refused) {
+		fprintf(stderr,
+			"nicsim: started nothing; to start only a NIC that is missing: "
+			"'nicsim up --dir %s --nic ADDR'; to start afresh: 'nicsim down --dir %s' "
+			"then 'nicsim up'\n",
+			o->dir, o->dir);
 		return CLI_EXIT_FAIL;
+	}
 	/* Nothing serves these addresses: leftovers of a daemon that was killed. */
 	for (i = 0; i < n; i++) {
 		run_file(o, s[i].addr, NIC_PID_SUFFIX, pidf, sizeof(pidf));
@@ -832,6 +848,8 @@ int cli_up(struct cli_opts *o)
 
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_UP_TIMEOUT_MS;
+	if (o->nic_set)
+		n = 1; /* --nic: that NIC alone */
 	s = calloc(n, sizeof(*s));
 	if (!s) {
 		cli_err("out of memory");
@@ -839,7 +857,7 @@ int cli_up(struct cli_opts *o)
 	}
 	/* Check the socket paths before creating anything ... */
 	for (i = 0; i < n; i++) {
-		s[i].addr = fab_addr_host((uint32_t)(i + 1));
+		s[i].addr = o->nic_set ? o->nic : fab_addr_host((uint32_t)(i + 1));
 		fab_addr_format(s[i].addr, s[i].name, sizeof(s[i].name));
 		if (cli_sock_path(o, s[i].addr, s[i].sock, sizeof(s[i].sock))) {
 			rc = CLI_EXIT_USAGE;
@@ -847,8 +865,26 @@ int cli_up(struct cli_opts *o)
 		}
 	}
 	rc = nic_run_dir_make(o->dir);
+	if (rc == -ENOENT) {
+		/* nic_run_dir_make creates the last component only. */
+		cli_err("cannot create run directory %s: its parent directory does not exist; "
+			"nicsim creates only the run directory itself: create the parent first "
+			"(mkdir -p), or choose another with --dir or NICSIM_DIR",
+			o->dir);
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	if (rc == -ENAMETOOLONG) {
+		cli_err("cannot create run directory %s: the path is too long: choose a shorter "
+			"one with --dir or NICSIM_DIR",
+			o->dir);
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
 	if (rc) {
-		cli_err("cannot create run directory %s: %s", o->dir, strerror(-rc));
+		cli_err("cannot create run directory %s: %s: choose another with --dir or "
+			"NICSIM_DIR",
+			o->dir, strerror(-rc));
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
@@ -1086,15 +1122,18 @@ int cli_down(struct cli_opts *o)
 	char pidf[PATH_MAX], sock[PATH_MAX];
 	struct victim *v = NULL;
 	struct mgmt_client c;
-	int rc, status = CLI_EXIT_OK, lock_fd = -1;
+	int rc, status = CLI_EXIT_OK, lock_fd = -1, lock_ms;
 	pid_t pid;
 
+	/* An `up` in progress finishes first; then its NICs are stopped.  By
+	 * default down waits as long as such an up may take; --timeout-ms
+	 * bounds this wait too, as it bounds every other. */
+	lock_ms = o->timeout_ms ? o->timeout_ms : CLI_UP_TIMEOUT_MS + CLI_DOWN_TERM_MS;
 	if (!o->timeout_ms)
 		o->timeout_ms = CLI_DOWN_TERM_MS;
 	rc = cli_dir_list(o->dir, NIC_PID_SUFFIX, &pids, &npids);
 	if (rc == 0) {
-		/* An `up` in progress finishes first; then its NICs are stopped. */
-		lock_fd = lock_dir(o, "down", CLI_UP_TIMEOUT_MS + o->timeout_ms);
+		lock_fd = lock_dir(o, "down", lock_ms);
 		if (lock_fd < 0) {
 			status = CLI_EXIT_FAIL;
 			goto out;

@@ -170,15 +170,48 @@ static bool conn_extensions(struct conn *c)
 	return true;
 }
 
+/* Why binding to addr failed, and what to do about it. */
+static void explain_bind(const char *addr, int err)
+{
+	char dir[256];
+	bool any = !strcmp(addr, "0.0.0.0");
+
+	if (err != WSAEADDRNOTAVAIL) {
+		fprintf(stderr, "nicsim-pingpong: cannot bind to %s: %s (%d)\n", addr,
+			prov_wsa_name(err), err);
+		return;
+	}
+	if (prov_run_dir(dir, sizeof(dir)))
+		snprintf(dir, sizeof(dir), "(unresolvable run directory)");
+	fprintf(stderr,
+		"nicsim-pingpong: no NIC%s%s in %s\n"
+		"  start NICs with `nicsim up`, or point --dir / NICSIM_DIR at the run\n"
+		"  directory of running ones\n",
+		any ? "" : " with address ", any ? "" : addr, dir);
+}
+
+/* A socket bound to addr (0.0.0.0: the lowest NIC), or INVALID_SOCKET after
+ * saying why; nothing is left open on failure. */
 static SOCKET bound_socket(const char *addr, uint16_t port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
 	int err = 0;
-	SOCKET s = WSPSocket(AF_INET, SOCK_STREAM, 0, NULL, 0, 0, &err);
+	SOCKET s;
 
-	if (s == INVALID_SOCKET || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
-	    WSPBind(s, (struct sockaddr *)&sa, sizeof(sa), &err)) {
-		fail("socket", err);
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+		fprintf(stderr, "nicsim-pingpong: --addr %s: expected an IPv4 address\n", addr);
+		return INVALID_SOCKET;
+	}
+	s = WSPSocket(AF_INET, SOCK_STREAM, 0, NULL, 0, 0, &err);
+	if (s == INVALID_SOCKET) {
+		fail("WSPSocket", err);
+		return INVALID_SOCKET;
+	}
+	if (WSPBind(s, (struct sockaddr *)&sa, sizeof(sa), &err)) {
+		int ignored = 0;
+
+		explain_bind(addr, err);
+		WSPCloseSocket(s, &ignored);
 		return INVALID_SOCKET;
 	}
 	return s;
@@ -195,7 +228,9 @@ static bool server(const char *addr, uint16_t port)
 	bool ok = false;
 	int err = 0;
 
-	if (l == INVALID_SOCKET || WSPListen(l, 1, &err)) {
+	if (l == INVALID_SOCKET)
+		goto out; /* bound_socket said why */
+	if (WSPListen(l, 1, &err)) {
 		fail("WSPListen", err);
 		goto out;
 	}
@@ -288,11 +323,17 @@ static bool client(const char *addr, const char *peer, uint16_t port, uint32_t i
 	bool ok = false;
 	int err = 0;
 
-	c.s = bound_socket(addr, 0);
-	if (c.s == INVALID_SOCKET || !rtt || inet_pton(AF_INET, peer, &to.sin_addr) != 1) {
-		fail("socket", err);
+	if (!rtt) {
+		fail("calloc", WSAENOBUFS);
 		goto out;
 	}
+	if (inet_pton(AF_INET, peer, &to.sin_addr) != 1) {
+		fprintf(stderr, "nicsim-pingpong: --peer %s: expected an IPv4 address\n", peer);
+		goto out;
+	}
+	c.s = bound_socket(addr, 0);
+	if (c.s == INVALID_SOCKET)
+		goto out; /* bound_socket said why */
 	t0 = now_ns();
 	if (WSPConnect(c.s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err)) {
 		fail("WSPConnect", err);

@@ -520,7 +520,8 @@ _Static_assert(offsetof(struct nicsim_rdma_desc, va) == 16, "va at 16");
  * (lpWSPData or lpProcTable NULL), WSAENOBUFS (out of memory).  Fills
  * lpWSPData (version 2.2) and lpProcTable (see WSPPROC_TABLE).  The run
  * directory holding the NICs' sockets is fixed by the first start:
- * $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim (an absolute path only), else
+ * $NICSIM_DIR, else $XDG_RUNTIME_DIR/nicsim (when that is a valid runtime
+ * directory: the user's own, not writable by others), else
  * /tmp/nicsim-<uid> (nicsim_rundir.h, as nicsimd and `nicsim dir` resolve
  * it).  A directory that is a symbolic link, another user's, or writable by
  * group or others is not searched (a line on stderr says why): binding then

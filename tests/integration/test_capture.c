@@ -1057,6 +1057,10 @@ static void test_usage_and_errors(void)
 	/* A write error is reported, not swallowed. */
 	NST_EQ(NICSIM("capture", "--dir", dir, "-w", "/dev/full"), 1);
 	OUT_HAS("cannot write /dev/full");
+	/* An output that cannot be created: no claim to be capturing first. */
+	NST_EQ(NICSIM("capture", "--dir", dir, "-w", "/nonexistent/x.pcap"), 1);
+	OUT_HAS("cannot create /nonexistent/x.pcap");
+	NST_CHECK_(strstr(out, "capturing the fabric") == NULL, CU_FALSE, "output: %.400s", out);
 	/* One capture at a time; one killed leaves the place free. */
 	cap = capture_start((const char *const[]){"-w", "/dev/null", NULL}, -1);
 	NST_EQ(NICSIM("capture", "--dir", dir, "-w", "/dev/null"), 1);

@@ -315,10 +315,31 @@ static void test_up_show_down(void)
 	rc = NICSIM("up", "--dir", dir, "--hosts", "2");
 	NST_NE(rc, 0);
 	OUT_HAS("already answering");
+	OUT_HAS("started nothing");
 	for (i = 0; i < 2; i++) {
 		NST_TRUE(nst_pid_alive(pids[i]));
 		NST_EQ(nst_read_pid_file(pidf[i]), pids[i]);
 	}
+	NST_EQ(NICSIM("up", "--dir", dir, "--hosts", "2", "--nic", "198.18.0.2"), 2);
+
+	/* One NIC dies: a plain `up` still refuses (the other answers) and says
+	 * how to start the missing one alone, which `up --nic` does. */
+	NST_REQUIRE_EQ(kill(pids[1], SIGKILL), 0);
+	for (i = 0; i < GONE_MS && nst_pid_alive(pids[1]); i++)
+		sleep_ms(1);
+	NST_REQUIRE(!nst_pid_alive(pids[1]));
+	rc = NICSIM("up", "--dir", dir);
+	NST_EQ(rc, 1);
+	OUT_HAS("--nic ADDR");
+	rc = NICSIM("up", "--dir", dir, "--nic", "198.18.0.2");
+	pids[1] = nst_read_pid_file(pidf[1]);
+	track(pids[1]);
+	NST_EQ(rc, 0);
+	OUT_HAS("joined");
+	OUT_HAS("started 1 NIC in");
+	NST_TRUE(pids[1] > 0 && nst_pid_is_nicsimd(pids[1]));
+	NST_TRUE(nst_pid_alive(pids[0]));
+	NST_EQ(NICSIM("--nic", "198.18.0.2", "--dir", dir, "stats"), 0);
 
 	rc = NICSIM("down", "--dir", dir);
 	NST_EQ(rc, 0);

@@ -182,6 +182,40 @@ static void test_server_killed(void)
 		fprintf(stderr, "\n%s\n", out);
 }
 
+/* With no NIC at --addr, client and server say so once, with what to do,
+ * and never report a failure with "no error". */
+static void test_no_nic(void)
+{
+	static char out[8192];
+	const char *cli[] = {nst_bin("nicsim-pingpong"),
+			     "--dir",
+			     dir,
+			     "--client",
+			     "--peer",
+			     ADDR_B,
+			     "--addr",
+			     "198.18.0.9",
+			     "--iters",
+			     "1",
+			     NULL};
+	const char *srv[] = {
+	    nst_bin("nicsim-pingpong"), "--dir", dir, "--server", "--addr", "198.18.0.9", NULL};
+	const char *const *runs[] = {cli, srv};
+
+	for (size_t i = 0; i < 2; i++) {
+		int rc = nst_run(runs[i], out, sizeof(out), WAIT_MS);
+
+		printf("\n  %s -> %d\n%s", i ? "server" : "client", rc, out);
+		NST_EQ(rc, 1);
+		NST_CHECK_(strstr(out, "no NIC with address 198.18.0.9 in ") != NULL, CU_FALSE,
+			   "output: %.400s", out);
+		NST_CHECK_(strstr(out, "nicsim up") != NULL, CU_FALSE, "output: %.400s", out);
+		NST_CHECK_(strstr(out, "no error") == NULL, CU_FALSE, "output: %.400s", out);
+		NST_CHECK_(strstr(out, "WSAEADDRNOTAVAIL") == NULL, CU_FALSE, "output: %.400s",
+			   out);
+	}
+}
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
@@ -208,6 +242,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"short_run", test_short_run},
 	    {"server_killed", test_server_killed},
+	    {"no_nic", test_no_nic},
 	    {NULL, NULL},
 	};
 

@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nstest.h"
@@ -195,6 +196,110 @@ static void test_one_resolver(void)
 	OUT_HAS("$(nicsim dir)");
 }
 
+/* $XDG_RUNTIME_DIR counts only when it is a valid runtime directory: an
+ * existing directory of ours that nobody else may write to.  Otherwise the
+ * resolver falls back to /tmp/nicsim-UID, and `up` creates nothing there. */
+static void test_xdg_must_be_valid(void)
+{
+	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[DIR_MAX + 16], tmpdef[64];
+	char dir[DIR_MAX], missing[DIR_MAX + 16], prov[PATH_MAX];
+	bool had_dir, had_xdg;
+
+	snprintf(tmpdef, sizeof(tmpdef), "/tmp/nicsim-%u\n", (unsigned)getuid());
+	new_dir(dir, sizeof(dir));
+	snprintf(missing, sizeof(missing), "%s/none", dir);
+	env_swap("NICSIM_DIR", NULL, old_dir, sizeof(old_dir), &had_dir);
+
+	env_swap("XDG_RUNTIME_DIR", missing, old_xdg, sizeof(old_xdg), &had_xdg);
+	NICSIM("dir");
+	OUT_HAS(tmpdef);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_TRUE(strstr(prov, "/tmp/nicsim-") == prov);
+	NST_TRUE(!exists(missing));
+
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	snprintf(want, sizeof(want), "%s/nicsim\n", dir);
+	NST_EQ(NICSIM("dir"), 0);
+	NST_TRUE(strstr(out, want) != NULL);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
+
+	/* Open to others: not valid either. */
+	NST_REQUIRE_EQ(chmod(dir, 0777), 0);
+	NICSIM("dir");
+	OUT_HAS(tmpdef);
+	NST_REQUIRE_EQ(chmod(dir, 0700), 0);
+	env_restore("NICSIM_DIR", old_dir, had_dir);
+	env_restore("XDG_RUNTIME_DIR", old_xdg, had_xdg);
+}
+
+/* A relative --dir or $NICSIM_DIR is made absolute from the working
+ * directory, so that nicsimd (which runs in "/") and the provider agree. */
+static void test_relative_dir_made_absolute(void)
+{
+	char old_dir[PATH_MAX], cwd[PATH_MAX], dir[DIR_MAX], want[DIR_MAX + 16], prov[PATH_MAX];
+	bool had_dir;
+
+	new_dir(dir, sizeof(dir));
+	NST_REQUIRE(getcwd(cwd, sizeof(cwd)) != NULL);
+	NST_REQUIRE_EQ(chdir(dir), 0);
+	snprintf(want, sizeof(want), "%s/rel/x\n", dir);
+	NICSIM("dir", "--dir", "rel/x");
+	NST_TRUE(strstr(out, want) != NULL);
+	env_swap("NICSIM_DIR", "./rel/x/", old_dir, sizeof(old_dir), &had_dir);
+	NICSIM("dir");
+	NST_TRUE(strstr(out, want) != NULL);
+	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
+	NST_EQ(strlen(prov), strlen(want) - 1);
+	env_restore("NICSIM_DIR", old_dir, had_dir);
+	NST_REQUIRE_EQ(chdir(cwd), 0);
+}
+
+/* `up` creates the run directory itself, never missing parents, and says
+ * what to do; a path too long for the system is not for removing. */
+static void test_up_creates_only_the_last_component(void)
+{
+	char dir[DIR_MAX], deeper[DIR_MAX + 32], parent[DIR_MAX + 16], longdir[DIR_MAX + 400];
+
+	new_dir(dir, sizeof(dir));
+	snprintf(parent, sizeof(parent), "%s/new", dir);
+	snprintf(deeper, sizeof(deeper), "%s/new/deeper", dir);
+	NST_EQ(NICSIM("up", "--dir", deeper, "--hosts", "1"), 1);
+	OUT_HAS("its parent directory does not exist");
+	OUT_HAS("create the parent first");
+	NST_TRUE(!exists(parent));
+
+	snprintf(longdir, sizeof(longdir), "%s/%0300d", dir, 0);
+	NST_EQ(NICSIM("dir", "--dir", longdir), 1);
+	OUT_HAS("the path is too long: choose a shorter one");
+	NST_TRUE(strstr(out, "remove it") == NULL);
+}
+
+/* A link planted in place of the lock is named as such, not as ELOOP. */
+static void test_lock_link_named(void)
+{
+	char dir[DIR_MAX], lock[FILE_MAX];
+
+	new_dir(dir, sizeof(dir));
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", dir);
+	NST_REQUIRE_EQ(symlink("/nonexistent", lock), 0);
+	NST_EQ(NICSIM("--dir", dir, "up", "--hosts", "1"), 1);
+	OUT_HAS("nicsim.lock is a symbolic link, which nicsim never follows in a run directory: "
+		"remove it");
+	NST_TRUE(strstr(out, "Too many levels") == NULL);
+
+	/* And in place of the fabric, for the commands that read it. */
+	snprintf(lock, sizeof(lock), "%s/target", dir);
+	write_file(lock, "not a fabric\n");
+	snprintf(lock, sizeof(lock), "%s/fabric.shm", dir);
+	NST_REQUIRE_EQ(symlink("target", lock), 0);
+	NST_EQ(NICSIM("--dir", dir, "link", "show"), 1);
+	OUT_HAS("fabric.shm is a symbolic link, which nicsim never follows");
+	NST_EQ(NICSIM("--dir", dir, "capture", "--count", "1"), 1);
+	OUT_HAS("fabric.shm is a symbolic link, which nicsim never follows");
+}
+
 /* ---- A directory another user controls ------------------------------------------ */
 
 /* Every program refuses dir, saying why (why_text) and what to do. */
@@ -233,6 +338,9 @@ static void check_refused(const char *dir, const char *why_text)
 	NST_NE(rc, 0);
 	OUT_HAS(why_text);
 	OUT_HAS("not searching it for NICs");
+	/* Named after the program it runs in, with advice that fits it. */
+	OUT_HAS("nicsim-regdemo: nicsim provider: run directory");
+	NST_TRUE(strstr(out, "set NICSIM_DIR") == NULL);
 }
 
 static void test_foreign_dir_refused(void)
@@ -244,8 +352,11 @@ static void test_foreign_dir_refused(void)
 		 * creating /tmp/nicsim-0 first would leave it. */
 		new_dir(dir, sizeof(dir));
 		NST_REQUIRE_EQ(chown(dir, 65534, 65534), 0);
-		snprintf(text, sizeof(text), "is owned by uid 65534, not you (0)");
+		snprintf(text, sizeof(text), "is a directory owned by uid 65534, not you (0)");
 		check_refused(dir, text);
+		/* Not "remove it": in a sticky /tmp the victim cannot. */
+		OUT_HAS("another user created it");
+		NST_TRUE(strstr(out, "remove it") == NULL);
 	} else {
 		/* As anyone else: a directory that root owns. */
 		snprintf(text, sizeof(text), "is owned by uid 0, not you (%u)",
@@ -302,7 +413,7 @@ static void test_log_link_not_followed(void)
 	rc = NICSIM("--dir", dir, "up", "--hosts", "1");
 	track_nic(dir, NIC1);
 	NST_EQ(rc, 1);
-	OUT_HAS("cannot create log");
+	OUT_HAS("is a symbolic link, which nicsim never follows in a run directory: remove it");
 	STR_EQ(read_line(victim, line, sizeof(line)), "precious");
 	rc = NICSIM("--dir", dir, "down");
 	NST_EQ(rc, 0);
@@ -330,6 +441,32 @@ static void test_up_waits_for_the_lock(void)
 	NST_EQ(rc, 1);
 	OUT_HAS("holds the run directory");
 	NST_TRUE(!exists(log));
+}
+
+/* `down --timeout-ms T` waits at most about T for a held lock, as the help
+ * says, not T plus up's own bound. */
+static void test_down_lock_wait_bounded(void)
+{
+	char dir[DIR_MAX], lock[FILE_MAX];
+	struct timespec t0, t1;
+	long ms;
+	int fd, rc;
+
+	new_dir(dir, sizeof(dir));
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", dir);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(flock(fd, LOCK_EX), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = NICSIM("--dir", dir, "down", "--timeout-ms", "300");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(fd);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	NST_EQ(rc, 1);
+	OUT_HAS("holds the run directory");
+	OUT_HAS("after 300 ms");
+	/* Well below the 10300 ms it took when up's bound was added. */
+	NST_CHECK_(ms < 5000, CU_FALSE, "down returned after %ld ms (want < 5000)", ms);
 }
 
 struct up_run {
@@ -414,6 +551,11 @@ int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"one_resolver", test_one_resolver},
+	    {"xdg_must_be_valid", test_xdg_must_be_valid},
+	    {"relative_dir_made_absolute", test_relative_dir_made_absolute},
+	    {"up_creates_only_the_last_component", test_up_creates_only_the_last_component},
+	    {"lock_link_named", test_lock_link_named},
+	    {"down_lock_wait_bounded", test_down_lock_wait_bounded},
 	    {"foreign_dir_refused", test_foreign_dir_refused},
 	    {"open_dir_refused", test_open_dir_refused},
 	    {"linked_dir_refused", test_linked_dir_refused},

@@ -1101,6 +1101,52 @@ static void test_link_config(void)
 	words[1] = "down";
 	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), -EINVAL);
 
+	/* Settings that would do nothing are refused, saying what to write. */
+	words[0] = "drop-nth";
+	words[1] = "0";
+	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	NST_CHECK_(strstr(err, "'drop-nth off'") != NULL, CU_FALSE, "err: %s", err);
+	words[1] = "off";
+	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), 0);
+	NST_EQ(fields, FAB_LF_NTH);
+	NST_EQ(cfg.nth, 0);
+	words[2] = "qpn";
+	words[3] = "5";
+	NST_EQ(fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	words[0] = "delay-pct";
+	words[1] = "50";
+	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	NST_CHECK_(strstr(err, "delay 100 delay-pct 50") != NULL, CU_FALSE, "err: %s", err);
+	words[2] = "delay";
+	words[3] = "0";
+	NST_EQ(fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	words[3] = "100";
+	NST_EQ(fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)), 0);
+	NST_EQ(cfg.delay_ppb, FAB_PPB_ONE / 2);
+	words[0] = "reorder";
+	words[1] = "10";
+	words[2] = "reorder-gap";
+	words[3] = "0";
+	NST_EQ(fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	NST_CHECK_(strstr(err, "reorder-gap 0") != NULL, CU_FALSE, "err: %s", err);
+	/* Too fine a value names the resolution; trailing zeros are fine. */
+	words[0] = "latency";
+	words[1] = "0.0001";
+	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	NST_CHECK_(strstr(err, "finer than the resolution, which is 0.001") != NULL, CU_FALSE,
+		   "err: %s", err);
+	words[1] = "2.50000";
+	NST_EQ(fab_link_parse(words, 2, &cfg, &fields, err, sizeof(err)), 0);
+	NST_EQ(cfg.latency_ns, 2500);
+	/* A bad opcode's error suggests the names the output uses. */
+	words[0] = "drop-nth";
+	words[1] = "1";
+	words[2] = "opcode";
+	words[3] = "NOPE";
+	NST_EQ(fab_link_parse(words, 4, &cfg, &fields, err, sizeof(err)), -EINVAL);
+	NST_CHECK_(strstr(err, "RC_SEND_ONLY") != NULL && strstr(err, " SEND_ONLY") == NULL,
+		   CU_FALSE, "err: %s", err);
+
 	/* Out of range through the API: refused, nothing changed. */
 	fab_link_config_default(&cfg);
 	cfg.loss_ppb = FAB_PPB_ONE + 1;
