@@ -336,12 +336,7 @@ static void setup(void)
 static int clean(void)
 {
 	/* The NIC must have survived everything and stopped cleanly. */
-	if (!nst_stop_clean(nic, WAIT_MS)) {
-		fprintf(stderr, "log in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, &nic, 1, WAIT_MS);
 }
 
 int main(int argc, char **argv)

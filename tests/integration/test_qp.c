@@ -160,12 +160,7 @@ static void setup(void)
 
 static int clean(void)
 {
-	if (!nst_stop_clean(nic, WAIT_MS)) {
-		fprintf(stderr, "log in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, &nic, 1, WAIT_MS);
 }
 
 int main(int argc, char **argv)

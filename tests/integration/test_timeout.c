@@ -369,21 +369,14 @@ static int init(void)
 
 static int clean(void)
 {
-	bool a, b;
+	const pid_t pids[] = {nic_a, nic_b};
 
 	/* A test that failed half-way may have left a NIC stopped. */
 	if (nic_a > 0)
 		kill(nic_a, SIGCONT);
 	if (nic_b > 0)
 		kill(nic_b, SIGCONT);
-	a = nst_stop_clean(nic_a, WAIT_MS);
-	b = nst_stop_clean(nic_b, WAIT_MS);
-	if (!a || !b) {
-		fprintf(stderr, "logs in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, pids, 2, WAIT_MS);
 }
 
 int main(int argc, char **argv)

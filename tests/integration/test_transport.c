@@ -888,14 +888,9 @@ static void setup(void)
 
 static int clean(void)
 {
-	bool a = nst_stop_clean(nic_a, WAIT_MS), b = nst_stop_clean(nic_b, WAIT_MS);
+	const pid_t pids[] = {nic_a, nic_b};
 
-	if (!a || !b) {
-		fprintf(stderr, "logs in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, pids, 2, WAIT_MS);
 }
 
 int main(int argc, char **argv)

@@ -644,6 +644,21 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 	return pid;
 }
 
+int nst_stop_nics_clean(const char *dir, const pid_t *pids, size_t n, int timeout_ms)
+{
+	bool all = true;
+
+	for (size_t i = 0; i < n; i++)
+		if (!nst_stop_clean(pids[i], timeout_ms))
+			all = false;
+	if (!all) {
+		fprintf(stderr, "logs in %s\n", dir);
+		return -1;
+	}
+	nst_done_with_dir(dir);
+	return 0;
+}
+
 int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 {
 	int pipefd[2], status;

@@ -190,6 +190,14 @@ int nst_stop(pid_t pid, int timeout_ms);
  */
 bool nst_stop_clean(pid_t pid, int timeout_ms);
 
+/*
+ * A suite's clean-up of the NICs it started: nst_stop_clean on each of
+ * pids[0..n) (every one, even after one failed).  If all stopped cleanly,
+ * dir is done with (nst_done_with_dir) and 0 is returned; otherwise dir is
+ * kept, stderr says where its logs are, and -1 is returned.
+ */
+int nst_stop_nics_clean(const char *dir, const pid_t *pids, size_t n, int timeout_ms);
+
 /* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
 int nst_wait(pid_t pid, int timeout_ms);
 
