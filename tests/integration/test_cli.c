@@ -47,20 +47,7 @@ static pid_t fake_pid;
  * stderr in out. */
 static int nicsim_run_bin(const char *bin, const char *const *args)
 {
-	const char *argv[32];
-	size_t n = 0;
-	int rc;
-
-	argv[n++] = bin;
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 static int nicsim_run(const char *const *args)

@@ -36,20 +36,10 @@ static int dir_no;
 
 static int nicsim_run(const char *const *args)
 {
-	const char *argv[32];
-	size_t n = 0;
-	int rc;
+	char bin[PATH_MAX];
 
-	argv[n++] = nst_bin("nicsim");
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 #define NICSIM(...) nicsim_run((const char *const[]){__VA_ARGS__, NULL})

@@ -637,22 +637,10 @@ static char out[65536];
 
 static int nicsim(const char *const *args)
 {
-	const char *argv[40];
 	char bin[PATH_MAX];
-	size_t n = 0;
-	int rc;
 
 	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
-	argv[n++] = bin;
-	for (; *args && n < 39; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 #define NICSIM(...) nicsim((const char *const[]){__VA_ARGS__, NULL})

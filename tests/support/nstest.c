@@ -719,6 +719,25 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 	return WEXITSTATUS(status);
 }
 
+int nst_run_shown(const char *bin, const char *name, const char *const *args, char *out,
+		  size_t size, int timeout_ms)
+{
+	const char *argv[64];
+	size_t n = 0;
+	int rc;
+
+	argv[n++] = bin;
+	for (; *args && n < 63; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	rc = nst_run(argv, out, size, timeout_ms);
+	printf("\n  $ %s", name);
+	for (n = 1; argv[n]; n++)
+		printf(" %s", argv[n]);
+	printf("  -> %d\n%s", rc, out);
+	return rc;
+}
+
 /* Read up to size - 1 bytes of a small file into buf; the length or -1. */
 static ssize_t read_small(const char *path, char *buf, size_t size)
 {

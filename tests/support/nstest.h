@@ -242,6 +242,14 @@ void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who);
 int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms);
 
 /*
+ * nst_run of the program at path bin with the NULL-terminated args (at most
+ * 62 are passed), then print the command as "$ name args...", its result
+ * and its output, so that a test's log shows what it ran and saw.
+ */
+int nst_run_shown(const char *bin, const char *name, const char *const *args, char *out,
+		  size_t size, int timeout_ms);
+
+/*
  * Fork a child that runs fn(arg) and exits with its return value; the
  * child's exit status is collected with nst_wait.  Returns the pid.
  */
