@@ -462,20 +462,6 @@ static bool wait_until(const uint64_t *counter, uint64_t at_least, int ms)
 	return true;
 }
 
-static struct fab_port_info port_info(struct fab *fab, uint32_t addr)
-{
-	struct fab_port_info *list, info;
-	size_t n, i;
-
-	memset(&info, 0, sizeof(info));
-	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
-	for (i = 0; i < n; i++)
-		if (list[i].addr == addr)
-			info = list[i];
-	free(list);
-	return info;
-}
-
 /* Kill exactly the daemons read from pid files that are still nicsimd. */
 static void kill_daemons(void)
 {
@@ -579,7 +565,7 @@ static void test_sender_killed(void)
 	NST_EQ(sh->bad, 0);
 
 	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
-	pi = port_info(fab, a_addr);
+	pi = nst_fab_port(fab, a_addr);
 	NST_TRUE(pi.open);
 	NST_TRUE(!pi.live);
 	NST_GE(pi.frames_held, HOLD);
@@ -587,7 +573,7 @@ static void test_sender_killed(void)
 	/* Opening it again takes them back. */
 	rc = fab_port_open(fab, a_addr, &port);
 	NST_REQUIRE_EQ(rc, 0);
-	pi = port_info(fab, a_addr);
+	pi = nst_fab_port(fab, a_addr);
 	NST_GE(pi.counters.reclaimed, HOLD);
 	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
 	NST_EQ(info.frames_free, info.nframes);
@@ -619,12 +605,12 @@ static void test_receiver_killed(void)
 	       (unsigned long long)sh->received, (double)(fab_now_ns() - t0) / 1e6);
 
 	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
-	pi = port_info(fab, b_addr);
+	pi = nst_fab_port(fab, b_addr);
 	NST_TRUE(pi.open && !pi.live);
 	NST_GT(pi.frames_held, 0);
 	printf("; %u frames were in flight to it or held by it", pi.frames_held);
 	NST_REQUIRE_EQ(fab_port_open(fab, b_addr, &port), 0);
-	NST_EQ(port_info(fab, b_addr).counters.reclaimed, pi.frames_held);
+	NST_EQ(nst_fab_port(fab, b_addr).counters.reclaimed, pi.frames_held);
 	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
 	NST_EQ(info.frames_free, info.nframes);
 	fab_port_close(port);

@@ -1,5 +1,6 @@
 #include "nstest.h"
 
+#include "fab.h"
 #include "nstcapture.h"
 
 #include <dirent.h>
@@ -880,4 +881,26 @@ pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_
 	}
 	close(fds[0]);
 	return pid;
+}
+
+struct fab_port_info nst_fab_port(struct fab *fab, uint32_t addr)
+{
+	struct fab_port_info *list, info;
+	size_t n, i;
+
+	memset(&info, 0, sizeof(info));
+	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
+	for (i = 0; i < n; i++)
+		if (list[i].addr == addr)
+			info = list[i];
+	free(list);
+	return info;
+}
+
+uint32_t nst_fab_frames_free(struct fab *fab)
+{
+	struct fab_info info;
+
+	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
+	return info.frames_free;
 }

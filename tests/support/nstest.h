@@ -262,4 +262,14 @@ pid_t nst_fork(int (*fn)(void *), void *arg);
  */
 pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_ms);
 
+struct fab;
+struct fab_port_info;
+
+/* What the fabric reports of the port bound to addr (all zero if none is):
+ * its state and counters.  The listing itself must succeed (fatal). */
+struct fab_port_info nst_fab_port(struct fab *fab, uint32_t addr);
+
+/* Frames free in the fabric's pool now (reading it must succeed: fatal). */
+uint32_t nst_fab_frames_free(struct fab *fab);
+
 #endif /* NSTEST_H */
