@@ -84,13 +84,6 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 /* Kill exactly the tracked daemons that are still nicsimd; wait, bounded. */
 static void kill_tracked(void)
 {
@@ -573,7 +566,7 @@ static void test_fake_nic(void)
 	NST_REQUIRE_GT(fake_pid, 0);
 	deadline = nst_now_ns() + 5000000000ull;
 	while (!exists(f.sock) && nst_now_ns() < deadline)
-		sleep_ms(5);
+		nst_sleep_ms(5);
 	NST_REQUIRE(exists(f.sock));
 
 	rc = NICSIM("show", "tpt", "--dir", dir);

@@ -82,20 +82,28 @@ static uint64_t counter(const char *sock, size_t off)
 #define COUNTER(sock, name) counter(sock, offsetof(struct nic_stats, name))
 
 /* Wait up to WAIT_MS for NIC A's counter at off to reach want: true if it did. */
+struct counter_want {
+	size_t off;
+	uint64_t want, v;
+};
+
+static bool counter_reached(void *arg)
+{
+	struct counter_want *c = arg;
+
+	c->v = counter(sock_a, c->off);
+	return c->v >= c->want && c->v != UINT64_MAX;
+}
+
 static bool wait_counter(size_t off, uint64_t want)
 {
-	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
-	uint64_t deadline = nst_now_ns() + WAIT_MS * 1000000ull, v;
+	struct counter_want c = {.off = off, .want = want};
 
-	while ((v = counter(sock_a, off)) < want || v == UINT64_MAX) {
-		if (nst_now_ns() > deadline) {
-			fprintf(stderr, "counter at %zu stayed at %llu, want %llu\n", off,
-				(unsigned long long)v, (unsigned long long)want);
-			return false;
-		}
-		nanosleep(&pause, NULL);
-	}
-	return true;
+	if (nst_wait_until(counter_reached, &c, WAIT_MS, 2))
+		return true;
+	fprintf(stderr, "counter at %zu stayed at %llu, want %llu\n", off, (unsigned long long)c.v,
+		(unsigned long long)want);
+	return false;
 }
 
 /* Hosts on A and B with a connected QP each: A connects, B accepts. */

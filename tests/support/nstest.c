@@ -48,8 +48,6 @@ static volatile sig_atomic_t guard_parent_gone;
 static char guard_dirs[GUARD_DIRS][GUARD_DIR_MAX]; /* in the guard */
 static size_t guard_ndirs;
 
-static void sleep_ms(int ms);
-
 /* In a child just forked by parent: it gets SIGKILL when the thread that
  * forked it ends; if the parent is already gone, it ends now. */
 static void die_with_parent(pid_t parent)
@@ -145,7 +143,7 @@ static unsigned guard_sweep(const char *prog)
 		uint64_t deadline = nst_now_ns() + 5000000000ull;
 
 		while (nst_pid_alive(killed[i]) && nst_now_ns() < deadline)
-			sleep_ms(5);
+			nst_sleep_ms(5);
 	}
 	return n;
 }
@@ -521,7 +519,7 @@ uint64_t nst_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(int ms)
+void nst_sleep_ms(int ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
@@ -542,7 +540,7 @@ int nst_wait(pid_t pid, int timeout_ms)
 			return -errno;
 		if (nst_now_ns() >= deadline)
 			return -ETIMEDOUT;
-		sleep_ms(delay);
+		nst_sleep_ms(delay);
 		if (delay < 20)
 			delay *= 2;
 	}
@@ -562,6 +560,18 @@ int nst_stop(pid_t pid, int timeout_ms)
 		status = nst_wait(pid, 5000);
 	}
 	return status < 0 ? -1 : status;
+}
+
+bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int pause_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	while (!done(arg)) {
+		if (nst_now_ns() >= deadline)
+			return done(arg);
+		nst_sleep_ms(pause_ms);
+	}
+	return true;
 }
 
 bool nst_stop_clean(pid_t pid, int timeout_ms)
@@ -640,7 +650,7 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 			nst_stop(pid, 2000);
 			return -ETIMEDOUT;
 		}
-		sleep_ms(5);
+		nst_sleep_ms(5);
 	}
 	return pid;
 }
@@ -804,7 +814,7 @@ int nst_wait_blocked(pid_t tid, int timeout_ms)
 		if (nst_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		/* A bounded back-off of a wait for a condition. */
-		sleep_ms(1);
+		nst_sleep_ms(1);
 	}
 }
 
@@ -832,7 +842,7 @@ void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who)
 			fprintf(stderr, "%s: killing leftover nicsimd %d\n", who, (int)pids[i]);
 			kill(pids[i], SIGKILL);
 			while (nst_pid_alive(pids[i]) && nst_now_ns() < deadline)
-				sleep_ms(10);
+				nst_sleep_ms(10);
 		}
 		pids[i] = 0;
 	}

@@ -170,6 +170,18 @@ int nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, doubl
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
 
+/* Sleep ms milliseconds: a pause that is itself what is tested, or the
+ * back-off of a bounded wait (never a synchronisation). */
+void nst_sleep_ms(int ms);
+
+/*
+ * Wait until done(arg) is true, asking it first at once and then every
+ * pause_ms, for at most timeout_ms: the wait for a condition that has no
+ * event to wait on.  Returns done's last answer, so false means the deadline
+ * passed without it.
+ */
+bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int pause_ms);
+
 /*
  * Start nicsimd in dir with address addr (dotted quad) and extra arguments
  * (NULL-terminated list, may be NULL); stderr goes to dir/nic-<addr>.log.

@@ -49,27 +49,48 @@ uint64_t nst_nic_stat(const char *sock, size_t off)
 	return v;
 }
 
+/* A question to the NIC at sock and its last answer, for nst_wait_until. */
+struct stat_wait {
+	const char *sock;
+	size_t off;
+	uint64_t min, v;
+};
+
+static bool stat_reached(void *arg)
+{
+	struct stat_wait *w = arg;
+
+	w->v = nst_nic_stat(w->sock, w->off);
+	return w->v >= w->min;
+}
+
 uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms)
 {
-	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	uint64_t v;
+	struct stat_wait w = {.sock = sock, .off = off, .min = min};
 
-	/* A bounded back-off between questions to the NIC. */
-	while ((v = nst_nic_stat(sock, off)) < min && nst_now_ns() < deadline)
-		nanosleep(&pause, NULL);
-	return v;
+	(void)nst_wait_until(stat_reached, &w, timeout_ms, 2);
+	return w.v;
+}
+
+struct tpt_wait {
+	const char *sock;
+	int want, n;
+};
+
+static bool tpt_reached(void *arg)
+{
+	struct tpt_wait *w = arg;
+
+	w->n = nst_tpt_in_use(w->sock);
+	return w->n == w->want;
 }
 
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)
 {
-	const struct timespec pause = {.tv_nsec = 10 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	int n;
+	struct tpt_wait w = {.sock = sock, .want = want};
 
-	while ((n = nst_tpt_in_use(sock)) != want && nst_now_ns() < deadline)
-		nanosleep(&pause, NULL);
-	return n;
+	(void)nst_wait_until(tpt_reached, &w, timeout_ms, 10);
+	return w.n;
 }
 
 int nst_make_fabric(const char *dir, const char *const *addrs)
