@@ -254,24 +254,35 @@ static uint64_t time_to_retry_exc(struct nic_host *h, struct nst_qp *req, void *
 	return c.status == NIC_WC_RETRY_EXC_ERR ? t : 0;
 }
 
-/* B's NIC stopped for good: A's SEND fails with RETRY_EXC_ERR, and only
- * after A's whole budget of timeouts (no more than ten times that). */
-static void test_retry_budget_when_peer_nic_stopped(void)
+/* A connected pair whose side A (from_a) or B sends while the other side's
+ * NIC is stopped: time_to_retry_exc of that SEND.  The NIC runs again and
+ * the pair is closed before it returns. */
+static uint64_t time_to_retry_exc_peer_stopped(bool from_a)
 {
 	uint8_t *buf = map(4096);
+	pid_t peer = from_a ? nic_b : nic_a;
 	struct pair p;
 	uint64_t t;
 
 	pair_open(&p);
-	nic_stop(nic_b);
-	t = time_to_retry_exc(p.ha, &p.a, buf);
-	nic_cont(nic_b);
+	nic_stop(peer);
+	t = from_a ? time_to_retry_exc(p.ha, &p.a, buf) : time_to_retry_exc(p.hb, &p.b, buf);
+	nic_cont(peer);
+	pair_close(&p);
+	munmap(buf, 4096);
+	return t;
+}
+
+/* B's NIC stopped for good: A's SEND fails with RETRY_EXC_ERR, and only
+ * after A's whole budget of timeouts (no more than ten times that). */
+static void test_retry_budget_when_peer_nic_stopped(void)
+{
+	uint64_t t = time_to_retry_exc_peer_stopped(true);
+
 	GE_U(t, RC_BUDGET_NS);
 	LT_U(t, 10 * RC_BUDGET_NS);
 	printf("\n    RETRY_EXC_ERR after %.0f ms (budget %.0f ms) ", (double)t / 1e6,
 	       (double)RC_BUDGET_NS / 1e6);
-	pair_close(&p);
-	munmap(buf, 4096);
 }
 
 /*
@@ -280,21 +291,13 @@ static void test_retry_budget_when_peer_nic_stopped(void)
  */
 static void test_passive_side_uses_the_requests_timers(void)
 {
-	uint8_t *buf = map(4096);
-	struct pair p;
-	uint64_t t;
+	uint64_t t = time_to_retry_exc_peer_stopped(false);
 
-	pair_open(&p);
-	nic_stop(nic_a);
-	t = time_to_retry_exc(p.hb, &p.b, buf);
-	nic_cont(nic_a);
 	GE_U(t, RC_BUDGET_NS);
 	LT_U(t, B_RC_BUDGET_NS);
 	printf("\n    passive side: RETRY_EXC_ERR after %.0f ms (A's budget %.0f ms, its own %.0f "
 	       "ms) ",
 	       (double)t / 1e6, (double)RC_BUDGET_NS / 1e6, (double)B_RC_BUDGET_NS / 1e6);
-	pair_close(&p);
-	munmap(buf, 4096);
 }
 
 /* A CONNECT to a NIC stopped for good times out after A's CM budget. */
