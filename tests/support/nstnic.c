@@ -164,23 +164,31 @@ static bool same_state(const struct nst_nic_state *a, const struct nst_nic_state
 	return a->tpt_in_use == b->tpt_in_use && a->qps == b->qps && a->contexts == b->contexts;
 }
 
+/* A NIC's state read into now (err: how reading it went), to compare with
+ * its recorded one. */
+struct settle_wait {
+	const struct nst_nic *x;
+	struct nst_nic_state *now;
+	int *err;
+};
+
+static bool at_base(void *arg)
+{
+	struct settle_wait *w = arg;
+
+	*w->err = nst_nic_state(w->x->sock, w->now);
+	return !*w->err && same_state(w->now, &w->x->base);
+}
+
 /* Wait until the NIC is at its recorded state; the last state seen in now. */
 static bool nic_settled(const struct nst_nic *x, int timeout_ms, struct nst_nic_state *now,
 			int *err)
 {
-	const struct timespec pause = {.tv_nsec = 5 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct settle_wait w = {x, now, err};
 
-	/* A bounded back-off of a wait for a condition: a NIC frees what a
-	 * closing context held as its event loop gets to it. */
-	for (;;) {
-		*err = nst_nic_state(x->sock, now);
-		if (!*err && same_state(now, &x->base))
-			return true;
-		if (nst_now_ns() >= deadline)
-			return false;
-		nanosleep(&pause, NULL);
-	}
+	/* A bounded wait for a condition: a NIC frees what a closing context
+	 * held as its event loop gets to it. */
+	return nst_wait_until(at_base, &w, timeout_ms, 5);
 }
 
 static void say_state(const char *who, const struct nst_nic *x, const struct nst_nic_state *now,
