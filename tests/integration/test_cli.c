@@ -84,6 +84,11 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
+static bool sock_exists(void *path)
+{
+	return exists(path);
+}
+
 /* Kill exactly the tracked daemons that are still nicsimd; wait, bounded. */
 static void kill_tracked(void)
 {
@@ -555,7 +560,6 @@ static void test_fake_nic(void)
 {
 	static struct fake_nic f;
 	char dir[DIR_MAX];
-	uint64_t deadline;
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/fake", tmp);
@@ -564,9 +568,7 @@ static void test_fake_nic(void)
 	f.addr = htonl(0xc6120009u);
 	fake_pid = nst_fork(fake_main, &f);
 	NST_REQUIRE_GT(fake_pid, 0);
-	deadline = nst_now_ns() + 5000000000ull;
-	while (!exists(f.sock) && nst_now_ns() < deadline)
-		nst_sleep_ms(5);
+	(void)nst_wait_until(sock_exists, f.sock, 5000, 5);
 	NST_REQUIRE(exists(f.sock));
 
 	rc = NICSIM("show", "tpt", "--dir", dir);
