@@ -491,12 +491,29 @@ static void test_out_of_descriptors_at_accept(void)
 	NST_TRUE(count_lines(log_path, "accepting connections again") >= 1);
 }
 
+/* A NIC just started: it listens (its pid file names it and its socket
+ * exists), or it is gone. */
+struct listen_wait {
+	char pid_file[400];
+	const char *sock_path;
+	pid_t pid;
+	bool listens;
+};
+
+static bool listens_or_gone(void *arg)
+{
+	struct listen_wait *w = arg;
+
+	w->listens = nst_read_pid_file(w->pid_file) == w->pid && access(w->sock_path, F_OK) == 0;
+	return w->listens || !nst_pid_alive(w->pid);
+}
+
 /* Start nicsimd in d at addr with a hard descriptor limit of nofile; the pid. */
 static pid_t start_nic_nofile(const char *d, const char *addr, rlim_t nofile, const char *sock_path,
 			      const char *log_file)
 {
 	const char *argv[] = {nst_bin("nicsimd"), "--dir", d, "--addr", addr, NULL};
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	struct listen_wait w;
 	pid_t pid;
 
 	fflush(NULL);
@@ -518,19 +535,14 @@ static pid_t start_nic_nofile(const char *d, const char *addr, rlim_t nofile, co
 	if (pid < 0)
 		return -errno;
 	/* Ready once it listens: its pid file comes after the socket. */
-	for (;;) {
-		char pidf[400];
-		struct timespec ts = {.tv_nsec = 5000000};
-
-		snprintf(pidf, sizeof(pidf), "%s/nic-%s.pid", d, addr);
-		if (nst_read_pid_file(pidf) == pid && access(sock_path, F_OK) == 0)
-			return pid;
-		if (!nst_pid_alive(pid) || nst_now_ns() >= deadline) {
-			nst_stop(pid, WAIT_MS);
-			return -ETIMEDOUT;
-		}
-		nanosleep(&ts, NULL);
-	}
+	snprintf(w.pid_file, sizeof(w.pid_file), "%s/nic-%s.pid", d, addr);
+	w.sock_path = sock_path;
+	w.pid = pid;
+	(void)nst_wait_until(listens_or_gone, &w, WAIT_MS, 5);
+	if (w.listens)
+		return pid;
+	nst_stop(pid, WAIT_MS);
+	return -ETIMEDOUT;
 }
 
 /*
@@ -676,12 +688,7 @@ static int init(void)
 
 static int clean(void)
 {
-	if (!nst_stop_clean(nic, WAIT_MS)) {
-		fprintf(stderr, "log in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, &nic, 1, WAIT_MS);
 }
 
 int main(int argc, char **argv)

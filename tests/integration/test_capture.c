@@ -421,16 +421,28 @@ static uint64_t sent_ab(void)
 	       nst_nic_stat(sock_b, NST_STAT(tx_frames));
 }
 
+struct caught_up {
+	const char *file;
+	uint64_t want;
+	size_t got;
+};
+
+static bool has_frames(void *arg)
+{
+	struct caught_up *c = arg;
+
+	c->got = pcapng_frames(c->file);
+	return c->got >= c->want;
+}
+
 /* Wait (bounded) until the pcapng capture in file holds at least the frames
  * A and B sent since they had sent base: the capture has caught up. */
 static void capture_caught_up(const char *file, uint64_t base)
 {
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u, want = sent_ab() - base;
-	size_t got;
+	struct caught_up c = {.file = file, .want = sent_ab() - base};
 
-	while ((got = pcapng_frames(file)) < want && nst_now_ns() < deadline)
-		usleep(2000); /* a bounded back-off of a wait for a condition */
-	NST_GE(got, want);
+	(void)nst_wait_until(has_frames, &c, WAIT_MS, 2);
+	NST_GE(c.got, c.want);
 }
 
 /* ---- Traffic ------------------------------------------------------------------------ */

@@ -47,20 +47,7 @@ static pid_t fake_pid;
  * stderr in out. */
 static int nicsim_run_bin(const char *bin, const char *const *args)
 {
-	const char *argv[32];
-	size_t n = 0;
-	int rc;
-
-	argv[n++] = bin;
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 static int nicsim_run(const char *const *args)
@@ -97,11 +84,9 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static void sleep_ms(int ms)
+static bool sock_exists(void *path)
 {
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
+	return exists(path);
 }
 
 /* Kill exactly the tracked daemons that are still nicsimd; wait, bounded. */
@@ -596,7 +581,6 @@ static void test_fake_nic(void)
 {
 	static struct fake_nic f;
 	char dir[DIR_MAX];
-	uint64_t deadline;
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/fake", tmp);
@@ -605,9 +589,7 @@ static void test_fake_nic(void)
 	f.addr = htonl(0xc6120009u);
 	fake_pid = nst_fork(fake_main, &f);
 	NST_REQUIRE_GT(fake_pid, 0);
-	deadline = nst_now_ns() + 5000000000ull;
-	while (!exists(f.sock) && nst_now_ns() < deadline)
-		sleep_ms(5);
+	(void)nst_wait_until(sock_exists, f.sock, 5000, 5);
 	NST_REQUIRE(exists(f.sock));
 
 	rc = NICSIM("show", "tpt", "--dir", dir);

@@ -36,20 +36,10 @@ static int dir_no;
 
 static int nicsim_run(const char *const *args)
 {
-	const char *argv[32];
-	size_t n = 0;
-	int rc;
+	char bin[PATH_MAX];
 
-	argv[n++] = nst_bin("nicsim");
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 #define NICSIM(...) nicsim_run((const char *const[]){__VA_ARGS__, NULL})
@@ -124,6 +114,22 @@ static struct fab_seg_link *link_of(struct fab_seg_hdr *h, const char *src, cons
 	return (void *)((char *)h + h->links_off + ((size_t)s * h->max_ports + d) * h->link_size);
 }
 
+/* A new fabric (its directory in dir, DIR_MAX bytes) with its segment
+ * mapped in *h (munmap *size bytes when done): the link from src to dst
+ * in it, for a test to scribble on. */
+static struct fab_seg_link *fabric_link(char *dir, const char *src, const char *dst,
+					struct fab_seg_hdr **h, size_t *size)
+{
+	struct fab_seg_link *l;
+
+	make_fabric(dir, DIR_MAX);
+	*h = map_segment(dir, size);
+	NST_REQUIRE(*h != NULL);
+	l = link_of(*h, src, dst);
+	NST_REQUIRE(l != NULL);
+	return l;
+}
+
 static int suite_init(void)
 {
 	return nst_tmpdir(tmp, sizeof(tmp), "clseg") ? -1 : 0;
@@ -149,11 +155,7 @@ static void test_scribbled_config_invalid(void)
 	uint32_t bad = 3000000000u;
 	int rc;
 
-	make_fabric(dir, sizeof(dir));
-	h = map_segment(dir, &size);
-	NST_REQUIRE(h != NULL);
-	l = link_of(h, A_ADDR, B_ADDR);
-	NST_REQUIRE(l != NULL);
+	l = fabric_link(dir, A_ADDR, B_ADDR, &h, &size);
 	memcpy((char *)l->cfg + offsetof(struct fab_link_config, loss_ppb), &bad, sizeof(bad));
 
 	rc = NICSIM("--dir", dir, "link", "show");
@@ -187,11 +189,7 @@ static void test_scribbled_counters_invalid(void)
 	size_t size = 0;
 	int rc;
 
-	make_fabric(dir, sizeof(dir));
-	h = map_segment(dir, &size);
-	NST_REQUIRE(h != NULL);
-	l = link_of(h, B_ADDR, A_ADDR);
-	NST_REQUIRE(l != NULL);
+	l = fabric_link(dir, B_ADDR, A_ADDR, &h, &size);
 	l->tx.frames = 3;
 	l->tx.bytes = 4ull * FAB_SLOT_BYTES;
 	l->tx.dropped_loss = UINT64_MAX;

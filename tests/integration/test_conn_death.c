@@ -131,20 +131,21 @@ static bool ov_done(const WSAOVERLAPPED *ov)
 	return __atomic_load_n(&ov->Internal, __ATOMIC_ACQUIRE) != WSA_STATUS_PENDING;
 }
 
+static bool ov_done_cb(void *ov)
+{
+	return ov_done(ov);
+}
+
 /*
  * Wait up to ms for ov to complete without calling the provider, looking
  * at its Internal field every millisecond; the milliseconds it took, or -1.
  */
-static double wait_ov_memory(const WSAOVERLAPPED *ov, int ms)
+static double wait_ov_memory(WSAOVERLAPPED *ov, int ms)
 {
-	uint64_t t0 = nst_now_ns(), deadline = t0 + (uint64_t)ms * 1000000u;
-	const struct timespec tick = {.tv_nsec = 1000000};
+	uint64_t t0 = nst_now_ns();
 
-	while (!ov_done(ov)) {
-		if (nst_now_ns() >= deadline)
-			return -1;
-		nanosleep(&tick, NULL);
-	}
+	if (!nst_wait_until(ov_done_cb, ov, ms, 1))
+		return -1;
 	return (double)(nst_now_ns() - t0) / 1e6;
 }
 

@@ -193,39 +193,33 @@ static void waiter_wait(struct waiter *w, int max_ms)
 		sink = 0;
 }
 
-static void pause_ms(int ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 /* Stall until the other side (0: A, 1: B) is asleep, at most 10 s (a
  * deadline for a loaded machine; the back-off is bounded): the next frame
  * this side sends must then ring its bell. */
+static bool is_asleep(void *other)
+{
+	return __atomic_load_n(&sh->asleep[*(const int *)other], __ATOMIC_SEQ_CST);
+}
+
 static void stall_until_asleep(int other)
 {
-	uint64_t deadline = fab_now_ns() + 10000000000ull;
-
-	while (!__atomic_load_n(&sh->asleep[other], __ATOMIC_SEQ_CST) && fab_now_ns() < deadline)
-		pause_ms(1);
+	(void)nst_wait_until(is_asleep, &other, 10000, 1);
 }
 
 /* A child's own mapping and port; A waits (bounded) until B's is open. */
+static bool b_is_open(void *unused)
+{
+	(void)unused;
+	return __atomic_load_n(&sh->b_open, __ATOMIC_SEQ_CST);
+}
+
 static int child_open(uint32_t addr, struct fab **fab, struct fab_port **port)
 {
-	uint64_t deadline = fab_now_ns() + (uint64_t)CHILD_S * 1000000000u;
-
 	if (fab_open(dir, fab) || fab_port_open(*fab, addr, port))
 		return -1;
 	if (addr == b_addr)
 		__atomic_store_n(&sh->b_open, 1, __ATOMIC_SEQ_CST);
-	while (!__atomic_load_n(&sh->b_open, __ATOMIC_SEQ_CST))
-		if (fab_now_ns() > deadline)
-			return -1;
-		else
-			pause_ms(1);
-	return 0;
+	return nst_wait_until(b_is_open, NULL, CHILD_S * 1000, 1) ? 0 : -1;
 }
 
 /* ---- Children ------------------------------------------------------------------ */
@@ -319,7 +313,7 @@ static int run_receiver(void *arg)
 			waiter_wait(&w, 100);
 	}
 	while (send_ack(port, got) == -ENOBUFS && fab_now_ns() < deadline)
-		pause_ms(1);
+		nst_sleep_ms(1);
 	__atomic_store_n(&sh->received, got, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->wakeups[1], fab_port_wakeups(port), __ATOMIC_RELAXED);
 	fab_port_close(port);
@@ -450,30 +444,23 @@ static void new_fabric(void)
 	memset(sh, 0, sizeof(*sh));
 }
 
-static bool wait_until(const uint64_t *counter, uint64_t at_least, int ms)
-{
-	uint64_t deadline = fab_now_ns() + (uint64_t)ms * 1000000u;
+struct counter_at_least {
+	const uint64_t *counter;
+	uint64_t at_least;
+};
 
-	while (__atomic_load_n(counter, __ATOMIC_RELAXED) < at_least) {
-		if (fab_now_ns() > deadline)
-			return false;
-		pause_ms(1);
-	}
-	return true;
+static bool counter_reached(void *arg)
+{
+	const struct counter_at_least *c = arg;
+
+	return __atomic_load_n(c->counter, __ATOMIC_RELAXED) >= c->at_least;
 }
 
-static struct fab_port_info port_info(struct fab *fab, uint32_t addr)
+static bool wait_until(const uint64_t *counter, uint64_t at_least, int ms)
 {
-	struct fab_port_info *list, info;
-	size_t n, i;
+	struct counter_at_least c = {counter, at_least};
 
-	memset(&info, 0, sizeof(info));
-	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
-	for (i = 0; i < n; i++)
-		if (list[i].addr == addr)
-			info = list[i];
-	free(list);
-	return info;
+	return nst_wait_until(counter_reached, &c, ms, 1);
 }
 
 /* Kill exactly the daemons read from pid files that are still nicsimd. */
@@ -579,7 +566,7 @@ static void test_sender_killed(void)
 	NST_EQ(sh->bad, 0);
 
 	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
-	pi = port_info(fab, a_addr);
+	pi = nst_fab_port(fab, a_addr);
 	NST_TRUE(pi.open);
 	NST_TRUE(!pi.live);
 	NST_GE(pi.frames_held, HOLD);
@@ -587,7 +574,7 @@ static void test_sender_killed(void)
 	/* Opening it again takes them back. */
 	rc = fab_port_open(fab, a_addr, &port);
 	NST_REQUIRE_EQ(rc, 0);
-	pi = port_info(fab, a_addr);
+	pi = nst_fab_port(fab, a_addr);
 	NST_GE(pi.counters.reclaimed, HOLD);
 	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
 	NST_EQ(info.frames_free, info.nframes);
@@ -619,12 +606,12 @@ static void test_receiver_killed(void)
 	       (unsigned long long)sh->received, (double)(fab_now_ns() - t0) / 1e6);
 
 	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
-	pi = port_info(fab, b_addr);
+	pi = nst_fab_port(fab, b_addr);
 	NST_TRUE(pi.open && !pi.live);
 	NST_GT(pi.frames_held, 0);
 	printf("; %u frames were in flight to it or held by it", pi.frames_held);
 	NST_REQUIRE_EQ(fab_port_open(fab, b_addr, &port), 0);
-	NST_EQ(port_info(fab, b_addr).counters.reclaimed, pi.frames_held);
+	NST_EQ(nst_fab_port(fab, b_addr).counters.reclaimed, pi.frames_held);
 	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
 	NST_EQ(info.frames_free, info.nframes);
 	fab_port_close(port);
@@ -637,22 +624,10 @@ static char out[65536];
 
 static int nicsim(const char *const *args)
 {
-	const char *argv[40];
 	char bin[PATH_MAX];
-	size_t n = 0;
-	int rc;
 
 	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
-	argv[n++] = bin;
-	for (; *args && n < 39; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, out, sizeof(out), RUN_MS);
-	printf("\n  $ nicsim");
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, out);
-	return rc;
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 #define NICSIM(...) nicsim((const char *const[]){__VA_ARGS__, NULL})

@@ -53,13 +53,6 @@ static void rnd_fill(void *p, size_t n)
 		b[i] = (unsigned char)rnd();
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 /* A well-behaved host: register, query, deregister. */
 static void check_serves_good_host(void)
 {
@@ -196,7 +189,7 @@ static void test_garbage_segment_and_doorbell(void)
 		/* Now and then the NIC gets the CPU to read what was written:
 		 * a pace, not a synchronisation. */
 		if (++rounds % 64 == 0)
-			sleep_ms(1);
+			nst_sleep_ms(1);
 	}
 	printf("\n    %u rounds of random bytes over the segment and doorbell\n", rounds);
 	check_serves_good_host();
@@ -304,7 +297,7 @@ static void test_killed_while_registering(void)
 		NST_REQUIRE_GT(child, 0);
 		/* Once it registers: a random moment of its work is what is
 		 * tested, so this sleep is the test's, not a synchronisation. */
-		sleep_ms((int)(rnd() % 60));
+		nst_sleep_ms((int)(rnd() % 60));
 		NST_EQ(kill(child, SIGKILL), 0);
 		status = nst_wait(child, WAIT_MS);
 		NST_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
@@ -336,12 +329,7 @@ static void setup(void)
 static int clean(void)
 {
 	/* The NIC must have survived everything and stopped cleanly. */
-	if (!nst_stop_clean(nic, WAIT_MS)) {
-		fprintf(stderr, "log in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, &nic, 1, WAIT_MS);
 }
 
 int main(int argc, char **argv)

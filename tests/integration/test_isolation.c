@@ -150,12 +150,28 @@ static bool read_ready(int fd, char *dir, size_t size, pid_t *helper)
 	return true;
 }
 
+/* What a killed test left: its NICs in dir and its helper process. */
+struct leftovers {
+	const char *dir;
+	pid_t helper;
+	size_t n;
+};
+
+static bool nothing_left(void *arg)
+{
+	struct leftovers *l = arg;
+	pid_t now[MAX_PROCS];
+
+	l->n = nics_of(l->dir, now, MAX_PROCS) + nst_pid_alive(l->helper);
+	return l->n == 0;
+}
+
 static void test_killed_test_leaves_nothing(void)
 {
 	char self[PATH_MAX], dir[256];
 	pid_t victim, helper = 0, nics[MAX_PROCS];
-	size_t n, left;
-	uint64_t deadline;
+	struct leftovers left;
+	size_t n;
 	ssize_t len;
 	int fds[2], status;
 
@@ -189,16 +205,10 @@ static void test_killed_test_leaves_nothing(void)
 	close(fds[0]);
 
 	/* Everything goes, in its own time: wait for the event, bounded. */
-	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	do {
-		pid_t now[MAX_PROCS];
-
-		left = nics_of(dir, now, MAX_PROCS) + nst_pid_alive(helper);
-		if (!left)
-			break;
-		usleep(10000); /* a bounded back-off of a wait for a condition */
-	} while (nst_now_ns() < deadline);
-	NST_EQ(left, 0);
+	left.dir = dir;
+	left.helper = helper;
+	(void)nst_wait_until(nothing_left, &left, WAIT_MS, 10);
+	NST_EQ(left.n, 0);
 	for (size_t i = 0; i < n; i++) {
 		NST_CHECK_(!nst_pid_alive(nics[i]), CU_FALSE,
 			   "nicsimd %d of the killed test is gone", (int)nics[i]);

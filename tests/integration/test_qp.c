@@ -120,12 +120,16 @@ static int qps_in_use(void)
 	return p ? atoi(p + 6) : -1;
 }
 
+static bool qps_back_to(void *before)
+{
+	return qps_in_use() == *(const int *)before;
+}
+
 static void test_qps_released_when_host_dies(void)
 {
 	int fds[2], before = qps_in_use();
 	char c;
 	pid_t child;
-	uint64_t deadline;
 
 	NST_REQUIRE_GE(before, 0);
 	NST_REQUIRE_EQ(pipe(fds), 0);
@@ -137,9 +141,7 @@ static void test_qps_released_when_host_dies(void)
 	NST_EQ(qps_in_use(), before + (int)NIC_QP_SLOTS);
 	kill(child, SIGKILL);
 	nst_wait(child, WAIT_MS);
-	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	while (qps_in_use() != before && nst_now_ns() < deadline)
-		usleep(10000);
+	(void)nst_wait_until(qps_back_to, &before, WAIT_MS, 10);
 	NST_EQ(qps_in_use(), before);
 }
 
@@ -160,12 +162,7 @@ static void setup(void)
 
 static int clean(void)
 {
-	if (!nst_stop_clean(nic, WAIT_MS)) {
-		fprintf(stderr, "log in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, &nic, 1, WAIT_MS);
 }
 
 int main(int argc, char **argv)

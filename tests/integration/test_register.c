@@ -49,13 +49,6 @@ static struct nst_nic nics[] = {
 #define nic_b (nics[1].pid)
 static int base_a = -1, base_b = -1; /* occupancy before each test */
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 static SOCKET bound_socket(const char *addr)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(5000)};
@@ -727,7 +720,7 @@ static void test_killed_while_registering(void)
 		NST_REQUIRE_GT(child, 0);
 		/* Once it registers: moments of its work are what is tested,
 		 * so this sleep is the test's, not a synchronisation. */
-		sleep_ms(17 * i);
+		nst_sleep_ms(17 * i);
 		NST_EQ(kill(child, SIGKILL), 0);
 		nst_wait(child, WAIT_MS);
 		NST_EQ(nst_wait_tpt_in_use(sock_a, base, WAIT_MS), base);

@@ -43,20 +43,10 @@ static int dir_no;
  * stderr in out (printed, for the log). */
 static int run_in(const char *prog, const char *const *args, char *buf, size_t size)
 {
-	const char *argv[32];
-	size_t n = 0;
-	int rc;
+	char bin[PATH_MAX];
 
-	argv[n++] = nst_bin(prog);
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	rc = nst_run(argv, buf, size, RUN_MS);
-	printf("\n  $ %s", prog);
-	for (n = 1; argv[n]; n++)
-		printf(" %s", argv[n]);
-	printf("  -> %d\n%s", rc, buf);
-	return rc;
+	snprintf(bin, sizeof(bin), "%s", nst_bin(prog));
+	return nst_run_shown(bin, prog, args, buf, size, RUN_MS);
 }
 
 #define NICSIM(...) run_in("nicsim", (const char *const[]){__VA_ARGS__, NULL}, out, sizeof(out))

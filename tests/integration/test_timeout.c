@@ -82,20 +82,28 @@ static uint64_t counter(const char *sock, size_t off)
 #define COUNTER(sock, name) counter(sock, offsetof(struct nic_stats, name))
 
 /* Wait up to WAIT_MS for NIC A's counter at off to reach want: true if it did. */
+struct counter_want {
+	size_t off;
+	uint64_t want, v;
+};
+
+static bool counter_reached(void *arg)
+{
+	struct counter_want *c = arg;
+
+	c->v = counter(sock_a, c->off);
+	return c->v >= c->want && c->v != UINT64_MAX;
+}
+
 static bool wait_counter(size_t off, uint64_t want)
 {
-	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
-	uint64_t deadline = nst_now_ns() + WAIT_MS * 1000000ull, v;
+	struct counter_want c = {.off = off, .want = want};
 
-	while ((v = counter(sock_a, off)) < want || v == UINT64_MAX) {
-		if (nst_now_ns() > deadline) {
-			fprintf(stderr, "counter at %zu stayed at %llu, want %llu\n", off,
-				(unsigned long long)v, (unsigned long long)want);
-			return false;
-		}
-		nanosleep(&pause, NULL);
-	}
-	return true;
+	if (nst_wait_until(counter_reached, &c, WAIT_MS, 2))
+		return true;
+	fprintf(stderr, "counter at %zu stayed at %llu, want %llu\n", off, (unsigned long long)c.v,
+		(unsigned long long)want);
+	return false;
 }
 
 /* Hosts on A and B with a connected QP each: A connects, B accepts. */
@@ -246,24 +254,35 @@ static uint64_t time_to_retry_exc(struct nic_host *h, struct nst_qp *req, void *
 	return c.status == NIC_WC_RETRY_EXC_ERR ? t : 0;
 }
 
-/* B's NIC stopped for good: A's SEND fails with RETRY_EXC_ERR, and only
- * after A's whole budget of timeouts (no more than ten times that). */
-static void test_retry_budget_when_peer_nic_stopped(void)
+/* A connected pair whose side A (from_a) or B sends while the other side's
+ * NIC is stopped: time_to_retry_exc of that SEND.  The NIC runs again and
+ * the pair is closed before it returns. */
+static uint64_t time_to_retry_exc_peer_stopped(bool from_a)
 {
 	uint8_t *buf = map(4096);
+	pid_t peer = from_a ? nic_b : nic_a;
 	struct pair p;
 	uint64_t t;
 
 	pair_open(&p);
-	nic_stop(nic_b);
-	t = time_to_retry_exc(p.ha, &p.a, buf);
-	nic_cont(nic_b);
+	nic_stop(peer);
+	t = from_a ? time_to_retry_exc(p.ha, &p.a, buf) : time_to_retry_exc(p.hb, &p.b, buf);
+	nic_cont(peer);
+	pair_close(&p);
+	munmap(buf, 4096);
+	return t;
+}
+
+/* B's NIC stopped for good: A's SEND fails with RETRY_EXC_ERR, and only
+ * after A's whole budget of timeouts (no more than ten times that). */
+static void test_retry_budget_when_peer_nic_stopped(void)
+{
+	uint64_t t = time_to_retry_exc_peer_stopped(true);
+
 	GE_U(t, RC_BUDGET_NS);
 	LT_U(t, 10 * RC_BUDGET_NS);
 	printf("\n    RETRY_EXC_ERR after %.0f ms (budget %.0f ms) ", (double)t / 1e6,
 	       (double)RC_BUDGET_NS / 1e6);
-	pair_close(&p);
-	munmap(buf, 4096);
 }
 
 /*
@@ -272,21 +291,13 @@ static void test_retry_budget_when_peer_nic_stopped(void)
  */
 static void test_passive_side_uses_the_requests_timers(void)
 {
-	uint8_t *buf = map(4096);
-	struct pair p;
-	uint64_t t;
+	uint64_t t = time_to_retry_exc_peer_stopped(false);
 
-	pair_open(&p);
-	nic_stop(nic_a);
-	t = time_to_retry_exc(p.hb, &p.b, buf);
-	nic_cont(nic_a);
 	GE_U(t, RC_BUDGET_NS);
 	LT_U(t, B_RC_BUDGET_NS);
 	printf("\n    passive side: RETRY_EXC_ERR after %.0f ms (A's budget %.0f ms, its own %.0f "
 	       "ms) ",
 	       (double)t / 1e6, (double)RC_BUDGET_NS / 1e6, (double)B_RC_BUDGET_NS / 1e6);
-	pair_close(&p);
-	munmap(buf, 4096);
 }
 
 /* A CONNECT to a NIC stopped for good times out after A's CM budget. */
@@ -369,21 +380,14 @@ static int init(void)
 
 static int clean(void)
 {
-	bool a, b;
+	const pid_t pids[] = {nic_a, nic_b};
 
 	/* A test that failed half-way may have left a NIC stopped. */
 	if (nic_a > 0)
 		kill(nic_a, SIGCONT);
 	if (nic_b > 0)
 		kill(nic_b, SIGCONT);
-	a = nst_stop_clean(nic_a, WAIT_MS);
-	b = nst_stop_clean(nic_b, WAIT_MS);
-	if (!a || !b) {
-		fprintf(stderr, "logs in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, pids, 2, WAIT_MS);
 }
 
 int main(int argc, char **argv)

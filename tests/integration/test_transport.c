@@ -712,6 +712,13 @@ static void cm_hosts(struct nic_host **ha, struct nic_host **hb, struct nst_qp *
  * A request B never accepts fills its backlog of one until A gives up;
  * then B forgets it, and the next request is let in and accepted.
  */
+/* B's count of expired connection requests, into *expired: at least one. */
+static bool b_expired_one(void *expired)
+{
+	*(long *)expired = nic_counter(ADDR_B, "conn_requests_expired");
+	return *(long *)expired >= 1;
+}
+
 static void test_unaccepted_request_expires(void)
 {
 	struct nic_host *ha, *hb;
@@ -719,7 +726,7 @@ static void test_unaccepted_request_expires(void)
 	struct nic_cmd c;
 	struct nic_event ev;
 	uint16_t port = next_port++;
-	uint64_t stale, deadline;
+	uint64_t stale;
 	long expired = -1;
 
 	cm_hosts(&ha, &hb, a, 2, &b, 1, port, 1);
@@ -728,10 +735,7 @@ static void test_unaccepted_request_expires(void)
 	NST_EQ(ev.type, NIC_EV_CONN_FAILED);
 	NST_EQ(ev.status, NIC_STATUS_TIMED_OUT);
 	/* B drops the request a few hundred ms after A's last REQ. */
-	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	while (nst_now_ns() < deadline &&
-	       (expired = nic_counter(ADDR_B, "conn_requests_expired")) < 1)
-		usleep(50000); /* a bounded back-off of a wait for a condition */
+	(void)nst_wait_until(b_expired_one, &expired, WAIT_MS, 50);
 	NST_REQUIRE_EQ(expired, 1);
 	c = (struct nic_cmd){.opcode = NIC_CMD_ACCEPT};
 	c.u.conn.qpn = b.qpn;
@@ -888,14 +892,9 @@ static void setup(void)
 
 static int clean(void)
 {
-	bool a = nst_stop_clean(nic_a, WAIT_MS), b = nst_stop_clean(nic_b, WAIT_MS);
+	const pid_t pids[] = {nic_a, nic_b};
 
-	if (!a || !b) {
-		fprintf(stderr, "logs in %s\n", dir);
-		return -1;
-	}
-	nst_done_with_dir(dir);
-	return 0;
+	return nst_stop_nics_clean(dir, pids, 2, WAIT_MS);
 }
 
 int main(int argc, char **argv)

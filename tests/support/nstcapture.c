@@ -67,20 +67,30 @@ pid_t nst_capture_spawn(const char *dir, const char *const *args, int out_fd, co
 	_exit(127);
 }
 
+/* The capture pid attached to fab, or pid gone (then it never will). */
+struct attach_wait {
+	struct fab *fab;
+	pid_t pid;
+	bool attached;
+};
+
+static bool attached_or_gone(void *arg)
+{
+	struct attach_wait *w = arg;
+
+	w->attached = fab_cap_attached(w->fab, NULL);
+	return w->attached || !nst_pid_alive(w->pid);
+}
+
 bool nst_capture_attached(const char *dir, pid_t pid, int timeout_ms)
 {
-	const struct timespec pause = {.tv_nsec = 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	struct fab *fab;
-	bool attached;
+	struct attach_wait w = {.pid = pid};
 
-	if (fab_open(dir, &fab))
+	if (fab_open(dir, &w.fab))
 		return false;
-	while (!(attached = fab_cap_attached(fab, NULL)) && nst_pid_alive(pid) &&
-	       nst_now_ns() < deadline)
-		nanosleep(&pause, NULL);
-	fab_close(fab);
-	return attached;
+	(void)nst_wait_until(attached_or_gone, &w, timeout_ms, 1);
+	fab_close(w.fab);
+	return w.attached;
 }
 
 void nst_capture_start(const char *dir)

@@ -1,5 +1,6 @@
 #include "nstest.h"
 
+#include "fab.h"
 #include "nstcapture.h"
 
 #include <dirent.h>
@@ -46,8 +47,6 @@ static int guard_fd = -1; /* the test's end of the pipe */
 static volatile sig_atomic_t guard_parent_gone;
 static char guard_dirs[GUARD_DIRS][GUARD_DIR_MAX]; /* in the guard */
 static size_t guard_ndirs;
-
-static void sleep_ms(int ms);
 
 /* In a child just forked by parent: it gets SIGKILL when the thread that
  * forked it ends; if the parent is already gone, it ends now. */
@@ -144,7 +143,7 @@ static unsigned guard_sweep(const char *prog)
 		uint64_t deadline = nst_now_ns() + 5000000000ull;
 
 		while (nst_pid_alive(killed[i]) && nst_now_ns() < deadline)
-			sleep_ms(5);
+			nst_sleep_ms(5);
 	}
 	return n;
 }
@@ -520,7 +519,7 @@ uint64_t nst_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(int ms)
+void nst_sleep_ms(int ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
@@ -541,7 +540,7 @@ int nst_wait(pid_t pid, int timeout_ms)
 			return -errno;
 		if (nst_now_ns() >= deadline)
 			return -ETIMEDOUT;
-		sleep_ms(delay);
+		nst_sleep_ms(delay);
 		if (delay < 20)
 			delay *= 2;
 	}
@@ -561,6 +560,18 @@ int nst_stop(pid_t pid, int timeout_ms)
 		status = nst_wait(pid, 5000);
 	}
 	return status < 0 ? -1 : status;
+}
+
+bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int pause_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	while (!done(arg)) {
+		if (nst_now_ns() >= deadline)
+			return done(arg);
+		nst_sleep_ms(pause_ms);
+	}
+	return true;
 }
 
 bool nst_stop_clean(pid_t pid, int timeout_ms)
@@ -639,9 +650,24 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 			nst_stop(pid, 2000);
 			return -ETIMEDOUT;
 		}
-		sleep_ms(5);
+		nst_sleep_ms(5);
 	}
 	return pid;
+}
+
+int nst_stop_nics_clean(const char *dir, const pid_t *pids, size_t n, int timeout_ms)
+{
+	bool all = true;
+
+	for (size_t i = 0; i < n; i++)
+		if (!nst_stop_clean(pids[i], timeout_ms))
+			all = false;
+	if (!all) {
+		fprintf(stderr, "logs in %s\n", dir);
+		return -1;
+	}
+	nst_done_with_dir(dir);
+	return 0;
 }
 
 int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
@@ -702,6 +728,25 @@ int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+int nst_run_shown(const char *bin, const char *name, const char *const *args, char *out,
+		  size_t size, int timeout_ms)
+{
+	const char *argv[64];
+	size_t n = 0;
+	int rc;
+
+	argv[n++] = bin;
+	for (; *args && n < 63; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	rc = nst_run(argv, out, size, timeout_ms);
+	printf("\n  $ %s", name);
+	for (n = 1; argv[n]; n++)
+		printf(" %s", argv[n]);
+	printf("  -> %d\n%s", rc, out);
+	return rc;
 }
 
 /* Read up to size - 1 bytes of a small file into buf; the length or -1. */
@@ -769,7 +814,7 @@ int nst_wait_blocked(pid_t tid, int timeout_ms)
 		if (nst_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		/* A bounded back-off of a wait for a condition. */
-		sleep_ms(1);
+		nst_sleep_ms(1);
 	}
 }
 
@@ -797,7 +842,7 @@ void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who)
 			fprintf(stderr, "%s: killing leftover nicsimd %d\n", who, (int)pids[i]);
 			kill(pids[i], SIGKILL);
 			while (nst_pid_alive(pids[i]) && nst_now_ns() < deadline)
-				sleep_ms(10);
+				nst_sleep_ms(10);
 		}
 		pids[i] = 0;
 	}
@@ -846,4 +891,26 @@ pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_
 	}
 	close(fds[0]);
 	return pid;
+}
+
+struct fab_port_info nst_fab_port(struct fab *fab, uint32_t addr)
+{
+	struct fab_port_info *list, info;
+	size_t n, i;
+
+	memset(&info, 0, sizeof(info));
+	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
+	for (i = 0; i < n; i++)
+		if (list[i].addr == addr)
+			info = list[i];
+	free(list);
+	return info;
+}
+
+uint32_t nst_fab_frames_free(struct fab *fab)
+{
+	struct fab_info info;
+
+	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
+	return info.frames_free;
 }

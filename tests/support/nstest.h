@@ -170,6 +170,18 @@ int nst_copy_refs(const void *src, void *dst, size_t len, unsigned rounds, doubl
 /* Monotonic clock in nanoseconds. */
 uint64_t nst_now_ns(void);
 
+/* Sleep ms milliseconds: a pause that is itself what is tested, or the
+ * back-off of a bounded wait (never a synchronisation). */
+void nst_sleep_ms(int ms);
+
+/*
+ * Wait until done(arg) is true, asking it first at once and then every
+ * pause_ms, for at most timeout_ms: the wait for a condition that has no
+ * event to wait on.  Returns done's last answer, so false means the deadline
+ * passed without it.
+ */
+bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int pause_ms);
+
 /*
  * Start nicsimd in dir with address addr (dotted quad) and extra arguments
  * (NULL-terminated list, may be NULL); stderr goes to dir/nic-<addr>.log.
@@ -189,6 +201,14 @@ int nst_stop(pid_t pid, int timeout_ms);
  * test and stopped cleanly on SIGTERM); otherwise says how it ended.
  */
 bool nst_stop_clean(pid_t pid, int timeout_ms);
+
+/*
+ * A suite's clean-up of the NICs it started: nst_stop_clean on each of
+ * pids[0..n) (every one, even after one failed).  If all stopped cleanly,
+ * dir is done with (nst_done_with_dir) and 0 is returned; otherwise dir is
+ * kept, stderr says where its logs are, and -1 is returned.
+ */
+int nst_stop_nics_clean(const char *dir, const pid_t *pids, size_t n, int timeout_ms);
 
 /* Reap pid, waiting up to timeout_ms; returns the wait status or -ETIMEDOUT. */
 int nst_wait(pid_t pid, int timeout_ms);
@@ -234,6 +254,14 @@ void nst_kill_nicsimds(pid_t *pids, size_t n, int timeout_ms, const char *who);
 int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms);
 
 /*
+ * nst_run of the program at path bin with the NULL-terminated args (at most
+ * 62 are passed), then print the command as "$ name args...", its result
+ * and its output, so that a test's log shows what it ran and saw.
+ */
+int nst_run_shown(const char *bin, const char *name, const char *const *args, char *out,
+		  size_t size, int timeout_ms);
+
+/*
  * Fork a child that runs fn(arg) and exits with its return value; the
  * child's exit status is collected with nst_wait.  Returns the pid.
  */
@@ -245,5 +273,15 @@ pid_t nst_fork(int (*fn)(void *), void *arg);
  * the pid, or a negative errno (the child is then killed and reaped).
  */
 pid_t nst_fork_ready(int (*fn)(void *arg, int ready_fd), void *arg, int timeout_ms);
+
+struct fab;
+struct fab_port_info;
+
+/* What the fabric reports of the port bound to addr (all zero if none is):
+ * its state and counters.  The listing itself must succeed (fatal). */
+struct fab_port_info nst_fab_port(struct fab *fab, uint32_t addr);
+
+/* Frames free in the fabric's pool now (reading it must succeed: fatal). */
+uint32_t nst_fab_frames_free(struct fab *fab);
 
 #endif /* NSTEST_H */

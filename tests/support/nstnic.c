@@ -49,27 +49,48 @@ uint64_t nst_nic_stat(const char *sock, size_t off)
 	return v;
 }
 
+/* A question to the NIC at sock and its last answer, for nst_wait_until. */
+struct stat_wait {
+	const char *sock;
+	size_t off;
+	uint64_t min, v;
+};
+
+static bool stat_reached(void *arg)
+{
+	struct stat_wait *w = arg;
+
+	w->v = nst_nic_stat(w->sock, w->off);
+	return w->v >= w->min;
+}
+
 uint64_t nst_wait_nic_stat(const char *sock, size_t off, uint64_t min, int timeout_ms)
 {
-	const struct timespec pause = {.tv_nsec = 2 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	uint64_t v;
+	struct stat_wait w = {.sock = sock, .off = off, .min = min};
 
-	/* A bounded back-off between questions to the NIC. */
-	while ((v = nst_nic_stat(sock, off)) < min && nst_now_ns() < deadline)
-		nanosleep(&pause, NULL);
-	return v;
+	(void)nst_wait_until(stat_reached, &w, timeout_ms, 2);
+	return w.v;
+}
+
+struct tpt_wait {
+	const char *sock;
+	int want, n;
+};
+
+static bool tpt_reached(void *arg)
+{
+	struct tpt_wait *w = arg;
+
+	w->n = nst_tpt_in_use(w->sock);
+	return w->n == w->want;
 }
 
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms)
 {
-	const struct timespec pause = {.tv_nsec = 10 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	int n;
+	struct tpt_wait w = {.sock = sock, .want = want};
 
-	while ((n = nst_tpt_in_use(sock)) != want && nst_now_ns() < deadline)
-		nanosleep(&pause, NULL);
-	return n;
+	(void)nst_wait_until(tpt_reached, &w, timeout_ms, 10);
+	return w.n;
 }
 
 int nst_make_fabric(const char *dir, const char *const *addrs)
@@ -143,23 +164,31 @@ static bool same_state(const struct nst_nic_state *a, const struct nst_nic_state
 	return a->tpt_in_use == b->tpt_in_use && a->qps == b->qps && a->contexts == b->contexts;
 }
 
+/* A NIC's state read into now (err: how reading it went), to compare with
+ * its recorded one. */
+struct settle_wait {
+	const struct nst_nic *x;
+	struct nst_nic_state *now;
+	int *err;
+};
+
+static bool at_base(void *arg)
+{
+	struct settle_wait *w = arg;
+
+	*w->err = nst_nic_state(w->x->sock, w->now);
+	return !*w->err && same_state(w->now, &w->x->base);
+}
+
 /* Wait until the NIC is at its recorded state; the last state seen in now. */
 static bool nic_settled(const struct nst_nic *x, int timeout_ms, struct nst_nic_state *now,
 			int *err)
 {
-	const struct timespec pause = {.tv_nsec = 5 * 1000000L};
-	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct settle_wait w = {x, now, err};
 
-	/* A bounded back-off of a wait for a condition: a NIC frees what a
-	 * closing context held as its event loop gets to it. */
-	for (;;) {
-		*err = nst_nic_state(x->sock, now);
-		if (!*err && same_state(now, &x->base))
-			return true;
-		if (nst_now_ns() >= deadline)
-			return false;
-		nanosleep(&pause, NULL);
-	}
+	/* A bounded wait for a condition: a NIC frees what a closing context
+	 * held as its event loop gets to it. */
+	return nst_wait_until(at_base, &w, timeout_ms, 5);
 }
 
 static void say_state(const char *who, const struct nst_nic *x, const struct nst_nic_state *now,

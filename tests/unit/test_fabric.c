@@ -204,25 +204,12 @@ static void link_set(uint32_t src, uint32_t dst, const char *settings)
 
 static uint32_t frames_free(void)
 {
-	struct fab_info info;
-
-	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
-	return info.frames_free;
+	return nst_fab_frames_free(fab);
 }
 
 static struct fab_port_counters port_counters(uint32_t addr)
 {
-	struct fab_port_counters c;
-	struct fab_port_info *list;
-	size_t n, i;
-
-	memset(&c, 0, sizeof(c));
-	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
-	for (i = 0; i < n; i++)
-		if (list[i].addr == addr)
-			c = list[i].counters;
-	free(list);
-	return c;
+	return nst_fab_port(fab, addr).counters;
 }
 
 /* ---- Set-up --------------------------------------------------------------------- */

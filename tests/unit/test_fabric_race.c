@@ -488,25 +488,7 @@ static int check_cap(void *arg, const struct fab_cap_rec *r)
 
 static struct fab_port_counters counters(struct fab *fab, uint32_t addr)
 {
-	struct fab_port_counters c;
-	struct fab_port_info *list;
-	size_t n, i;
-
-	memset(&c, 0, sizeof(c));
-	NST_REQUIRE_EQ(fab_port_list(fab, &list, &n), 0);
-	for (i = 0; i < n; i++)
-		if (list[i].addr == addr)
-			c = list[i].counters;
-	free(list);
-	return c;
-}
-
-static uint32_t frames_free(struct fab *fab)
-{
-	struct fab_info info;
-
-	NST_REQUIRE_EQ(fab_info(fab, &info), 0);
-	return info.frames_free;
+	return nst_fab_port(fab, addr).counters;
 }
 
 /* Every kind of refusal the racer provokes has been counted. */
@@ -608,7 +590,7 @@ static void test_ports_against_racing_writer(void)
 		if (round % 8 == 0)
 			NST_REQUIRE_EQ(fab_cap_read(cap, check_cap, &s, NULL), 0);
 		/* Frames the racer stranded come back when their port reopens. */
-		if (round % 256 == 255 && frames_free(fab) < NFRAMES / 2) {
+		if (round % 256 == 255 && nst_fab_frames_free(fab) < NFRAMES / 2) {
 			fab_port_close(pb);
 			NST_REQUIRE_EQ(fab_port_open(fab, b_addr, &pb), 0);
 			fab_port_close(pa);
