@@ -311,7 +311,7 @@ static void test_up_show_down(void)
 	 * how to start the missing one alone, which `up --nic` does. */
 	NST_REQUIRE_EQ(kill(pids[1], SIGKILL), 0);
 	for (i = 0; i < GONE_MS && nst_pid_alive(pids[1]); i++)
-		sleep_ms(1);
+		nst_sleep_ms(1);
 	NST_REQUIRE(!nst_pid_alive(pids[1]));
 	rc = NICSIM("up", "--dir", dir);
 	NST_EQ(rc, 1);
