@@ -38,7 +38,7 @@
 #define SPIN_NS 20000u /* poll this long before sleeping */
 #define CHILD_S 30     /* a child gives up after this long */
 #define WAIT_MS 90000  /* the parent's bound on a child */
-#define GONE_MS 5000   /* bound on a killed peer being noticed */
+#define GONE_MS 30000  /* bound on a killed peer being noticed */
 #define RUN_MS 30000   /* bound on one nicsim command */
 #define HOLD 32u       /* frames the streaming sender keeps taken */
 
