@@ -718,7 +718,9 @@ int WSPAPI WSPDeregisterMemory(SOCKET s, HANDLE handle, LPINT lpErrno);
  * The same buffer again on the same socket gives the same descriptor and one
  * more reference; on another socket a descriptor of its own.  Errors as
  * WSPRegisterMemory, and WSAEFAULT for a NULL lpdwDescriptorLength or
- * lpRdmaBufferDescriptor.
+ * lpRdmaBufferDescriptor.  A socket not yet connected may expose buffers
+ * (the peer can use them once it is); one whose connection ended (closed
+ * by the peer, failed, or aborted) gives WSAENOTCONN: no peer can use them.
  */
 int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, DWORD dwFlags,
 				 LPVOID lpRdmaBufferDescriptor, LPDWORD lpdwDescriptorLength,

@@ -3,7 +3,9 @@
  * whose request exhausted its retries (RETRY_EXC_ERR) disconnects, so the
  * peer, which saw nothing wrong, completes its pending receive (flushed:
  * WSA_OPERATION_ABORTED), signals FD_CLOSE and fails later posts with
- * WSAECONNRESET, with no call of the application on either side.
+ * WSAECONNRESET, with no call of the application on either side.  And a
+ * socket whose connection is gone refuses WSPRegisterRdmaMemory with
+ * WSAENOTCONN.
  *
  * NICs A and B (198.18.0.1, .2) on one fabric, A with short RC timers (they
  * go in A's connection request, so the connection runs with them).  The test
@@ -153,6 +155,10 @@ static void test_peer_told_on_abort(void)
 	NST_EQ(ne.lNetworkEvents & FD_CLOSE, FD_CLOSE);
 	NST_EQ(post(b, true, mb, 8, &ov), WSAECONNRESET);
 	NST_EQ(post(a, true, ma, 8, &ov), WSAECONNABORTED);
+
+	/* Neither dead socket takes an RDMA registration. */
+	NST_EQ(reg_rdma(a, ma + PAGE / 2, 64), WSAENOTCONN);
+	NST_EQ(reg_rdma(b, mb + PAGE / 2, 64), WSAENOTCONN);
 
 	NST_EQ(nst_link_down(dir, addr_n(ADDR_B), addr_n(ADDR_A), false), 0);
 	NST_EQ(WSPCloseSocket(a, &err), 0);
