@@ -81,6 +81,8 @@ static int qp_create(struct prov *p, struct prov_sock *sk)
 	qp->qpn = qpn;
 	qp->state = PROV_QP_INIT;
 	qp->closing = false;
+	qp->peer_gone = false;
+	qp->disc_want = false;
 	qp->sq_post = qp->sq_done = qp->rq_post = qp->rq_done = 0;
 	qp->reads = 0;
 	nic->slots_used |= 1u << qp->slot;

@@ -224,13 +224,31 @@ uint32_t prov_nic_max_xfer(const struct prov_nic *nic)
 	return nic->max_reg_len < PROV_MAX_XFER ? (uint32_t)nic->max_reg_len : PROV_MAX_XFER;
 }
 
+/* Predicate: the context's own command (prov_nic_bg_next) is not in flight. */
+static int bg_idle(void *arg)
+{
+	const struct prov_nic *nic = arg;
+
+	return nic->cmd != &nic->bg;
+}
+
 int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
 {
-	int err;
+	uint64_t deadline = nic_host_now_ns() + (uint64_t)NIC_HOST_CMD_TIMEOUT_MS * 1000000u;
+	int err = 0;
 
 	pc->err = -EAGAIN;
 	pthread_mutex_lock(&nic->lock);
-	if (prov_nic_is_down(nic)) {
+	/* The progress engine's DISCONNECT goes first; it takes one round trip. */
+	if (nic->cmd == &nic->bg && !prov_nic_is_down(nic)) {
+		err = prov_nic_wait(nic, bg_idle, nic, deadline, true);
+		if (err && !prov_nic_is_down(nic)) {
+			/* No answer in time: the NIC is lost, as in prov_nic_cmd_wait. */
+			nic_host_cmd_abandon(nic->host, nic->bg.cmd.tag);
+			prov_nic_fail(nic, -ENETDOWN);
+		}
+	}
+	if (err || prov_nic_is_down(nic)) {
 		err = -ENETDOWN;
 	} else if (nic->cmd) {
 		err = -EBUSY; /* a caller broke the one-command rule */
@@ -273,6 +291,8 @@ int prov_nic_cmd_wait(struct prov_nic *nic, struct prov_cmd *pc, uint32_t *key)
 			nic_host_cmd_abandon(nic->host, pc->cmd.tag);
 		prov_nic_fail(nic, -ENETDOWN);
 	}
+	/* A DISCONNECT the progress engine owes a peer may go now. */
+	prov_nic_bg_next(nic);
 	pthread_mutex_unlock(&nic->lock);
 	if (err)
 		return -ENETDOWN;

@@ -12,7 +12,12 @@
  *   - CONN_REQUEST queues the request on the listening socket of its port
  *     (FD_ACCEPT); CONNECTED, CONN_FAILED, DISCONNECTED and QP_ERROR move
  *     the socket owning the QP along (FD_CONNECT, FD_CLOSE) and wake whoever
- *     waits for it.
+ *     waits for it.  A QP in error that the peer did not close is disconnected
+ *     (NIC_CMD_DISCONNECT: the NIC sends the peer a DREQ), so that the peer
+ *     resets its socket rather than wait on a connection that is gone.  The
+ *     command is the context's own (nic->bg), posted when no other is in
+ *     flight and completed by whichever thread runs progress; a command of
+ *     the provider lock's holder waits for it first (one command in flight).
  *
  * Waiting (prov_nic_wait): one thread per context at a time sleeps on the
  * interrupt, through the driver's nic_host_await() (spin, then the Dekker
@@ -167,6 +172,35 @@ static void qp_dead(struct prov_nic *nic, struct prov_qp *qp, int err, int close
 	}
 }
 
+void prov_nic_bg_next(struct prov_nic *nic)
+{
+	if (nic->cmd || prov_nic_is_down(nic))
+		return;
+	for (uint32_t m = nic->slots_used; m; m &= m - 1) {
+		struct prov_qp *qp = &nic->qp[__builtin_ctz(m)];
+
+		if (!qp->disc_want)
+			continue;
+		qp->disc_want = false;
+		/* A closing socket's DESTROY_QP disconnects it anyway. */
+		if (qp->closing || qp->peer_gone)
+			continue;
+		memset(&nic->bg, 0, sizeof(nic->bg));
+		nic->bg.cmd.opcode = NIC_CMD_DISCONNECT;
+		nic->bg.cmd.u.conn.qpn = qp->qpn;
+		nic->bg.err = -EAGAIN;
+		if (nic_host_post(nic->host, &nic->bg.cmd)) {
+			/* As in prov_nic_post: a full ring means the NIC is lost. */
+			prov_nic_fail(nic, -ENETDOWN);
+			return;
+		}
+		nic->cmd = &nic->bg;
+		/* The event thread takes the completion if nobody else does. */
+		ev_kick(nic);
+		return;
+	}
+}
+
 static struct prov_qp *qp_by_qpn(struct prov_nic *nic, uint32_t qpn)
 {
 	if (qpn == NIC_QPN_NONE)
@@ -237,6 +271,7 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 		}
 		break;
 	case NIC_EV_DISCONNECTED:
+		qp->peer_gone = true;
 		/* The peer closed: later posts fail as reset; FD_CLOSE says
 		 * "graceful".  Unless the connection we accepted never was one:
 		 * the peer refused it (it had given up before our answer came:
@@ -254,6 +289,19 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 			err = -ECONNABORTED;
 		if (qp->state != PROV_QP_DEAD)
 			qp_dead(nic, qp, err, err);
+		/*
+		 * The NIC's QP left RTS for ERROR: the transport gave up on the
+		 * connection (or a request broke it), and the peer, whose side may
+		 * be well, would wait on it until its application closed.  A
+		 * DISCONNECT sends it a DREQ, so it resets its socket now; unless
+		 * it disconnected first.  Should the DREQ not get through (the link
+		 * is down), the peer learns when its own transport fails or when
+		 * its application closes.
+		 */
+		if (!qp->peer_gone) {
+			qp->disc_want = true;
+			prov_nic_bg_next(nic);
+		}
 		break;
 	default: break; /* an event this provider does not know: nothing to do */
 	}
@@ -310,6 +358,14 @@ int prov_progress(struct prov_nic *nic)
 			nic->cmd->err = r;
 			n++;
 		}
+	}
+	/* The context's own command: nobody waits for it but the engine.  Its
+	 * status does not matter (a QP the peer closed meanwhile is refused). */
+	if (nic->cmd == &nic->bg && nic->bg.err != -EAGAIN) {
+		nic->cmd = NULL;
+		if (nic->bg.err)
+			goto broken;
+		prov_nic_bg_next(nic);
 	}
 	for (uint32_t m = nic->slots_used; m; m &= m - 1) {
 		struct prov_qp *qp = &nic->qp[__builtin_ctz(m)];
@@ -449,7 +505,8 @@ static int ev_idle(void *arg)
 {
 	const struct prov_nic *nic = arg;
 
-	return nic->ev_stop || (!nic->ev_socks && !nic->ev_ops && !dead_ops(nic));
+	return nic->ev_stop ||
+	       (!nic->ev_socks && !nic->ev_ops && !dead_ops(nic) && nic->cmd != &nic->bg);
 }
 
 /*

@@ -141,6 +141,10 @@ struct prov_qp {
 	uint32_t qpn;   /* 0 until CREATE_QP completed */
 	uint32_t state; /* enum prov_qp_state */
 	bool closing;   /* the socket is closing: completions are dropped */
+	/* The peer disconnected (its DREQ came): it needs no disconnect from us. */
+	bool peer_gone;
+	/* The QP failed while connected: a DISCONNECT must tell the peer (progress.c). */
+	bool disc_want;
 	/* Free-running counts of work requests posted and completed, per queue. */
 	uint32_t sq_post, sq_done, rq_post, rq_done;
 	uint32_t reads;     /* RDMA reads outstanding: sends are fenced behind them */
@@ -167,7 +171,10 @@ struct prov_nic {
 	uint32_t slots_used;  /* bit i: slot i holds a QP whose CQ is drained */
 	struct prov_qp qp[NIC_QP_SLOTS];
 	struct prov_sock *listeners;
-	struct prov_cmd *cmd;   /* the command in flight, if any */
+	struct prov_cmd *cmd; /* the command in flight, if any */
+	/* The progress engine's own command (a DISCONNECT owed to a peer),
+	 * in flight when cmd points to it; see prov_nic_bg_next(). */
+	struct prov_cmd bg;
 	uint64_t next_check_ns; /* when a poller next checks that the NIC lives */
 	/* The event thread (progress.c) serves event objects nobody waits in the
 	 * provider for; it watches only while ev_socks or ev_ops is not 0. */
@@ -457,6 +464,14 @@ uint32_t prov_nic_max_xfer(const struct prov_nic *nic);
  * down if it broke the ring protocol.  Returns how many entries it took.
  */
 int prov_progress(struct prov_nic *nic);
+/*
+ * If no command is in flight, post the DISCONNECT a QP that failed while
+ * connected owes its peer, as the context's own command (nic->bg), whose
+ * completion the progress engine takes.  A command of the provider lock's
+ * holder waits for it first (prov_nic_post).  The NIC marked down if the
+ * post fails.
+ */
+void prov_nic_bg_next(struct prov_nic *nic);
 /* prov_progress(), then, if nothing came, check now and then that the NIC lives. */
 void prov_poll(struct prov_nic *nic);
 /*

@@ -164,6 +164,24 @@ static int bind_window(struct prov *p, struct prov_mr *mr, uint32_t flags, uint3
 	return 0;
 }
 
+/*
+ * Was sk connected, and is the connection gone (the peer disconnected, the
+ * transport gave up, a request broke it)?  A socket that never connected may
+ * expose buffers ahead of its connection; one whose connection died never
+ * gets another peer to use them, so it is not connected (SPI.md:
+ * WSAENOTCONN), whatever error ended the connection.
+ */
+static bool conn_gone(const struct prov_sock *sk)
+{
+	bool gone;
+
+	/* The progress engine moves the state, under the NIC's lock. */
+	pthread_mutex_lock(&sk->nic->lock);
+	gone = sk->state == PROV_SK_DEAD;
+	pthread_mutex_unlock(&sk->nic->lock);
+	return gone;
+}
+
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		  struct nicsim_rdma_desc *desc)
 {
@@ -173,6 +191,8 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 	int err;
 
 	err = prov_check_buffer(sk, buf, len, flags);
+	if (!err && conn_gone(sk))
+		err = -ENOTCONN;
 	if (err)
 		return err;
 	w = win_find(p, sk, va, len, flags, 0);

@@ -719,7 +719,9 @@ int WSPAPI WSPDeregisterMemory(SOCKET s, HANDLE handle, LPINT lpErrno);
  * The same buffer again on the same socket gives the same descriptor and one
  * more reference; on another socket a descriptor of its own.  Errors as
  * WSPRegisterMemory, and WSAEFAULT for a NULL lpdwDescriptorLength or
- * lpRdmaBufferDescriptor.
+ * lpRdmaBufferDescriptor.  A socket not yet connected may expose buffers
+ * (the peer can use them once it is); one whose connection ended (closed
+ * by the peer, failed, or aborted) gives WSAENOTCONN: no peer can use them.
  */
 int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, DWORD dwFlags,
 				 LPVOID lpRdmaBufferDescriptor, LPDWORD lpdwDescriptorLength,
@@ -798,7 +800,10 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * Any error other than a flush breaks the connection: the NIC flushes the
  * socket's other operations, and later posts fail at once with that error.
  * The peer closing (or its process dying) flushes the operations in flight
- * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET.  A
+ * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET; so does
+ * the peer's connection failing (any error other than a flush on its side):
+ * its provider disconnects, unless the link drops that too (the socket then
+ * learns when its own transport fails, or when it is closed).  A
  * connection that ends completes what is pending on it within milliseconds
  * whether or not a thread of the application is in a provider call: its
  * events fire and its WSAOVERLAPPED structures say done (a thread of the
