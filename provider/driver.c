@@ -21,8 +21,9 @@
  * A yield that takes more than a moment means other tasks wait for this CPU:
  * each further yield would cost a whole time slice of theirs (and on an
  * EEVDF scheduler pushes this thread's deadline a slice later every time),
- * so the waiter stops spinning and sleeps, and its waits skip the spin for a
- * while (NIC_HOST_CONTENDED_NS) before it tries a yield again.
+ * so the waiter stops spinning and sleeps, and for a while
+ * (NIC_HOST_CONTENDED_NS) its waits do not yield: they spin only while the
+ * NIC runs on another CPU, and sleep at once when it shares this one.
  *
  * Besides nic_host_cmd(), the provider uses the split nic_host_post() and
  * nic_host_cmd_poll() (driver.h) to overlap a command with its own work and
@@ -57,7 +58,7 @@
 #define NIC_HOST_YIELD_EVERY 32u /* sched_yield() every so many spins */
 /* A sched_yield() longer than this gave the CPU to another task's slice. */
 #define NIC_HOST_YIELD_SLOW_NS 200000u
-/* After such a yield, waits sleep without spinning for this long. */
+/* After such a yield, waits do not yield for this long. */
 #define NIC_HOST_CONTENDED_NS 100000000u
 #define NIC_HOST_NFDS 3 /* memfd, doorbell, interrupt */
 
@@ -513,7 +514,7 @@ static uint32_t publish_cpu(struct nic_host *h)
 
 /*
  * Give the CPU away once.  False when that took long enough that other tasks
- * ran: the CPU is contended, and this attachment's waits stop spinning for
+ * ran: the CPU is contended, and this attachment's waits stop yielding for
  * NIC_HOST_CONTENDED_NS (waits of several threads may race on the word; any
  * of their values will do).
  */
@@ -537,12 +538,11 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 	uint64_t spin_end = 0;
 	int err;
 
-	/* The CPU was contended lately: a spin would only lose time slices. */
-	if (calm) {
-		if (now_ns() < calm)
-			spin_ns = 0;
-		else
-			__atomic_store_n(&h->contended_until, 0, __ATOMIC_RELAXED);
+	/* The CPU was contended lately: spin without yielding, and only while
+	 * the NIC runs on another CPU. */
+	if (calm && now_ns() >= calm) {
+		__atomic_store_n(&h->contended_until, 0, __ATOMIC_RELAXED);
+		calm = 0;
 	}
 	/*
 	 * The clock is read only after the first batch of polls, so a wait
@@ -553,7 +553,7 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 			return 0;
 		/* The NIC polls on this CPU: let it run rather than spin. */
 		if (me && ring_flag_get(&h->hdr->nic_cpu) == me) {
-			if (!yield_cheap(h))
+			if (calm || !yield_cheap(h))
 				break;
 			me = publish_cpu(h);
 		}
@@ -562,7 +562,7 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 
 			if (!spin_end)
 				spin_end = now + spin_ns;
-			if (now >= spin_end || now >= deadline_ns || !yield_cheap(h))
+			if (now >= spin_end || now >= deadline_ns || (!calm && !yield_cheap(h)))
 				break;
 		}
 		ring_cpu_relax();
