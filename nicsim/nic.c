@@ -35,6 +35,17 @@
  * pauses raised bandwidth by 2-3%; 128 did no better than 16.
  */
 #define NIC_SPIN_PAUSES 16u
+/*
+ * A sched_yield() longer than this gave the CPU to another task's time
+ * slice: the CPU is contended.  Every further yield would cost as much (an
+ * EEVDF scheduler also pushes the yielder's deadline a slice later each
+ * time), while a NIC asleep on its descriptors is woken at once by a
+ * doorbell; so for NIC_CONTENDED_NS the NIC does not yield: it spins with
+ * pauses as before while a host on this CPU sleeps, and sleeps when one
+ * spins here.
+ */
+#define NIC_YIELD_SLOW_NS 200000u
+#define NIC_CONTENDED_NS 100000000u
 
 void nic_opts_default(struct nic_opts *o)
 {
@@ -553,9 +564,9 @@ static void account_sleep(struct nic *nic, uint64_t t0, uint64_t t1)
 int nic_run(struct nic *nic)
 {
 	const uint64_t spin_ns = (uint64_t)nic->opts.spin_us * 1000u;
-	uint64_t last_work = now_ns(), last_epoll = 0;
+	uint64_t last_work = now_ns(), last_epoll = 0, contended_until = 0;
 	unsigned idle_polls = 0;
-	bool check_wake = false;
+	bool check_wake = false, contended, spin;
 	int err = 0;
 
 	nic_info(&nic->log,
@@ -583,7 +594,13 @@ int nic_run(struct nic *nic)
 			nic->stats.wake_idle++;
 		}
 		check_wake = false;
-		if (now - last_work < spin_ns || (deadline && deadline <= now)) {
+		contended = now < contended_until;
+		spin = work || now - last_work < spin_ns || (deadline && deadline <= now);
+		/* On a contended CPU, a host spinning on this one gets it by a
+		 * sleep, not by a yield. */
+		if (spin && contended && !work && ctx_share_cpu(nic))
+			spin = false;
+		if (spin) {
 			if (now - last_epoll >= NIC_EPOLL_EVERY_NS) {
 				last_epoll = now;
 				err = poll_events(nic, 0);
@@ -592,10 +609,17 @@ int nic_run(struct nic *nic)
 			}
 			/* Two cores are shared by every process in a test: give
 			 * the CPU away regularly while spinning, and at once when
-			 * a host waits on this very CPU. */
-			if (++idle_polls % NIC_SPIN_BATCH == 0 || ctx_share_cpu(nic))
+			 * a host waits on this very CPU; but not while the CPU is
+			 * contended (the scheduler's tick shares it then). */
+			if (!contended &&
+			    (++idle_polls % NIC_SPIN_BATCH == 0 || ctx_share_cpu(nic))) {
+				uint64_t t;
+
 				sched_yield();
-			else if (!work)
+				t = now_ns();
+				if (t - now >= NIC_YIELD_SLOW_NS)
+					contended_until = t + NIC_CONTENDED_NS;
+			} else if (!work)
 				for (unsigned i = 0; i < NIC_SPIN_PAUSES; i++)
 					ring_cpu_relax();
 			continue;

@@ -18,6 +18,12 @@
  * polls on this CPU; then announce host_waiting, fence, re-check, and sleep
  * in poll() on the interrupt eventfd and the socket.  The socket reports the
  * NIC's death (hangup); nic_state reports a context the NIC put in error.
+ * A yield that takes more than a moment means other tasks wait for this CPU:
+ * each further yield would cost a whole time slice of theirs (and on an
+ * EEVDF scheduler pushes this thread's deadline a slice later every time),
+ * so the waiter stops spinning and sleeps, and for a while
+ * (NIC_HOST_CONTENDED_NS) its waits do not yield: they spin only while the
+ * NIC runs on another CPU, and sleep at once when it shares this one.
  *
  * Besides nic_host_cmd(), the provider uses the split nic_host_post() and
  * nic_host_cmd_poll() (driver.h) to overlap a command with its own work and
@@ -50,7 +56,11 @@
 
 #define NIC_HOST_SPIN_NS 20000u  /* spin this long before sleeping */
 #define NIC_HOST_YIELD_EVERY 32u /* sched_yield() every so many spins */
-#define NIC_HOST_NFDS 3          /* memfd, doorbell, interrupt */
+/* A sched_yield() longer than this gave the CPU to another task's slice. */
+#define NIC_HOST_YIELD_SLOW_NS 200000u
+/* After such a yield, waits do not yield for this long. */
+#define NIC_HOST_CONTENDED_NS 100000000u
+#define NIC_HOST_NFDS 3 /* memfd, doorbell, interrupt */
 
 struct nic_host {
 	pthread_mutex_t lock; /* serialises posting and waiting */
@@ -68,6 +78,7 @@ struct nic_host {
 	uint64_t next_tag; /* tag of the next command */
 	uint64_t stale_lo; /* abandoned tags: [stale_lo, stale_hi) */
 	uint64_t stale_hi;
+	uint64_t contended_until; /* now_ns() before which waits do not spin */
 	struct nic_hello_reply info;
 	/* Queue pairs and events (ABI 2); the caller serialises their use. */
 	struct nic_event *eq;
@@ -501,13 +512,38 @@ static uint32_t publish_cpu(struct nic_host *h)
 	return me;
 }
 
+/*
+ * Give the CPU away once.  False when that took long enough that other tasks
+ * ran: the CPU is contended, and this attachment's waits stop yielding for
+ * NIC_HOST_CONTENDED_NS (waits of several threads may race on the word; any
+ * of their values will do).
+ */
+static bool yield_cheap(struct nic_host *h)
+{
+	uint64_t t0 = now_ns(), t1;
+
+	sched_yield();
+	t1 = now_ns();
+	if (t1 - t0 < NIC_HOST_YIELD_SLOW_NS)
+		return true;
+	__atomic_store_n(&h->contended_until, t1 + NIC_HOST_CONTENDED_NS, __ATOMIC_RELAXED);
+	return false;
+}
+
 int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint64_t deadline_ns,
 		   uint32_t spin_ns)
 {
+	uint64_t calm = __atomic_load_n(&h->contended_until, __ATOMIC_RELAXED);
 	uint32_t me = publish_cpu(h);
 	uint64_t spin_end = 0;
 	int err;
 
+	/* The CPU was contended lately: spin without yielding, and only while
+	 * the NIC runs on another CPU. */
+	if (calm && now_ns() >= calm) {
+		__atomic_store_n(&h->contended_until, 0, __ATOMIC_RELAXED);
+		calm = 0;
+	}
 	/*
 	 * The clock is read only after the first batch of polls, so a wait
 	 * that ends at once costs no clock read.
@@ -517,7 +553,8 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 			return 0;
 		/* The NIC polls on this CPU: let it run rather than spin. */
 		if (me && ring_flag_get(&h->hdr->nic_cpu) == me) {
-			sched_yield();
+			if (calm || !yield_cheap(h))
+				break;
 			me = publish_cpu(h);
 		}
 		if (i % NIC_HOST_YIELD_EVERY == 0) {
@@ -525,9 +562,8 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 
 			if (!spin_end)
 				spin_end = now + spin_ns;
-			if (now >= spin_end || now >= deadline_ns)
+			if (now >= spin_end || now >= deadline_ns || (!calm && !yield_cheap(h)))
 				break;
-			sched_yield();
 		}
 		ring_cpu_relax();
 	}

@@ -17,10 +17,13 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1049,6 +1052,71 @@ static void test_threads_register_deregister_invalidate(void)
 	munmap(pool, STRESS_PAGES * PAGE);
 }
 
+/* ---- Waiting on a contended CPU ------------------------------------------------------ */
+
+/*
+ * The provider's sched_yield() calls, counted: this definition takes the
+ * place of the C library's for the provider the test loads.
+ */
+static unsigned long yields;
+
+int sched_yield(void)
+{
+	__atomic_add_fetch(&yields, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_sched_yield);
+}
+
+/*
+ * A CPU-burning process, a NIC and this thread on one CPU, the burner at
+ * the same priority, as on a busy CI runner: each sched_yield() of a waiter
+ * gives the burner a whole time slice, so a waiter that finds the CPU
+ * contended must sleep (a doorbell or an interrupt wakes it) rather than
+ * keep yielding.  Registrations that miss the cache each wait for two NIC
+ * commands; before the waits learnt this, each command yielded at least
+ * once and the stress test above took a hundred times longer under load.
+ */
+static void test_waits_on_a_contended_cpu_sleep(void)
+{
+	enum { ROUNDS = 100 };
+	int cpu = sched_getcpu();
+	cpu_set_t one, mine, nic;
+	uint8_t *buf = map(PAGE);
+	SOCKET s = bound(ADDR_B);
+	unsigned long y0;
+	pid_t burner;
+
+	NST_REQUIRE_GE(cpu, 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	NST_REQUIRE_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	NST_REQUIRE_EQ(sched_getaffinity(nics[NB].pid, sizeof(nic), &nic), 0);
+	burner = fork();
+	NST_REQUIRE_GE(burner, 0);
+	if (burner == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		sched_setaffinity(0, sizeof(one), &one);
+		for (;;)
+			__asm__ volatile("" ::: "memory");
+	}
+	NST_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+	NST_EQ(sched_setaffinity(nics[NB].pid, sizeof(one), &one), 0);
+	y0 = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	for (int i = 0; i < ROUNDS; i++) {
+		dereg(s, reg(s, buf, PAGE, MEM_READWRITE));
+		/* Drop it from the cache: the next round misses again. */
+		NST_EQ(callback(buf, PAGE), 0);
+	}
+	/* About one probing yield per 100 ms of contention, not one or more
+	 * per command. */
+	NST_LT(__atomic_load_n(&yields, __ATOMIC_RELAXED) - y0, (unsigned long)ROUNDS / 4);
+	kill(burner, SIGKILL);
+	waitpid(burner, NULL, 0);
+	sched_setaffinity(nics[NB].pid, sizeof(nic), &nic);
+	sched_setaffinity(0, sizeof(mine), &mine);
+	close_socket(s);
+	munmap(buf, PAGE);
+}
+
 /* ---- Suite -------------------------------------------------------------------------- */
 
 static int init(void)
@@ -1127,6 +1195,7 @@ int main(int argc, char **argv)
 	    {"stats_and_show_hosts", test_stats_and_show_hosts},
 	    {"monitor_missing_fails_closed", test_monitor_missing_fails_closed},
 	    {"threads_register_deregister_invalidate", test_threads_register_deregister_invalidate},
+	    {"waits_on_a_contended_cpu_sleep", test_waits_on_a_contended_cpu_sleep},
 	    {"r9_release_failure_is_wsaefault", test_r9_release_failure_is_wsaefault},
 	    {NULL, NULL},
 	};
