@@ -533,16 +533,16 @@ static bool yield_cheap(struct nic_host *h)
 int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint64_t deadline_ns,
 		   uint32_t spin_ns)
 {
-	uint64_t calm = __atomic_load_n(&h->contended_until, __ATOMIC_RELAXED);
+	uint64_t contended = __atomic_load_n(&h->contended_until, __ATOMIC_RELAXED);
 	uint32_t me = publish_cpu(h);
 	uint64_t spin_end = 0;
 	int err;
 
 	/* The CPU was contended lately: spin without yielding, and only while
 	 * the NIC runs on another CPU. */
-	if (calm && now_ns() >= calm) {
+	if (contended && now_ns() >= contended) {
 		__atomic_store_n(&h->contended_until, 0, __ATOMIC_RELAXED);
-		calm = 0;
+		contended = 0;
 	}
 	/*
 	 * The clock is read only after the first batch of polls, so a wait
@@ -553,7 +553,7 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 			return 0;
 		/* The NIC polls on this CPU: let it run rather than spin. */
 		if (me && ring_flag_get(&h->hdr->nic_cpu) == me) {
-			if (calm || !yield_cheap(h))
+			if (contended || !yield_cheap(h))
 				break;
 			me = publish_cpu(h);
 		}
@@ -562,7 +562,8 @@ int nic_host_await(struct nic_host *h, int (*ready)(void *arg), void *arg, uint6
 
 			if (!spin_end)
 				spin_end = now + spin_ns;
-			if (now >= spin_end || now >= deadline_ns || (!calm && !yield_cheap(h)))
+			if (now >= spin_end || now >= deadline_ns ||
+			    (!contended && !yield_cheap(h)))
 				break;
 		}
 		ring_cpu_relax();
