@@ -225,8 +225,11 @@ static int other_user_hellos(void *arg)
 
 		if (fd < 0)
 			return 11;
-		st = send_hello(fd, i ? NIC_ROLE_MGMT : NIC_ROLE_HOST) ? -1
-								       : reply_status(fd, WAIT_MS);
+		/* The NIC answers at accept and may have closed before the
+		 * hello goes (EPIPE): the answer is there to read either way. */
+		st = send_hello(fd, i ? NIC_ROLE_MGMT : NIC_ROLE_HOST);
+		if (!st || st == -EPIPE)
+			st = reply_status(fd, WAIT_MS);
 		if (st != NIC_STATUS_DENIED) {
 			fprintf(stderr, "hello %d of uid %d: status %d, want DENIED (%d)\n", i,
 				NOBODY, st, NIC_STATUS_DENIED);
@@ -662,6 +665,142 @@ static void test_unread_management_does_not_block(void)
 	nic_host_detach(h);
 }
 
+/* ---- Places that hellos wait in -------------------------------------------------------- */
+
+/*
+ * Management sessions that stay open and say nothing must not take the
+ * places of connections waiting for their hello: with NIC_CONN_MAX of them
+ * open, one more management client and a host are still answered at once,
+ * and the NIC keeps at most NIC_MGMT_MAX sessions, closing the quietest.
+ */
+static void test_idle_management_leaves_room(void)
+{
+	enum { N = NIC_CONN_MAX + 1 };
+	int fds[N], closed = 0;
+	struct nic_stats before, st;
+	struct nic_host *h = NULL;
+	uint64_t t0;
+	double ms;
+
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	for (int i = 0; i < N; i++)
+		fds[i] = -1;
+	t0 = nst_now_ns();
+	for (int i = 0; i < N; i++) {
+		fds[i] = mgmt_open(sock);
+		if (fds[i] < 0) {
+			printf("\n    management session %d of %d: %s ", i + 1, N,
+			       strerror(-fds[i]));
+			break;
+		}
+	}
+	ms = (double)(nst_now_ns() - t0) / 1e6;
+	printf("\n    %d management sessions opened in %.0f ms ", N, ms);
+	NST_TRUE(fds[N - 1] >= 0);
+	/* A host is served too. */
+	NST_EQ(nic_host_attach(sock, &h), 0);
+	if (h)
+		nic_host_detach(h);
+	/* The NIC closed the oldest, quiet ones: only NIC_MGMT_MAX remain.  It
+	 * closed them before it answered the last hello, so only the first
+	 * wait may take long. */
+	for (int i = 0; i < N - (int)NIC_MGMT_MAX; i++)
+		closed += fds[i] >= 0 && closed_by_nic(fds[i], i ? 100 : WAIT_MS);
+	NST_EQ(closed, N - (int)NIC_MGMT_MAX);
+	if (fds[N - 1] >= 0) {
+		NST_EQ(mgmt_stats(fds[N - 1], &st, WAIT_MS), 0);
+		NST_EQ(st.mgmt_evicted - before.mgmt_evicted, N - NIC_MGMT_MAX);
+		NST_EQ(st.accept_refused - before.accept_refused, 0);
+	}
+	for (int i = 0; i < N; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/*
+ * In a child, as another user: connections that never say hello, each
+ * refused (DENIED) at once rather than held until the hello deadline.
+ * Exit code 0 when all were.
+ */
+#define FOREIGN_CONNS (NIC_CONN_MAX + 16)
+static int other_user_silent(void *arg)
+{
+	uint64_t t0 = nst_now_ns();
+	double ms;
+
+	(void)arg;
+	if (become_other_user() < 0)
+		return 10;
+	for (int i = 0; i < (int)FOREIGN_CONNS; i++) {
+		int fd = raw_connect(sock), st;
+
+		if (fd < 0)
+			return 11;
+		st = reply_status(fd, WAIT_MS);
+		if (st != NIC_STATUS_DENIED) {
+			fprintf(stderr,
+				"silent connection %d of uid %d: status %d, want DENIED (%d)\n", i,
+				NOBODY, st, NIC_STATUS_DENIED);
+			return 12;
+		}
+		if (!closed_by_nic(fd, WAIT_MS))
+			return 13;
+		close(fd);
+	}
+	ms = (double)(nst_now_ns() - t0) / 1e6;
+	printf("\n    %d connections of uid %d refused in %.0f ms ", FOREIGN_CONNS, NOBODY, ms);
+	/* Each waited for the hello deadline would be 3 s at least. */
+	return ms < HELLO_TIMEOUT_MS ? 0 : 14;
+}
+
+static void test_other_user_refused_at_accept(void)
+{
+	struct nic_stats before, after;
+	unsigned lines;
+	pid_t child;
+
+	if (geteuid() != 0) {
+		printf("\n    skipped: needs root to act as another user ");
+		return;
+	}
+	lines = count_lines(log_path, "runs as uid");
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	child = nst_fork(other_user_silent, NULL);
+	NST_REQUIRE(child > 0);
+	NST_EQ(nst_wait(child, 2 * WAIT_MS), 0);
+	NST_REQUIRE_EQ(stats_of(sock, &after), 0);
+	NST_EQ(after.attach_denied - before.attach_denied, FOREIGN_CONNS);
+	NST_EQ(after.hello_timeouts - before.hello_timeouts, 0);
+	/* Logged at a bounded rate, not once per connection. */
+	lines = count_lines(log_path, "runs as uid") - lines;
+	printf("\n    %u lines of log for them ", lines);
+	NST_TRUE(lines >= 1 && lines <= 8);
+}
+
+/* Many connections that never say hello: each counted, a handful logged. */
+static void test_silent_connections_log_bounded(void)
+{
+	enum { N = 24 };
+	int fds[N];
+	struct nic_stats before, after;
+	unsigned lines = count_lines(log_path, "no hello within");
+
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	for (int i = 0; i < N; i++) {
+		fds[i] = raw_connect(sock);
+		NST_REQUIRE(fds[i] >= 0);
+	}
+	for (int i = 0; i < N; i++) {
+		NST_EQ(reply_status(fds[i], HELLO_TIMEOUT_MS + WAIT_MS), NIC_STATUS_TIMED_OUT);
+		close(fds[i]);
+	}
+	NST_REQUIRE_EQ(stats_of(sock, &after), 0);
+	NST_EQ(after.hello_timeouts - before.hello_timeouts, N);
+	lines = count_lines(log_path, "no hello within") - lines;
+	printf("\n    %d silent connections, %u lines of log ", N, lines);
+	NST_TRUE(lines <= 8);
+}
+
 /* ---- Suite ---------------------------------------------------------------------------- */
 
 static int init(void)
@@ -695,6 +834,9 @@ int main(int argc, char **argv)
 	    {"out_of_descriptors_at_accept", test_out_of_descriptors_at_accept},
 	    {"contexts_fit_the_descriptor_limit", test_contexts_fit_the_descriptor_limit},
 	    {"unread_management_does_not_block", test_unread_management_does_not_block},
+	    {"idle_management_leaves_room", test_idle_management_leaves_room},
+	    {"other_user_refused_at_accept", test_other_user_refused_at_accept},
+	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
 	    {NULL, NULL},
 	};
 
