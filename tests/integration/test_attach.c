@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fab.h"
+#include "fab_addr.h"
 #include "nicsim_host.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
@@ -36,6 +38,7 @@
 #define ADDR "198.18.0.1"
 #define ADDR_LIMITED "198.18.0.2" /* started with a low descriptor limit */
 #define ADDR_FAKE "198.18.0.9"    /* a listener of another user */
+#define ADDR_FABRIC "198.18.0.3"  /* on a fabric that gets damaged */
 #define WAIT_MS 10000
 #define NOBODY 65534
 #define HELLO_TIMEOUT_MS ((int)NIC_HELLO_TIMEOUT_MS)
@@ -801,6 +804,72 @@ static void test_silent_connections_log_bounded(void)
 	NST_TRUE(lines <= 8);
 }
 
+/* ---- A damaged fabric ------------------------------------------------------------------ */
+
+/*
+ * Ask the NIC at path for its counters (each request wakes it, so it runs
+ * its checks) until fabric_damaged reaches want or ms pass; the last value.
+ */
+static uint64_t wait_fabric_damaged(const char *path, uint64_t want, int ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u, got = UINT64_MAX;
+
+	while (nst_now_ns() < deadline) {
+		struct nic_stats st;
+		struct timespec pace = {.tv_nsec = 50000000};
+
+		if (stats_of(path, &st) == 0) {
+			got = st.fabric_damaged;
+			if (got >= want)
+				break;
+		}
+		nanosleep(&pace, NULL);
+	}
+	return got;
+}
+
+/*
+ * The fabric's header written over while the NIC runs: the NIC says so in
+ * its log once (not at every look) and counts it, and says when the header
+ * is sound again.
+ */
+static void test_damaged_fabric_reported(void)
+{
+	char dir3[300], sock3[340], log3[340], seg[340];
+	uint32_t addr;
+	struct fab_config cfg = {.addrs = &addr, .naddrs = 1};
+	uint64_t good, bad = 0x5a5a5a5a5a5a5a5aull;
+	pid_t nic3;
+	int fd;
+
+	snprintf(dir3, sizeof(dir3), "%s/fabric", dir);
+	NST_REQUIRE_EQ(mkdir(dir3, 0700), 0);
+	snprintf(sock3, sizeof(sock3), "%s/nic-" ADDR_FABRIC ".sock", dir3);
+	snprintf(log3, sizeof(log3), "%s/nic-" ADDR_FABRIC ".log", dir3);
+	snprintf(seg, sizeof(seg), "%s/" FAB_SEG_FILE, dir3);
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_FABRIC, &addr), 0);
+	NST_REQUIRE_EQ(fab_create(dir3, &cfg), 0);
+	nic3 = nst_start_nic(dir3, ADDR_FABRIC, NULL, WAIT_MS);
+	NST_REQUIRE(nic3 > 0);
+	NST_EQ(wait_fabric_damaged(sock3, 0, WAIT_MS), 0);
+
+	fd = open(seg, O_RDWR | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(pread(fd, &good, sizeof(good), 0), sizeof(good));
+	NST_REQUIRE_EQ(pwrite(fd, &bad, sizeof(bad), 0), sizeof(bad));
+	NST_EQ(wait_fabric_damaged(sock3, 1, WAIT_MS), 1);
+	/* Looked at again and again (once a second), said once. */
+	NST_EQ(wait_fabric_damaged(sock3, 2, 2500), 1);
+	NST_EQ(count_lines(log3, "is damaged"), 1);
+	NST_EQ(pwrite(fd, &good, sizeof(good), 0), sizeof(good));
+	close(fd);
+	for (uint64_t t = nst_now_ns();
+	     !count_lines(log3, "sound again") && nst_now_ns() - t < WAIT_MS * 1000000ull;)
+		wait_fabric_damaged(sock3, 2, 100);
+	NST_EQ(count_lines(log3, "sound again"), 1);
+	NST_TRUE(nst_stop_clean(nic3, WAIT_MS));
+}
+
 /* ---- Suite ---------------------------------------------------------------------------- */
 
 static int init(void)
@@ -837,6 +906,7 @@ int main(int argc, char **argv)
 	    {"idle_management_leaves_room", test_idle_management_leaves_room},
 	    {"other_user_refused_at_accept", test_other_user_refused_at_accept},
 	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
+	    {"damaged_fabric_reported", test_damaged_fabric_reported},
 	    {NULL, NULL},
 	};
 
