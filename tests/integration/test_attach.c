@@ -870,6 +870,35 @@ static void test_damaged_fabric_reported(void)
 	NST_TRUE(nst_stop_clean(nic3, WAIT_MS));
 }
 
+/* ---- nicsimd's own words ------------------------------------------------------------- */
+
+/*
+ * The network and broadcast addresses of 198.18.0.0/15 are inside it: the
+ * refusal says why they are no NIC's, not that they are outside.  And the
+ * help gives the CM budget as the documents do (3.15 s).
+ */
+static void test_nicsimd_addr_and_help_words(void)
+{
+	static const char *const bad[] = {"198.18.0.0", "198.19.255.255"};
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *argv[] = {nst_bin("nicsimd"), "--dir", dir, "--addr", bad[i], NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
+		NST_TRUE(strstr(out, "not a NIC address") != NULL);
+		NST_TRUE(strstr(out, "network and broadcast") != NULL);
+		if (!strstr(out, "network and broadcast"))
+			printf("\n    said: %s ", out);
+	}
+	{
+		const char *argv[] = {nst_bin("nicsimd"), "--help", NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
+		NST_TRUE(strstr(out, "fails after 3.15 s") != NULL);
+	}
+}
+
 /* ---- Suite ---------------------------------------------------------------------------- */
 
 static int init(void)
@@ -907,6 +936,7 @@ int main(int argc, char **argv)
 	    {"other_user_refused_at_accept", test_other_user_refused_at_accept},
 	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
 	    {"damaged_fabric_reported", test_damaged_fabric_reported},
+	    {"nicsimd_addr_and_help_words", test_nicsimd_addr_and_help_words},
 	    {NULL, NULL},
 	};
 
