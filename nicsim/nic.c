@@ -262,12 +262,13 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 			       "no memory for a management client");
 			return;
 		}
+		/* A session from here on (conn_unlink counts it out). */
+		nic->nmgmt++;
 		if (nic_send_reply(nic, conn->fd, NIC_STATUS_OK, 0) < 0) {
 			nic_conn_close(nic, conn);
 			return;
 		}
 		nic->stats.mgmt_sessions++;
-		nic->nmgmt++;
 		conn->src.type = NIC_SRC_MGMT;
 		/* One place fewer taken by connections waiting for their hello. */
 		nic_fd_freed(nic);
