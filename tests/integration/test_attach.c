@@ -5,9 +5,13 @@
  * answered and counted; a connection that never says hello closed at its
  * deadline; descriptors running out at accept refused at once, logged once,
  * without spinning; only as many contexts as the descriptor limit holds,
- * said at start and refused beyond; and management clients that send
+ * said at start and refused beyond; management clients that send
  * requests and never read, which must not hold the NIC up while another
- * client and a host are served.
+ * client and a host are served; management sessions that stay open and
+ * idle, which must not keep hosts or other clients out; another user's
+ * silent connections, refused at once; log lines bounded however many
+ * connections misbehave; a fabric whose header is written over, said once
+ * in the NIC's log; and nicsimd's words for addresses it refuses.
  *
  * The tests of another user need root (they take uid 65534 for a moment)
  * and say so when they cannot run.
