@@ -195,6 +195,19 @@ static int check_hdr(const struct fab_seg_hdr *h, uint64_t file_size, struct lay
 	return 0;
 }
 
+int fab_check(const struct fab *fab)
+{
+	struct fab_seg_hdr h;
+	struct layout lo;
+
+	/* A copy: other processes may be writing over the one in the segment. */
+	memcpy(&h, fab->hdr, sizeof(h));
+	if (check_hdr(&h, fab->size, &lo) || h.max_ports != fab->max_ports ||
+	    h.nframes != fab->nframes || h.ring_depth != fab->ring_depth)
+		return -EPROTO;
+	return 0;
+}
+
 int fab_open(const char *dir, struct fab **out)
 {
 	char path[PATH_MAX];

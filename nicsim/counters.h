@@ -91,7 +91,9 @@
 	X(attach_denied)          \
 	X(hello_timeouts)         \
 	X(accept_refused)         \
-	X(mgmt_dropped)
+	X(mgmt_dropped)           \
+	X(mgmt_evicted)           \
+	X(fabric_damaged)
 
 /*
  * retransmits, timeouts, rnr_naks and naks_sent hold what the QPs that are

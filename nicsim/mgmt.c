@@ -116,6 +116,7 @@ int mgmt_start(struct nic *nic, struct nic_conn *conn)
 		free(m);
 		return -ENOMEM;
 	}
+	m->last_active = nic_now_ns();
 	conn->mgmt = m;
 	return 0;
 }
@@ -332,6 +333,7 @@ static int pump(struct nic *nic, struct nic_conn *conn)
 			return -EPIPE;
 		}
 		m->msg_len = 0;
+		m->last_active = nic_now_ns();
 	}
 	/* Work left after this pass's share: EPOLLOUT brings it back. */
 	want_out(nic, conn, m->msg_len || m->busy || m->qlen);
@@ -364,9 +366,12 @@ static int read_requests(struct nic *nic, struct nic_conn *conn)
 			struct nic_mgmt_hdr h = {.magic = NIC_ABI_MAGIC,
 						 .status = NIC_STATUS_BAD_FIELD,
 						 .flags = NIC_MGMT_F_LAST};
+			char note[80];
 
-			nic_warn(&nic->log, "management client pid %u sent a malformed request",
-				 conn->pid);
+			if (nic_ratelog(&nic->log_mgmt, note, sizeof(note)))
+				nic_warn(&nic->log,
+					 "management client pid %u sent a malformed request%s",
+					 conn->pid, note);
 			/* Best effort: the client is closed whether it reads this or not. */
 			if (send(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 				nic_dbg(&nic->log, "management client pid %u: %s", conn->pid,
@@ -375,15 +380,19 @@ static int read_requests(struct nic *nic, struct nic_conn *conn)
 			return -EPIPE;
 		}
 		if (m->qlen == NIC_MGMT_QUEUE) {
+			char note[80];
+
 			nic->stats.mgmt_dropped++;
-			nic_warn(&nic->log,
-				 "management client pid %u sent %u requests more than it read "
-				 "replies for; dropped",
-				 conn->pid, NIC_MGMT_QUEUE + 1);
+			if (nic_ratelog(&nic->log_mgmt, note, sizeof(note)))
+				nic_warn(&nic->log,
+					 "management client pid %u sent %u requests more than it "
+					 "read replies for; dropped%s",
+					 conn->pid, NIC_MGMT_QUEUE + 1, note);
 			nic_conn_close(nic, conn);
 			return -EPIPE;
 		}
 		m->queue[(m->qhead + m->qlen++) % NIC_MGMT_QUEUE] = req.op;
+		m->last_active = nic_now_ns();
 	}
 	return pump(nic, conn);
 }

@@ -72,6 +72,36 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t nic_now_ns(void)
+{
+	return now_ns();
+}
+
+bool nic_ratelog(struct nic_ratelog *r, char *note, size_t size)
+{
+	uint64_t now = now_ns();
+
+	note[0] = '\0';
+	if (!r->since || now - r->since >= NIC_LOG_WINDOW_NS) {
+		if (r->held)
+			snprintf(note, size, " (and %u more like it before, not logged)", r->held);
+		r->since = now;
+		r->logged = 1;
+		r->held = 0;
+		return true;
+	}
+	if (r->logged < NIC_LOG_BURST) {
+		if (++r->logged == NIC_LOG_BURST)
+			snprintf(note, size, " (more like it in the next %llu s are only counted)",
+				 (unsigned long long)((NIC_LOG_WINDOW_NS - (now - r->since)) /
+						      1000000000u) +
+				     1);
+		return true;
+	}
+	r->held++;
+	return false;
+}
+
 int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = src};
@@ -111,6 +141,8 @@ static void conn_unlink(struct nic *nic, struct nic_conn *conn)
 		if (*p == conn) {
 			*p = conn->next;
 			nic->nconns--;
+			if (conn->mgmt)
+				nic->nmgmt--;
 			break;
 		}
 	}
@@ -159,18 +191,50 @@ static bool peer_gone(int fd)
 /* Refuse conn with status (counted by the caller), say why, and close it. */
 static void refuse(struct nic *nic, struct nic_conn *conn, uint16_t status, const char *why)
 {
-	nic_warn(&nic->log, "refused a connection from pid %u (uid %u): %s", conn->pid, conn->uid,
-		 why);
+	char note[80];
+
+	if (nic_ratelog(&nic->log_refused, note, sizeof(note)))
+		nic_warn(&nic->log, "refused a connection from pid %u (uid %u): %s%s", conn->pid,
+			 conn->uid, why, note);
 	nic_send_reply(nic, conn->fd, status, 0);
 	nic_conn_close(nic, conn);
 }
 
 /*
+ * A management session is starting and NIC_MGMT_MAX are open: close the one
+ * that has gone longest without a request or a reply message.  Idle
+ * sessions (a client that connected and sent nothing since) go first that
+ * way; a client that uses its session is not the one closed while 15 others
+ * have been quieter.  Counted in mgmt_evicted, logged at a bounded rate.
+ */
+static void mgmt_make_room(struct nic *nic)
+{
+	struct nic_conn *oldest = NULL;
+	char note[80];
+
+	for (struct nic_conn *c = nic->conns; c; c = c->next) {
+		if (c->mgmt && (!oldest || c->mgmt->last_active < oldest->mgmt->last_active))
+			oldest = c;
+	}
+	if (!oldest)
+		return;
+	nic->stats.mgmt_evicted++;
+	if (nic_ratelog(&nic->log_evicted, note, sizeof(note)))
+		nic_warn(&nic->log,
+			 "closed the management session of pid %u, quiet for %llu ms, to make "
+			 "room for a new one (at most %u)%s",
+			 oldest->pid,
+			 (unsigned long long)((now_ns() - oldest->mgmt->last_active) / 1000000u),
+			 NIC_MGMT_MAX, note);
+	nic_conn_close(nic, oldest);
+}
+
+/*
  * First message of a new connection: decides host context or management.
- * The peer must run as this NIC's user or as root: a host context lets the
- * NIC read and write the host's memory, and management shows every host's
- * registrations, so neither is offered to another user's processes.  Who
- * the peer is comes from SO_PEERCRED, taken at accept, never from the hello.
+ * The peer's user was checked at accept (accept_new).  A management session
+ * leaves the NIC_CONN_MAX places of connections waiting for their hello and
+ * takes one of NIC_MGMT_MAX, so management clients that stay connected never
+ * keep hosts (or other management clients) from being answered.
  */
 static void serve_hello(struct nic *nic, struct nic_conn *conn)
 {
@@ -188,14 +252,6 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		return;
 	}
 	conn->hello_deadline = 0;
-	if (conn->uid != nic->uid && conn->uid != 0) {
-		nic->stats.attach_refused++;
-		nic->stats.attach_denied++;
-		snprintf(why, sizeof(why), "%s (this NIC runs as uid %u)",
-			 nic_status_str(NIC_STATUS_DENIED), nic->uid);
-		refuse(nic, conn, NIC_STATUS_DENIED, why);
-		return;
-	}
 	if ((size_t)n != sizeof(h) || h.magic != NIC_ABI_MAGIC || !hello_reserved_zero(&h))
 		status = NIC_STATUS_BAD_HELLO;
 	else if (h.abi_version != NIC_ABI_VERSION)
@@ -209,18 +265,24 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		return;
 	}
 	if (h.role == NIC_ROLE_MGMT) {
+		if (nic->nmgmt >= NIC_MGMT_MAX)
+			mgmt_make_room(nic);
 		if (mgmt_start(nic, conn) < 0) {
 			nic->stats.attach_refused++;
 			refuse(nic, conn, NIC_STATUS_NO_RESOURCES,
 			       "no memory for a management client");
 			return;
 		}
+		/* A session from here on (conn_unlink counts it out). */
+		nic->nmgmt++;
 		if (nic_send_reply(nic, conn->fd, NIC_STATUS_OK, 0) < 0) {
 			nic_conn_close(nic, conn);
 			return;
 		}
 		nic->stats.mgmt_sessions++;
 		conn->src.type = NIC_SRC_MGMT;
+		/* One place fewer taken by connections waiting for their hello. */
+		nic_fd_freed(nic);
 		return;
 	}
 	/* A host: the context takes the socket over. */
@@ -257,10 +319,15 @@ static void hello_expire(struct nic *nic, uint64_t now, uint64_t *deadline)
 		if (!c->hello_deadline)
 			continue;
 		if (c->hello_deadline <= now) {
+			char note[80];
+
 			nic->stats.hello_timeouts++;
-			nic_warn(&nic->log,
-				 "closed a connection from pid %u (uid %u): no hello within %u ms",
-				 c->pid, c->uid, nic->opts.hello_timeout_ms);
+			if (nic_ratelog(&nic->log_silent, note, sizeof(note)))
+				nic_warn(
+				    &nic->log,
+				    "closed a connection from pid %u (uid %u): no hello within "
+				    "%u ms%s",
+				    c->pid, c->uid, nic->opts.hello_timeout_ms, note);
 			nic_send_reply(nic, c->fd, NIC_STATUS_TIMED_OUT, 0);
 			nic_conn_close(nic, c);
 			continue;
@@ -329,6 +396,21 @@ static bool out_of_fds(struct nic *nic, int err)
 	return false;
 }
 
+/*
+ * Close a connection refused at accept.  Its hello has usually come already
+ * (a client sends it right after connect()); read it first, as closing a
+ * UNIX socket with messages unread makes the peer's next read fail with
+ * ECONNRESET instead of returning the answer just sent.
+ */
+static void close_unread(int fd)
+{
+	char sink[sizeof(struct nic_hello)];
+
+	for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
+
 static void accept_new(struct nic *nic)
 {
 	for (;;) {
@@ -338,12 +420,13 @@ static void accept_new(struct nic *nic)
 		socklen_t len = sizeof(cred);
 
 		/*
-		 * NIC_CONN_MAX connections that are not contexts yet (each holds
+		 * NIC_CONN_MAX connections waiting for their hello (each holds
 		 * a descriptor the contexts' share does not count): the next
 		 * ones wait in the backlog, and are taken as these say hello,
 		 * time out or close.  A burst of honest hosts is only delayed.
+		 * Management sessions are bounded apart (NIC_MGMT_MAX).
 		 */
-		if (nic->nconns >= NIC_CONN_MAX) {
+		if (nic->nconns - nic->nmgmt >= NIC_CONN_MAX) {
 			pause_listening(nic);
 			return;
 		}
@@ -374,6 +457,30 @@ static void accept_new(struct nic *nic)
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 			free(conn);
 			refuse_fd(nic, fd, NIC_STATUS_NO_RESOURCES);
+			continue;
+		}
+		/*
+		 * The peer must run as this NIC's user or as root: a host context
+		 * lets the NIC read and write the host's memory, and management
+		 * shows every host's registrations, so neither is offered to
+		 * another user's processes.  Who the peer is comes from
+		 * SO_PEERCRED, never from the hello, so it is refused here, at
+		 * once: it never holds a place a hello waits in.
+		 */
+		if (cred.uid != nic->uid && cred.uid != 0) {
+			char note[80];
+
+			free(conn);
+			nic->stats.attach_refused++;
+			nic->stats.attach_denied++;
+			if (nic_ratelog(&nic->log_denied, note, sizeof(note)))
+				nic_warn(&nic->log,
+					 "refused a connection from pid %u (uid %u): %s (this NIC "
+					 "runs as uid %u)%s",
+					 (unsigned)cred.pid, (unsigned)cred.uid,
+					 nic_status_str(NIC_STATUS_DENIED), nic->uid, note);
+			nic_send_reply(nic, fd, NIC_STATUS_DENIED, 0);
+			close_unread(fd);
 			continue;
 		}
 		conn->fd = fd;
@@ -460,10 +567,11 @@ static int poll_events(struct nic *nic, int timeout_ms)
 
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
-	/* Serving an event may free another event's context (a hang-up), so
-	 * contexts are looked up through their source, which ctx_detach
-	 * invalidates by removing it from epoll before freeing it; the events
-	 * already fetched for it are skipped by checking it is still listed. */
+	/* Serving an event may free another event's context (a hang-up) or
+	 * management session (one closed to make room for a new one), so
+	 * these are looked up through their source; the events already
+	 * fetched for one that is gone are skipped by checking it is still
+	 * listed. */
 	for (int i = 0; i < n; i++) {
 		struct nic_src *src = evs[i].data.ptr;
 
@@ -471,6 +579,14 @@ static int poll_events(struct nic *nic, int timeout_ms)
 			bool live = false;
 
 			for (struct nic_ctx *c = nic->ctxs; c && !live; c = c->next)
+				live = c == src->obj;
+			if (!live)
+				continue;
+		}
+		if (src->type == NIC_SRC_MGMT || src->type == NIC_SRC_NEW) {
+			bool live = false;
+
+			for (struct nic_conn *c = nic->conns; c && !live; c = c->next)
 				live = c == src->obj;
 			if (!live)
 				continue;
@@ -785,12 +901,13 @@ static unsigned count_open_fds(void)
 
 /*
  * How many contexts fit beside what is open now, NIC_CONN_MAX connections
- * and NIC_FD_SLACK: with the common limit of 1024 descriptors that is about
- * 235, not NIC_MAX_CONTEXTS.
+ * waiting for their hello, NIC_MGMT_MAX management sessions and
+ * NIC_FD_SLACK: with the common limit of 1024 descriptors that is about
+ * 231, not NIC_MAX_CONTEXTS.
  */
 static uint32_t contexts_that_fit(struct nic *nic)
 {
-	uint64_t used = (uint64_t)count_open_fds() + NIC_CONN_MAX + NIC_FD_SLACK, n;
+	uint64_t used = (uint64_t)count_open_fds() + NIC_CONN_MAX + NIC_MGMT_MAX + NIC_FD_SLACK, n;
 
 	if (nic->fd_limit <= used)
 		return 0;

@@ -7,6 +7,7 @@
 #define NICSIM_NIC_PRIV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -62,6 +63,9 @@ struct nic_mgmt_client {
 	size_t msg_len; /* bytes of msg still to send, 0: none */
 	void *scratch;  /* the TPT's records of a listing, before conversion */
 	bool out_armed; /* EPOLLOUT is in the socket's epoll events */
+	/* CLOCK_MONOTONIC ns of the session's last request or reply message:
+	 * the session longest without one makes room for a new one. */
+	uint64_t last_active;
 };
 
 /* A connection that has not said hello yet, or a management client. */
@@ -73,6 +77,20 @@ struct nic_conn {
 	uint64_t hello_deadline;      /* CLOCK_MONOTONIC ns; 0 once it said hello */
 	struct nic_mgmt_client *mgmt; /* management clients only */
 	struct nic_conn *next;
+};
+
+/*
+ * A kind of log line that a peer can cause at will (a refused or silent
+ * connection, a misbehaving management client): at most NIC_LOG_BURST of
+ * them are written in NIC_LOG_WINDOW_NS; those past it are only counted,
+ * and the next line written after the window says how many were held back.
+ */
+#define NIC_LOG_BURST 4u
+#define NIC_LOG_WINDOW_NS 10000000000ull
+struct nic_ratelog {
+	uint64_t since;  /* CLOCK_MONOTONIC ns the window began, 0: none yet */
+	uint32_t logged; /* lines written in this window */
+	uint32_t held;   /* lines held back since the last one written */
 };
 
 /* One host attachment: context = protection domain. */
@@ -140,6 +158,7 @@ struct nic {
 	uint32_t next_ctx_id;
 	struct nic_conn *conns;    /* new and management connections */
 	uint32_t nconns;           /* how many */
+	uint32_t nmgmt;            /* how many of them are management sessions */
 	uint32_t max_ctx;          /* contexts that fit the descriptor limit */
 	uint64_t fd_limit;         /* RLIMIT_NOFILE soft limit after raising it */
 	uint32_t uid;              /* effective uid: peers must match (or be root) */
@@ -148,7 +167,11 @@ struct nic {
 	bool fd_short;             /* out of descriptors: logged once per episode */
 	bool listen_paused;        /* listening socket out of epoll until a descriptor frees */
 	uint64_t fd_short_refused; /* connections refused in this episode */
-	uint32_t cpu;              /* CPU last published in nic_cpu, plus 1 */
+	/* Log lines a peer can cause at will, each kind rate-limited. */
+	struct nic_ratelog log_denied, log_refused, log_silent, log_evicted, log_mgmt;
+	bool fabric_damaged;     /* the fabric's header is damaged: logged once per episode */
+	uint64_t fabric_checked; /* CLOCK_MONOTONIC_COARSE ns of the last look at it */
+	uint32_t cpu;            /* CPU last published in nic_cpu, plus 1 */
 	bool stop;
 	/* The fabric (NULL when the run directory has none). */
 	struct fab *fab;
@@ -237,6 +260,14 @@ void mgmt_serve(struct nic *nic, struct nic_conn *conn, uint32_t events);
 void mgmt_free(struct nic_mgmt_client *m);
 
 /* nic.c */
+uint64_t nic_now_ns(void);
+/*
+ * Whether to write one more line of a rate-limited kind (struct
+ * nic_ratelog).  When it is, note gets what the line should end with (empty,
+ * or how many were held back before it, or that the next ones will be);
+ * note is always a string.
+ */
+bool nic_ratelog(struct nic_ratelog *r, char *note, size_t size);
 int nic_epoll_add(struct nic *nic, int fd, uint32_t events, struct nic_src *src);
 void nic_conn_close(struct nic *nic, struct nic_conn *conn);
 /* A descriptor, or a place among NIC_CONN_MAX connections, was freed: a

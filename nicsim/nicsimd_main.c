@@ -44,7 +44,7 @@ static void usage(FILE *f)
 		"                     forever (default %u)\n"
 		"  --cm-timeout C     CM response timeout code, 0..31 (default %u: %.1f ms)\n"
 		"  --cm-retries N     CM REQ, REP and DREQ retransmissions, 0..15 (default %u:\n"
-		"                     a CONNECT to a dead NIC fails after %.1f s)\n"
+		"                     a CONNECT to a dead NIC fails after %.2f s)\n"
 		"\n"
 		"  --help             this text\n"
 		"  --version          version\n",
@@ -112,8 +112,11 @@ int main(int argc, char **argv)
 			err = fab_addr_parse(optarg, &o.addr);
 			if (err < 0) {
 				fprintf(stderr, "nicsimd: --addr %s: %s\n", optarg,
-					err == -EADDRNOTAVAIL ? "not in 198.18.0.0/15"
-							      : "not an IPv4 address");
+					err == -EADDRNOTAVAIL
+					    ? "not a NIC address: NICs take 198.18.0.1 to "
+					      "198.19.255.254 (198.18.0.0/15 without its network "
+					      "and broadcast addresses)"
+					    : "not an IPv4 address");
 				return 2;
 			}
 			break;

@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fab_addr.h"
@@ -147,6 +148,39 @@ static void dispatch(struct nic *nic, const struct fab_rx *rx, uint64_t now)
 	qpio_rx(nic, qp, &pkt, now);
 }
 
+/*
+ * Look at the fabric's header, at most once a second while the NIC runs: a
+ * segment written over by some other process loses frames without any of
+ * this NIC's checks failing (no frame arrives to be refused), so without
+ * this look the NIC would stay silent while its connections fail.  Said
+ * once when found damaged (and counted in fabric_damaged), once when sound
+ * again.
+ */
+static void port_check(struct nic *nic)
+{
+	struct timespec ts;
+	uint64_t t;
+	bool bad;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (nic->fabric_checked && t - nic->fabric_checked < 1000000000u)
+		return;
+	nic->fabric_checked = t;
+	bad = fab_check(nic->fab) < 0;
+	if (bad && !nic->fabric_damaged) {
+		nic->stats.fabric_damaged++;
+		nic_warn(&nic->log,
+			 "the fabric segment %s/" FAB_SEG_FILE " is damaged (its header no "
+			 "longer describes a nicsim fabric of this version): frames may be lost "
+			 "and connections fail; recreate the fabric (nicsim down, then nicsim up)",
+			 nic->opts.dir);
+	} else if (!bad && nic->fabric_damaged) {
+		nic_info(&nic->log, "the fabric segment's header is sound again");
+	}
+	nic->fabric_damaged = bad;
+}
+
 unsigned port_poll(struct nic *nic)
 {
 	unsigned n = 0;
@@ -155,6 +189,7 @@ unsigned port_poll(struct nic *nic)
 
 	if (!nic->port)
 		return 0;
+	port_check(nic);
 	/* A bounded batch, so that host rings get their turn.  The transport
 	 * arms its timers from the time it is given, and handling a frame can
 	 * take tens of microseconds (an ACK lets the requester send a window's

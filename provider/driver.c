@@ -293,6 +293,15 @@ int nic_host_attach(const char *path, struct nic_host **out)
 	} while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		err = -errno;
+		/* A NIC that refuses this process at once (another user's)
+		 * answers and closes before the hello arrives: its answer
+		 * says why. */
+		if (err == -EPIPE) {
+			int why = recv_reply(h->sock, &h->info, fds);
+
+			if (why < 0 && h->info.magic == NIC_ABI_MAGIC)
+				err = why;
+		}
 		goto fail;
 	}
 	if ((size_t)n != sizeof(hello)) {

@@ -150,6 +150,13 @@ int fab_destroy_files(const char *dir);
  */
 int fab_open(const char *dir, struct fab **fab);
 
+/*
+ * Whether the header of the mapped segment still says what fab_open found
+ * (the same checks): 0, or -EPROTO when it has been written over since.
+ * Cheap (one header read); what the header describes is not walked.
+ */
+int fab_check(const struct fab *fab);
+
 /* Unmap; the ports opened through fab must be closed first.  Accepts NULL. */
 void fab_close(struct fab *fab);
 

@@ -60,14 +60,18 @@
  * sections 2.2 and 2.7).  A NIC holds at most NIC_MAX_CONTEXTS host
  * contexts, fewer when its descriptor limit allows fewer: a context holds
  * NIC_CTX_FDS descriptors (its socket, its segment and two eventfds).  At
- * most NIC_CONN_MAX connections may wait for their hello or manage the NIC
- * at once; more wait in the listening socket's backlog until one of these
- * goes.  A connection that has not sent its hello NIC_HELLO_TIMEOUT_MS after
- * it was accepted is answered NIC_STATUS_TIMED_OUT and closed.
+ * most NIC_CONN_MAX connections may wait for their hello at once; more wait
+ * in the listening socket's backlog until one of these goes.  A connection
+ * that has not sent its hello NIC_HELLO_TIMEOUT_MS after it was accepted is
+ * answered NIC_STATUS_TIMED_OUT and closed.  Management sessions do not take
+ * those places: at most NIC_MGMT_MAX are open at once, and a new one makes
+ * room by closing the one that has gone longest without a request or a
+ * reply.  A peer of another user is refused at accept, before any hello.
  */
 #define NIC_MAX_CONTEXTS 1024u
 #define NIC_CTX_FDS 4u
 #define NIC_CONN_MAX 64u
+#define NIC_MGMT_MAX 16u
 #define NIC_HELLO_TIMEOUT_MS 3000u
 
 /* Socket file of the NIC with address A (dotted quad) inside its run directory. */

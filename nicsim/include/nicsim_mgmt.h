@@ -114,7 +114,9 @@
 	X(attach_denied, "connections refused: the peer runs as another user")            \
 	X(hello_timeouts, "connections closed: no hello in time")                         \
 	X(accept_refused, "connections refused at once: no descriptor left for them")     \
-	X(mgmt_dropped, "management clients dropped: requests piled up unread")
+	X(mgmt_dropped, "management clients dropped: requests piled up unread")           \
+	X(mgmt_evicted, "management sessions closed to make room for a new one")          \
+	X(fabric_damaged, "times the fabric segment was found damaged (link down)")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
@@ -237,7 +239,7 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 88, "fault rec is 88 bytes");
-_Static_assert(sizeof(struct nic_stats) == 616, "stats rec is 77 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_stats) == 632, "stats rec is 79 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

@@ -459,8 +459,9 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	if (cl->val[OPT_NIC]) {
 		rc = fab_addr_parse(cl->val[OPT_NIC], &o->nic);
 		if (rc == -EADDRNOTAVAIL) {
-			cli_err("--nic %s: address outside 198.18.0.0/15, where nicsim NICs live "
-				"(198.18.0.1, 198.18.0.2, ...)",
+			cli_err("--nic %s: not a NIC address: nicsim NICs take 198.18.0.1 to "
+				"198.19.255.254 (198.18.0.0/15 without its network and broadcast "
+				"addresses)",
 				cl->val[OPT_NIC]);
 			return CLI_EXIT_USAGE;
 		}
@@ -1506,7 +1507,8 @@ static int link_end_parse(const char *what, const char *text, uint32_t *addr, bo
 		return 0;
 	rc = fab_addr_parse(text, addr);
 	if (rc == -EADDRNOTAVAIL)
-		cli_err("%s %s: address outside 198.18.0.0/15, where nicsim NICs live", what, text);
+		cli_err("%s %s: not a NIC address (198.18.0.1 to 198.19.255.254 of 198.18.0.0/15)",
+			what, text);
 	else if (rc)
 		cli_err("%s %s: not an address (expected e.g. 198.18.0.1, or 'all')", what, text);
 	return rc ? CLI_EXIT_USAGE : 0;

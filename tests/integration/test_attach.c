@@ -5,9 +5,13 @@
  * answered and counted; a connection that never says hello closed at its
  * deadline; descriptors running out at accept refused at once, logged once,
  * without spinning; only as many contexts as the descriptor limit holds,
- * said at start and refused beyond; and management clients that send
+ * said at start and refused beyond; management clients that send
  * requests and never read, which must not hold the NIC up while another
- * client and a host are served.
+ * client and a host are served; management sessions that stay open and
+ * idle, which must not keep hosts or other clients out; another user's
+ * silent connections, refused at once; log lines bounded however many
+ * connections misbehave; a fabric whose header is written over, said once
+ * in the NIC's log; and nicsimd's words for addresses it refuses.
  *
  * The tests of another user need root (they take uid 65534 for a moment)
  * and say so when they cannot run.
@@ -29,6 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fab.h"
+#include "fab_addr.h"
 #include "nicsim_host.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
@@ -36,6 +42,7 @@
 #define ADDR "198.18.0.1"
 #define ADDR_LIMITED "198.18.0.2" /* started with a low descriptor limit */
 #define ADDR_FAKE "198.18.0.9"    /* a listener of another user */
+#define ADDR_FABRIC "198.18.0.3"  /* on a fabric that gets damaged */
 #define WAIT_MS 10000
 #define NOBODY 65534
 #define HELLO_TIMEOUT_MS ((int)NIC_HELLO_TIMEOUT_MS)
@@ -225,8 +232,11 @@ static int other_user_hellos(void *arg)
 
 		if (fd < 0)
 			return 11;
-		st = send_hello(fd, i ? NIC_ROLE_MGMT : NIC_ROLE_HOST) ? -1
-								       : reply_status(fd, WAIT_MS);
+		/* The NIC answers at accept and may have closed before the
+		 * hello goes (EPIPE): the answer is there to read either way. */
+		st = send_hello(fd, i ? NIC_ROLE_MGMT : NIC_ROLE_HOST);
+		if (!st || st == -EPIPE)
+			st = reply_status(fd, WAIT_MS);
 		if (st != NIC_STATUS_DENIED) {
 			fprintf(stderr, "hello %d of uid %d: status %d, want DENIED (%d)\n", i,
 				NOBODY, st, NIC_STATUS_DENIED);
@@ -674,6 +684,237 @@ static void test_unread_management_does_not_block(void)
 	nic_host_detach(h);
 }
 
+/* ---- Places that hellos wait in -------------------------------------------------------- */
+
+/*
+ * Management sessions that stay open and say nothing must not take the
+ * places of connections waiting for their hello: with NIC_CONN_MAX of them
+ * open, one more management client and a host are still answered at once,
+ * and the NIC keeps at most NIC_MGMT_MAX sessions, closing the quietest.
+ */
+static void test_idle_management_leaves_room(void)
+{
+	enum { N = NIC_CONN_MAX + 1 };
+	int fds[N], closed = 0;
+	struct nic_stats before, st;
+	struct nic_host *h = NULL;
+	uint64_t t0;
+	double ms;
+
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	for (int i = 0; i < N; i++)
+		fds[i] = -1;
+	t0 = nst_now_ns();
+	for (int i = 0; i < N; i++) {
+		fds[i] = mgmt_open(sock);
+		if (fds[i] < 0) {
+			printf("\n    management session %d of %d: %s ", i + 1, N,
+			       strerror(-fds[i]));
+			break;
+		}
+	}
+	ms = (double)(nst_now_ns() - t0) / 1e6;
+	printf("\n    %d management sessions opened in %.0f ms ", N, ms);
+	NST_TRUE(fds[N - 1] >= 0);
+	/* A host is served too. */
+	NST_EQ(nic_host_attach(sock, &h), 0);
+	if (h)
+		nic_host_detach(h);
+	/* The NIC closed the oldest, quiet ones: only NIC_MGMT_MAX remain.  It
+	 * closed them before it answered the last hello, so only the first
+	 * wait may take long. */
+	for (int i = 0; i < N - (int)NIC_MGMT_MAX; i++)
+		closed += fds[i] >= 0 && closed_by_nic(fds[i], i ? 100 : WAIT_MS);
+	NST_EQ(closed, N - (int)NIC_MGMT_MAX);
+	if (fds[N - 1] >= 0) {
+		NST_EQ(mgmt_stats(fds[N - 1], &st, WAIT_MS), 0);
+		NST_EQ(st.mgmt_evicted - before.mgmt_evicted, N - NIC_MGMT_MAX);
+		NST_EQ(st.accept_refused - before.accept_refused, 0);
+	}
+	for (int i = 0; i < N; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/*
+ * In a child, as another user: connections that never say hello, each
+ * refused (DENIED) at once rather than held until the hello deadline.
+ * Exit code 0 when all were.
+ */
+#define FOREIGN_CONNS (NIC_CONN_MAX + 16)
+static int other_user_silent(void *arg)
+{
+	uint64_t t0 = nst_now_ns();
+	double ms;
+
+	(void)arg;
+	if (become_other_user() < 0)
+		return 10;
+	for (int i = 0; i < (int)FOREIGN_CONNS; i++) {
+		int fd = raw_connect(sock), st;
+
+		if (fd < 0)
+			return 11;
+		st = reply_status(fd, WAIT_MS);
+		if (st != NIC_STATUS_DENIED) {
+			fprintf(stderr,
+				"silent connection %d of uid %d: status %d, want DENIED (%d)\n", i,
+				NOBODY, st, NIC_STATUS_DENIED);
+			return 12;
+		}
+		if (!closed_by_nic(fd, WAIT_MS))
+			return 13;
+		close(fd);
+	}
+	ms = (double)(nst_now_ns() - t0) / 1e6;
+	printf("\n    %d connections of uid %d refused in %.0f ms ", FOREIGN_CONNS, NOBODY, ms);
+	/* Each waited for the hello deadline would be 3 s at least. */
+	return ms < HELLO_TIMEOUT_MS ? 0 : 14;
+}
+
+static void test_other_user_refused_at_accept(void)
+{
+	struct nic_stats before, after;
+	unsigned lines;
+	pid_t child;
+
+	if (geteuid() != 0) {
+		printf("\n    skipped: needs root to act as another user ");
+		return;
+	}
+	lines = count_lines(log_path, "runs as uid");
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	child = nst_fork(other_user_silent, NULL);
+	NST_REQUIRE(child > 0);
+	NST_EQ(nst_wait(child, 2 * WAIT_MS), 0);
+	NST_REQUIRE_EQ(stats_of(sock, &after), 0);
+	NST_EQ(after.attach_denied - before.attach_denied, FOREIGN_CONNS);
+	NST_EQ(after.hello_timeouts - before.hello_timeouts, 0);
+	/* Logged at a bounded rate, not once per connection. */
+	lines = count_lines(log_path, "runs as uid") - lines;
+	printf("\n    %u lines of log for them ", lines);
+	NST_TRUE(lines >= 1 && lines <= 8);
+}
+
+/* Many connections that never say hello: each counted, a handful logged. */
+static void test_silent_connections_log_bounded(void)
+{
+	enum { N = 24 };
+	int fds[N];
+	struct nic_stats before, after;
+	unsigned lines = count_lines(log_path, "no hello within");
+
+	NST_REQUIRE_EQ(stats_of(sock, &before), 0);
+	for (int i = 0; i < N; i++) {
+		fds[i] = raw_connect(sock);
+		NST_REQUIRE(fds[i] >= 0);
+	}
+	for (int i = 0; i < N; i++) {
+		NST_EQ(reply_status(fds[i], HELLO_TIMEOUT_MS + WAIT_MS), NIC_STATUS_TIMED_OUT);
+		close(fds[i]);
+	}
+	NST_REQUIRE_EQ(stats_of(sock, &after), 0);
+	NST_EQ(after.hello_timeouts - before.hello_timeouts, N);
+	lines = count_lines(log_path, "no hello within") - lines;
+	printf("\n    %d silent connections, %u lines of log ", N, lines);
+	NST_TRUE(lines <= 8);
+}
+
+/* ---- A damaged fabric ------------------------------------------------------------------ */
+
+/*
+ * Ask the NIC at path for its counters (each request wakes it, so it runs
+ * its checks) until fabric_damaged reaches want or ms pass; the last value.
+ */
+static uint64_t wait_fabric_damaged(const char *path, uint64_t want, int ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u, got = UINT64_MAX;
+
+	while (nst_now_ns() < deadline) {
+		struct nic_stats st;
+		struct timespec pace = {.tv_nsec = 50000000};
+
+		if (stats_of(path, &st) == 0) {
+			got = st.fabric_damaged;
+			if (got >= want)
+				break;
+		}
+		nanosleep(&pace, NULL);
+	}
+	return got;
+}
+
+/*
+ * The fabric's header written over while the NIC runs: the NIC says so in
+ * its log once (not at every look) and counts it, and says when the header
+ * is sound again.
+ */
+static void test_damaged_fabric_reported(void)
+{
+	char dir3[300], sock3[340], log3[340], seg[340];
+	uint32_t addr;
+	struct fab_config cfg = {.addrs = &addr, .naddrs = 1};
+	uint64_t good, bad = 0x5a5a5a5a5a5a5a5aull;
+	pid_t nic3;
+	int fd;
+
+	snprintf(dir3, sizeof(dir3), "%s/fabric", dir);
+	NST_REQUIRE_EQ(mkdir(dir3, 0700), 0);
+	snprintf(sock3, sizeof(sock3), "%s/nic-" ADDR_FABRIC ".sock", dir3);
+	snprintf(log3, sizeof(log3), "%s/nic-" ADDR_FABRIC ".log", dir3);
+	snprintf(seg, sizeof(seg), "%s/" FAB_SEG_FILE, dir3);
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_FABRIC, &addr), 0);
+	NST_REQUIRE_EQ(fab_create(dir3, &cfg), 0);
+	nic3 = nst_start_nic(dir3, ADDR_FABRIC, NULL, WAIT_MS);
+	NST_REQUIRE(nic3 > 0);
+	NST_EQ(wait_fabric_damaged(sock3, 0, WAIT_MS), 0);
+
+	fd = open(seg, O_RDWR | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(pread(fd, &good, sizeof(good), 0), sizeof(good));
+	NST_REQUIRE_EQ(pwrite(fd, &bad, sizeof(bad), 0), sizeof(bad));
+	NST_EQ(wait_fabric_damaged(sock3, 1, WAIT_MS), 1);
+	/* Looked at again and again (once a second), said once. */
+	NST_EQ(wait_fabric_damaged(sock3, 2, 2500), 1);
+	NST_EQ(count_lines(log3, "is damaged"), 1);
+	NST_EQ(pwrite(fd, &good, sizeof(good), 0), sizeof(good));
+	close(fd);
+	for (uint64_t t = nst_now_ns();
+	     !count_lines(log3, "sound again") && nst_now_ns() - t < WAIT_MS * 1000000ull;)
+		wait_fabric_damaged(sock3, 2, 100);
+	NST_EQ(count_lines(log3, "sound again"), 1);
+	NST_TRUE(nst_stop_clean(nic3, WAIT_MS));
+}
+
+/* ---- nicsimd's own words ------------------------------------------------------------- */
+
+/*
+ * The network and broadcast addresses of 198.18.0.0/15 are inside it: the
+ * refusal says why they are no NIC's, not that they are outside.  And the
+ * help gives the CM budget as the documents do (3.15 s).
+ */
+static void test_nicsimd_addr_and_help_words(void)
+{
+	static const char *const bad[] = {"198.18.0.0", "198.19.255.255"};
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *argv[] = {nst_bin("nicsimd"), "--dir", dir, "--addr", bad[i], NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
+		NST_TRUE(strstr(out, "not a NIC address") != NULL);
+		NST_TRUE(strstr(out, "network and broadcast") != NULL);
+		if (!strstr(out, "network and broadcast"))
+			printf("\n    said: %s ", out);
+	}
+	{
+		const char *argv[] = {nst_bin("nicsimd"), "--help", NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
+		NST_TRUE(strstr(out, "fails after 3.15 s") != NULL);
+	}
+}
+
 /* ---- Suite ---------------------------------------------------------------------------- */
 
 static int init(void)
@@ -702,6 +943,11 @@ int main(int argc, char **argv)
 	    {"out_of_descriptors_at_accept", test_out_of_descriptors_at_accept},
 	    {"contexts_fit_the_descriptor_limit", test_contexts_fit_the_descriptor_limit},
 	    {"unread_management_does_not_block", test_unread_management_does_not_block},
+	    {"idle_management_leaves_room", test_idle_management_leaves_room},
+	    {"other_user_refused_at_accept", test_other_user_refused_at_accept},
+	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
+	    {"damaged_fabric_reported", test_damaged_fabric_reported},
+	    {"nicsimd_addr_and_help_words", test_nicsimd_addr_and_help_words},
 	    {NULL, NULL},
 	};
 
