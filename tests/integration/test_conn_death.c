@@ -24,6 +24,7 @@
 
 #include "nstest.h"
 #include "nstnic.h"
+#include "nstspi.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -160,20 +161,6 @@ static double wait_event(int ev, int ms)
 	return (double)(nst_now_ns() - t0) / 1e6;
 }
 
-static uint8_t *registered(SOCKET s, size_t len)
-{
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int err = 0;
-
-	if (m == MAP_FAILED)
-		return NULL;
-	if (!WSPRegisterMemory(s, m, (DWORD)len, MEM_READWRITE, &err)) {
-		munmap(m, len);
-		return NULL;
-	}
-	return m;
-}
-
 /* A receive with an event and a send waiting for the peer's receive; the peer dies. */
 static void test_peer_killed_event(void)
 {
@@ -187,7 +174,7 @@ static void test_peer_killed_event(void)
 	int err = 0;
 
 	NST_REQUIRE(peer > 0 && evr >= 0 && evs >= 0);
-	m = registered(s, PAGE);
+	m = nst_spi_registered(s, PAGE);
 	NST_REQUIRE(m != NULL);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, evr), WSA_IO_PENDING);
 	NST_REQUIRE_EQ(post(s, true, m + 100, 100, &ovs, evs), WSA_IO_PENDING);
@@ -226,7 +213,7 @@ static void test_peer_killed_no_call(void)
 	int err = 0;
 
 	NST_REQUIRE(peer > 0);
-	m = registered(s, PAGE);
+	m = nst_spi_registered(s, PAGE);
 	NST_REQUIRE(m != NULL);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_REQUIRE_EQ(post(s, true, m + 100, 100, &ovs, WSA_INVALID_EVENT), WSA_IO_PENDING);
@@ -305,7 +292,7 @@ static void test_own_nic_killed_no_call(void)
 	int err = 0;
 
 	NST_REQUIRE(peer > 0 && nic_c > 0);
-	m = registered(s, PAGE);
+	m = nst_spi_registered(s, PAGE);
 	NST_REQUIRE(m != NULL);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_EQ(kill(nic_c, SIGKILL), 0);

@@ -46,20 +46,6 @@ static uint32_t addr_n(const char *addr)
 	return a.s_addr;
 }
 
-static uint8_t *registered(SOCKET s, size_t len)
-{
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int err = 0;
-
-	if (m == MAP_FAILED)
-		return NULL;
-	if (!WSPRegisterMemory(s, m, (DWORD)len, MEM_READWRITE, &err)) {
-		munmap(m, len);
-		return NULL;
-	}
-	return m;
-}
-
 static int post(SOCKET s, bool send, void *buf, DWORD len, WSAOVERLAPPED *ov)
 {
 	WSABUF b = {.len = len, .buf = buf};
@@ -120,8 +106,8 @@ static void test_peer_told_on_abort(void)
 
 	NST_REQUIRE(evb >= 0);
 	NST_REQUIRE_EQ(nst_spi_pair(ADDR_B, ADDR_A, next_port++, &b, &a), 0);
-	ma = registered(a, PAGE);
-	mb = registered(b, PAGE);
+	ma = nst_spi_registered(a, PAGE);
+	mb = nst_spi_registered(b, PAGE);
 	NST_REQUIRE(ma != NULL && mb != NULL);
 	NST_REQUIRE_EQ(WSPEventSelect(b, evb, FD_CLOSE, &err), 0);
 	/* Registering for RDMA works while connected. */

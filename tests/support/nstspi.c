@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "nstnic.h"
 
@@ -118,4 +119,18 @@ int nst_spi_known_state(const char *dir, struct nst_nic *nics, size_t n, void (*
 		return -EIO;
 	}
 	return 0;
+}
+
+uint8_t *nst_spi_registered(SOCKET s, size_t len)
+{
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int err = 0;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	if (!WSPRegisterMemory(s, m, (DWORD)len, MEM_READWRITE, &err)) {
+		munmap(m, len);
+		return NULL;
+	}
+	return m;
 }

@@ -19,6 +19,13 @@ int nst_spi_startup(void);
 SOCKET nst_spi_bound(const char *addr, uint16_t port);
 
 /*
+ * A fresh anonymous mapping of len bytes, registered on s with
+ * WSPRegisterMemory for local reads and writes (the handle is not kept: the
+ * socket's close releases it), or NULL if either step failed.
+ */
+uint8_t *nst_spi_registered(SOCKET s, size_t len);
+
+/*
  * A connected pair: *srv accepted on NIC srv_addr at port, *cli connected
  * from NIC cli_addr.  0, or the WSA error of the side that failed (both
  * sockets are then closed).
