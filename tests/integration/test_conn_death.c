@@ -132,24 +132,6 @@ static bool ov_done(const WSAOVERLAPPED *ov)
 	return __atomic_load_n(&ov->Internal, __ATOMIC_ACQUIRE) != WSA_STATUS_PENDING;
 }
 
-static bool ov_done_cb(void *ov)
-{
-	return ov_done(ov);
-}
-
-/*
- * Wait up to ms for ov to complete without calling the provider, looking
- * at its Internal field every millisecond; the milliseconds it took, or -1.
- */
-static double wait_ov_memory(WSAOVERLAPPED *ov, int ms)
-{
-	uint64_t t0 = nst_now_ns();
-
-	if (!nst_wait_until(ov_done_cb, ov, ms, 1))
-		return -1;
-	return (double)(nst_now_ns() - t0) / 1e6;
-}
-
 /* Wait up to ms for the eventfd ev to fire; the milliseconds it took, or -1. */
 static double wait_event(int ev, int ms)
 {
@@ -218,8 +200,8 @@ static void test_peer_killed_no_call(void)
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_REQUIRE_EQ(post(s, true, m + 100, 100, &ovs, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_EQ(kill(peer, SIGKILL), 0);
-	msr = wait_ov_memory(&ovr, WAIT_MS);
-	mss = wait_ov_memory(&ovs, WAIT_MS);
+	msr = nst_spi_ov_wait_memory(&ovr, WAIT_MS);
+	mss = nst_spi_ov_wait_memory(&ovs, WAIT_MS);
 	printf("\n    peer killed: receive done after %.1f ms, send %.1f ms ", msr, mss);
 	NST_TRUE(msr >= 0);
 	NST_TRUE(mss >= 0);
@@ -265,8 +247,8 @@ static void test_broken_connection_no_call(void)
 	NST_EQ(WSPRdmaWrite(s, &b, 1, &d, sizeof(d), 0, &n, 0, &ovw, NULL, NULL, &err),
 	       SOCKET_ERROR);
 	NST_REQUIRE_EQ(err, WSA_IO_PENDING);
-	msw = wait_ov_memory(&ovw, WAIT_MS);
-	msr = wait_ov_memory(&ovr, WAIT_MS);
+	msw = nst_spi_ov_wait_memory(&ovw, WAIT_MS);
+	msr = nst_spi_ov_wait_memory(&ovr, WAIT_MS);
 	printf("\n    refused write done after %.1f ms, receive %.1f ms later ", msw, msr);
 	NST_TRUE(msw >= 0);
 	NST_TRUE(msr >= 0);
@@ -296,7 +278,7 @@ static void test_own_nic_killed_no_call(void)
 	NST_REQUIRE(m != NULL);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_EQ(kill(nic_c, SIGKILL), 0);
-	ms = wait_ov_memory(&ovr, WAIT_MS);
+	ms = nst_spi_ov_wait_memory(&ovr, WAIT_MS);
 	printf("\n    NIC killed: receive done after %.1f ms ", ms);
 	NST_TRUE(ms >= 0);
 	NST_EQ(ovr.OffsetHigh, WSAENETDOWN);

@@ -59,24 +59,6 @@ static int post(SOCKET s, bool send, void *buf, DWORD len, WSAOVERLAPPED *ov)
 	return rc == 0 ? 0 : err;
 }
 
-/*
- * Wait up to ms for ov to complete without calling the provider, as an
- * application polling HasOverlappedIoCompleted() would; the milliseconds it
- * took, or -1.
- */
-static double wait_ov(const WSAOVERLAPPED *ov, int ms)
-{
-	uint64_t t0 = nst_now_ns(), deadline = t0 + (uint64_t)ms * 1000000u;
-	const struct timespec tick = {.tv_nsec = 1000000};
-
-	while (__atomic_load_n(&ov->Internal, __ATOMIC_ACQUIRE) == WSA_STATUS_PENDING) {
-		if (nst_now_ns() >= deadline)
-			return -1;
-		nanosleep(&tick, NULL);
-	}
-	return (double)(nst_now_ns() - t0) / 1e6;
-}
-
 static int reg_rdma(SOCKET s, void *buf, DWORD len)
 {
 	struct nicsim_rdma_desc d;
@@ -119,9 +101,9 @@ static void test_peer_told_on_abort(void)
 	NST_REQUIRE_EQ(post(a, true, ma, 100, &ovs), WSA_IO_PENDING);
 
 	/* The data reaches B; its acknowledgement does not reach A. */
-	ms_data = wait_ov(&ovr1, WAIT_MS);
-	ms_send = wait_ov(&ovs, ABORT_WAIT_MS);
-	ms_peer = wait_ov(&ovr2, ABORT_WAIT_MS);
+	ms_data = nst_spi_ov_wait_memory(&ovr1, WAIT_MS);
+	ms_send = nst_spi_ov_wait_memory(&ovs, ABORT_WAIT_MS);
+	ms_peer = nst_spi_ov_wait_memory(&ovr2, ABORT_WAIT_MS);
 	printf("\n    data after %.1f ms, send failed after %.1f ms, peer's receive after %.1f "
 	       "more ms ",
 	       ms_data, ms_send, ms_peer);

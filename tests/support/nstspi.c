@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "nstest.h"
 #include "nstnic.h"
 
 int nst_spi_startup(void)
@@ -133,4 +134,19 @@ uint8_t *nst_spi_registered(SOCKET s, size_t len)
 		return NULL;
 	}
 	return m;
+}
+
+static bool ov_done(void *ov)
+{
+	return __atomic_load_n(&((const WSAOVERLAPPED *)ov)->Internal, __ATOMIC_ACQUIRE) !=
+	       WSA_STATUS_PENDING;
+}
+
+double nst_spi_ov_wait_memory(const WSAOVERLAPPED *ov, int ms)
+{
+	uint64_t t0 = nst_now_ns();
+
+	if (!nst_wait_until(ov_done, (void *)ov, ms, 1))
+		return -1;
+	return (double)(nst_now_ns() - t0) / 1e6;
 }

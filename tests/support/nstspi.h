@@ -26,6 +26,13 @@ SOCKET nst_spi_bound(const char *addr, uint16_t port);
 uint8_t *nst_spi_registered(SOCKET s, size_t len);
 
 /*
+ * Wait up to ms for ov to complete without calling the provider, looking at
+ * its Internal field every millisecond, as an application polling
+ * HasOverlappedIoCompleted() would; the milliseconds it took, or -1.
+ */
+double nst_spi_ov_wait_memory(const WSAOVERLAPPED *ov, int ms);
+
+/*
  * A connected pair: *srv accepted on NIC srv_addr at port, *cli connected
  * from NIC cli_addr.  0, or the WSA error of the side that failed (both
  * sockets are then closed).
