@@ -822,26 +822,31 @@ static void test_silent_connections_log_bounded(void)
 
 /* ---- A damaged fabric ------------------------------------------------------------------ */
 
+struct damaged_wait {
+	const char *path;
+	uint64_t want, got;
+};
+
+static bool damaged_reached(void *arg)
+{
+	struct damaged_wait *w = arg;
+	struct nic_stats st;
+
+	if (stats_of(w->path, &st) == 0)
+		w->got = st.fabric_damaged;
+	return w->got != UINT64_MAX && w->got >= w->want;
+}
+
 /*
  * Ask the NIC at path for its counters (each request wakes it, so it runs
  * its checks) until fabric_damaged reaches want or ms pass; the last value.
  */
 static uint64_t wait_fabric_damaged(const char *path, uint64_t want, int ms)
 {
-	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u, got = UINT64_MAX;
+	struct damaged_wait w = {.path = path, .want = want, .got = UINT64_MAX};
 
-	while (nst_now_ns() < deadline) {
-		struct nic_stats st;
-		struct timespec pace = {.tv_nsec = 50000000};
-
-		if (stats_of(path, &st) == 0) {
-			got = st.fabric_damaged;
-			if (got >= want)
-				break;
-		}
-		nanosleep(&pace, NULL);
-	}
-	return got;
+	nst_wait_until(damaged_reached, &w, ms, 50);
+	return w.got;
 }
 
 /*
