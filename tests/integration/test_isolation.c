@@ -150,9 +150,15 @@ static bool read_ready(int fd, char *dir, size_t size, pid_t *helper)
 	return true;
 }
 
-/* What a killed test left: its NICs in dir and its helper process. */
+/*
+ * What a killed test left: processes naming dir, its NICs seen before the
+ * kill (a dying process loses its command line before it stops being alive,
+ * so the scan of dir alone can end the wait early) and its helper process.
+ */
 struct leftovers {
 	const char *dir;
+	const pid_t *nics;
+	size_t nnics;
 	pid_t helper;
 	size_t n;
 };
@@ -163,6 +169,8 @@ static bool nothing_left(void *arg)
 	pid_t now[MAX_PROCS];
 
 	l->n = nics_of(l->dir, now, MAX_PROCS) + nst_pid_alive(l->helper);
+	for (size_t i = 0; i < l->nnics; i++)
+		l->n += nst_pid_alive(l->nics[i]);
 	return l->n == 0;
 }
 
@@ -206,6 +214,8 @@ static void test_killed_test_leaves_nothing(void)
 
 	/* Everything goes, in its own time: wait for the event, bounded. */
 	left.dir = dir;
+	left.nics = nics;
+	left.nnics = n;
 	left.helper = helper;
 	(void)nst_wait_until(nothing_left, &left, WAIT_MS, 10);
 	NST_EQ(left.n, 0);
