@@ -356,6 +356,8 @@ static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, 
 	const struct tpt_owner owner = {.ctx_id = qp->ctx->id, .pid = qp->ctx->pid};
 
 	if (rc_tpt_remote(nic_of(qp)->tpt, &owner, qp->qpn, rkey, va, len, access, mem, why) < 0) {
+		tpt_fault_set_peer(nic_of(qp)->tpt, qp->peer_addr, qp->peer_qpn, qp->rc.rx_psn,
+				   qp->rc.rx_opcode);
 		nic_warn(&nic_of(qp)->log,
 			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from peer QP %u "
 			 "refused: %s",

@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "fab.h"
 #include "fab_addr.h"
+#include "fab_wire.h"
 #include "log.h"
 #include "mgmt_client.h"
 #include "nicsim_abi_util.h"
@@ -136,8 +137,10 @@ static const struct cmd_spec cmd_specs[] = {
      "write, bind windows; lr when only the implied local read), the window's region\n"
      "and connection, and the owner's pid and program."},
     {"show faults", NULL, run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
-     "The most recent accesses each NIC's TPT refused, oldest first: when, who, which\n"
-     "key, which rule refused it, what was asked, and what the entry holds now."},
+     "The most recent accesses each NIC's TPT refused, oldest first: when, the owner\n"
+     "of the connection it came on (pid, context, QP), for a remote access the\n"
+     "requester (\"from ADDR qpn N\", with the request's opcode and PSN), which key,\n"
+     "which rule refused it, what was asked, and what the entry holds now."},
     {"show hosts", NULL, run_show_hosts, QUERY_OPTS,
      "list host processes attached, with their registration caches",
      "One line per host context of each NIC: context, pid and program, QPs in use,\n"
@@ -1047,6 +1050,16 @@ static void print_fault_json(const struct nic_mgmt_fault_rec *f)
 	printf("\"access\":\"%s\",\"va\":%llu,\"len\":%llu,",
 	       access_str(f->access, acc, sizeof(acc)), (unsigned long long)f->va,
 	       (unsigned long long)f->len);
+	/* The remote requester, null for a local access. */
+	if (f->peer_qpn != NIC_QPN_NONE) {
+		char peer[FAB_ADDR_STRLEN];
+
+		printf("\"requester\":{\"addr\":\"%s\",\"qpn\":%u,\"psn\":%u,\"opcode\":\"%s\"},",
+		       fab_addr_format(f->peer_addr, peer, sizeof(peer)), f->peer_qpn, f->peer_psn,
+		       fab_opcode_name(f->peer_opcode));
+	} else {
+		printf("\"requester\":null,");
+	}
 	printf("\"entry\":{\"key\":%u,\"state\":\"%s\",\"ctx\":%u,\"qpn\":%u,\"va\":%llu,"
 	       "\"len\":%llu,\"access\":\"%s\",\"pid\":%u,\"changed_ns\":%llu}}",
 	       f->entry_key, state_str(f->entry_state), f->entry_ctx_id, f->entry_qpn,
@@ -1056,9 +1069,12 @@ static void print_fault_json(const struct nic_mgmt_fault_rec *f)
 }
 
 /*
- * One refusal in words: when, who, which key, the rule that refused it, what
- * was asked, and what the entry holds now, e.g.
- *   198.18.0.1 2026-11-21 14:02:03.123456 pid 4242 (ctx 3) key 0x000105: key
+ * One refusal in words: when, whose connection (and, for a remote access,
+ * the requester across the fabric: its address, QP, and the request's opcode
+ * and PSN), which key, the rule that refused it, what was asked, and what
+ * the entry holds now, e.g.
+ *   198.18.0.1 2026-11-21 14:02:03.123456 pid 4242 (ctx 3, qpn 17) from
+ *   198.18.0.2 qpn 18 (RDMA_WRITE_ONLY psn 8321) key 0x000105: key
  *   byte does not match the entry (stale or forged key); wanted rr va 0x...
  *   len 4096; entry now key 0x000106 state valid ctx 3 va 0x... len ...
  *   access lw,rr; key changed 14:01:59.000001 by pid 4242
@@ -1071,7 +1087,16 @@ static void print_fault_text(const char *addr, const struct nic_mgmt_fault_rec *
 	       f->ctx_id);
 	if (f->qpn != NIC_QPN_NONE)
 		printf(", qpn %u", f->qpn);
-	printf(") key 0x%06x: ", f->key);
+	printf(")");
+	/* A remote access: the peer that sent it, and which packet. */
+	if (f->peer_qpn != NIC_QPN_NONE) {
+		char peer[FAB_ADDR_STRLEN];
+
+		printf(" from %s qpn %u (%s psn %u)",
+		       fab_addr_format(f->peer_addr, peer, sizeof(peer)), f->peer_qpn,
+		       fab_opcode_name(f->peer_opcode), f->peer_psn);
+	}
+	printf(" key 0x%06x: ", f->key);
 	if (f->reason < NIC_TPT_R_MAX_)
 		printf("%s", reason_texts[f->reason]);
 	else
