@@ -48,7 +48,8 @@ struct nic_host;
  * given back as nic_host_info()->nic_pid) lets the NIC reach this process's
  * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EACCES (the
  * listener runs as another user: nothing was sent to it), -EPROTO (the NIC
- * answered something malformed or a different ABI), -ENOMEM, or the NIC's
+ * answered something malformed), -EPROTONOSUPPORT (the NIC speaks another
+ * ABI version), -ENOMEM, or the NIC's
  * refusal mapped with nic_status_errno() (-EACCES too: it refused this
  * process's user).
  */

@@ -799,6 +799,12 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  *     retry limits (RETRY_EXC, RNR_RETRY_EXC) .......... WSAECONNABORTED
  * Any error other than a flush breaks the connection: the NIC flushes the
  * socket's other operations, and later posts fail at once with that error.
+ * WSAECONNRESET here does not mean the peer reset: nicsim_socket_error()
+ * (nicsim_provider.h) names the kind of refusal, both ends and QPs, and
+ * what to look at next; for a remote access error (a stale, forged or
+ * foreign key, a range or an access right the peer's NIC refused), run
+ * `nicsim show faults --nic PEER`, which shows the rule that refused it and
+ * this socket as the requester.  NICSIM_DEBUG=1 prints the same on stderr.
  * The peer closing (or its process dying) flushes the operations in flight
  * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET; so does
  * the peer's connection failing (any error other than a flush on its side):
