@@ -209,6 +209,12 @@ static void describe(struct nicsim_socket_error *e, unsigned op)
 		if (e->wsa_error == WSAENETDOWN)
 			snprintf(w, n, "this NIC (%s) stopped answering; see nic-%s.log", local,
 				 local);
+		else if (e->wsa_error == WSAECONNABORTED)
+			snprintf(
+			    w, n,
+			    "the peer (%s) never confirmed the connection: its process, NIC or "
+			    "the link is gone; run `nicsim link show --nic %s`",
+			    peer, peer);
 		else
 			snprintf(w, n,
 				 "the peer (%s) closed the connection, or its side failed: ask "

@@ -193,8 +193,20 @@ static void test_nothing_failed_and_bad_arguments(void)
 	NST_EQ(nicsim_socket_error(u, &e), WSAENOTCONN);
 	close_socket(u);
 	NST_EQ(nicsim_socket_error(u, &e), WSAENOTSOCK);
+
+	/* The peer closes: no NIC error, and the sentence says who to ask. */
+	{
+		struct broke_arg survivor = {.s = a};
+
+		close_socket(b);
+		NST_TRUE(nst_wait_until(broke, &survivor, WAIT_MS, 1));
+		NST_EQ(survivor.e.wsa_error, WSAECONNRESET);
+		NST_EQ_U(survivor.e.nic_status, 0);
+		NST_EQ_U(survivor.e.local_addr, addr_n(ADDR_A));
+		NST_EQ_U(survivor.e.peer_addr, addr_n(ADDR_B));
+		HAS(survivor.e.what, "the peer (" ADDR_B ") closed the connection");
+	}
 	close_socket(a);
-	close_socket(b);
 }
 
 /* ---- NICSIM_DEBUG=1 ------------------------------------------------------------- */
