@@ -95,7 +95,7 @@ int prov_fail(int err, LPINT lpErrno)
 	return SOCKET_ERROR;
 }
 
-const char *prov_wsa_name(int wsa_error)
+const char *nicsim_wsa_name(int wsa_error)
 {
 	switch (wsa_error) {
 	case 0: return "no error";

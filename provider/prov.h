@@ -64,6 +64,7 @@
 #include "hash.h"
 #include "ivtree.h"
 #include "nicsim_host.h"
+#include "nicsim_provider.h"
 #include "pin.h"
 #include "slot.h"
 #include "ws2san.h"

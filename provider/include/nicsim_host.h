@@ -148,19 +148,6 @@ void nic_host_shutdown(struct nic_host *h);
 int nic_host_notify_fd(const struct nic_host *h);
 int nic_host_notify_drain(struct nic_host *h);
 
-/* ---- The provider's registration cache ------------------------------------- */
-
-/*
- * The provider's registration-cache counters, summed over every NIC of this
- * process (docs/registration-cache.md): hits, misses, evictions,
- * invalidations, entries tracked and unused, bytes covered, bytes pinned,
- * and in flags whether caching and the memory monitor are on
- * (NIC_HOST_CACHE_*).  The same counters, per NIC, are in each context
- * header for `nicsim show hosts`.  0, -EINVAL (out is NULL), -ENXIO (the
- * provider is not started).
- */
-int nicsim_cache_stats(struct nic_host_cache_stats *out);
-
 /*
  * Raw access for tests that play a hostile host: the mapped context segment,
  * its size, and the doorbell eventfd.

@@ -858,17 +858,7 @@ BOOL WSPAPI WSPGetOverlappedResult(SOCKET s, LPWSAOVERLAPPED lpOverlapped, LPDWO
  */
 int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno);
 
-/* ---- nicsim additions (not in Windows' ws2san.h) -------------------------- */
-
-/*
- * The run directory the provider searches for NICs (see WSPStartupEx), as it
- * would resolve it now: for messages such as "no NIC in D".  Returns 0, or
- * -ENAMETOOLONG when it does not fit in size bytes.
- */
-int prov_run_dir(char *buf, size_t size);
-
-/* Symbolic name of a WSA error code ("WSAEFAULT"), or "WSA error" if unknown. */
-const char *prov_wsa_name(int wsa_error);
+/* The nicsim extras (not in Windows' ws2san.h) are in nicsim_provider.h. */
 
 #ifdef __cplusplus
 }
