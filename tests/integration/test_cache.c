@@ -877,7 +877,8 @@ static int fail_closed_child(void *arg)
 /*
  * Copy the provider's file to path under another soname (the loader would
  * otherwise hand back the library already loaded): one byte of its
- * DT_SONAME string changes.
+ * DT_SONAME string ("libnicsimsp.so.<major>", the first occurrence of the
+ * name: .dynstr comes before the code and the debugging sections) changes.
  */
 static void copy_provider(const char *path)
 {
@@ -902,9 +903,9 @@ static void copy_provider(const char *path)
 		}
 	}
 	close(in);
-	at = memmem(image, size, soname, sizeof(soname));
+	at = memmem(image, size, soname, sizeof(soname) - 1);
 	NST_REQUIRE(at != NULL);
-	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so */
+	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so.<major> */
 	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0700);
 	NST_REQUIRE_GE(out, 0);
 	NST_REQUIRE(write(out, image, size) == (ssize_t)size);

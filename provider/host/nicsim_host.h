@@ -3,7 +3,9 @@
  * context's command ring and wait for their completions.
  *
  * This is the layer the provider (ws2san.h) is built on; tests and benchmarks
- * use it directly to talk to a NIC without the provider's own checks.
+ * use it directly to talk to a NIC without the provider's own checks.  It is
+ * internal: libnicsimsp does not export it and it is not installed; tests
+ * link the driver library (nicsim_host) themselves.
  *
  * One struct nic_host is one attachment: one context, one protection domain.
  * nic_host_cmd() may be called from several threads; it serialises posting
