@@ -83,7 +83,7 @@ int prov_conn_errno(unsigned status)
 	switch (status) {
 	case NIC_STATUS_CONN_REFUSED: return -ECONNREFUSED;
 	case NIC_STATUS_UNREACHABLE: return -EHOSTUNREACH;
-	/* Timed out, and every unknown case (SPI.md: WSAETIMEDOUT). */
+	/* Timed out, and every unknown case (WSAETIMEDOUT, as ws2san.h says of WSPConnect). */
 	default: return -ETIMEDOUT;
 	}
 }

@@ -1,6 +1,9 @@
 /*
- * ws2san.h for nicsim: the Windows Sockets Direct SAN service provider SPI on
- * Linux, as /work/shared/SPI.md collects it.
+ * ws2san.h for nicsim: the SAN service provider interface (SPI) of Windows
+ * Sockets Direct, as Microsoft's Windows Sockets Direct documentation and the
+ * Windows SDK's ws2san.h define it, on Linux.  Names, structures, constants
+ * and error codes keep Windows' values; what replaces Windows' own plumbing
+ * is listed below.  docs/spi-guide.md walks through a first program.
  *
  * Types.  Windows types map to fixed-width C types of the same size: BYTE =
  * uint8_t, WORD = uint16_t, DWORD = ULONG = uint32_t, INT = BOOL = int32_t,
@@ -33,6 +36,27 @@
  *
  * The provider is process-wide (the SPI has no context parameter); every
  * function is thread-safe.
+ *
+ * The rules for registered memory, as the comments below number them:
+ *   R1  a registration a transfer still uses cannot be deregistered;
+ *   R2  registering the same buffer again counts one more instance of the
+ *       same registration;
+ *   R3  a registration handle is valid only in the registering process, and
+ *       only with a socket that holds it;
+ *   R4  an RDMA descriptor is valid only for RDMA started by the peer of the
+ *       connection it was registered on, while registered and connected;
+ *   R5  no other process can reach registered memory;
+ *   R6  read-only registrations refuse writes, write-only ones refuse reads;
+ *   R7  deregistered buffers stay pinned and registered in a cache, found
+ *       again by address at no cost;
+ *   R8  deregistering an RDMA buffer takes the peer's access away at once;
+ *   R9  WSPMemoryRegistrationCacheCallback drops what the cache holds in a
+ *       range;
+ *   R10 the provider drops registrations before the application's memory
+ *       changes under them (unmap, free: see nicsim_provider.h);
+ *   R11 closing a socket releases what it registered and exposed.
+ * docs/transport.md (R3-R6) and docs/registration-cache.md (R7-R11) say
+ * how each is enforced.
  */
 #ifndef NICSIM_WS2SAN_H
 #define NICSIM_WS2SAN_H
@@ -403,7 +427,7 @@ typedef void (*WSPPROC_UNUSED)(void);
 
 /*
  * The procedure table WSPStartupEx fills, in Windows' member order.  Filled:
- * every call the switch needs (SPI.md): Accept, Bind, Cleanup, CloseSocket,
+ * every call the Winsock switch makes on a SAN provider: Accept, Bind, Cleanup, CloseSocket,
  * Connect, EnumNetworkEvents, EventSelect, GetOverlappedResult, GetSockOpt,
  * Ioctl, Listen, Recv, Send, SetSockOpt, Socket.  The other slots are NULL.
  */
