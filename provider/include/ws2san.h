@@ -532,9 +532,11 @@ struct nicsim_rdma_desc {
 	uint64_t va;
 	uint64_t len;
 };
+#ifndef __cplusplus /* C11's spelling; C++ has its own */
 _Static_assert(sizeof(struct nicsim_rdma_desc) == NICSIM_RDMA_DESC_SIZE, "descriptor is 32 bytes");
 _Static_assert(offsetof(struct nicsim_rdma_desc, rkey) == 12, "rkey at 12");
 _Static_assert(offsetof(struct nicsim_rdma_desc, va) == 16, "va at 16");
+#endif
 
 /* ---- Functions ------------------------------------------------------------ */
 
