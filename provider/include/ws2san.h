@@ -35,7 +35,10 @@
  *     return value (SOCKET_ERROR, INVALID_SOCKET or NULL) still says "failed".
  *
  * The provider is process-wide (the SPI has no context parameter); every
- * function is thread-safe.
+ * function is thread-safe.  Linking libnicsimsp also interposes ten C
+ * library functions (free, realloc, reallocarray, mmap, mmap64, munmap,
+ * mremap, madvise, brk, sbrk) for its registration cache: nicsim_provider.h
+ * says why, and how to turn caching off.
  *
  * The rules for registered memory, as the comments below number them:
  *   R1  a registration a transfer still uses cannot be deregistered;
