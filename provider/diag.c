@@ -236,7 +236,7 @@ static void dbg_broke(const struct prov_sock *sk)
 	prov_dbg_print("connection %s qp %u - %s port %u qp %u broke (%s): %s",
 		       prov_addr_str(e->local_addr, local), e->local_qp,
 		       prov_addr_str(e->peer_addr, peer), ntohs(sk->peer.sin_port), e->peer_qp,
-		       prov_wsa_name(e->wsa_error), e->what);
+		       nicsim_wsa_name(e->wsa_error), e->what);
 }
 
 static bool remote_status(unsigned nic_status)
@@ -337,5 +337,5 @@ void prov_dbg_reg(const char *call, const void *buf, uint32_t len, uint32_t flag
 	default: why = strerror(-err); break;
 	}
 	prov_dbg_print("%s(%p, %u bytes, flags %u) failed: %s: %s", call, buf, len, flags,
-		       prov_wsa_name(prov_wsa_error(err)), why);
+		       nicsim_wsa_name(prov_wsa_error(err)), why);
 }

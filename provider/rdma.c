@@ -168,7 +168,7 @@ static int bind_window(struct prov *p, struct prov_mr *mr, uint32_t flags, uint3
  * Was sk connected, and is the connection gone (the peer disconnected, the
  * transport gave up, a request broke it)?  A socket that never connected may
  * expose buffers ahead of its connection; one whose connection died never
- * gets another peer to use them, so it is not connected (SPI.md:
+ * gets another peer to use them, so it is not connected (ws2san.h:
  * WSAENOTCONN), whatever error ended the connection.
  */
 static bool conn_gone(const struct prov_sock *sk)

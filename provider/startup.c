@@ -112,7 +112,7 @@ __attribute__((constructor)) static void prov_load(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-int prov_run_dir(char *buf, size_t size)
+int nicsim_run_dir(char *buf, size_t size)
 {
 	return nic_run_dir(buf, size, NULL);
 }
@@ -128,7 +128,7 @@ static void find_run_dir(struct prov *p)
 	char why[NIC_RUN_WHY_MAX];
 	int err;
 
-	if (prov_run_dir(p->dir, sizeof(p->dir))) {
+	if (nicsim_run_dir(p->dir, sizeof(p->dir))) {
 		p->dir[0] = '\0';
 		PROV_DBG("the run directory does not fit %zu bytes", sizeof(p->dir));
 		if (prov_debug)
