@@ -798,7 +798,7 @@ static void test_fault_marks_in_pcapng(void)
 	NST_REQUIRE(lk && dmr && rkey);
 	nst_fill(src, len, 11);
 	snprintf(file, sizeof(file), "%s/faults.pcapng", dir);
-	cap = capture_start((const char *const[]){"-w", file, "--cpu", "100", NULL}, -1);
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
 	st0 = link_ab();
 	sent0 = sent_ab();
 	faults(30000000, 30000000, 20000000, 30000000); /* 3 %, 3 %, 2 %, 3 % */
@@ -937,6 +937,205 @@ static void test_pcap_filters_snaplen_count(void)
 	munmap(buf, 1 << 16);
 }
 
+/* ---- Bulk transfers: every frame, a stopped capture, filters ----------------------- */
+
+#define BULK (32u << 20) /* bytes of one bulk transfer */
+#define BULK_POST (1u << 20)
+
+static struct fab_link_stats link_of(uint32_t src, uint32_t dst)
+{
+	struct fab_link_stats st;
+	struct fab *f;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	NST_REQUIRE_EQ(fab_link_stats(f, src, dst, &st), 0);
+	fab_close(f);
+	return st;
+}
+
+/* Frames offered to the links between A and B, both ways: every frame a
+ * port sent or a rule dropped, each of which a capture records. */
+static uint64_t offered_ab(void)
+{
+	return link_of(addr_a, addr_b).tx.frames + link_of(addr_b, addr_a).tx.frames;
+}
+
+/* Frames in a pcap or pcapng file, and of them those with BTH opcode op
+ * (-1: none counted). */
+static size_t count_pcap(const char *path, int op, size_t *with_op)
+{
+	char err[PCAP_ERRBUF_SIZE] = "";
+	struct pcap_pkthdr *h;
+	const u_char *d;
+	size_t n = 0;
+	pcap_t *p;
+
+	*with_op = 0;
+	p = pcap_open_offline(path, err);
+	NST_CHECK_(p != NULL, CU_TRUE, "libpcap cannot read %s: %s", path, err);
+	while (pcap_next_ex(p, &h, &d) == 1) {
+		n++;
+		*with_op += op >= 0 && h->caplen > 42 && d[42] == op;
+	}
+	pcap_close(p);
+	return n;
+}
+
+/* A (registered) and B's window over bulk bytes, connected. */
+struct bulk {
+	struct pair p;
+	uint8_t *src, *dst;
+	uint32_t lk, rkey;
+};
+
+static void bulk_setup(struct bulk *b)
+{
+	uint32_t dmr;
+
+	b->src = map(BULK);
+	b->dst = map(BULK);
+	connect_pair(&b->p, sock_b, addr_b);
+	b->lk = nst_reg(b->p.ha, b->src, BULK, 0);
+	dmr = nst_reg(b->p.hb, b->dst, BULK, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	b->rkey = nst_window(b->p.hb, dmr, b->dst, BULK, NIC_ACCESS_REMOTE_WRITE, b->p.b.qpn);
+	NST_REQUIRE(b->lk && dmr && b->rkey);
+	nst_fill(b->src, BULK, 29);
+}
+
+/* BULK bytes from A to B by RDMA WRITE, BULK_POST at a time; checked. */
+static void bulk_write(struct bulk *b)
+{
+	memset(b->dst, 0, BULK);
+	for (uint32_t off = 0; off < BULK; off += BULK_POST) {
+		post(&b->p.a, NIC_WR_RDMA_WRITE, b->src + off, BULK_POST, b->lk,
+		     (uintptr_t)b->dst + off, b->rkey);
+		completes(&b->p.a, NIC_WC_SUCCESS);
+	}
+	NST_EQ(memcmp(b->dst, b->src, BULK), 0);
+}
+
+static void bulk_done(struct bulk *b)
+{
+	nic_host_detach(b->p.ha);
+	nic_host_detach(b->p.hb);
+	munmap(b->src, BULK);
+	munmap(b->dst, BULK);
+}
+
+/* The count after "text" in the capture's messages (0 if absent). */
+static unsigned long long count_before(const char *log, const char *text)
+{
+	const char *at = strstr(log, text);
+	const char *p = at;
+
+	if (!at)
+		return 0;
+	while (p > log && p[-1] == ' ')
+		p--;
+	while (p > log && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	return strtoull(p, NULL, 10);
+}
+
+static void test_bulk_transfer_every_frame(void)
+{
+	char file[600], log[8192];
+	uint64_t before, offered;
+	struct bulk b;
+	size_t n, ops;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/bulk.pcap", dir);
+	before = offered_ab();
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	/* 32 MiB as fast as the NICs go: far more than the capture's rings
+	 * hold (1 MiB a port), written to a file. */
+	bulk_write(&b);
+	offered = offered_ab() - before;
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	n = count_pcap(file, -1, &ops);
+	printf("\n    32 MiB by RDMA WRITE: %llu frames offered to the links, %zu in the capture; "
+	       "%.300s",
+	       (unsigned long long)offered, n, log);
+	NST_EQ(n, offered);
+	NST_EQ(count_before(log, " frames captured"), offered);
+	NST_CHECK_(strstr(log, " 0 not captured") != NULL, CU_FALSE, "summary: %.400s", log);
+	NST_GT(offered, BULK / MTU);
+	unlink(file);
+	bulk_done(&b);
+}
+
+static void test_stopped_capture_holds_back_for_the_bound(void)
+{
+	char file[600], log[8192];
+	uint64_t before, offered, t0, took;
+	unsigned long long captured, missed;
+	struct bulk b;
+	size_t n, ops;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/stopped.pcap", dir);
+	before = offered_ab();
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	NST_REQUIRE_EQ(kill(cap, SIGSTOP), 0);
+	/* The capture is stopped: the NICs wait for it for FAB_TAP_STALL_NS
+	 * (from its last pass), then leave frames out, and the transfer
+	 * completes. */
+	t0 = nst_now_ns();
+	bulk_write(&b);
+	took = nst_now_ns() - t0;
+	offered = offered_ab() - before;
+	NST_REQUIRE_EQ(kill(cap, SIGCONT), 0);
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	captured = count_before(log, " frames captured");
+	missed = count_before(log, " not captured,");
+	if (!missed)
+		missed = count_before(log, " not captured\n");
+	n = count_pcap(file, -1, &ops);
+	printf("\n    32 MiB with the capture stopped: %.0f ms; %llu frames offered, %zu in the "
+	       "capture; %.600s",
+	       (double)took / 1e6, (unsigned long long)offered, n, log);
+	NST_TRUE(took < FAB_TAP_STALL_NS + 8000000000ull);
+	NST_EQ(n, captured);
+	NST_GT(missed, 0);
+	NST_EQ(captured + missed, offered);
+	NST_CHECK_(strstr(log, "not captured because the capture made no progress") != NULL,
+		   CU_FALSE, "the summary says why and what to do: %.400s", log);
+	NST_EQ(count_before(log, " not captured because the capture made no progress"), missed);
+	unlink(file);
+	bulk_done(&b);
+}
+
+static void test_lossy_filter_before_drops(void)
+{
+	char file[600], log[8192];
+	struct bulk b;
+	size_t n, lasts;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/lasts.pcap", dir);
+	/* Lossy, and as little CPU as the capture can be given: the WRITE
+	 * Last frames alone (one per post) are few enough never to fill A's
+	 * ring, since the frames the filter turns away take no room in it. */
+	cap = capture_start((const char *const[]){"-w", file, "--lossy", "--cpu", "1", "--opcode",
+						  "RDMA_WRITE_LAST", NULL},
+			    -1);
+	bulk_write(&b);
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	n = count_pcap(file, OP_WRITE_LAST, &lasts);
+	printf("\n    32 MiB, --lossy --cpu 1 --opcode RDMA_WRITE_LAST: %zu frames; %.300s", n,
+	       log);
+	NST_EQ(lasts, n);
+	NST_GE(n, BULK / BULK_POST);
+	NST_CHECK_(strstr(log, " 0 not captured") != NULL, CU_FALSE, "summary: %.400s", log);
+	NST_GT(count_before(log, " filtered out"), BULK / MTU - BULK / BULK_POST);
+	unlink(file);
+	bulk_done(&b);
+}
+
 /* ---- Live into tshark --------------------------------------------------------------- */
 
 /* Whether text has a line that is exactly line. */
@@ -1061,6 +1260,11 @@ static void test_usage_and_errors(void)
 	NST_EQ(NICSIM("capture", "--dir", dir, "--format", "csv", "-w", "x"), 2);
 	NST_EQ(NICSIM("capture", "--dir", dir, "--hosts", "2"), 2);
 	NST_EQ(NICSIM("capture", "--dir", dir, "extra"), 2);
+	/* --cpu limits a capture that may leave frames out: --lossy only. */
+	NST_EQ(NICSIM("capture", "--dir", dir, "--cpu", "50", "-w", "/dev/null"), 2);
+	OUT_HAS("--lossy");
+	NST_EQ(NICSIM("capture", "--help"), 0);
+	OUT_HAS("--lossy");
 	/* No fabric there. */
 	snprintf(empty, sizeof(empty), "%s/empty", dir);
 	NST_REQUIRE_EQ(mkdir(empty, 0700), 0);
@@ -1270,6 +1474,10 @@ int main(int argc, char **argv)
 	    {"two_hosts_every_kind_of_frame", test_two_hosts_every_kind_of_frame},
 	    {"fault_marks_in_pcapng", test_fault_marks_in_pcapng},
 	    {"pcap_filters_snaplen_count", test_pcap_filters_snaplen_count},
+	    {"bulk_transfer_every_frame", test_bulk_transfer_every_frame},
+	    {"stopped_capture_holds_back_for_the_bound",
+	     test_stopped_capture_holds_back_for_the_bound},
+	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"live_into_tshark_and_reader_gone", test_live_into_tshark_and_reader_gone},
 	    {"usage_and_errors", test_usage_and_errors},
 	    {"nicsim_capture_env", test_nicsim_capture_env},
