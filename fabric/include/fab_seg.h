@@ -86,7 +86,7 @@
 #define FAB_MARK_DROP_NTH (1u << 9)    /* the drop-nth rule */
 #define FAB_MARK_DROP_DOWN (1u << 10)  /* the link was down (at send or in flight) */
 #define FAB_MARK_DROP_QUEUE (1u << 11) /* the rate-limited link queued too long */
-#define FAB_MARK_DROP_FULL (1u << 12)  /* the destination's ring was full */
+#define FAB_MARK_DROP_FULL (1u << 12)  /* refused: the destination's ring was full */
 #define FAB_MARKS_DELIVERED 0x000fu
 #define FAB_MARKS_DROP 0x1f00u
 
@@ -220,18 +220,18 @@ struct fab_link_config {
 #define FAB_LINK_QUEUE_NS 50000000ull  /* 50 ms: longest queue a rate limit builds */
 
 /* What the source port counts on a link (it alone writes them). */
-#define FAB_LINK_TX_COUNTERS(X)                                                  \
-	X(frames, "frames offered to the link")                                  \
-	X(bytes, "bytes offered to the link")                                    \
-	X(dropped_loss, "dropped by the loss rule")                              \
-	X(dropped_down, "dropped because the link was down when sent")           \
-	X(dropped_nth, "dropped by the drop-nth rule")                           \
-	X(dropped_queue, "dropped because the rate limit had queued too long")   \
-	X(dropped_full, "dropped because the destination's ring was full")       \
-	X(duplicated, "extra copies sent by the duplicate rule")                 \
-	X(dup_nobuf, "copies the duplicate rule could not make (no free frame)") \
-	X(reordered, "frames held back by the reorder rule")                     \
-	X(corrupted, "frames with a bit flipped by the corrupt rule")            \
+#define FAB_LINK_TX_COUNTERS(X)                                                       \
+	X(frames, "frames offered to the link")                                       \
+	X(bytes, "bytes offered to the link")                                         \
+	X(dropped_loss, "dropped by the loss rule")                                   \
+	X(dropped_down, "dropped because the link was down when sent")                \
+	X(dropped_nth, "dropped by the drop-nth rule")                                \
+	X(dropped_queue, "dropped because the rate limit had queued too long")        \
+	X(dest_ring_full, "refused: the destination's ring was full (not delivered)") \
+	X(duplicated, "extra copies sent by the duplicate rule")                      \
+	X(dup_nobuf, "copies the duplicate rule could not make (no free frame)")      \
+	X(reordered, "frames held back by the reorder rule")                          \
+	X(corrupted, "frames with a bit flipped by the corrupt rule")                 \
 	X(delayed, "frames given extra delay by the delay rule")
 
 /* What the destination port counts on a link (it alone writes them). */

@@ -1288,6 +1288,108 @@ static void test_usage_and_errors(void)
 		   "log: %.400s", log);
 }
 
+/* ---- One name per counter ------------------------------------------------------------ */
+
+/* The number after the word name in text (name followed by spaces): the
+ * value a command printed for a counter; -1 if it printed none. */
+static long long value_after(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; (p = strstr(p, name)); p++) {
+		if ((p == text || p[-1] == ' ' || p[-1] == '\n') && p[n] == ' ') {
+			p += n;
+			while (*p == ' ')
+				p++;
+			if (*p >= '0' && *p <= '9')
+				return strtoll(p, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/* The two lines of link show's text from the one starting with head: the
+ * link's settings and its counters ("" if absent). */
+static const char *link_lines(const char *text, const char *head)
+{
+	static char lines[1024];
+	const char *at = strstr(text, head), *end;
+
+	lines[0] = '\0';
+	if (!at)
+		return lines;
+	end = strchr(at, '\n');
+	end = end ? strchr(end + 1, '\n') : NULL;
+	snprintf(lines, sizeof(lines), "%.*s", end ? (int)(end - at) : (int)strlen(at), at);
+	return lines;
+}
+
+/*
+ * The sends the fabric refuses for a full ring are dest_ring_full in both
+ * `nicsim stats` (per NIC) and `nicsim link show` (per link), with the same
+ * value: a fabric whose rings hold 4 frames, NIC B stopped while A writes.
+ */
+static void test_counter_names_agree(void)
+{
+	char sub[300], sa[400], sb[400], stats_out[sizeof(out)];
+	struct fab_config cfg = {.ring_depth = 4};
+	uint32_t a[2] = {addr_a, addr_b};
+	long long in_stats, in_link;
+	pid_t na, nb;
+	struct bulk b;
+
+	snprintf(sub, sizeof(sub), "%s/names", dir);
+	NST_REQUIRE_EQ(mkdir(sub, 0700), 0);
+	cfg.addrs = a;
+	cfg.naddrs = 2;
+	NST_REQUIRE_EQ(fab_create(sub, &cfg), 0);
+	na = nst_start_nic(sub, ADDR_A, NULL, WAIT_MS);
+	nb = nst_start_nic(sub, ADDR_B, NULL, WAIT_MS);
+	NST_REQUIRE(na > 0 && nb > 0);
+	snprintf(sa, sizeof(sa), "%s/nic-%s.sock", sub, ADDR_A);
+	snprintf(sb, sizeof(sb), "%s/nic-%s.sock", sub, ADDR_B);
+	b.src = map(BULK_POST);
+	b.dst = map(BULK_POST);
+	NST_REQUIRE_EQ(nic_host_attach(sa, &b.p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sb, &b.p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(b.p.ha, 0, &b.p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create(b.p.hb, 0, &b.p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&b.p.a, &b.p.b, addr_b, next_port++), 0);
+	b.lk = nst_reg(b.p.ha, b.src, BULK_POST, 0);
+	b.rkey = nst_window(
+	    b.p.hb, nst_reg(b.p.hb, b.dst, BULK_POST, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND),
+	    b.dst, BULK_POST, NIC_ACCESS_REMOTE_WRITE, b.p.b.qpn);
+	NST_REQUIRE(b.lk && b.rkey);
+	/* B stopped: A's ring towards it fills after 4 frames, and the fabric
+	 * refuses A's next sends until B drains it. */
+	NST_REQUIRE_EQ(kill(nb, SIGSTOP), 0);
+	post(&b.p.a, NIC_WR_RDMA_WRITE, b.src, BULK_POST, b.lk, (uintptr_t)b.dst, b.rkey);
+	NST_GE(nst_wait_nic_stat(sa, NST_STAT(dest_ring_full), 1, WAIT_MS), 1);
+	NST_REQUIRE_EQ(kill(nb, SIGCONT), 0);
+	completes(&b.p.a, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(b.dst, b.src, BULK_POST), 0);
+	/* Quiet now: both commands read the same refusals. */
+	NST_EQ(NICSIM("stats", "--dir", sub, "--nic", ADDR_A), 0);
+	snprintf(stats_out, sizeof(stats_out), "%s", out);
+	NST_EQ(NICSIM("link", "show", "--dir", sub, "--nic", ADDR_A), 0);
+	in_stats = value_after(stats_out, "dest_ring_full");
+	in_link = value_after(link_lines(out, "link " ADDR_A " -> " ADDR_B ":"), "dest_ring_full");
+	printf("\n    dest_ring_full: %lld in nicsim stats, %lld in nicsim link show\n", in_stats,
+	       in_link);
+	NST_GT(in_stats, 0);
+	NST_EQ(in_stats, in_link);
+	NST_EQ((uint64_t)in_stats, nst_nic_stat(sa, NST_STAT(dest_ring_full)));
+	/* The old names, which said "delayed" in one and "dropped" in the
+	 * other, are gone. */
+	NST_TRUE(!strstr(stats_out, "tx_no_frame") && !strstr(out, "dropped_full"));
+	nic_host_detach(b.p.ha);
+	nic_host_detach(b.p.hb);
+	munmap(b.src, BULK_POST);
+	munmap(b.dst, BULK_POST);
+	NST_TRUE(nst_stop_clean(na, WAIT_MS));
+	NST_TRUE(nst_stop_clean(nb, WAIT_MS));
+}
+
 /* ---- NICSIM_CAPTURE -------------------------------------------------------------------- */
 
 /* The child test programs below: a run directory, a fabric, frames, and a
@@ -1478,6 +1580,7 @@ int main(int argc, char **argv)
 	    {"stopped_capture_holds_back_for_the_bound",
 	     test_stopped_capture_holds_back_for_the_bound},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
+	    {"counter_names_agree", test_counter_names_agree},
 	    {"live_into_tshark_and_reader_gone", test_live_into_tshark_and_reader_gone},
 	    {"usage_and_errors", test_usage_and_errors},
 	    {"nicsim_capture_env", test_nicsim_capture_env},
