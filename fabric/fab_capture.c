@@ -699,6 +699,37 @@ bool fab_cap_attached(struct fab *fab, uint32_t *pid)
 	return FAB_TAP_CTL_SNAP(ctl) != 0 && lock_held(fab->fd);
 }
 
+void fab_cap_status(struct fab *fab, struct fab_cap_status *st)
+{
+	uint64_t ctl = __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE), now = fab_now_ns();
+	uint64_t beat = FAB_READ_ONCE(fab->hdr->tap_beat_ns);
+
+	*st = (struct fab_cap_status){.ever = FAB_TAP_CTL_GEN(ctl) != 0};
+	st->attached = fab_cap_attached(fab, &st->pid);
+	st->lossy = filter_read(fab, &st->filter) & FAB_TAP_F_LOSSY;
+	st->last_pass_ns = beat <= now ? now - beat : 0;
+}
+
+int fab_cap_port_counters(struct fab *fab, uint32_t addr, struct fab_cap_port_counters *c)
+{
+	const struct fab_tap_ring *r;
+	int slot = fab_slot_find(fab, addr);
+
+	*c = (struct fab_cap_port_counters){0};
+	if (slot < 0)
+		return slot;
+	/* No capture ever attached: the section may be a hole in the file,
+	 * which reading would fill (or fault on a full disk). */
+	if (!FAB_TAP_CTL_GEN(__atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE)))
+		return 0;
+	r = tap_ring(fab, (uint32_t)slot);
+	c->records = FAB_READ_ONCE(r->records);
+	c->not_captured = FAB_READ_ONCE(r->not_captured);
+	c->stalled = FAB_READ_ONCE(r->stalled);
+	c->filtered = FAB_READ_ONCE(r->filtered);
+	return 0;
+}
+
 /* ---- Marks in words --------------------------------------------------------------- */
 
 const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t size)
@@ -711,7 +742,7 @@ const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t siz
 	    {FAB_MARK_DROP_NTH, "dropped (drop-nth rule)"},
 	    {FAB_MARK_DROP_DOWN, "dropped (link down)"},
 	    {FAB_MARK_DROP_QUEUE, "dropped (rate limit: queued too long)"},
-	    {FAB_MARK_DROP_FULL, "dropped (destination ring full)"},
+	    {FAB_MARK_DROP_FULL, "refused (destination ring full: not delivered)"},
 	    {FAB_MARK_DUPLICATE, "duplicate (dup rule)"},
 	    {FAB_MARK_CORRUPTED, "corrupted (corrupt rule: one bit flipped, ICRC fails)"},
 	    {FAB_MARK_DELAYED, "delayed (delay rule)"},

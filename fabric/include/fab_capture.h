@@ -175,6 +175,34 @@ void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st);
  */
 bool fab_cap_attached(struct fab *fab, uint32_t *pid);
 
+/* What a port has counted for captures since the fabric was created. */
+struct fab_cap_port_counters {
+	uint64_t records;      /* frames written to its capture ring */
+	uint64_t not_captured; /* frames left out: the ring was full */
+	uint64_t stalled;      /* of not_captured: the capture had stalled (lossless mode) */
+	uint64_t filtered;     /* frames the capture's filter turned away */
+};
+
+/* The capture of a fabric as the segment says, for `nicsim link show`. */
+struct fab_cap_status {
+	bool ever;     /* a capture attached since the fabric was created */
+	bool attached; /* one is attached now and alive (fab_cap_attached) */
+	uint32_t pid;  /* the capture that attached last */
+	bool lossy;
+	struct fab_cap_filter filter;
+	uint64_t last_pass_ns; /* how long ago it made its last pass over the rings */
+};
+
+/* Any process may ask; the segment's values are reported as read. */
+void fab_cap_status(struct fab *fab, struct fab_cap_status *st);
+
+/*
+ * The capture counters of the port bound to addr (all 0 when no capture
+ * ever attached: the capture section is then not read, as it may not be
+ * reserved).  0 or -ENOENT if addr is not bound.
+ */
+int fab_cap_port_counters(struct fab *fab, uint32_t addr, struct fab_cap_port_counters *c);
+
 /*
  * The fault marks of a record in words, for a pcapng comment or a line of
  * text: "nicsim: dropped (loss rule)", "nicsim: duplicate (dup rule),
