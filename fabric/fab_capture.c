@@ -51,6 +51,8 @@ _Static_assert(FAB_CAP_COPY_MIN == FAB_HDR_BASE, "ports keep the headers through
 #define BTH_OFF (FAB_HDR_BASE - FAB_BTH_LEN)
 /* Records one pass gathers at most. */
 #define BATCH_RECS 32768u
+/* Records handed out between two stamps of the capture's progress. */
+#define BEAT_EVERY 256u
 
 static uint32_t align8(uint32_t v)
 {
@@ -662,6 +664,11 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 		if (count)
 			(*count)++;
 		rc = fn(arg, &out);
+		/* A long pass (a slow reader of the output) is progress too:
+		 * the ports waiting for its end must not take it for a stall. */
+		if (i % BEAT_EVERY == BEAT_EVERY - 1)
+			__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(),
+					 __ATOMIC_RELEASE);
 	}
 	release_rings(cap);
 	return rc;

@@ -17,7 +17,8 @@
  * while the port says it waits: Dekker, as the fabric's bells), each sleep
  * at most FAB_CAP_WAIT_NS.  So the fabric runs at the capture's pace and
  * the capture misses nothing.  It waits only while the capture makes
- * progress: the capture stamps tap_beat_ns after each pass, and a port that
+ * progress: the capture stamps tap_beat_ns after each pass (and every 256
+ * records it hands out during a long one), and a port that
  * finds the stamp older than FAB_TAP_STALL_NS (the capture stopped, or its
  * output blocks) leaves the frame out and counts it (not_captured, and
  * stalled), until the capture reads again.  The bound is the consumer's

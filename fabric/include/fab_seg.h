@@ -139,8 +139,9 @@ struct fab_seg_hdr {
 	uint32_t tap_host;   /* FAB_TAP_F_HOST: only frames from or to it (network order) */
 	uint32_t tap_qpn;    /* FAB_TAP_F_QPN: only frames to this destination QP */
 	uint32_t tap_opcode; /* FAB_TAP_F_OPCODE: only this BTH opcode */
-	/* CLOCK_MONOTONIC of the capture's last pass over the rings: its
-	 * progress, by which a port waiting for room judges it stalled. */
+	/* CLOCK_MONOTONIC of the capture's last progress (the end of a pass
+	 * over the rings, or 256 more records handed out during a long one),
+	 * by which a port waiting for room judges it stalled. */
 	uint64_t tap_beat_ns;
 	uint64_t tap_passes; /* passes the capture has made: its progress, counted */
 	uint64_t reserved[11];

@@ -519,15 +519,21 @@ static int child_capture(void *arg, int ready_fd)
 	struct fab_cap_stats st;
 	struct fab_cap *cap;
 	struct fab *f;
-	size_t n = 1;
+	size_t n;
 
 	if (fab_open(dir, &f) || fab_cap_attach(f, FAB_SLOT_BYTES, &cap))
 		return 1;
 	if (write(ready_fd, "r", 1) != 1)
 		return 2;
-	while (nst_now_ns() < deadline && (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) || n)) {
+	while (nst_now_ns() < deadline) {
+		/* Read before the pass: a pass that began before the parent's
+		 * last frames were written may miss them. */
+		bool stopping = __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+
 		if (fab_cap_read(cap, count_in_order, c, &n))
 			return 3;
+		if (stopping && !n)
+			break;
 		if (c->pause_us) {
 			struct timespec ts = {0, (long)c->pause_us * 1000};
 
