@@ -432,7 +432,7 @@ static void test_dead_capture_releases_the_tap(void)
 	const struct fab_seg_hdr *h;
 	struct fab_cap *cap;
 	uint32_t i, pid = 0;
-	uint64_t ctl, t0, took;
+	uint64_t ctl, t0, took, longest = 0;
 	pid_t child = nst_fork(attach_and_die, NULL);
 	size_t size;
 	void *base;
@@ -451,14 +451,16 @@ static void test_dead_capture_releases_the_tap(void)
 	 * bytes here); about to wait for room, it finds the capture gone and
 	 * turns the tap off: a dead capture holds no one back, not even for
 	 * the stall bound. */
-	t0 = nst_now_ns();
 	for (i = 0; i < 6000; i++) {
+		t0 = nst_now_ns();
 		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		took = nst_now_ns() - t0;
+		longest = took > longest ? took : longest;
 		drain_b(0, 0);
 	}
-	took = nst_now_ns() - t0;
-	printf("\n    6000 sends with a dead capture attached: %.1f ms\n", (double)took / 1e6);
-	NST_TRUE(took < FAB_TAP_STALL_NS / 2);
+	printf("\n    6000 sends with a dead capture attached: the longest took %.1f ms\n",
+	       (double)longest / 1e6);
+	NST_TRUE(longest < FAB_TAP_STALL_NS / 2);
 	ctl = __atomic_load_n(&h->tap_ctl, __ATOMIC_ACQUIRE);
 	NST_EQ(FAB_TAP_CTL_SNAP(ctl), 0);
 	/* A new capture attaches, with a new generation, and starts clean. */
