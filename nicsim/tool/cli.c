@@ -1289,7 +1289,8 @@ static void print_capture_text(const struct fab_cap_status *cs)
 		printf(", opcode %s", fab_opcode_name(cs->filter.opcode));
 	printf("; last pass %.3f s ago%s\n", (double)cs->last_pass_ns / 1e9,
 	       !cs->lossy && cs->last_pass_ns >= FAB_TAP_STALL_NS
-		   ? ": stalled, the ports leave frames out (stalled)"
+		   ? ": stalled, the ports no longer wait for it and leave frames out "
+		     "(counted as stalled)"
 		   : "");
 }
 
