@@ -475,6 +475,28 @@ static void test_dead_capture_releases_the_tap(void)
 	munmap(base, size);
 }
 
+/* splitmix64: the scribbler's randomness, reproducible from its start. */
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t xrand(void)
+{
+	return nst_splitmix64(&rng_state);
+}
+
+/* Values that hurt: around the ring's size, alignment and record sizes. */
+static uint64_t nasty(uint32_t ring_bytes)
+{
+	static const uint64_t edges[] = {
+	    0, 1, 7, 8, 63, 64, 65, 4160, 0xffffffffull, UINT64_MAX, 0x8000000000000000ull};
+	uint64_t e[] = {ring_bytes, ring_bytes - 8, ring_bytes + 8, (uint64_t)ring_bytes * 2};
+
+	switch (xrand() % 4) {
+	case 0: return edges[xrand() % (sizeof(edges) / sizeof(edges[0]))];
+	case 1: return e[xrand() % 4];
+	default: return xrand();
+	}
+}
+
 /* ---- Lossless, stalled, filtered ------------------------------------------------- */
 
 /* What a capture in a child process saw, in a page shared with it. */
@@ -661,6 +683,69 @@ static void test_stalled_capture_holds_back_for_the_bound_only(void)
 	munmap(c, sizeof(*c));
 }
 
+static void test_lossless_hostile_never_hangs(void)
+{
+	enum { ROUNDS = 300, BURST = 20 };
+	struct child_cap *c = child_page();
+	struct fab_tap_ring *ra;
+	struct fab_seg_hdr *h;
+	uint64_t t, longest = 0, now;
+	uint32_t round, i;
+	size_t size;
+	void *base;
+	pid_t pid;
+
+	/* A slow capture in another process, so that A's ring fills and A
+	 * waits; meanwhile this process scribbles on what a waiting port
+	 * reads: the capture's progress, its pass count, the wake word, the
+	 * waiting flag, the capture's position, the mode and the filter. */
+	c->pause_us = 1000;
+	pid = nst_fork_ready(child_capture, c, 10000);
+	NST_REQUIRE(pid > 0);
+	base = map_segment(&size);
+	h = base;
+	ra = (struct fab_tap_ring *)((uint8_t *)base + h->tap_off) + 1; /* A: slot 1 */
+	for (round = 0; round < ROUNDS; round++) {
+		for (i = 0; i < BURST; i++) {
+			t = nst_now_ns();
+			NST_REQUIRE_EQ(send_one(round * BURST + i, 4000, NULL), 0);
+			t = nst_now_ns() - t;
+			longest = t > longest ? t : longest;
+			drain_b(0, 0);
+		}
+		now = nst_now_ns();
+		switch (xrand() % 8) {
+		case 0: /* progress from the future, near or far */
+			__atomic_store_n(&h->tap_beat_ns,
+					 now + (xrand() % 2 ? 1000 : 2 * FAB_TAP_STALL_NS),
+					 __ATOMIC_RELAXED);
+			break;
+		case 1: __atomic_store_n(&h->tap_passes, xrand(), __ATOMIC_RELAXED); break;
+		case 2: __atomic_store_n(&ra->wake, (uint32_t)xrand(), __ATOMIC_RELAXED); break;
+		case 3: __atomic_store_n(&ra->waiting, (uint32_t)xrand(), __ATOMIC_RELAXED); break;
+		case 4:
+			__atomic_store_n(&ra->cons, nasty(h->tap_ring_bytes), __ATOMIC_RELAXED);
+			break;
+		case 5:
+			__atomic_store_n(&h->tap_flags, (uint32_t)xrand() & ~FAB_TAP_F_LOSSY,
+					 __ATOMIC_RELAXED);
+			break;
+		case 6: __atomic_store_n(&h->tap_flags, 0, __ATOMIC_RELAXED); break;
+		default: __atomic_store_n(&h->tap_beat_ns, 0, __ATOMIC_RELAXED); break;
+		}
+	}
+	child_end(pid, c);
+	printf("\n    %d sends of 4 KiB to a slow capture, its state scribbled on: the longest "
+	       "took %.0f ms; %llu captured, %llu left out\n",
+	       ROUNDS * BURST, (double)longest / 1e6, (unsigned long long)c->records,
+	       (unsigned long long)c->not_captured);
+	/* No send waits longer than the stall bound (and a little). */
+	NST_TRUE(longest < FAB_TAP_STALL_NS + 500000000ull);
+	NST_GT(c->records, 0);
+	munmap(base, size);
+	munmap(c, sizeof(*c));
+}
+
 static void test_lossy_filter_before_drops(void)
 {
 	enum { SENT = 20000, EVERY = 100 };
@@ -692,28 +777,6 @@ static void test_lossy_filter_before_drops(void)
 }
 
 /* ---- Hostile ring contents ------------------------------------------------------ */
-
-/* splitmix64: the scribbler's randomness, reproducible from its start. */
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t xrand(void)
-{
-	return nst_splitmix64(&rng_state);
-}
-
-/* Values that hurt: around the ring's size, alignment and record sizes. */
-static uint64_t nasty(uint32_t ring_bytes)
-{
-	static const uint64_t edges[] = {
-	    0, 1, 7, 8, 63, 64, 65, 4160, 0xffffffffull, UINT64_MAX, 0x8000000000000000ull};
-	uint64_t e[] = {ring_bytes, ring_bytes - 8, ring_bytes + 8, (uint64_t)ring_bytes * 2};
-
-	switch (xrand() % 4) {
-	case 0: return edges[xrand() % (sizeof(edges) / sizeof(edges[0]))];
-	case 1: return e[xrand() % 4];
-	default: return xrand();
-	}
-}
 
 static int count_only(void *arg, const struct fab_cap_rec *r)
 {
@@ -869,6 +932,7 @@ int main(int argc, char **argv)
 	    {"lossless_waits_for_the_capture", test_lossless_waits_for_the_capture},
 	    {"stalled_capture_holds_back_for_the_bound_only",
 	     test_stalled_capture_holds_back_for_the_bound_only},
+	    {"lossless_hostile_never_hangs", test_lossless_hostile_never_hangs},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"snap_length", test_snap_length},
 	    {"one_capture_at_a_time", test_one_capture_at_a_time},
