@@ -1108,6 +1108,59 @@ static void test_stopped_capture_holds_back_for_the_bound(void)
 	bulk_done(&b);
 }
 
+/* The capture counters of the ports of A and B, summed. */
+static struct fab_cap_port_counters cap_counts_ab(void)
+{
+	struct fab_cap_port_counters a, b;
+	struct fab *f;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	NST_REQUIRE_EQ(fab_cap_port_counters(f, addr_a, &a), 0);
+	NST_REQUIRE_EQ(fab_cap_port_counters(f, addr_b, &b), 0);
+	fab_close(f);
+	return (struct fab_cap_port_counters){.records = a.records + b.records,
+					      .not_captured = a.not_captured + b.not_captured,
+					      .stalled = a.stalled + b.stalled};
+}
+
+static void test_killed_capture_holds_no_one(void)
+{
+	struct fab_cap_port_counters c0, c1;
+	struct fab_cap_status cs;
+	char file[600];
+	struct bulk b;
+	struct fab *f;
+	pid_t cap;
+	int st;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/killed.pcap", dir);
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	c0 = cap_counts_ab();
+	/* Killed within its second of grace: the ports must not wait that
+	 * second out, nor leave frames out as if it had stalled; they find
+	 * its lock gone and turn the tap off. */
+	NST_REQUIRE_EQ(kill(cap, SIGKILL), 0);
+	st = nst_wait(cap, WAIT_MS);
+	NST_TRUE(st >= 0 && WIFSIGNALED(st));
+	bulk_write(&b);
+	c1 = cap_counts_ab();
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_cap_status(f, &cs);
+	fab_close(f);
+	printf(
+	    "\n    a killed capture: %llu records written after, %llu left out, %llu as stalled; "
+	    "tap %s\n",
+	    (unsigned long long)(c1.records - c0.records),
+	    (unsigned long long)(c1.not_captured - c0.not_captured),
+	    (unsigned long long)(c1.stalled - c0.stalled), cs.attached ? "still attached" : "off");
+	NST_TRUE(!cs.attached);
+	NST_EQ(c1.stalled, c0.stalled);
+	NST_EQ(c1.not_captured, c0.not_captured);
+	unlink(file);
+	bulk_done(&b);
+}
+
 static void test_lossy_filter_before_drops(void)
 {
 	char file[600], log[8192];
@@ -1579,6 +1632,7 @@ int main(int argc, char **argv)
 	    {"bulk_transfer_every_frame", test_bulk_transfer_every_frame},
 	    {"stopped_capture_holds_back_for_the_bound",
 	     test_stopped_capture_holds_back_for_the_bound},
+	    {"killed_capture_holds_no_one", test_killed_capture_holds_no_one},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"counter_names_agree", test_counter_names_agree},
 	    {"live_into_tshark_and_reader_gone", test_live_into_tshark_and_reader_gone},
