@@ -81,7 +81,8 @@
 	X(rx_bad_frames, "frames refused by the wire decoder (ICRC, framing)")            \
 	X(rx_no_qp, "frames for a QP that does not exist or is not connected")            \
 	X(tx_frames, "frames sent to the fabric")                                         \
-	X(tx_no_frame, "sends delayed: no free frame or ring full")                       \
+	X(dest_ring_full,                                                                 \
+	  "sends the fabric refused: the destination's ring was full (sent again)")       \
 	X(tx_unreachable, "frames to an address no NIC serves")                           \
 	X(cm_rx, "connection messages received")                                          \
 	X(cm_bad, "connection messages refused")                                          \
@@ -116,7 +117,8 @@
 	X(accept_refused, "connections refused at once: no descriptor left for them")     \
 	X(mgmt_dropped, "management clients dropped: requests piled up unread")           \
 	X(mgmt_evicted, "management sessions closed to make room for a new one")          \
-	X(fabric_damaged, "times the fabric segment was found damaged (link down)")
+	X(fabric_damaged, "times the fabric segment was found damaged (link down)")       \
+	X(frame_pool_empty, "sends held back: the fabric had no free frame (sent again)")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
@@ -247,7 +249,7 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 104, "fault rec is 104 bytes");
-_Static_assert(sizeof(struct nic_stats) == 632, "stats rec is 79 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_stats) == 640, "stats rec is 80 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

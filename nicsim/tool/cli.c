@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "fab.h"
 #include "fab_addr.h"
+#include "fab_capture.h"
 #include "fab_wire.h"
 #include "log.h"
 #include "mgmt_client.h"
@@ -1255,7 +1256,7 @@ static bool link_shown(const struct fab_link_config *cfg, const struct fab_link_
 	return src != dst || st->tx.frames || fab_link_describe(cfg, text, sizeof(text))[0];
 }
 
-static void print_port_text(const struct fab_port_info *p)
+static void print_port_text(const struct fab_port_info *p, const struct fab_cap_port_counters *cc)
 {
 	char a[FAB_ADDR_STRLEN], when[64];
 	bool any = false;
@@ -1282,6 +1283,39 @@ static void print_port_text(const struct fab_port_info *p)
 #undef PORT_COUNTER
 	if (any)
 		putchar('\n');
+	/* The names nicsim capture's summary and docs/capture.md use. */
+	if (cc->records || cc->not_captured || cc->filtered)
+		printf("  capture: records %llu not_captured %llu (stalled %llu) filtered %llu\n",
+		       (unsigned long long)cc->records, (unsigned long long)cc->not_captured,
+		       (unsigned long long)cc->stalled, (unsigned long long)cc->filtered);
+}
+
+/* The fabric's capture, if one ever attached: who, how, and whether it
+ * keeps up (a lossless capture whose last pass is old holds no one back). */
+static void print_capture_text(const struct fab_cap_status *cs)
+{
+	char a[FAB_ADDR_STRLEN];
+
+	if (!cs->ever)
+		return;
+	if (!cs->attached) {
+		printf("capture: none attached (the last one was pid %u)\n", cs->pid);
+		return;
+	}
+	printf("capture: pid %u, %s", cs->pid,
+	       cs->lossy ? "lossy (the ports never wait for it)"
+			 : "lossless (the ports wait for it while it makes progress)");
+	if (cs->filter.host_set)
+		printf(", host %s", fab_addr_format(cs->filter.host, a, sizeof(a)));
+	if (cs->filter.qpn_set)
+		printf(", qp %u", cs->filter.qpn);
+	if (cs->filter.opcode_set)
+		printf(", opcode %s", fab_opcode_name(cs->filter.opcode));
+	printf("; last pass %.3f s ago%s\n", (double)cs->last_pass_ns / 1e9,
+	       !cs->lossy && cs->last_pass_ns >= FAB_TAP_STALL_NS
+		   ? ": stalled, the ports no longer wait for it and leave frames out "
+		     "(counted as stalled)"
+		   : "");
 }
 
 /*
@@ -1418,7 +1452,7 @@ stats:
 	printf("\"queued\":%u,\"nth_matched\":%u}}", st->queued, st->nth_matched);
 }
 
-static void print_port_json(const struct fab_port_info *p)
+static void print_port_json(const struct fab_port_info *p, const struct fab_cap_port_counters *cc)
 {
 	char a[FAB_ADDR_STRLEN];
 	const char *sep = "";
@@ -1433,12 +1467,17 @@ static void print_port_json(const struct fab_port_info *p)
 	sep = ",";
 	FAB_PORT_COUNTERS(PORT_COUNTER)
 #undef PORT_COUNTER
-	printf("}}");
+	printf("},\"capture\":{\"records\":%llu,\"not_captured\":%llu,\"stalled\":%llu,"
+	       "\"filtered\":%llu}}",
+	       (unsigned long long)cc->records, (unsigned long long)cc->not_captured,
+	       (unsigned long long)cc->stalled, (unsigned long long)cc->filtered);
 }
 
 static int run_link_show(struct cli_opts *o)
 {
 	struct fab_port_info *ports = NULL;
+	struct fab_cap_port_counters cc;
+	struct fab_cap_status cs;
 	struct fab_link_config cfg;
 	struct fab_link_stats st;
 	struct fab_info info;
@@ -1462,14 +1501,20 @@ static int run_link_show(struct cli_opts *o)
 		json_str(o->dir, sizeof(o->dir));
 		printf(",\"seed\":%llu,\"max_ports\":%u,\"ports_bound\":%u,\"frames\":%u,"
 		       "\"slot_bytes\":%u,\"ring_depth\":%u,\"frames_free\":%u,\"frames_held\":%u,"
-		       "\"frames_in_flight\":%u,\"created_ns\":%llu},\n\"ports\":[",
+		       "\"frames_in_flight\":%u,\"created_ns\":%llu},\n",
 		       (unsigned long long)info.seed, info.max_ports, info.ports_bound,
 		       info.nframes, info.slot_bytes, info.ring_depth, info.frames_free,
 		       info.frames_held, info.frames_in_flight,
 		       (unsigned long long)info.created_ns);
+		fab_cap_status(fab, &cs);
+		printf("\"capture\":{\"ever\":%s,\"attached\":%s,\"pid\":%u,\"lossy\":%s,"
+		       "\"last_pass_ns\":%llu},\n\"ports\":[",
+		       cs.ever ? "true" : "false", cs.attached ? "true" : "false", cs.pid,
+		       cs.lossy ? "true" : "false", (unsigned long long)cs.last_pass_ns);
 		for (i = 0; i < n; i++) {
 			printf("%s\n", i ? "," : "");
-			print_port_json(&ports[i]);
+			fab_cap_port_counters(fab, ports[i].addr, &cc);
+			print_port_json(&ports[i], &cc);
 		}
 		printf("],\n\"links\":[");
 	} else {
@@ -1478,9 +1523,14 @@ static int run_link_show(struct cli_opts *o)
 		       o->dir, (unsigned long long)info.seed, info.ports_bound, info.max_ports,
 		       info.nframes, info.slot_bytes, info.frames_free, info.frames_held,
 		       info.frames_in_flight);
-		for (i = 0; i < n; i++)
-			if (!o->nic_set || ports[i].addr == o->nic)
-				print_port_text(&ports[i]);
+		fab_cap_status(fab, &cs);
+		print_capture_text(&cs);
+		for (i = 0; i < n; i++) {
+			if (o->nic_set && ports[i].addr != o->nic)
+				continue;
+			fab_cap_port_counters(fab, ports[i].addr, &cc);
+			print_port_text(&ports[i], &cc);
+		}
 	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {
