@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -68,6 +69,13 @@ struct cli_opts {
 	uint64_t seed;                     /* the fabric's seed */
 	const char *const *args;           /* words after the command ("link set": SRC DST ...) */
 	size_t nargs;
+	/* For a program that calls cli_up() as a library (the scenario
+	 * runner): quiet prints nothing on stdout (errors still go to
+	 * stderr), and up_pids, when not NULL, receives the pid of each NIC
+	 * started, in address order (o->hosts of them, or one with --nic).
+	 * The daemons are then the caller's children, to reap. */
+	bool quiet;
+	pid_t *up_pids;
 };
 
 /* Run the nicsim tool; returns the exit status. */
@@ -106,6 +114,13 @@ int cli_sock_path(const struct cli_opts *o, uint32_t addr, char *buf, size_t siz
  * -ENOTDIR, -ENOMEM or opendir's error.
  */
 int cli_dir_list(const char *dir, const char *suffix, uint32_t **addrs, size_t *count);
+
+/*
+ * Path of the program name beside the running program (/proc/self/exe),
+ * else on PATH, into buf; exe_dir gets the running program's directory ("" if
+ * unknown), for messages.  0 or -ENOENT.
+ */
+int cli_find_program(const char *name, char *buf, size_t size, char *exe_dir, size_t exe_dir_size);
 
 /* `nicsim up` and `nicsim down`; they return the exit status. */
 int cli_up(struct cli_opts *o);

@@ -392,8 +392,7 @@ struct started {
 	char why[256]; /* why it is not ready yet */
 };
 
-/* Path of nicsimd: beside this program, else on PATH. */
-static int find_daemon(char *buf, size_t size, char *exe_dir, size_t exe_dir_size)
+int cli_find_program(const char *name, char *buf, size_t size, char *exe_dir, size_t exe_dir_size)
 {
 	char exe[PATH_MAX], *slash;
 	const char *path, *p, *end;
@@ -409,7 +408,7 @@ static int find_daemon(char *buf, size_t size, char *exe_dir, size_t exe_dir_siz
 		if (slash) {
 			*slash = '\0';
 			snprintf(exe_dir, exe_dir_size, "%s", exe[0] ? exe : "/");
-			if ((size_t)snprintf(buf, size, "%s/" DAEMON_NAME, exe) < size &&
+			if ((size_t)snprintf(buf, size, "%s/%s", exe, name) < size &&
 			    stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
 				return 0;
 		}
@@ -422,8 +421,8 @@ static int find_daemon(char *buf, size_t size, char *exe_dir, size_t exe_dir_siz
 		if (!end)
 			end = p + strlen(p);
 		len = (size_t)(end - p);
-		if ((size_t)snprintf(buf, size, "%.*s/" DAEMON_NAME, (int)(len ? len : 1),
-				     len ? p : ".") >= size)
+		if ((size_t)snprintf(buf, size, "%.*s/%s", (int)(len ? len : 1), len ? p : ".",
+				     name) >= size)
 			continue;
 		if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
 			return 0;
@@ -906,7 +905,7 @@ int cli_up(struct cli_opts *o)
 			goto out;
 		}
 	}
-	if (find_daemon(daemon, sizeof(daemon), exe_dir, sizeof(exe_dir))) {
+	if (cli_find_program(DAEMON_NAME, daemon, sizeof(daemon), exe_dir, sizeof(exe_dir))) {
 		cli_err("cannot find " DAEMON_NAME " beside this program%s%s%s or on PATH",
 			exe_dir[0] ? " (in " : "", exe_dir, exe_dir[0] ? ")" : "");
 		rc = CLI_EXIT_FAIL;
@@ -952,6 +951,11 @@ int cli_up(struct cli_opts *o)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	if (rc)
+		goto out;
+	for (i = 0; i < n && o->up_pids; i++)
+		o->up_pids[i] = s[i].pid;
+	rc = CLI_EXIT_OK;
+	if (o->quiet)
 		goto out;
 
 	printf("fabric %s/" FAB_SEG_FILE " seed %llu (%s; 'nicsim up --seed %llu' replays "
