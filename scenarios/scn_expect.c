@@ -1,0 +1,641 @@
+/*
+ * Waits on counters and frames, `settle`, and the expectations: memory,
+ * TPT, counters, refusals, frames (scn_run_priv.h).  Each failure says what
+ * was expected and what was found, field by field.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fab_wire.h"
+#include "scn_agent_client.h"
+#include "fab_addr.h"
+#include "scn_run_priv.h"
+#include "ws2san.h"
+
+#define COUNTER_GAP_MIN_NS 2000000ull  /* first re-read of a counter a wait watches */
+#define COUNTER_GAP_MAX_NS 10000000ull /* backing off to this */
+#define PEEK_CHUNK 1024u               /* SCN_AGENT_PEEK_MAX */
+#define PEEK_TIMEOUT_MS 5000
+#define MEM_MAX (64ull << 20) /* the largest range an expectation reads */
+
+/* ---- Patterns ------------------------------------------------------------------ */
+
+static const char *pattern_name(enum scn_pattern_kind k)
+{
+	return k == SCN_PAT_SEQ      ? "seq"
+	       : k == SCN_PAT_RANDOM ? "random"
+	       : k == SCN_PAT_BYTE   ? "byte"
+				     : "zero";
+}
+
+/* The argument the agent and the runner use: random data follows the
+ * scenario's seed too, so that another seed gives other data. */
+static uint64_t pattern_arg(const struct scn_runner *r, const struct scn_pattern *p)
+{
+	if (p->kind == SCN_PAT_RANDOM)
+		return p->value ^ r->topo.seed * 0x9e3779b97f4a7c15ull;
+	return p->value;
+}
+
+void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
+		       size_t size)
+{
+	if (p->kind == SCN_PAT_ZERO)
+		snprintf(buf, size, "zero");
+	else
+		snprintf(buf, size, "%s %llu", pattern_name(p->kind),
+			 (unsigned long long)pattern_arg(r, p));
+}
+
+/* ---- Memory ---------------------------------------------------------------------- */
+
+int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint64_t off,
+	     uint64_t len, uint8_t *out, char *why, size_t size)
+{
+	char line[SCN_AGENT_LINE_MAX];
+	struct scn_reply rep;
+	uint64_t done = 0, n;
+	const char *p;
+	unsigned v;
+	int rc;
+
+	(void)r;
+	while (done < len) {
+		n = len - done < PEEK_CHUNK ? len - done : PEEK_CHUNK;
+		rc = scn_agent_call(h->agent, line, sizeof(line), PEEK_TIMEOUT_MS,
+				    "peek %s %llu %llu", buf, (unsigned long long)(off + done),
+				    (unsigned long long)n);
+		if (rc < 0) {
+			snprintf(why, size, "host %s did not answer a peek: %s", h->name,
+				 strerror(-rc));
+			return rc;
+		}
+		if (scn_reply_parse(line, &rep) || rep.kind != SCN_REPLY_OK || !rep.rest) {
+			snprintf(why, size, "host %s cannot read %s: %s", h->name, buf, line);
+			return -EIO;
+		}
+		p = strstr(rep.rest, "x:");
+		if (!p) {
+			snprintf(why, size, "host %s answered a peek with %s", h->name, line);
+			return -EIO;
+		}
+		p += 2;
+		for (uint64_t i = 0; i < n; i++, p += 2) {
+			if (sscanf(p, "%2x", &v) != 1) {
+				snprintf(why, size, "host %s answered a peek short", h->name);
+				return -EIO;
+			}
+			out[done + i] = (uint8_t)v;
+		}
+		done += n;
+	}
+	return 0;
+}
+
+static int mem_range(struct scn_runner *r, const struct scn_stmt *st, const char *host,
+		     const struct scn_range *rg, struct scn_rt_host **h, uint64_t *off,
+		     uint64_t *len)
+{
+	struct scn_rt_buf *b = scn_rt_buf(r, rg->name);
+
+	*h = scn_rt_host(r, host);
+	if (!*h || !(*h)->agent || (*h)->gone) {
+		scn_fail(r, st, "host %s is not running: its memory cannot be read", host);
+		return -ESRCH;
+	}
+	if (!b) {
+		scn_fail(r, st, "%s is not a buffer made by a `buffer` step", rg->name);
+		return -ENOENT;
+	}
+	*off = rg->form == SCN_RANGE_WHOLE ? 0 : rg->off;
+	*len = rg->form == SCN_RANGE_SPAN ? rg->end - rg->off
+	       : *off <= b->size          ? b->size - *off
+					  : 0;
+	if (*off > b->size || *len > b->size - *off || *len > MEM_MAX) {
+		scn_fail(r, st,
+			 "%s[%llu..%llu] is outside buffer %s (%llu bytes) or over %llu bytes",
+			 rg->name, (unsigned long long)*off, (unsigned long long)(*off + *len),
+			 rg->name, (unsigned long long)b->size, (unsigned long long)MEM_MAX);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_mem *m = &st->u.mem;
+	struct scn_rt_host *h, *ph;
+	struct scn_rt_buf *b;
+	uint64_t off, len, poff, plen;
+	uint8_t *got = NULL, *want = NULL;
+	struct scn_pattern pat;
+	char why[SCN_WHY_MAX], words[2 * SCN_NAME_MAX + 8];
+	uint32_t crc;
+	int rc;
+
+	rc = mem_range(r, st, m->host, &m->range, &h, &off, &len);
+	if (rc)
+		return rc;
+	got = malloc(len ? len : 1);
+	want = malloc(len ? len : 1);
+	if (!got || !want) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (m->check == SCN_MEM_CHECKSUM) {
+		rc = scn_peek(r, h, m->range.name, off, len, got, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, st, "%s", why);
+			goto out;
+		}
+		crc = fab_crc32(0, got, len);
+		if (crc != m->checksum) {
+			scn_fail(r, st, "the checksum of %s[%llu..%llu] on %s differs",
+				 m->range.name, (unsigned long long)off,
+				 (unsigned long long)(off + len), m->host);
+			scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "crc32: 0x%08x",
+					m->checksum);
+			scn_outcome_add(r->out->found, sizeof(r->out->found), "crc32: 0x%08x", crc);
+			rc = -EINVAL;
+		}
+		goto out;
+	}
+	switch (m->check) {
+	case SCN_MEM_PEER:
+		rc = mem_range(r, st, m->peer_host, &m->peer, &ph, &poff, &plen);
+		if (rc)
+			goto out;
+		if (plen != len) {
+			scn_fail(r, st, "the two ranges differ in length (%llu and %llu bytes)",
+				 (unsigned long long)len, (unsigned long long)plen);
+			rc = -EINVAL;
+			goto out;
+		}
+		rc = scn_peek(r, ph, m->peer.name, poff, plen, want, why, sizeof(why));
+		snprintf(words, sizeof(words), "%s %s", m->peer_host, m->peer.name);
+		break;
+	case SCN_MEM_UNCHANGED:
+		b = scn_rt_buf(r, m->range.name);
+		pat = b->fill;
+		scn_pattern_words(r, &pat, words, sizeof(words));
+		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), off, want,
+					  len);
+		break;
+	default:
+		pat = m->pattern;
+		scn_pattern_words(r, &pat, words, sizeof(words));
+		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), 0, want,
+					  len);
+		break;
+	}
+	if (!rc)
+		rc = scn_peek(r, h, m->range.name, off, len, got, why, sizeof(why));
+	if (rc) {
+		scn_fail(r, st, "%s", why);
+		goto out;
+	}
+	if (memcmp(want, got, len)) {
+		size_t diff =
+		    scn_hexdiff(want, got, len, off, r->out->detail, sizeof(r->out->detail));
+
+		scn_fail(r, st, "%s %s[%llu..%llu] does not hold %s: %zu byte%s differ", m->host,
+			 m->range.name, (unsigned long long)off, (unsigned long long)(off + len),
+			 words, diff, diff == 1 ? "" : "s");
+		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s[%llu..%llu]: %s%s",
+				m->range.name, (unsigned long long)off,
+				(unsigned long long)(off + len),
+				m->check == SCN_MEM_UNCHANGED ? "unchanged, " : "", words);
+		scn_outcome_add(r->out->found, sizeof(r->out->found),
+				"%zu differing bytes (hex diff below)", diff);
+		rc = -EINVAL;
+	}
+out:
+	free(got);
+	free(want);
+	return rc;
+}
+
+/* ---- Comparisons ----------------------------------------------------------------- */
+
+static void cmp_text(const struct scn_cmp *c, char *buf, size_t size)
+{
+	static const char *const ops[] = {"==", "!=", "<", "<=", ">", ">="};
+
+	if (c->op == SCN_CMP_IN)
+		snprintf(buf, size, "in %llu..%llu", (unsigned long long)c->a,
+			 (unsigned long long)c->b);
+	else
+		snprintf(buf, size, "%s %llu", ops[c->op], (unsigned long long)c->a);
+}
+
+/* ---- Counters -------------------------------------------------------------------- */
+
+static int counter_now(struct scn_runner *r, const struct scn_stmt *st, const struct scn_counter *c,
+		       uint64_t *value, uint64_t *base)
+{
+	struct scn_nicd *n = scn_rt_nic(r, c->nic);
+	struct nic_stats stats;
+	uint64_t words[sizeof(stats) / sizeof(uint64_t)];
+	char why[SCN_WHY_MAX];
+	struct scn_rt_mark *m = NULL;
+	int idx, rc;
+
+	idx = scn_topo_counter_index(c->counter);
+	if (!n || idx < 0) {
+		scn_fail(r, st, "%s.%s is not a NIC counter (nicsim stats names them)", c->nic,
+			 c->counter);
+		return -ENOENT;
+	}
+	rc = scn_topo_stats(&r->topo, n, &stats, why, sizeof(why));
+	if (rc) {
+		scn_fail(r, st, "%s", why);
+		return rc;
+	}
+	memcpy(words, &stats, sizeof(words));
+	*value = words[idx];
+	*base = 0;
+	if (!c->delta)
+		return 0;
+	for (size_t i = r->nmarks; i-- > 0;)
+		if (!strcmp(r->marks[i].name, c->mark)) {
+			m = &r->marks[i];
+			break;
+		}
+	if (!m) {
+		scn_fail(r, st, "mark %s was not taken before this step", c->mark);
+		return -ENOENT;
+	}
+	if (!m->have[n - r->topo.nics]) {
+		scn_fail(r, st, "NIC %s was not running at mark %s", n->name,
+			 c->mark[0] ? c->mark : "(the start)");
+		return -ENOENT;
+	}
+	memcpy(words, &m->stats[n - r->topo.nics], sizeof(words));
+	*base = words[idx];
+	return 0;
+}
+
+static void counter_fail(struct scn_runner *r, const struct scn_stmt *st,
+			 const struct scn_counter *c, uint64_t value, uint64_t base)
+{
+	char want[64];
+
+	cmp_text(&c->cmp, want, sizeof(want));
+	scn_fail(r, st, "counter %s.%s%s is %llu, not %s", c->nic, c->counter,
+		 c->delta ? " delta" : "", (unsigned long long)(value - base), want);
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s.%s%s: %s", c->nic, c->counter,
+			c->delta ? " delta" : "", want);
+	scn_outcome_add(r->out->found, sizeof(r->out->found), "%s.%s%s: %llu", c->nic, c->counter,
+			c->delta ? " delta" : "", (unsigned long long)(value - base));
+	if (c->delta)
+		scn_outcome_add(r->out->detail, sizeof(r->out->detail),
+				"%s.%s: %llu at %s, %llu now", c->nic, c->counter,
+				(unsigned long long)base, c->mark[0] ? c->mark : "the start",
+				(unsigned long long)value);
+}
+
+struct counter_wait {
+	const struct scn_stmt *st;
+	uint64_t value, base;
+	int err;
+};
+
+static bool counter_holds(struct scn_runner *r, void *arg)
+{
+	struct counter_wait *w = arg;
+	uint64_t now = scn_now_ns();
+
+	if (now < r->counter_next_ns)
+		return false;
+	w->err = counter_now(r, w->st, &w->st->u.counter, &w->value, &w->base);
+	if (w->err)
+		return true;
+	/* Re-read often at first, then back off: a counter wait never spins. */
+	r->counter_next_ns = now + r->counter_gap_ns;
+	if (r->counter_gap_ns < COUNTER_GAP_MAX_NS)
+		r->counter_gap_ns *= 2;
+	return scn_cmp_holds(&w->st->u.counter.cmp, w->value - w->base);
+}
+
+static int counter_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct counter_wait w = {.st = st};
+	int rc;
+
+	if (st->kind == SCN_EXPECT_COUNTER) {
+		rc = counter_now(r, st, &st->u.counter, &w.value, &w.base);
+		if (rc)
+			return rc;
+		if (scn_cmp_holds(&st->u.counter.cmp, w.value - w.base))
+			return 0;
+		counter_fail(r, st, &st->u.counter, w.value, w.base);
+		return -EINVAL;
+	}
+	r->counter_poll = true;
+	r->counter_next_ns = 0;
+	r->counter_gap_ns = COUNTER_GAP_MIN_NS;
+	rc = scn_loop_until(r, counter_holds, &w, scn_step_deadline(r, st));
+	r->counter_poll = false;
+	if (w.err)
+		return w.err;
+	if (rc == -ETIMEDOUT)
+		counter_fail(r, st, &st->u.counter, w.value, w.base);
+	return rc;
+}
+
+/* ---- Frames ---------------------------------------------------------------------- */
+
+struct frame_match {
+	const struct scn_frame_filter *f;
+	uint32_t src, dst;
+	uint64_t count;
+	size_t first; /* index after the first match, 0 if none */
+	size_t at;    /* index of the frame being visited */
+};
+
+static void frame_visit(void *arg, const struct scn_wire_frame *fr)
+{
+	struct frame_match *m = arg;
+	const struct scn_frame_filter *f = m->f;
+
+	m->at++;
+	if (fr->src != m->src || fr->dst != m->dst || fr->rx_drop)
+		return;
+	if (f->opcode >= 0 && fr->opcode != f->opcode)
+		return;
+	if (f->qpn >= 0 && (int64_t)fr->qpn != f->qpn)
+		return;
+	if (f->syndrome >= 0) {
+		if (fr->syndrome < 0)
+			return;
+		/* An RNR NAK's timer and an ACK's credits are not matched. */
+		if ((f->syndrome & FAB_AETH_KIND_MASK) != FAB_AETH_NAK
+			? (fr->syndrome & FAB_AETH_KIND_MASK) != (f->syndrome & FAB_AETH_KIND_MASK)
+			: fr->syndrome != f->syndrome)
+			return;
+	}
+	m->count++;
+	if (!m->first)
+		m->first = m->at;
+}
+
+static int frame_setup(struct scn_runner *r, const struct scn_stmt *st,
+		       const struct scn_frame_filter *f, struct frame_match *m)
+{
+	struct scn_nicd *a = scn_rt_nic(r, f->link.src), *b = scn_rt_nic(r, f->link.dst);
+
+	memset(m, 0, sizeof(*m));
+	if (!a || !b) {
+		scn_fail(r, st, "%s is not a NIC of this scenario", a ? f->link.dst : f->link.src);
+		return -ENOENT;
+	}
+	if (!r->topo.capture.running) {
+		scn_fail(r, st, "frames are known only with the capture on (`capture on`)");
+		return -ENOENT;
+	}
+	m->f = f;
+	m->src = a->addr;
+	m->dst = b->addr;
+	return 0;
+}
+
+struct frame_wait {
+	struct frame_match m;
+	size_t from;
+};
+
+static bool frame_seen(struct scn_runner *r, void *arg)
+{
+	struct frame_wait *w = arg;
+
+	w->m.at = w->from;
+	scn_capture_scan(&r->topo, &w->from, frame_visit, &w->m);
+	return w->m.count > 0;
+}
+
+static void filter_text(const struct scn_frame_filter *f, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s -> %s%s%s%s%s", f->link.src, f->link.dst,
+		 f->opcode_name[0] ? " opcode " : "", f->opcode_name,
+		 f->syndrome_name[0] ? " syndrome " : "", f->syndrome_name);
+}
+
+static int frames_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_frame_filter *f =
+	    st->kind == SCN_SETTLE ? &st->u.settle.filter : &st->u.frames.filter;
+	struct frame_wait w;
+	char what[256], want[64];
+	size_t from = 0;
+	uint64_t until;
+	int rc;
+
+	if (st->kind == SCN_SETTLE && !st->u.settle.no_frame) {
+		scn_outcome_add(r->out->notes, sizeof(r->out->notes),
+				"%s:%u: settle %.3f ms is a time-based step", st->loc.file,
+				st->loc.line, st->u.settle.ns / 1e6);
+		rc = scn_loop_until(r, NULL, NULL,
+				    scn_now_ns() + (uint64_t)((double)st->u.settle.ns * r->slow));
+		return rc == -ETIMEDOUT ? 0 : rc;
+	}
+	rc = frame_setup(r, st, f, &w.m);
+	if (rc)
+		return rc;
+	filter_text(f, what, sizeof(what));
+	switch (st->kind) {
+	case SCN_WAIT_FRAME:
+		/* Each wait takes the first matching frame after the one the
+		 * previous `wait frame` took. */
+		w.from = r->frame_cursor;
+		rc = scn_loop_until(r, frame_seen, &w, scn_step_deadline(r, st));
+		if (!rc)
+			r->frame_cursor = w.m.first;
+		return rc;
+	case SCN_SETTLE:
+		scn_outcome_add(r->out->notes, sizeof(r->out->notes),
+				"%s:%u: settle %.3f ms is a time-based step", st->loc.file,
+				st->loc.line, st->u.settle.ns / 1e6);
+		w.from = r->topo.capture.nframes; /* frames from now on */
+		until = scn_now_ns() + (uint64_t)((double)st->u.settle.ns * r->slow);
+		rc = scn_loop_until(r, frame_seen, &w, until);
+		if (rc == -ETIMEDOUT) {
+			scn_capture_sync(&r->topo);
+			frame_seen(r, &w);
+			if (!w.m.count)
+				return 0;
+		} else if (rc) {
+			return rc;
+		}
+		scn_fail(r, st, "a frame %s crossed the link while it should have settled", what);
+		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "frames %s: none", what);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "frames %s: %llu", what,
+				(unsigned long long)w.m.count);
+		return -EINVAL;
+	default:
+		scn_capture_sync(&r->topo);
+		w.m.at = 0;
+		scn_capture_scan(&r->topo, &from, frame_visit, &w.m);
+		if (scn_cmp_holds(&st->u.frames.count, w.m.count))
+			return 0;
+		cmp_text(&st->u.frames.count, want, sizeof(want));
+		scn_fail(r, st, "%llu frames %s were seen, not %s", (unsigned long long)w.m.count,
+			 what, want);
+		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "count: %s", want);
+		scn_outcome_add(r->out->found, sizeof(r->out->found),
+				"count: %llu of %zu frames captured", (unsigned long long)w.m.count,
+				from);
+		return -EINVAL;
+	}
+}
+
+/* ---- The TPT and refusals ---------------------------------------------------------- */
+
+static const char *tpt_state_word(int state)
+{
+	return state == NIC_TPT_VALID ? "valid" : state == NIC_TPT_FREE ? "free" : "invalid";
+}
+
+static int expect_tpt(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_tpt *t = &st->u.tpt;
+	struct scn_nicd *n = scn_rt_nic(r, t->nic);
+	struct nic_mgmt_tpt_rec *recs = NULL;
+	struct scn_rt_host *h = NULL;
+	struct scn_rt_desc *d;
+	struct nicsim_rdma_desc head;
+	size_t count = 0, live = 0;
+	uint32_t rkey;
+	char want[64];
+	int rc, state = NIC_TPT_FREE;
+
+	if (!n) {
+		scn_fail(r, st, "%s is not a NIC of this scenario", t->nic);
+		return -ENOENT;
+	}
+	rc = scn_topo_tpt(&r->topo, n, &recs, &count);
+	if (rc) {
+		scn_fail(r, st, "NIC %s did not list its TPT: %s", n->name, strerror(-rc));
+		return rc;
+	}
+	if (t->key) {
+		d = scn_rt_desc(r, t->desc);
+		if (!d || d->len < sizeof(head)) {
+			scn_fail(r, st, "%s is not a whole descriptor", t->desc);
+			rc = -ENOENT;
+			goto out;
+		}
+		memcpy(&head, d->bytes, sizeof(head));
+		rkey = head.rkey;
+		for (size_t i = 0; i < count; i++)
+			if (recs[i].key == rkey)
+				state = recs[i].state;
+		if ((t->state == SCN_TPT_VALID && state == NIC_TPT_VALID) ||
+		    (t->state == SCN_TPT_FREE && state == NIC_TPT_FREE) ||
+		    (t->state == SCN_TPT_INVALID && state != NIC_TPT_VALID &&
+		     state != NIC_TPT_FREE))
+			goto out;
+		scn_fail(r, st, "key 0x%08x of %s on NIC %s is %s", rkey, t->desc, n->name,
+			 tpt_state_word(state));
+		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "key 0x%08x: %s", rkey,
+				t->state == SCN_TPT_VALID  ? "valid"
+				: t->state == SCN_TPT_FREE ? "free"
+							   : "invalid");
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "key 0x%08x: %s", rkey,
+				tpt_state_word(state));
+		rc = -EINVAL;
+		goto out;
+	}
+	if (t->host[0]) {
+		h = scn_rt_host(r, t->host);
+		if (!h) {
+			scn_fail(r, st, "%s is not a host", t->host);
+			rc = -ENOENT;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < count; i++)
+		live += !h || (pid_t)recs[i].pid == h->pid;
+	if (scn_cmp_holds(&t->cmp, live))
+		goto out;
+	cmp_text(&t->cmp, want, sizeof(want));
+	scn_fail(r, st, "NIC %s has %zu TPT entries%s%s, not %s", n->name, live, h ? " of " : "",
+		 h ? h->name : "", want);
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "entries: %s", want);
+	scn_outcome_add(r->out->found, sizeof(r->out->found), "entries: %zu", live);
+	for (size_t i = 0; i < count && i < 16; i++)
+		scn_outcome_add(r->out->detail, sizeof(r->out->detail),
+				"tpt key 0x%08x %s va 0x%llx len %llu pid %u (%.16s)", recs[i].key,
+				tpt_state_word(recs[i].state), (unsigned long long)recs[i].va,
+				(unsigned long long)recs[i].len, recs[i].pid, recs[i].comm);
+	rc = -EINVAL;
+out:
+	free(recs);
+	return rc;
+}
+
+static const char *const reason_names[] = {
+#define SCN_X_REASON(name, desc) #name,
+    NIC_TPT_REASONS(SCN_X_REASON)
+#undef SCN_X_REASON
+};
+
+static int expect_refusal(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_refusal *rf = &st->u.refusal;
+	struct scn_nicd *n = scn_rt_nic(r, rf->nic), *from = NULL;
+	struct nic_mgmt_fault_rec *recs = NULL;
+	char addr[16];
+	size_t count = 0;
+	int rc;
+
+	if (!n || (rf->from[0] && !(from = scn_rt_nic(r, rf->from)))) {
+		scn_fail(r, st, "%s is not a NIC of this scenario", n ? rf->from : rf->nic);
+		return -ENOENT;
+	}
+	rc = scn_topo_faults(&r->topo, n, &recs, &count);
+	if (rc) {
+		scn_fail(r, st, "NIC %s did not list its faults: %s", n->name, strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < count; i++)
+		if (recs[i].reason == rf->reason_code && (!from || recs[i].peer_addr == from->addr))
+			goto out;
+	scn_fail(r, st, "NIC %s recorded no refusal %s%s%s", n->name, rf->reason,
+		 from ? " from " : "", from ? from->name : "");
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "refusal: reason %s%s%s",
+			rf->reason, from ? ", requester " : "", from ? from->addr_str : "");
+	if (!count)
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "refusals: none");
+	for (size_t i = 0; i < count && i < 8; i++)
+		scn_outcome_add(r->out->found, sizeof(r->out->found),
+				"refusal: reason %s, requester %s, key 0x%08x",
+				recs[i].reason < sizeof(reason_names) / sizeof(reason_names[0])
+				    ? reason_names[recs[i].reason]
+				    : "?",
+				recs[i].peer_addr
+				    ? fab_addr_format(recs[i].peer_addr, addr, sizeof(addr))
+				    : "local",
+				recs[i].key);
+	rc = -EINVAL;
+out:
+	free(recs);
+	return rc;
+}
+
+int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	switch (st->kind) {
+	case SCN_EXPECT_MEM: return expect_mem(r, st);
+	case SCN_EXPECT_TPT: return expect_tpt(r, st);
+	case SCN_WAIT_COUNTER:
+	case SCN_EXPECT_COUNTER: return counter_step(r, st);
+	case SCN_EXPECT_REFUSAL: return expect_refusal(r, st);
+	case SCN_WAIT_FRAME:
+	case SCN_SETTLE:
+	case SCN_EXPECT_FRAMES: return frames_step(r, st);
+	default:
+		scn_fail(r, st, "the runner cannot run a `%s` step", scn_stmt_kind_name(st->kind));
+		return -EINVAL;
+	}
+}

@@ -1,0 +1,449 @@
+/*
+ * Reports of the scenario runner: text, TAP 14 and JUnit XML (scn_report.h).
+ */
+#include "scn_report.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HEXDIFF_LINES 8u
+#define HEXDIFF_WIDTH 16u
+
+void scn_outcome_fail(struct scn_outcome *o, const char *at, const char *step, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (o->status != SCN_PASSED)
+		return;
+	o->status = SCN_FAILED;
+	snprintf(o->at, sizeof(o->at), "%s", at);
+	snprintf(o->step, sizeof(o->step), "%s", step);
+	va_start(ap, fmt);
+	vsnprintf(o->message, sizeof(o->message), fmt, ap);
+	va_end(ap);
+}
+
+void scn_outcome_add(char *field, size_t size, const char *fmt, ...)
+{
+	size_t len = strnlen(field, size);
+	va_list ap;
+
+	if (len + 2 >= size)
+		return;
+	if (len)
+		field[len++] = '\n';
+	va_start(ap, fmt);
+	vsnprintf(field + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+/* Append to out at *len, never past size. */
+static void put(char *out, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *out, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(out + *len, size - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
+static void hex_row(char *out, size_t size, size_t *len, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < HEXDIFF_WIDTH; i++)
+		put(out, size, len, i < n ? "%02x " : "   ", i < n ? p[i] : 0);
+}
+
+size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
+		   size_t size)
+{
+	size_t diff = 0, first = len, lines = 0, olen = 0, row, n, i;
+	bool differs;
+
+	out[0] = '\0';
+	for (i = 0; i < len; i++)
+		if (want[i] != got[i]) {
+			if (first == len)
+				first = i;
+			diff++;
+		}
+	if (!diff)
+		return 0;
+	put(out, size, &olen, "%zu of %zu bytes differ, the first at offset 0x%llx:\n", diff, len,
+	    (unsigned long long)(base + first));
+	put(out, size, &olen, "  %-10s  %-48s| %s\n", "offset", "expected", "actual");
+	for (row = first - first % HEXDIFF_WIDTH; row < len && lines < HEXDIFF_LINES;
+	     row += HEXDIFF_WIDTH) {
+		n = len - row < HEXDIFF_WIDTH ? len - row : HEXDIFF_WIDTH;
+		differs = memcmp(want + row, got + row, n) != 0;
+		if (!differs)
+			continue;
+		put(out, size, &olen, "  0x%08llx  ", (unsigned long long)(base + row));
+		hex_row(out, size, &olen, want + row, n);
+		put(out, size, &olen, "| ");
+		hex_row(out, size, &olen, got + row, n);
+		while (olen && out[olen - 1] == ' ')
+			out[--olen] = '\0';
+		put(out, size, &olen, "\n");
+		lines++;
+	}
+	if (row < len) {
+		size_t rest = 0;
+
+		for (i = row; i < len; i++)
+			rest += want[i] != got[i];
+		if (rest)
+			put(out, size, &olen, "  ... and %zu more differing bytes after 0x%llx\n",
+			    rest, (unsigned long long)(base + row));
+	}
+	if (olen && out[olen - 1] == '\n')
+		out[--olen] = '\0';
+	return diff;
+}
+
+/* A word as a POSIX shell reads it back: quoted only when it needs it. */
+static void shell_word(char *buf, size_t size, size_t *len, const char *w)
+{
+	if (*w &&
+	    strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_/.,:+@%=-") ==
+		strlen(w)) {
+		put(buf, size, len, " %s", w);
+		return;
+	}
+	put(buf, size, len, " '");
+	for (; *w; w++)
+		put(buf, size, len, *w == '\'' ? "'\\''" : "%c", *w);
+	put(buf, size, len, "'");
+}
+
+void scn_replay_cmd(const struct scn_outcome *o, const struct scn_report_opts *ro, char *buf,
+		    size_t size)
+{
+	char seed[32];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	put(buf, size, &len, "nicsim scenario run");
+	shell_word(buf, size, &len, o->path);
+	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
+	put(buf, size, &len, " --seed %s", seed);
+	for (size_t i = 0; i < ro->ndefines; i++) {
+		put(buf, size, &len, " -D");
+		shell_word(buf, size, &len, ro->defines[i]);
+	}
+	if (ro->slow != 1.0)
+		put(buf, size, &len, " --slow %g", ro->slow);
+}
+
+/* Print a multi-line field with a label on its first line, indented. */
+static void print_field(FILE *f, const char *label, const char *text)
+{
+	const char *p = text, *nl;
+	bool first = true;
+
+	if (!*text)
+		return;
+	while (*p) {
+		nl = strchr(p, '\n');
+		fprintf(f, "  %-9s %.*s\n", first ? label : "",
+			(int)(nl ? nl - p : (long)strlen(p)), p);
+		first = false;
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+}
+
+static void print_indented(FILE *f, const char *text, const char *indent)
+{
+	const char *p = text, *nl;
+
+	while (*p) {
+		nl = strchr(p, '\n');
+		fprintf(f, "%s%.*s\n", indent, (int)(nl ? nl - p : (long)strlen(p)), p);
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+}
+
+void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_report_opts *ro)
+{
+	char replay[PATH_MAX + 1024];
+	const struct scn_step_rec *r;
+
+	scn_replay_cmd(o, ro, replay, sizeof(replay));
+	fprintf(f, "%s: seed %llu (replay: %s)\n", o->path, (unsigned long long)o->seed, replay);
+	if (ro->verbose) {
+		for (uint32_t i = 0; i < o->nrecs; i++) {
+			r = &o->recs[i];
+			fprintf(f, "  %8.3fs %-4s line %-4u %s (%.1f ms)\n", r->start_ns / 1e9,
+				r->ok ? "ok" : "FAIL", r->line, r->text, r->dur_ns / 1e6);
+		}
+		if (o->nsteps > o->nrecs)
+			fprintf(f, "  ... %u more steps\n", o->nsteps - o->nrecs);
+	}
+	if (o->notes[0])
+		print_indented(f, o->notes, "  note: ");
+	if (o->status == SCN_PASSED) {
+		fprintf(f, "PASS %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
+			o->elapsed_ns / 1e9);
+		if (o->run_dir[0])
+			fprintf(f, "  kept %s\n", o->run_dir);
+		return;
+	}
+	fprintf(f, "FAIL %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
+		o->elapsed_ns / 1e9);
+	if (o->at[0])
+		fprintf(f, "%s: %s\n", o->at, o->step);
+	fprintf(f, "  %s\n", o->message);
+	print_field(f, "expected:", o->wanted);
+	print_field(f, "actual:", o->found);
+	if (o->detail[0])
+		print_indented(f, o->detail, "  ");
+	if (o->run_dir[0])
+		fprintf(f,
+			"  kept: %s (NIC logs nic-ADDR.log, capture.pcapng, decisions.log, "
+			"host-NAME.log)\n",
+			o->run_dir);
+	fprintf(f, "  replay: %s\n", replay);
+}
+
+/* ---- TAP 14 --------------------------------------------------------------------- */
+
+void scn_report_tap_begin(FILE *f, size_t count)
+{
+	fprintf(f, "TAP version 14\n1..%zu\n", count);
+}
+
+/* A YAML value: a block scalar for several lines, else a quoted string. */
+static void yaml_value(FILE *f, const char *indent, const char *key, const char *text)
+{
+	if (strchr(text, '\n')) {
+		fprintf(f, "%s%s: |-\n", indent, key);
+		char deeper[32];
+
+		snprintf(deeper, sizeof(deeper), "%s  ", indent);
+		print_indented(f, text, deeper);
+		return;
+	}
+	fprintf(f, "%s%s: \"", indent, key);
+	for (const char *p = text; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if ((unsigned char)*p < 0x20)
+			fprintf(f, "\\x%02x", (unsigned char)*p);
+		else
+			fputc(*p, f);
+	}
+	fputs("\"\n", f);
+}
+
+void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
+		    const struct scn_report_opts *ro)
+{
+	char replay[PATH_MAX + 1024];
+	const struct scn_step_rec *r;
+
+	if (ro->verbose && o->nrecs) {
+		fprintf(f, "# Subtest: %s\n", o->path);
+		fprintf(f, "    1..%u\n", o->nrecs);
+		for (uint32_t i = 0; i < o->nrecs; i++) {
+			r = &o->recs[i];
+			fprintf(f, "    %s %u - line %u: %s # time=%.3fms\n",
+				r->ok ? "ok" : "not ok", i + 1, r->line, r->text, r->dur_ns / 1e6);
+		}
+	}
+	fprintf(f, "%s %zu - %s [seed %llu]\n", o->status == SCN_PASSED ? "ok" : "not ok", n,
+		o->path, (unsigned long long)o->seed);
+	if (o->status == SCN_PASSED)
+		return;
+	scn_replay_cmd(o, ro, replay, sizeof(replay));
+	fputs("  ---\n", f);
+	yaml_value(f, "  ", "message", o->message);
+	yaml_value(f, "  ", "severity", "fail");
+	if (o->at[0])
+		yaml_value(f, "  ", "at", o->at);
+	if (o->step[0])
+		yaml_value(f, "  ", "step", o->step);
+	if (o->found[0])
+		yaml_value(f, "  ", "found", o->found);
+	if (o->wanted[0])
+		yaml_value(f, "  ", "wanted", o->wanted);
+	if (o->detail[0])
+		yaml_value(f, "  ", "detail", o->detail);
+	if (o->run_dir[0])
+		yaml_value(f, "  ", "kept", o->run_dir);
+	yaml_value(f, "  ", "replay", replay);
+	fputs("  ...\n", f);
+}
+
+void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, uint64_t elapsed_ns,
+			bool tap)
+{
+	size_t passed = 0, failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (o[i]->status == SCN_PASSED)
+			passed++;
+		else
+			failed++;
+	}
+	fprintf(f, "%s%zu scenario%s: %zu passed, %zu failed (%.2f s)\n", tap ? "# " : "", n,
+		n == 1 ? "" : "s", passed, failed, elapsed_ns / 1e9);
+	for (size_t i = 0; i < n && failed; i++)
+		if (o[i]->status != SCN_PASSED)
+			fprintf(f, "%s  failed: %s%s%s\n", tap ? "# " : "", o[i]->path,
+				o[i]->at[0] ? " at " : "", o[i]->at);
+}
+
+/* ---- JUnit XML ---------------------------------------------------------------- */
+
+static void xml_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		case '\'': fputs("&apos;", f); break;
+		default:
+			if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t')
+				fputc('?', f);
+			else
+				fputc(*s, f);
+		}
+	}
+}
+
+/* The directory part of path ("." for none), and the file name without
+ * ".scn". */
+static void split_path(const char *path, char *dir, size_t dsize, char *name, size_t nsize)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len;
+
+	if (slash)
+		snprintf(dir, dsize, "%.*s", (int)(slash - path), path);
+	else
+		snprintf(dir, dsize, ".");
+	snprintf(name, nsize, "%s", slash ? slash + 1 : path);
+	len = strlen(name);
+	if (len > 4 && !strcmp(name + len - 4, ".scn"))
+		name[len - 4] = '\0';
+}
+
+/* path relative to the working directory when it is below it; CI systems
+ * take attachments relative to the job's directory only. */
+static const char *relative(const char *path, const char *cwd)
+{
+	size_t n = strlen(cwd);
+
+	if (n && !strncmp(path, cwd, n) && path[n] == '/')
+		return path + n + 1;
+	return path;
+}
+
+int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
+		     const struct scn_report_opts *ro)
+{
+	static const char *const files[] = {"capture.pcapng", "decisions.log"};
+	char dir[PATH_MAX], name[PATH_MAX], cwd[PATH_MAX], replay[PATH_MAX + 1024];
+	size_t failed = 0;
+	double total = 0;
+	FILE *f;
+	int rc;
+
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		failed += o[i]->status != SCN_PASSED;
+		total += o[i]->elapsed_ns / 1e9;
+	}
+	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+	fprintf(f,
+		"<testsuites name=\"nicsim scenarios\" tests=\"%zu\" failures=\"%zu\" "
+		"time=\"%.3f\">\n",
+		n, failed, total);
+	fprintf(f,
+		"  <testsuite name=\"nicsim scenarios\" tests=\"%zu\" failures=\"%zu\" "
+		"errors=\"0\" time=\"%.3f\">\n",
+		n, failed, total);
+	for (size_t i = 0; i < n; i++) {
+		split_path(o[i]->path, dir, sizeof(dir), name, sizeof(name));
+		fputs("    <testcase name=\"", f);
+		xml_text(f, name);
+		fprintf(f, " [seed %llu]\" classname=\"", (unsigned long long)o[i]->seed);
+		xml_text(f, dir);
+		fprintf(f, "\" file=\"");
+		xml_text(f, o[i]->path);
+		fprintf(f, "\" time=\"%.3f\"", o[i]->elapsed_ns / 1e9);
+		if (o[i]->status == SCN_PASSED && !o[i]->run_dir[0]) {
+			fputs("/>\n", f);
+			continue;
+		}
+		fputs(">\n", f);
+		if (o[i]->status != SCN_PASSED) {
+			fputs("      <failure message=\"", f);
+			if (o[i]->at[0]) {
+				xml_text(f, o[i]->at);
+				fputs(": ", f);
+			}
+			xml_text(f, o[i]->message);
+			fputs("\" type=\"failure\">", f);
+			if (o[i]->at[0]) {
+				xml_text(f, o[i]->at);
+				fputs(": ", f);
+				xml_text(f, o[i]->step);
+				fputc('\n', f);
+			}
+			xml_text(f, o[i]->message);
+			if (o[i]->wanted[0]) {
+				fputs("\nexpected:\n", f);
+				xml_text(f, o[i]->wanted);
+			}
+			if (o[i]->found[0]) {
+				fputs("\nactual:\n", f);
+				xml_text(f, o[i]->found);
+			}
+			if (o[i]->detail[0]) {
+				fputc('\n', f);
+				xml_text(f, o[i]->detail);
+			}
+			scn_replay_cmd(o[i], ro, replay, sizeof(replay));
+			fputs("\nreplay: ", f);
+			xml_text(f, replay);
+			fputs("</failure>\n", f);
+		}
+		if (o[i]->run_dir[0]) {
+			fputs("      <system-out>", f);
+			xml_text(f, "kept ");
+			xml_text(f, o[i]->run_dir);
+			fputc('\n', f);
+			for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
+				char file[PATH_MAX + 32];
+
+				snprintf(file, sizeof(file), "%s/%s", relative(o[i]->run_dir, cwd),
+					 files[k]);
+				fputs("[[ATTACHMENT|", f);
+				xml_text(f, file);
+				fputs("]]\n", f);
+			}
+			fputs("</system-out>\n", f);
+		}
+		fputs("    </testcase>\n", f);
+	}
+	fputs("  </testsuite>\n</testsuites>\n", f);
+	rc = ferror(f) ? -EIO : 0;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
+}

@@ -1,0 +1,105 @@
+/*
+ * What the runner reports about each scenario, and how: the outcome of one
+ * run (filled in by the process that ran the scenario and handed to the
+ * parent whole, so that scenarios run in parallel never interleave their
+ * output), and the three forms it is printed in: text for people, TAP 14
+ * on stdout, and JUnit XML.  Private to scenarios/.
+ */
+#ifndef SCN_REPORT_H
+#define SCN_REPORT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SCN_OUT_TEXT 1024
+#define SCN_OUT_LONG 4096
+#define SCN_STEPS_MAX 512 /* steps recorded for -v and TAP subtests; later ones are counted */
+
+enum scn_status {
+	SCN_PASSED = 0,
+	SCN_FAILED = 1,
+	SCN_BROKEN = 2, /* a script error: nothing was started */
+};
+
+/* One step as run: for `-v` and TAP subtests. */
+struct scn_step_rec {
+	uint32_t line;
+	bool ok;
+	uint64_t start_ns; /* since the scenario started */
+	uint64_t dur_ns;
+	char text[160];
+};
+
+struct scn_outcome {
+	enum scn_status status;
+	uint64_t seed;
+	uint64_t elapsed_ns;
+	char path[PATH_MAX]; /* the scenario file as given */
+	char title[256];
+	char at[SCN_OUT_TEXT];      /* "file:line" of the failure, "" if none */
+	char step[SCN_OUT_TEXT];    /* the failing step's text */
+	char message[SCN_OUT_TEXT]; /* what failed, one line */
+	char wanted[SCN_OUT_LONG];  /* expected, a line per field */
+	char found[SCN_OUT_LONG];   /* actual, a line per field */
+	char detail[SCN_OUT_LONG];  /* more: a hex diff, snapshots, a warning */
+	char notes[SCN_OUT_LONG];   /* notes printed whatever the result (settle, at +T) */
+	char run_dir[PATH_MAX];     /* kept (failure or --keep); "" when removed */
+	uint32_t nsteps;            /* steps run */
+	uint32_t nrecs;             /* of them in recs */
+	struct scn_step_rec recs[SCN_STEPS_MAX];
+};
+
+/* What the reports need of the command line. */
+struct scn_report_opts {
+	bool verbose;
+	bool tap;
+	const char *junit;          /* a file, or NULL */
+	const char *const *defines; /* "NAME=VALUE", as given with -D */
+	size_t ndefines;
+	bool seed_given; /* --seed on the command line (the replay command has it anyway) */
+	double slow;
+};
+
+/* Record a failure in o (the first one only: later ones are ignored). */
+void scn_outcome_fail(struct scn_outcome *o, const char *at, const char *step, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Append a line to one of o's multi-line fields (wanted, found, detail,
+ * notes), cut at its size. */
+void scn_outcome_add(char *field, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * A hex diff of want and got (len bytes each, at offset base of their
+ * buffer): the lines of 16 bytes that differ, with their offsets, expected
+ * beside actual, at most 8 lines, then how many more bytes differ.  Into
+ * out (always NUL-terminated).  Returns the number of bytes that differ.
+ */
+size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
+		   size_t size);
+
+/* The command that replays o: "nicsim scenario run PATH --seed N -D ...". */
+void scn_replay_cmd(const struct scn_outcome *o, const struct scn_report_opts *ro, char *buf,
+		    size_t size);
+
+/* The text report of one scenario (the seed first), on f. */
+void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_report_opts *ro);
+
+/* TAP 14: the version and plan, then one test point per scenario (number
+ * n, from 1), with a subtest of its steps under -v. */
+void scn_report_tap_begin(FILE *f, size_t count);
+void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
+		    const struct scn_report_opts *ro);
+
+/* The summary line: how many passed and failed, and the time. */
+void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, uint64_t elapsed_ns,
+			bool tap);
+
+/* Write the JUnit XML file for every outcome.  0 or a negative errno. */
+int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
+		     const struct scn_report_opts *ro);
+
+#endif /* SCN_REPORT_H */

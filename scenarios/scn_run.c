@@ -1,0 +1,1830 @@
+/*
+ * The scenario runner: one process per scenario, one event loop, the steps
+ * in file order (scn_run_priv.h), and the parent that checks every file,
+ * runs the scenarios (-j N side by side) and prints their reports in order
+ * (scn_run.h).
+ */
+
+#include "scn_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fab_addr.h"
+#include "scn_agent_client.h"
+#include "scn_run_priv.h"
+#include "ws2san.h"
+
+#define AGENT_NAME "nicsim-agent"
+#define AGENT_CLOSE_MS 1000 /* an agent's end after its channel closes, then SIGKILL */
+#define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
+#define OUT_CHUNK 4096
+
+/* ---- Small helpers --------------------------------------------------------- */
+
+/* Make room for one more element of size elem in *v (count n, capacity
+ * *cap).  0 or -ENOMEM. */
+static int grow(void *v, size_t n, size_t *cap, size_t elem)
+{
+	void **p = v, *bigger;
+	size_t ncap;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? 2 * *cap : 8;
+	bigger = realloc(*p, ncap * elem);
+	if (!bigger)
+		return -ENOMEM;
+	memset((char *)bigger + *cap * elem, 0, (ncap - *cap) * elem);
+	*p = bigger;
+	*cap = ncap;
+	return 0;
+}
+
+static void loc_str(const struct scn_stmt *st, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s:%u", st->loc.file ? st->loc.file : "?", st->loc.line);
+}
+
+void scn_fail(struct scn_runner *r, const struct scn_stmt *st, const char *fmt, ...)
+{
+	char at[SCN_OUT_TEXT];
+	va_list ap;
+
+	if (r->out->status != SCN_PASSED)
+		return;
+	if (st)
+		loc_str(st, at, sizeof(at));
+	else
+		snprintf(at, sizeof(at), "%s", r->script->path);
+	scn_outcome_fail(r->out, at, st && st->text ? st->text : "", "%s", "");
+	va_start(ap, fmt);
+	vsnprintf(r->out->message, sizeof(r->out->message), fmt, ap);
+	va_end(ap);
+}
+
+uint64_t scn_step_deadline(const struct scn_runner *r, const struct scn_stmt *st)
+{
+	uint64_t ns = st->within_ns ? st->within_ns : SCN_DEFAULT_STEP_NS;
+	uint64_t d = scn_now_ns() + (uint64_t)((double)ns * r->slow);
+
+	return d < r->deadline ? d : r->deadline;
+}
+
+struct scn_nicd *scn_rt_nic(struct scn_runner *r, const char *name)
+{
+	return scn_topo_nic(&r->topo, name);
+}
+
+struct scn_rt_host *scn_rt_host(struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->nhosts; i++)
+		if (!strcmp(r->hosts[i].name, name))
+			return &r->hosts[i];
+	return NULL;
+}
+
+struct scn_rt_prog *scn_rt_prog(struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->nprogs; i++)
+		if (!strcmp(r->progs[i].decl->name, name))
+			return &r->progs[i];
+	return NULL;
+}
+
+/* The newest operation of that name: a name may be made again by a later
+ * step. */
+struct scn_rt_op *scn_rt_op(struct scn_runner *r, const char *name)
+{
+	for (size_t i = r->nops; i-- > 0;)
+		if (!strcmp(r->ops[i].name, name))
+			return &r->ops[i];
+	return NULL;
+}
+
+struct scn_rt_desc *scn_rt_desc(struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->ndescs; i++)
+		if (!strcmp(r->descs[i].name, name))
+			return &r->descs[i];
+	return NULL;
+}
+
+struct scn_rt_buf *scn_rt_buf(struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->nbufs; i++)
+		if (!strcmp(r->bufs[i].name, name))
+			return &r->bufs[i];
+	return NULL;
+}
+
+static struct scn_rt_handle *rt_handle(struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->nhandles; i++)
+		if (!strcmp(r->handles[i].name, name))
+			return &r->handles[i];
+	return NULL;
+}
+
+int scn_rt_mark_take(struct scn_runner *r, const char *name, const struct scn_stmt *st)
+{
+	struct scn_rt_mark *m;
+	char why[SCN_WHY_MAX];
+	int rc;
+
+	if (grow(&r->marks, r->nmarks, &r->cap_marks, sizeof(*r->marks)))
+		return -ENOMEM;
+	m = &r->marks[r->nmarks];
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->stats = calloc(r->topo.nnics ? r->topo.nnics : 1, sizeof(*m->stats));
+	m->have = calloc(r->topo.nnics ? r->topo.nnics : 1, sizeof(*m->have));
+	if (!m->stats || !m->have) {
+		free(m->stats);
+		free(m->have);
+		return -ENOMEM;
+	}
+	r->nmarks++;
+	for (size_t i = 0; i < r->topo.nnics; i++) {
+		if (r->topo.nics[i].pid <= 0)
+			continue;
+		rc = scn_topo_stats(&r->topo, &r->topo.nics[i], &m->stats[i], why, sizeof(why));
+		if (rc && st) {
+			scn_fail(r, st, "cannot take the counters of NIC %s: %s",
+				 r->topo.nics[i].name, why);
+			return rc;
+		}
+		m->have[i] = !rc;
+	}
+	return 0;
+}
+
+/* ---- Hosts ---------------------------------------------------------------------- */
+
+static struct scn_rt_op *op_find(struct scn_runner *r, struct scn_rt_host *h, long long id)
+{
+	for (size_t i = r->nops; i-- > 0;)
+		if (r->ops[i].host == h && r->ops[i].id == id)
+			return &r->ops[i];
+	return NULL;
+}
+
+static struct scn_rt_host *host_new(struct scn_runner *r, const char *name, struct scn_nicd *nic)
+{
+	struct scn_rt_host *h;
+	size_t i;
+
+	/* Hosts point to each other (parent): keep the table where it is by
+	 * sizing it once for every host the script can make. */
+	if (r->nhosts == r->cap_hosts)
+		return NULL;
+	i = r->nhosts++;
+	h = &r->hosts[i];
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	h->nic = nic;
+	h->pidfd = -1;
+	h->status = -1;
+	return h;
+}
+
+/* Open a log file of the run directory for a host or a program. */
+static int run_log(struct scn_runner *r, const char *kind, const char *name)
+{
+	char path[PATH_MAX + 128];
+
+	snprintf(path, sizeof(path), "%s/%s-%s.log", r->topo.dir, kind, name);
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+static int host_spawn(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const char *env[2] = {NULL, NULL};
+	struct scn_agent_spawn how;
+	struct scn_rt_host *h;
+	struct scn_nicd *nic = scn_rt_nic(r, st->u.host.nic);
+	int log_fd, rc;
+
+	h = nic ? host_new(r, st->name, nic) : NULL;
+	if (!h) {
+		scn_fail(r, st, "host %s: its NIC %s is unknown", st->name, st->u.host.nic);
+		return -EINVAL;
+	}
+	if (st->u.host.cache >= 0)
+		env[0] = st->u.host.cache ? "NICSIM_CACHE=on" : "NICSIM_CACHE=off";
+	log_fd = run_log(r, "host", st->name);
+	how = (struct scn_agent_spawn){.program = r->agent_path,
+				       .run_dir = r->topo.dir,
+				       .addr = nic->addr_str,
+				       .env = env,
+				       .stderr_fd = log_fd};
+	rc = scn_agent_spawn(&how, &h->agent);
+	if (log_fd >= 0)
+		close(log_fd);
+	if (rc) {
+		scn_fail(r, st, "cannot start host %s (%s): %s", st->name, r->agent_path,
+			 strerror(-rc));
+		return rc;
+	}
+	h->pid = scn_agent_pid(h->agent);
+	h->pidfd = scn_pidfd_open(h->pid);
+	return 0;
+}
+
+/* The agent exited: record its status without reaping it (scn_agent_close
+ * reaps it at the end, so its pid is never recycled before). */
+static void host_exited(struct scn_rt_host *h)
+{
+	siginfo_t si;
+
+	h->gone = true;
+	memset(&si, 0, sizeof(si));
+	if (h->pid > 0 && !waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+	    si.si_pid == h->pid)
+		h->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+	if (h->pidfd >= 0)
+		close(h->pidfd);
+	h->pidfd = -1;
+}
+
+static void op_side_effects(struct scn_runner *r, struct scn_rt_op *op,
+			    const struct scn_reply *rep);
+
+static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *line)
+{
+	struct scn_reply rep;
+	struct scn_rt_op *op;
+	char val[64];
+
+	if (scn_reply_parse(line, &rep))
+		return;
+	op = op_find(r, h, rep.id);
+	if (!op)
+		return;
+	op->replied = true;
+	if (rep.kind == SCN_REPLY_PENDING) {
+		if (op->st && op->st->kind == SCN_CALL && op->st->u.call.verb == SCN_V_FORK &&
+		    scn_reply_get(&rep, "pid", val, sizeof(val))) {
+			struct scn_rt_host *child = scn_rt_host(r, op->st->name);
+
+			if (child) {
+				child->pid = (pid_t)strtol(val, NULL, 10);
+				scn_agent_set_pid(child->agent, child->pid);
+			}
+		}
+		return;
+	}
+	op->done = true;
+	op->end_ns = scn_now_ns();
+	op->bad = rep.kind == SCN_REPLY_BAD;
+	snprintf(op->code, sizeof(op->code), "%s",
+		 rep.kind == SCN_REPLY_ERR || rep.kind == SCN_REPLY_DONE_ERR ? rep.code : "");
+	snprintf(op->reply, sizeof(op->reply), "%s", rep.rest ? rep.rest : "");
+	if (op->bad)
+		snprintf(op->code, sizeof(op->code), "bad");
+	if (!op->bad && !op->code[0])
+		op_side_effects(r, op, &rep);
+	/* A forked host's fork request is done when the child ended. */
+	if (op->st && op->st->kind == SCN_CALL && op->st->u.call.verb == SCN_V_FORK) {
+		struct scn_rt_host *child = scn_rt_host(r, op->st->name);
+
+		if (child) {
+			child->gone = true;
+			if (scn_reply_get(&rep, "exit", val, sizeof(val)))
+				child->status = W_EXITCODE((int)strtol(val, NULL, 10), 0);
+			else if (scn_reply_get(&rep, "signal", val, sizeof(val)))
+				child->status = SIGKILL;
+		}
+	}
+}
+
+static void host_drain(struct scn_runner *r, struct scn_rt_host *h)
+{
+	char line[SCN_AGENT_LINE_MAX];
+	int n;
+
+	if (!h->agent)
+		return;
+	for (;;) {
+		n = scn_agent_recv(h->agent, line, sizeof(line), 0);
+		if (n == -EMSGSIZE)
+			continue;
+		if (n < 0)
+			break;
+		host_reply(r, h, line);
+	}
+	if (n == -EPIPE && !h->gone) {
+		if (h->pidfd >= 0)
+			host_exited(h);
+		h->gone = true;
+	}
+}
+
+/* ---- Programs ------------------------------------------------------------------- */
+
+static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct scn_stmt *st)
+{
+	int pipefd[2], null_fd;
+	sigset_t none;
+	pid_t pid;
+
+	if (p->started) {
+		scn_fail(r, st, "program %s was started already", p->decl->name);
+		return -EALREADY;
+	}
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	p->log_fd = run_log(r, "prog", p->decl->name);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		if (dup2(null_fd, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(pipefd[1], 2) < 0)
+			_exit(127);
+		setenv("NICSIM_DIR", r->topo.dir, 1);
+		setenv("NICSIM_ADDR", p->nic->addr_str, 1);
+		execl("/bin/sh", "sh", "-c", p->decl->u.program.command, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	if (null_fd >= 0)
+		close(null_fd);
+	if (pid < 0) {
+		close(pipefd[0]);
+		scn_fail(r, st, "cannot start program %s: %s", p->decl->name, strerror(errno));
+		return -errno;
+	}
+	setpgid(pid, pid); /* both sides: whichever runs first */
+	p->pid = pid;
+	p->pidfd = scn_pidfd_open(pid);
+	p->out_fd = pipefd[0];
+	fcntl(p->out_fd, F_SETFL, O_NONBLOCK);
+	p->started = true;
+	return 0;
+}
+
+static void prog_read(struct scn_runner *r, struct scn_rt_prog *p)
+{
+	char chunk[OUT_CHUNK], *bigger;
+	ssize_t n;
+	size_t ncap;
+
+	(void)r;
+	for (;;) {
+		n = read(p->out_fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || errno != EAGAIN) {
+				close(p->out_fd);
+				p->out_fd = -1;
+			}
+			return;
+		}
+		if (p->log_fd >= 0 && write(p->log_fd, chunk, (size_t)n) < 0) {
+			close(p->log_fd);
+			p->log_fd = -1;
+		}
+		if (p->outlen + (size_t)n + 1 > p->outcap) {
+			ncap = (p->outlen + (size_t)n + 1) * 2;
+			bigger = realloc(p->out, ncap);
+			if (!bigger)
+				return;
+			p->out = bigger;
+			p->outcap = ncap;
+		}
+		memcpy(p->out + p->outlen, chunk, (size_t)n);
+		p->outlen += (size_t)n;
+		p->out[p->outlen] = '\0';
+	}
+}
+
+static void prog_reap(struct scn_rt_prog *p)
+{
+	pid_t w;
+
+	do
+		w = waitpid(p->pid, &p->status, WNOHANG);
+	while (w < 0 && errno == EINTR);
+	if (w == 0)
+		return;
+	p->exited = true;
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+}
+
+static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
+{
+	struct pollfd pf;
+	uint64_t deadline;
+
+	(void)r;
+	if (!p->started || p->pid <= 0)
+		goto out;
+	if (!p->exited) {
+		kill(-p->pid, SIGCONT);
+		kill(-p->pid, SIGTERM);
+		deadline = scn_now_ns() + PROG_TERM_MS * 1000000ull;
+		while (!p->exited && p->pidfd >= 0 && scn_now_ns() < deadline) {
+			pf = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+			poll(&pf, 1, (int)((deadline - scn_now_ns()) / 1000000 + 1));
+			prog_reap(p);
+		}
+		if (!p->exited) {
+			kill(-p->pid, SIGKILL);
+			while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+				;
+			p->exited = true;
+		}
+	}
+	/* What the group left behind (a command's own children). */
+	kill(-p->pid, SIGKILL);
+out:
+	if (p->out_fd >= 0)
+		prog_read(r, p);
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->out_fd = p->log_fd = p->pidfd = -1;
+}
+
+/* ---- The event loop ----------------------------------------------------------- */
+
+enum { PF_SIG, PF_CAP, PF_HOST_CHAN, PF_HOST_PID, PF_PROG_OUT, PF_PROG_PID, PF_NIC };
+
+int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t deadline)
+{
+	size_t cap = 2 + 2 * r->nhosts + 2 * r->nprogs + r->topo.nnics;
+	struct pollfd *pf = calloc(cap, sizeof(*pf));
+	unsigned char *what = calloc(cap, 1);
+	size_t *idx = calloc(cap, sizeof(*idx));
+	struct signalfd_siginfo si;
+	uint64_t now, next, poll_ns;
+	int64_t wait_ms;
+	size_t n, i;
+	int rc = 0;
+
+	if (!pf || !what || !idx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		for (i = 0; i < r->nhosts; i++)
+			host_drain(r, &r->hosts[i]);
+		now = scn_now_ns();
+		poll_ns = 0;
+		next = scn_fault_tick(r, now, &poll_ns);
+		if (r->interrupted) {
+			rc = -EINTR;
+			break;
+		}
+		if (cond && cond(r, arg))
+			break;
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		n = 0;
+		pf[n] = (struct pollfd){.fd = r->sigfd, .events = POLLIN};
+		what[n++] = PF_SIG;
+		if (r->topo.capture.wake_fd >= 0) {
+			pf[n] = (struct pollfd){.fd = r->topo.capture.wake_fd, .events = POLLIN};
+			what[n++] = PF_CAP;
+		}
+		for (i = 0; i < r->nhosts; i++) {
+			if (r->hosts[i].agent && !r->hosts[i].gone) {
+				pf[n] = (struct pollfd){.fd = scn_agent_fd(r->hosts[i].agent),
+							.events = POLLIN};
+				idx[n] = i;
+				what[n++] = PF_HOST_CHAN;
+			}
+			if (r->hosts[i].pidfd >= 0) {
+				pf[n] = (struct pollfd){.fd = r->hosts[i].pidfd, .events = POLLIN};
+				idx[n] = i;
+				what[n++] = PF_HOST_PID;
+			}
+		}
+		for (i = 0; i < r->nprogs; i++) {
+			if (r->progs[i].out_fd >= 0) {
+				pf[n] = (struct pollfd){.fd = r->progs[i].out_fd, .events = POLLIN};
+				idx[n] = i;
+				what[n++] = PF_PROG_OUT;
+			}
+			if (r->progs[i].pidfd >= 0) {
+				pf[n] = (struct pollfd){.fd = r->progs[i].pidfd, .events = POLLIN};
+				idx[n] = i;
+				what[n++] = PF_PROG_PID;
+			}
+		}
+		for (i = 0; i < r->topo.nnics; i++) {
+			if (r->topo.nics[i].pidfd >= 0) {
+				pf[n] =
+				    (struct pollfd){.fd = r->topo.nics[i].pidfd, .events = POLLIN};
+				idx[n] = i;
+				what[n++] = PF_NIC;
+			}
+		}
+		/* Block until the nearest of: the deadline, a fault's timer, a
+		 * counter re-read, a link re-read for a fault counting frames. */
+		{
+			uint64_t until = deadline;
+
+			if (next && next < until)
+				until = next;
+			if (r->counter_poll && r->counter_next_ns < until)
+				until = r->counter_next_ns;
+			if (poll_ns && now + poll_ns < until)
+				until = now + poll_ns;
+			wait_ms = until > now ? (int64_t)((until - now + 999999) / 1000000) : 0;
+		}
+		if (poll(pf, n, (int)(wait_ms > 60000 ? 60000 : wait_ms)) < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (!pf[i].revents)
+				continue;
+			switch (what[i]) {
+			case PF_SIG:
+				if (read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					r->interrupted = true;
+					r->signo = (int)si.ssi_signo;
+				}
+				break;
+			case PF_CAP: scn_capture_ack(&r->topo); break;
+			case PF_HOST_CHAN: host_drain(r, &r->hosts[idx[i]]); break;
+			case PF_HOST_PID: host_exited(&r->hosts[idx[i]]); break;
+			case PF_PROG_OUT: prog_read(r, &r->progs[idx[i]]); break;
+			case PF_PROG_PID:
+				prog_reap(&r->progs[idx[i]]);
+				if (r->progs[idx[i]].out_fd >= 0)
+					prog_read(r, &r->progs[idx[i]]);
+				break;
+			case PF_NIC: scn_topo_nic_reap(&r->topo.nics[idx[i]]); break;
+			}
+		}
+	}
+out:
+	free(pf);
+	free(what);
+	free(idx);
+	return rc;
+}
+
+/* ---- Host calls ------------------------------------------------------------------ */
+
+static void hex_blob(const uint8_t *b, size_t len, char *out, size_t size)
+{
+	size_t o = 0;
+
+	o += (size_t)snprintf(out, size, "x:");
+	for (size_t i = 0; i < len && o + 3 < size; i++)
+		o += (size_t)snprintf(out + o, size - o, "%02x", b[i]);
+}
+
+static size_t unhex_blob(const char *text, uint8_t *b, size_t size)
+{
+	size_t n = 0;
+	unsigned v;
+
+	if (!strncmp(text, "x:", 2))
+		text += 2;
+	while (n < size && sscanf(text, "%2x", &v) == 1 && text[1]) {
+		b[n++] = (uint8_t)v;
+		text += 2;
+	}
+	return n;
+}
+
+/* Resolve a buffer range: offset and length, or fail the step. */
+static int range_of(struct scn_runner *r, const struct scn_stmt *st, const struct scn_range *rg,
+		    uint64_t *off, uint64_t *len)
+{
+	struct scn_rt_buf *b = scn_rt_buf(r, rg->name);
+
+	if (!b) {
+		scn_fail(r, st, "%s is not a buffer made by a `buffer` step", rg->name);
+		return -ENOENT;
+	}
+	switch (rg->form) {
+	case SCN_RANGE_WHOLE: *off = 0, *len = b->size; break;
+	case SCN_RANGE_SPAN: *off = rg->off, *len = rg->end - rg->off; break;
+	case SCN_RANGE_FROM:
+	case SCN_RANGE_AT: *off = rg->off, *len = rg->off <= b->size ? b->size - rg->off : 0; break;
+	}
+	if (*off > b->size || *len > b->size - *off) {
+		scn_fail(r, st, "%s[%llu..%llu] lies outside buffer %s of %llu bytes", rg->name,
+			 (unsigned long long)*off, (unsigned long long)(*off + *len), rg->name,
+			 (unsigned long long)b->size);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+static const char *access_word(enum scn_access a)
+{
+	return a == SCN_ACCESS_READ ? "read" : a == SCN_ACCESS_WRITE ? "write" : "readwrite";
+}
+
+static const char *advice_word(enum scn_advice a)
+{
+	return a == SCN_ADV_FREE ? "free" : a == SCN_ADV_REMOVE ? "remove" : "dontneed";
+}
+
+/* The request line of a call (after its ID).  0, or an error with the
+ * step failed. */
+static int call_line(struct scn_runner *r, const struct scn_stmt *st, char *line, size_t size)
+{
+	const struct scn_call *c = &st->u.call;
+	char blob[2 * SCN_RT_DESC_MAX + 8], pat[64];
+	struct scn_nicd *nic;
+	struct scn_rt_desc *d;
+	struct scn_rt_handle *hd;
+	uint64_t off = 0, len = 0;
+
+	switch (c->verb) {
+	case SCN_V_STARTUP: snprintf(line, size, "startup"); break;
+	case SCN_V_CLEANUP: snprintf(line, size, "cleanup"); break;
+	case SCN_V_SOCKET: snprintf(line, size, "socket %s", st->name); break;
+	case SCN_V_BIND:
+	case SCN_V_CONNECT:
+		nic = scn_rt_nic(r, c->nic);
+		if (!nic) {
+			scn_fail(r, st, "%s is not a NIC of this scenario", c->nic);
+			return -ENOENT;
+		}
+		snprintf(line, size, "%s %s %s %u", c->verb == SCN_V_BIND ? "bind" : "connect",
+			 c->sock, nic->addr_str, c->port);
+		break;
+	case SCN_V_LISTEN:
+		if (c->backlog)
+			snprintf(line, size, "listen %s %u", c->sock, c->backlog);
+		else
+			snprintf(line, size, "listen %s", c->sock);
+		break;
+	case SCN_V_ACCEPT: snprintf(line, size, "accept %s %s", c->sock, st->name); break;
+	case SCN_V_CLOSE: snprintf(line, size, "close %s", c->sock); break;
+	case SCN_V_BUFFER:
+		scn_pattern_words(r, &c->fill, pat, sizeof(pat));
+		snprintf(line, size, "buffer %s %llu %s %s", c->local.name,
+			 (unsigned long long)c->size, c->use_malloc ? "malloc" : "mmap", pat);
+		break;
+	case SCN_V_REGISTER:
+	case SCN_V_REGISTER_RDMA:
+		if (range_of(r, st, &c->local, &off, &len))
+			return -EINVAL;
+		snprintf(line, size, "%s %s %s %llu %llu %s%s%s",
+			 c->verb == SCN_V_REGISTER ? "register" : "register-rdma", c->sock,
+			 c->local.name, (unsigned long long)off, (unsigned long long)len,
+			 access_word(c->access), c->verb == SCN_V_REGISTER ? " " : "",
+			 c->verb == SCN_V_REGISTER ? st->name : "");
+		break;
+	case SCN_V_DEREGISTER:
+		hd = rt_handle(r, c->target);
+		if (hd && hd->host != scn_rt_host(r, c->host))
+			snprintf(line, size, "deregister %s 0x%llx", c->sock,
+				 (unsigned long long)hd->value);
+		else
+			snprintf(line, size, "deregister %s %s", c->sock, c->target);
+		break;
+	case SCN_V_DEREGISTER_RDMA:
+		d = scn_rt_desc(r, c->target);
+		if (!d) {
+			scn_fail(r, st, "%s is not a descriptor made by an earlier step",
+				 c->target);
+			return -ENOENT;
+		}
+		hex_blob(d->bytes, d->len, blob, sizeof(blob));
+		snprintf(line, size, "deregister-rdma %s %s", c->sock, blob);
+		break;
+	case SCN_V_WRITE:
+	case SCN_V_READ:
+		if (range_of(r, st, &c->local, &off, &len))
+			return -EINVAL;
+		if (c->verb == SCN_V_READ && c->size)
+			len = c->size;
+		d = scn_rt_desc(r, c->remote.name);
+		if (!d) {
+			scn_fail(r, st, "%s is not a descriptor made by an earlier step",
+				 c->remote.name);
+			return -ENOENT;
+		}
+		hex_blob(d->bytes, d->len, blob, sizeof(blob));
+		snprintf(
+		    line, size, "%s %s %s %llu %llu desc=%s at=%llu",
+		    c->verb == SCN_V_WRITE ? "write" : "read", c->sock, c->local.name,
+		    (unsigned long long)off, (unsigned long long)len, blob,
+		    (unsigned long long)(c->remote.form == SCN_RANGE_WHOLE ? 0 : c->remote.off));
+		break;
+	case SCN_V_SEND:
+	case SCN_V_RECV:
+		if (range_of(r, st, &c->local, &off, &len))
+			return -EINVAL;
+		snprintf(line, size, "%s %s %s %llu %llu", c->verb == SCN_V_SEND ? "send" : "recv",
+			 c->sock, c->local.name, (unsigned long long)off, (unsigned long long)len);
+		break;
+	case SCN_V_CACHE_CALLBACK:
+	case SCN_V_MADVISE:
+		if (range_of(r, st, &c->local, &off, &len))
+			return -EINVAL;
+		if (c->verb == SCN_V_CACHE_CALLBACK)
+			snprintf(line, size, "cache-callback %s %llu %llu", c->local.name,
+				 (unsigned long long)off, (unsigned long long)len);
+		else if (c->local.form == SCN_RANGE_WHOLE)
+			snprintf(line, size, "madvise %s %s", c->local.name,
+				 advice_word(c->advice));
+		else
+			snprintf(line, size, "madvise %s %s %llu %llu", c->local.name,
+				 advice_word(c->advice), (unsigned long long)off,
+				 (unsigned long long)len);
+		break;
+	case SCN_V_MUNMAP: snprintf(line, size, "munmap %s", c->local.name); break;
+	case SCN_V_MMAP: snprintf(line, size, "mmap %s", c->local.name); break;
+	case SCN_V_FREE: snprintf(line, size, "free %s", c->local.name); break;
+	case SCN_V_MREMAP:
+	case SCN_V_REALLOC:
+		snprintf(line, size, "%s %s %llu", c->verb == SCN_V_MREMAP ? "mremap" : "realloc",
+			 c->local.name, (unsigned long long)c->size);
+		break;
+	case SCN_V_EXIT: snprintf(line, size, "exit %d", c->exit_code); break;
+	default: scn_fail(r, st, "the runner does not know verb %d", (int)c->verb); return -EINVAL;
+	}
+	return 0;
+}
+
+/* What a successful call leaves behind: descriptors, handles, buffers. */
+static void op_side_effects(struct scn_runner *r, struct scn_rt_op *op, const struct scn_reply *rep)
+{
+	const struct scn_call *c;
+	char val[2 * SCN_RT_DESC_MAX + 8];
+	struct scn_rt_buf *b;
+
+	if (!op->st || op->st->kind != SCN_CALL)
+		return;
+	c = &op->st->u.call;
+	switch (c->verb) {
+	case SCN_V_REGISTER_RDMA:
+		if (op->st->name[0] && scn_reply_get(rep, "desc", val, sizeof(val)) &&
+		    !grow(&r->descs, r->ndescs, &r->cap_descs, sizeof(*r->descs))) {
+			struct scn_rt_desc *d = scn_rt_desc(r, op->st->name);
+
+			if (!d) {
+				d = &r->descs[r->ndescs++];
+				snprintf(d->name, sizeof(d->name), "%s", op->st->name);
+			}
+			d->len = unhex_blob(val, d->bytes, sizeof(d->bytes));
+		}
+		break;
+	case SCN_V_REGISTER:
+		if (op->st->name[0] && scn_reply_get(rep, "handle", val, sizeof(val)) &&
+		    !grow(&r->handles, r->nhandles, &r->cap_handles, sizeof(*r->handles))) {
+			struct scn_rt_handle *h = &r->handles[r->nhandles++];
+
+			snprintf(h->name, sizeof(h->name), "%s", op->st->name);
+			h->host = op->host;
+			h->value = strtoull(val, NULL, 0);
+		}
+		break;
+	case SCN_V_BUFFER:
+		b = scn_rt_buf(r, c->local.name);
+		if (!b && !grow(&r->bufs, r->nbufs, &r->cap_bufs, sizeof(*r->bufs)))
+			b = &r->bufs[r->nbufs++];
+		if (!b)
+			break;
+		snprintf(b->name, sizeof(b->name), "%s", c->local.name);
+		b->host = op->host;
+		b->size = c->size;
+		b->fill = c->fill;
+		if (scn_reply_get(rep, "len", val, sizeof(val)))
+			b->size = strtoull(val, NULL, 0);
+		break;
+	case SCN_V_MREMAP:
+	case SCN_V_REALLOC:
+		b = scn_rt_buf(r, c->local.name);
+		if (b)
+			b->size = c->size;
+		break;
+	default: break;
+	}
+}
+
+static struct scn_rt_op *op_new(struct scn_runner *r, const struct scn_stmt *st,
+				struct scn_rt_host *h, long long id)
+{
+	struct scn_rt_op *op;
+
+	if (grow(&r->ops, r->nops, &r->cap_ops, sizeof(*r->ops)))
+		return NULL;
+	op = &r->ops[r->nops++];
+	memset(op, 0, sizeof(*op));
+	if (st->kind == SCN_CALL && scn_verb_makes(st->u.call.verb) == SCN_KIND_OP)
+		snprintf(op->name, sizeof(op->name), "%s", st->name);
+	else if (st->kind == SCN_CALL && st->u.call.verb == SCN_V_ACCEPT)
+		snprintf(op->name, sizeof(op->name), "%s", st->name);
+	op->st = st;
+	op->host = h;
+	op->id = id;
+	return op;
+}
+
+static bool op_settled(struct scn_runner *r, void *arg)
+{
+	struct scn_rt_op *op = &r->ops[(size_t)(uintptr_t)arg];
+
+	return op->done || op->host->gone;
+}
+
+static bool op_replied(struct scn_runner *r, void *arg)
+{
+	struct scn_rt_op *op = &r->ops[(size_t)(uintptr_t)arg];
+
+	return op->replied || op->host->gone;
+}
+
+static const char *result_text(const struct scn_result *res)
+{
+	return res->kind == SCN_RES_OK ? "ok" : res->kind == SCN_RES_ANY ? "any" : res->wsa_name;
+}
+
+/* Compare a finished operation with the result the statement wants
+ * (st is the call, or the `wait` that collects it). */
+static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_op *op,
+		    const struct scn_result *want)
+{
+	const char *got = op->code[0] ? op->code : "ok";
+
+	op->collected = true;
+	if (!op->done) {
+		scn_fail(r, st, "host %s ended before the call's result came", op->host->name);
+		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "result: %s",
+				result_text(want));
+		scn_outcome_add(r->out->found, sizeof(r->out->found),
+				"host %s: gone (wait status 0x%x)", op->host->name,
+				(unsigned)op->host->status);
+		return -EPIPE;
+	}
+	if (op->bad) {
+		scn_fail(r, st, "the host agent refused the request: %s", op->reply);
+		return -EINVAL;
+	}
+	if (want->kind == SCN_RES_ANY || (want->kind == SCN_RES_OK && !op->code[0]) ||
+	    (want->kind == SCN_RES_WSA && !strcmp(op->code, want->wsa_name)))
+		return 0;
+	scn_fail(r, st, "%s: the call returned %s, not %s", op->host->name, got, result_text(want));
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "result: %s", result_text(want));
+	scn_outcome_add(r->out->found, sizeof(r->out->found), "result: %s%s%s", got,
+			op->reply[0] ? " " : "", op->reply);
+	return -EINVAL;
+}
+
+static int call_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_call *c = &st->u.call;
+	struct scn_rt_host *h = scn_rt_host(r, c->host), *child;
+	char line[SCN_AGENT_LINE_MAX];
+	struct scn_agent *ca = NULL;
+	struct scn_rt_op *op;
+	long long id;
+	size_t i;
+	int rc;
+
+	if (!h || !h->agent) {
+		scn_fail(r, st, "%s is not a running host", c->host);
+		return -ENOENT;
+	}
+	if (h->gone) {
+		scn_fail(r, st, "host %s has ended (wait status 0x%x): it can make no call",
+			 h->name, (unsigned)h->status);
+		return -EPIPE;
+	}
+	if (c->verb == SCN_V_FORK) {
+		id = scn_agent_fork(h->agent, &ca);
+		if (id > 0) {
+			child = host_new(r, st->name, h->nic);
+			if (!child) {
+				scn_agent_close(ca, AGENT_CLOSE_MS);
+				id = -ENOMEM;
+			} else {
+				child->agent = ca;
+				child->parent = h;
+				child->fork_id = id;
+			}
+		}
+	} else {
+		if (call_line(r, st, line, sizeof(line)))
+			return -EINVAL;
+		id = scn_agent_request(h->agent, "%s", line);
+	}
+	if (id < 0) {
+		scn_fail(r, st, "cannot send the call to host %s: %s", h->name, strerror((int)-id));
+		return (int)id;
+	}
+	op = op_new(r, st, h, id);
+	if (!op)
+		return -ENOMEM;
+	i = (size_t)(op - r->ops);
+	/* Fork and `&` calls end their step with the first reply; the others
+	 * wait for the result. */
+	rc = scn_loop_until(r, c->verb == SCN_V_FORK || st->async ? op_replied : op_settled,
+			    (void *)(uintptr_t)i, scn_step_deadline(r, st));
+	op = &r->ops[i];
+	if (rc)
+		return rc;
+	if (c->verb == SCN_V_FORK) {
+		if (op->done && (op->bad || op->code[0]))
+			return op_check(r, st, op, &st->result);
+		return 0;
+	}
+	if (st->async) {
+		if (op->bad)
+			return op_check(r, st, op, &st->result);
+		return 0;
+	}
+	return op_check(r, st, op, &st->result);
+}
+
+/* ---- Other steps ------------------------------------------------------------------ */
+
+static int desc_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_desc *dd = &st->u.desc;
+	struct scn_rt_desc *base = scn_rt_desc(r, dd->base), *d;
+	struct nicsim_rdma_desc v;
+	struct scn_nicd *nic;
+	uint64_t x;
+
+	if (!base) {
+		scn_fail(r, st, "%s is not a descriptor made by an earlier step", dd->base);
+		return -ENOENT;
+	}
+	if (grow(&r->descs, r->ndescs, &r->cap_descs, sizeof(*r->descs)))
+		return -ENOMEM;
+	base = scn_rt_desc(r, dd->base);
+	d = scn_rt_desc(r, st->name);
+	if (!d) {
+		d = &r->descs[r->ndescs++];
+		snprintf(d->name, sizeof(d->name), "%s", st->name);
+	}
+	if (d != base)
+		memcpy(d->bytes, base->bytes, sizeof(d->bytes)), d->len = base->len;
+	if (dd->field == SCN_DF_TRUNCATED) {
+		d->len = dd->value < d->len ? (size_t)dd->value : d->len;
+		return 0;
+	}
+	memset(&v, 0, sizeof(v));
+	memcpy(&v, d->bytes, d->len < sizeof(v) ? d->len : sizeof(v));
+#define SCN_SET(field)                                                                        \
+	do {                                                                                  \
+		x = (uint64_t)v.field;                                                        \
+		x = !dd->relative ? dd->value : dd->negative ? x - dd->value : x + dd->value; \
+		v.field = (__typeof__(v.field))x;                                             \
+	} while (0)
+	switch (dd->field) {
+	case SCN_DF_RKEY: SCN_SET(rkey); break;
+	case SCN_DF_VA: SCN_SET(va); break;
+	case SCN_DF_LEN: SCN_SET(len); break;
+	case SCN_DF_MAGIC: SCN_SET(magic); break;
+	case SCN_DF_VERSION: SCN_SET(version); break;
+	case SCN_DF_ACCESS: SCN_SET(access); break;
+	case SCN_DF_NIC:
+		nic = dd->nic[0] ? scn_rt_nic(r, dd->nic) : NULL;
+		if (nic)
+			v.nic_addr = nic->addr;
+		else
+			SCN_SET(nic_addr);
+		break;
+	default: break;
+	}
+#undef SCN_SET
+	memcpy(d->bytes, &v, sizeof(v));
+	if (d->len < sizeof(v))
+		d->len = sizeof(v);
+	return 0;
+}
+
+static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct scn_nicd *n = scn_rt_nic(r, st->u.target);
+	char why[SCN_WHY_MAX];
+	int rc;
+
+	if (!n) {
+		scn_fail(r, st, "%s is not a NIC of this scenario", st->u.target);
+		return -ENOENT;
+	}
+	switch (st->kind) {
+	case SCN_KILL_NIC: rc = scn_topo_nic_signal(&r->topo, n, SIGKILL); break;
+	case SCN_STOP_NIC: rc = scn_topo_nic_signal(&r->topo, n, SIGSTOP); break;
+	case SCN_CONT_NIC: rc = scn_topo_nic_signal(&r->topo, n, SIGCONT); break;
+	default:
+		if (n->pid > 0 && !scn_topo_nic_reap(n)) {
+			scn_fail(r, st, "NIC %s is still running: `kill nic %s` first", n->name,
+				 n->name);
+			return -EBUSY;
+		}
+		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, st, "%s", why);
+			return rc;
+		}
+		return 0;
+	}
+	if (rc)
+		scn_fail(r, st, "NIC %s is not running (nicsimd exited)", n->name);
+	return rc;
+}
+
+static int kill_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct scn_rt_host *h = scn_rt_host(r, st->u.kill.target);
+	struct scn_rt_prog *p = scn_rt_prog(r, st->u.kill.target);
+
+	if (h) {
+		if (!h->gone && h->agent && scn_agent_kill(h->agent, SIGKILL)) {
+			scn_fail(r, st, "cannot kill host %s", h->name);
+			return -ESRCH;
+		}
+		h->killed = true;
+		return 0;
+	}
+	if (p && p->started && !p->exited) {
+		kill(-p->pid, st->u.kill.signal ? st->u.kill.signal : SIGKILL);
+		return 0;
+	}
+	scn_fail(r, st, "%s is not a running host or program", st->u.kill.target);
+	return -ESRCH;
+}
+
+static bool op_collectable(struct scn_runner *r, void *arg)
+{
+	return op_settled(r, arg);
+}
+
+static int wait_op_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct scn_rt_op *op = scn_rt_op(r, st->u.target);
+	size_t i;
+	int rc;
+
+	if (!op) {
+		scn_fail(r, st, "%s is not an operation started earlier", st->u.target);
+		return -ENOENT;
+	}
+	i = (size_t)(op - r->ops);
+	rc = scn_loop_until(r, op_collectable, (void *)(uintptr_t)i, scn_step_deadline(r, st));
+	if (rc)
+		return rc;
+	return op_check(r, st, &r->ops[i], &st->result);
+}
+
+struct exit_wait {
+	struct scn_rt_host *h;
+	struct scn_rt_prog *p;
+};
+
+static bool exited(struct scn_runner *r, void *arg)
+{
+	struct exit_wait *w = arg;
+
+	(void)r;
+	return w->h ? w->h->gone : w->p->exited;
+}
+
+static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct exit_wait w = {scn_rt_host(r, st->u.exit.target), scn_rt_prog(r, st->u.exit.target)};
+	int rc, status;
+
+	if (!w.h && !w.p) {
+		scn_fail(r, st, "%s is not a host or a program", st->u.exit.target);
+		return -ENOENT;
+	}
+	if (w.p && !w.p->started) {
+		scn_fail(r, st, "program %s was never started", st->u.exit.target);
+		return -ESRCH;
+	}
+	rc = scn_loop_until(r, exited, &w, scn_step_deadline(r, st));
+	if (rc)
+		return rc;
+	status = w.h ? w.h->status : w.p->status;
+	if (!st->u.exit.has_code)
+		return 0;
+	if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == st->u.exit.code)
+		return 0;
+	scn_fail(r, st, "%s did not exit with status %d", st->u.exit.target, st->u.exit.code);
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "exit: %d", st->u.exit.code);
+	if (status < 0)
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: unknown");
+	else if (WIFEXITED(status))
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: %d",
+				WEXITSTATUS(status));
+	else
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "killed by signal %d",
+				WIFSIGNALED(status) ? WTERMSIG(status) : status);
+	return -EINVAL;
+}
+
+/* Whether program p wrote a line that contains text (or matches the ERE). */
+static bool output_has(const struct scn_rt_prog *p, const struct scn_output *o)
+{
+	const char *line, *nl;
+	regex_t re;
+	char *copy;
+	bool found = false;
+
+	if (!p->out)
+		return false;
+	if (!o->regex)
+		return strstr(p->out, o->text) != NULL;
+	if (regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
+		return false;
+	for (line = p->out; *line && !found; line = nl ? nl + 1 : line + strlen(line)) {
+		nl = strchr(line, '\n');
+		copy = strndup(line, nl ? (size_t)(nl - line) : strlen(line));
+		found = copy && !regexec(&re, copy, 0, NULL, 0);
+		free(copy);
+	}
+	regfree(&re);
+	return found;
+}
+
+static bool output_seen(struct scn_runner *r, void *arg)
+{
+	const struct scn_stmt *st = arg;
+	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
+
+	return output_has(p, &st->u.output) || (p->exited && p->out_fd < 0);
+}
+
+static int output_step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
+	const char *tail;
+	int rc;
+
+	if (!p || !p->started) {
+		scn_fail(r, st, "%s is not a program that was started", st->u.output.target);
+		return -ENOENT;
+	}
+	if (st->kind == SCN_WAIT_OUTPUT) {
+		rc = scn_loop_until(r, output_seen, (void *)st, scn_step_deadline(r, st));
+		if (rc && rc != -ETIMEDOUT)
+			return rc;
+	} else if (p->out_fd >= 0) {
+		prog_read(r, p);
+	}
+	if (output_has(p, &st->u.output))
+		return 0;
+	scn_fail(r, st, "program %s wrote no line %s %s%s%s", p->decl->name,
+		 st->u.output.regex ? "matching" : "containing", st->u.output.regex ? "/" : "\"",
+		 st->u.output.text, st->u.output.regex ? "/" : "\"");
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "output: %s", st->u.output.text);
+	tail = p->out ? p->out : "";
+	if (strlen(tail) > 1500)
+		tail += strlen(tail) - 1500;
+	scn_outcome_add(r->out->found, sizeof(r->out->found), "output%s: %s",
+			p->out && tail != p->out ? " (its end)" : "", *tail ? tail : "(nothing)");
+	return -EINVAL;
+}
+
+/* Run one step.  0, or an error with the outcome failed (or -ETIMEDOUT /
+ * -EINTR for the caller to report). */
+static int step(struct scn_runner *r, const struct scn_stmt *st)
+{
+	switch (st->kind) {
+	case SCN_CALL: return call_step(r, st);
+	case SCN_DESC: return desc_step(r, st);
+	case SCN_START: {
+		struct scn_rt_prog *p = scn_rt_prog(r, st->u.target);
+
+		if (!p) {
+			scn_fail(r, st, "%s is not a program of this scenario", st->u.target);
+			return -ENOENT;
+		}
+		return prog_start(r, p, st);
+	}
+	case SCN_KILL: return kill_step(r, st);
+	case SCN_KILL_NIC:
+	case SCN_RESTART_NIC:
+	case SCN_STOP_NIC:
+	case SCN_CONT_NIC: return nic_step(r, st);
+	case SCN_FAULT: return scn_fault_step(r, st);
+	case SCN_HEAL: return scn_fault_heal_step(r, st);
+	case SCN_MARK: return scn_rt_mark_take(r, st->name, st);
+	case SCN_WAIT_OP: return wait_op_step(r, st);
+	case SCN_WAIT_EXIT: return wait_exit_step(r, st);
+	case SCN_WAIT_OUTPUT:
+	case SCN_EXPECT_OUTPUT: return output_step(r, st);
+	default: return scn_expect_step(r, st);
+	}
+}
+
+/* What a step that timed out was waiting for, in words. */
+static void pending_what(struct scn_runner *r, const struct scn_stmt *st, char *buf, size_t size)
+{
+	switch (st->kind) {
+	case SCN_CALL:
+		snprintf(buf, size, "the result of %s's call %s", st->u.call.host,
+			 scn_verb_name(st->u.call.verb));
+		break;
+	case SCN_WAIT_OP: snprintf(buf, size, "operation %s to end", st->u.target); break;
+	case SCN_WAIT_EXIT: snprintf(buf, size, "%s to exit", st->u.exit.target); break;
+	case SCN_WAIT_OUTPUT:
+		snprintf(buf, size, "a line of %s's output with \"%s\"", st->u.output.target,
+			 st->u.output.text);
+		break;
+	case SCN_WAIT_COUNTER:
+		snprintf(buf, size, "counter %s.%s", st->u.counter.nic, st->u.counter.counter);
+		break;
+	case SCN_WAIT_FRAME:
+		snprintf(buf, size, "a frame %s -> %s%s%s%s%s", st->u.frames.filter.link.src,
+			 st->u.frames.filter.link.dst,
+			 st->u.frames.filter.opcode_name[0] ? " opcode " : "",
+			 st->u.frames.filter.opcode_name,
+			 st->u.frames.filter.syndrome_name[0] ? " syndrome " : "",
+			 st->u.frames.filter.syndrome_name);
+		break;
+	default: snprintf(buf, size, "the step to end"); break;
+	}
+	(void)r;
+}
+
+/* ---- One scenario ------------------------------------------------------------ */
+
+static uint64_t random_seed(void)
+{
+	uint64_t seed;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = scn_now_ns() ^ (uint64_t)getpid() << 32;
+	return seed;
+}
+
+static int topo_setup(struct scn_runner *r)
+{
+	const struct scn_script *s = r->script;
+	char why[SCN_WHY_MAX];
+	size_t i;
+	int rc;
+
+	r->topo.nics = calloc(s->nnics ? s->nnics : 1, sizeof(*r->topo.nics));
+	r->progs = calloc(s->nprograms ? s->nprograms : 1, sizeof(*r->progs));
+	/* Every host the script can make: declared ones and one per fork. */
+	r->cap_hosts = s->nhosts;
+	for (i = 0; i < s->nstmts; i++)
+		r->cap_hosts +=
+		    s->stmts[i].kind == SCN_CALL && s->stmts[i].u.call.verb == SCN_V_FORK;
+	r->hosts = calloc(r->cap_hosts ? r->cap_hosts : 1, sizeof(*r->hosts));
+	if (!r->topo.nics || !r->progs || !r->hosts)
+		return -ENOMEM;
+	rc = scn_topo_make_dir(&r->topo, why, sizeof(why));
+	if (rc) {
+		scn_fail(r, NULL, "%s", why);
+		return rc;
+	}
+	for (i = 0; i < s->nnics; i++) {
+		const struct scn_stmt *st = s->nics[i];
+		struct scn_nicd *n = &r->topo.nics[r->topo.nnics++];
+
+		n->name = st->name;
+		n->addr = st->u.nic.addr;
+		n->pidfd = -1;
+		fab_addr_format(n->addr, n->addr_str, sizeof(n->addr_str));
+		if (st->u.nic.tpt_capacity)
+			snprintf(n->tpt_capacity, sizeof(n->tpt_capacity), "%u",
+				 st->u.nic.tpt_capacity);
+		if (st->u.nic.max_reg)
+			snprintf(n->max_reg, sizeof(n->max_reg), "%llu",
+				 (unsigned long long)st->u.nic.max_reg);
+		n->no_mw = st->u.nic.no_windows;
+		n->no_rdma_read = st->u.nic.no_rdma_read;
+		{
+			const int timers[CLI_TIMER_OPTS] = {
+			    st->u.nic.ack_timeout, st->u.nic.retry_count, st->u.nic.rnr_retry,
+			    st->u.nic.cm_timeout, st->u.nic.cm_retries};
+
+			for (size_t k = 0; k < CLI_TIMER_OPTS; k++)
+				if (timers[k] >= 0)
+					snprintf(n->timer[k], sizeof(n->timer[k]), "%d", timers[k]);
+		}
+		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, st, "%s", why);
+			return rc;
+		}
+	}
+	rc = scn_links_setup(r);
+	if (rc)
+		return rc;
+	r->topo.capture_on = s->capture;
+	if (r->topo.fab) {
+		rc = scn_capture_start(&r->topo, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, NULL, "the capture: %s", why);
+			return rc;
+		}
+	}
+	for (i = 0; i < s->nprograms; i++) {
+		struct scn_rt_prog *p = &r->progs[r->nprogs++];
+
+		p->decl = s->programs[i];
+		p->nic = scn_rt_nic(r, p->decl->u.program.nic);
+		p->pidfd = p->out_fd = p->log_fd = -1;
+	}
+	for (i = 0; i < s->nhosts; i++) {
+		rc = host_spawn(r, s->hosts[i]);
+		if (rc)
+			return rc;
+	}
+	return scn_rt_mark_take(r, "", NULL);
+}
+
+/* End every process the scenario started, by pid, whatever state it is in. */
+static void teardown(struct scn_runner *r, bool keep)
+{
+	size_t i;
+
+	/* Forked hosts first: their channels are ours too. */
+	for (i = r->nhosts; i-- > 0;) {
+		if (r->hosts[i].pidfd >= 0)
+			close(r->hosts[i].pidfd);
+		r->hosts[i].pidfd = -1;
+		scn_agent_close(r->hosts[i].agent, AGENT_CLOSE_MS);
+		r->hosts[i].agent = NULL;
+	}
+	for (i = 0; i < r->nprogs; i++)
+		prog_end(r, &r->progs[i]);
+	scn_topo_destroy(&r->topo, keep);
+}
+
+static void free_runner(struct scn_runner *r)
+{
+	for (size_t i = 0; i < r->nprogs; i++)
+		free(r->progs[i].out);
+	for (size_t i = 0; i < r->nmarks; i++) {
+		free(r->marks[i].stats);
+		free(r->marks[i].have);
+	}
+	free(r->marks);
+	free(r->progs);
+	free(r->hosts);
+	free(r->ops);
+	free(r->descs);
+	free(r->bufs);
+	free(r->handles);
+	free(r->faults);
+	free(r->topo.nics);
+}
+
+static void record_step(struct scn_runner *r, const struct scn_stmt *st, uint64_t t_start, bool ok)
+{
+	struct scn_outcome *o = r->out;
+	struct scn_step_rec *rec;
+	uint64_t now = scn_now_ns();
+
+	o->nsteps++;
+	if (o->nrecs >= SCN_STEPS_MAX)
+		return;
+	rec = &o->recs[o->nrecs++];
+	rec->line = st->loc.line;
+	rec->ok = ok;
+	rec->start_ns = t_start - r->t0;
+	rec->dur_ns = now - t_start;
+	snprintf(rec->text, sizeof(rec->text), "%s", st->text ? st->text : "");
+}
+
+/* Run one parsed and checked scenario in this process; fills out. */
+static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
+			 struct scn_outcome *out, int sigfd)
+{
+	struct scn_runner r;
+	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX];
+	uint64_t budget;
+	size_t i;
+	int rc = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.script = s;
+	r.opts = opts;
+	r.out = out;
+	r.sigfd = sigfd;
+	r.topo.capture.wake_fd = -1;
+	r.slow = opts->slow > 0 ? opts->slow : 1.0;
+	out->seed = r.topo.seed = opts->seed_set ? opts->seed
+				  : s->seed_set  ? s->seed
+						 : random_seed();
+	snprintf(out->title, sizeof(out->title), "%s", s->title);
+	r.t0 = scn_now_ns();
+	budget = opts->timeout_s > 0 ? (uint64_t)(opts->timeout_s * 1e9) : s->timeout_ns;
+	r.deadline = r.t0 + (uint64_t)((double)budget * r.slow);
+	if (opts->agent)
+		snprintf(r.agent_path, sizeof(r.agent_path), "%s", opts->agent);
+	else if (cli_find_program(AGENT_NAME, r.agent_path, sizeof(r.agent_path), exe_dir,
+				  sizeof(exe_dir)))
+		snprintf(r.agent_path, sizeof(r.agent_path), "%s", AGENT_NAME);
+
+	rc = topo_setup(&r);
+	for (i = 0; !rc && i < s->nstmts; i++) {
+		const struct scn_stmt *st = &s->stmts[i];
+		uint64_t t_start = scn_now_ns();
+
+		if (scn_stmt_is_setup(st->kind))
+			continue;
+		r.cur = st;
+		rc = step(&r, st);
+		if (rc == -ETIMEDOUT) {
+			pending_what(&r, st, what, sizeof(what));
+			if (scn_now_ns() >= r.deadline)
+				scn_fail(&r, st,
+					 "the scenario's timeout (%.3f s) ran out waiting for %s",
+					 (double)budget * r.slow / 1e9, what);
+			else
+				scn_fail(&r, st, "timed out after %.3f s waiting for %s",
+					 (scn_now_ns() - t_start) / 1e9, what);
+		} else if (rc == -EINTR) {
+			scn_fail(&r, st, "interrupted by signal %d (%s)", r.signo,
+				 strsignal(r.signo));
+		} else if (rc && out->status == SCN_PASSED) {
+			scn_fail(&r, st, "the step failed: %s", strerror(-rc));
+		}
+		record_step(&r, st, t_start, !rc && out->status == SCN_PASSED);
+		if (out->status != SCN_PASSED)
+			rc = rc ? rc : -EINVAL;
+	}
+	scn_fault_finish(&r, !rc && out->status == SCN_PASSED);
+	if (out->status != SCN_PASSED || opts->keep)
+		snprintf(out->run_dir, sizeof(out->run_dir), "%s", r.topo.dir);
+	teardown(&r, out->status != SCN_PASSED || opts->keep);
+	free_runner(&r);
+	out->elapsed_ns = scn_now_ns() - r.t0;
+}
+
+/* ---- Many scenarios ------------------------------------------------------------ */
+
+struct path_list {
+	char **v;
+	size_t n, cap;
+	int err;
+};
+
+static struct path_list *walk_list; /* nftw has no argument for its callback */
+
+static int walk_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t len = strlen(path);
+
+	(void)st;
+	(void)ftw;
+	if (flag != FTW_F || len < 4 || strcmp(path + len - 4, ".scn"))
+		return 0;
+	if (grow(&walk_list->v, walk_list->n, &walk_list->cap, sizeof(char *)) ||
+	    !(walk_list->v[walk_list->n] = strdup(path))) {
+		walk_list->err = -ENOMEM;
+		return 1;
+	}
+	walk_list->n++;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Expand directories to their *.scn files, sorted; files as given. */
+static int collect(const char *const *paths, size_t npaths, struct path_list *l)
+{
+	struct stat st;
+	size_t first;
+
+	for (size_t i = 0; i < npaths; i++) {
+		if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+			first = l->n;
+			walk_list = l;
+			if (nftw(paths[i], walk_add, 16, FTW_PHYS) < 0 && !l->err)
+				l->err = -errno;
+			walk_list = NULL;
+			if (l->err)
+				return l->err;
+			qsort(l->v + first, l->n - first, sizeof(char *), cmp_str);
+			continue;
+		}
+		if (grow(&l->v, l->n, &l->cap, sizeof(char *)) || !(l->v[l->n] = strdup(paths[i])))
+			return -ENOMEM;
+		l->n++;
+	}
+	return 0;
+}
+
+/* A scenario being run by a child process. */
+struct job {
+	const char *path;
+	struct scn_script *script;
+	struct scn_outcome *out;
+	pid_t pid;
+	int fd;     /* the outcome, from the child */
+	size_t got; /* bytes of it read */
+	bool running, finished, printed;
+};
+
+static int child_main(struct job *j, const struct scn_run_opts *opts, int wfd)
+{
+	sigset_t mask;
+	size_t off = 0;
+	ssize_t n;
+	int sigfd;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	run_scenario(j->script, opts, j->out, sigfd);
+	while (off < sizeof(*j->out)) {
+		n = write(wfd, (char *)j->out + off, sizeof(*j->out) - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 1;
+		off += (size_t)n;
+	}
+	return j->out->status == SCN_PASSED ? 0 : 1;
+}
+
+static int job_start(struct job *j, const struct scn_run_opts *opts)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		_exit(child_main(j, opts, p[1]));
+	}
+	close(p[1]);
+	j->pid = pid;
+	j->fd = p[0];
+	j->running = true;
+	return 0;
+}
+
+static void job_read(struct job *j)
+{
+	ssize_t n;
+
+	n = read(j->fd, (char *)j->out + j->got, sizeof(*j->out) - j->got);
+	if (n > 0) {
+		j->got += (size_t)n;
+		if (j->got < sizeof(*j->out))
+			return;
+	} else if (n < 0 && errno == EINTR) {
+		return;
+	}
+	close(j->fd);
+	j->fd = -1;
+	while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	j->running = false;
+	j->finished = true;
+	if (j->got < sizeof(*j->out)) {
+		/* The child died without a report: say so, keep what is known. */
+		memset(j->out, 0, sizeof(*j->out));
+		snprintf(j->out->path, sizeof(j->out->path), "%s", j->path);
+		j->out->status = SCN_FAILED;
+		snprintf(j->out->message, sizeof(j->out->message),
+			 "the process running this scenario died without a report");
+	}
+}
+
+static void print_ready(struct job *jobs, size_t n, size_t *next, const struct scn_run_opts *opts,
+			const struct scn_report_opts *ro)
+{
+	while (*next < n && jobs[*next].finished) {
+		if (opts->tap)
+			scn_report_tap(stdout, *next + 1, jobs[*next].out, ro);
+		else
+			scn_report_text(stdout, jobs[*next].out, ro);
+		fflush(stdout);
+		jobs[*next].printed = true;
+		(*next)++;
+	}
+}
+
+static int parse_defines(const struct scn_run_opts *opts, struct scn_define *defs)
+{
+	for (size_t i = 0; i < opts->ndefines; i++) {
+		const char *eq = strchr(opts->defines[i], '=');
+
+		if (!eq || eq == opts->defines[i]) {
+			fprintf(stderr, "nicsim scenario: -D %s: expected NAME=VALUE\n",
+				opts->defines[i]);
+			return -EINVAL;
+		}
+		defs[i].name = strndup(opts->defines[i], (size_t)(eq - opts->defines[i]));
+		defs[i].value = eq + 1;
+		if (!defs[i].name)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *opts)
+{
+	struct scn_report_opts ro = {.verbose = opts->verbose,
+				     .tap = opts->tap,
+				     .junit = opts->junit,
+				     .defines = opts->defines,
+				     .ndefines = opts->ndefines,
+				     .seed_given = opts->seed_set,
+				     .slow = opts->slow > 0 ? opts->slow : 1.0};
+	struct path_list l = {0};
+	struct scn_define *defs = NULL;
+	struct scn_defines dset = {0};
+	const struct scn_outcome **outs = NULL;
+	struct job *jobs = NULL;
+	struct scn_diag *diag = NULL;
+	sigset_t mask, old;
+	struct pollfd *pf = NULL;
+	size_t i, running = 0, started = 0, next = 0, jmax, nbad = 0, np;
+	uint64_t t0 = scn_now_ns();
+	bool interrupted = false;
+	int rc, status = 0, sigfd = -1;
+
+	jmax = opts->jobs ? opts->jobs : 1;
+	rc = collect(paths, npaths, &l);
+	if (rc) {
+		fprintf(stderr, "nicsim scenario: %s\n", strerror(-rc));
+		status = 2;
+		goto out;
+	}
+	if (!l.n) {
+		fprintf(stderr, "nicsim scenario: no .scn file in the paths given\n");
+		status = 2;
+		goto out;
+	}
+	defs = calloc(opts->ndefines + 1, sizeof(*defs));
+	jobs = calloc(l.n, sizeof(*jobs));
+	outs = calloc(l.n, sizeof(*outs));
+	diag = malloc(sizeof(*diag));
+	pf = calloc(l.n + 1, sizeof(*pf));
+	if (!defs || !jobs || !outs || !diag || !pf || parse_defines(opts, defs)) {
+		status = 2;
+		goto out;
+	}
+	dset.v = defs;
+	dset.n = opts->ndefines;
+	/* Every file is checked before anything starts. */
+	for (i = 0; i < l.n; i++) {
+		jobs[i].path = l.v[i];
+		jobs[i].fd = -1;
+		scn_diag_init(diag);
+		rc = scn_parse_file(l.v[i], &dset, &jobs[i].script, diag);
+		if (!rc)
+			rc = scn_check(jobs[i].script, diag);
+		if (rc || diag->n)
+			scn_diag_print(diag, stderr);
+		if (rc)
+			nbad++;
+	}
+	if (nbad) {
+		fprintf(stderr, "nicsim scenario: %zu of %zu script%s bad: nothing was run\n", nbad,
+			l.n, l.n == 1 ? "" : "s");
+		status = 2;
+		goto out;
+	}
+	for (i = 0; i < l.n; i++) {
+		jobs[i].out = calloc(1, sizeof(*jobs[i].out));
+		if (!jobs[i].out) {
+			status = 2;
+			goto out;
+		}
+		snprintf(jobs[i].out->path, sizeof(jobs[i].out->path), "%s", l.v[i]);
+		outs[i] = jobs[i].out;
+	}
+	/* SIGINT and SIGTERM end the scenarios cleanly: each child turns them
+	 * into an end of its loop (its own signalfd); here they stop new
+	 * starts and are passed on to the children running. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	signal(SIGPIPE, SIG_IGN);
+	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (opts->tap)
+		scn_report_tap_begin(stdout, l.n);
+	fflush(stdout);
+	while (next < l.n) {
+		while (!interrupted && running < jmax && started < l.n) {
+			rc = job_start(&jobs[started], opts);
+			if (rc) {
+				jobs[started].finished = true;
+				jobs[started].out->status = SCN_FAILED;
+				snprintf(
+				    jobs[started].out->message, sizeof(jobs[started].out->message),
+				    "cannot start a process for the scenario: %s", strerror(-rc));
+			} else {
+				running++;
+			}
+			started++;
+		}
+		if (interrupted)
+			for (; started < l.n; started++) {
+				jobs[started].finished = true;
+				jobs[started].out->status = SCN_FAILED;
+				snprintf(jobs[started].out->message,
+					 sizeof(jobs[started].out->message),
+					 "not run: the runner was interrupted");
+			}
+		print_ready(jobs, l.n, &next, opts, &ro);
+		if (!running)
+			continue;
+		np = 0;
+		pf[np++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+		for (i = 0; i < l.n; i++)
+			if (jobs[i].running)
+				pf[np++] = (struct pollfd){.fd = jobs[i].fd, .events = POLLIN};
+		if (poll(pf, np, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sigfd, &si, sizeof(si)) > 0) {
+				interrupted = true;
+				for (i = 0; i < l.n; i++)
+					if (jobs[i].running)
+						kill(jobs[i].pid, SIGTERM);
+			}
+		}
+		for (i = 0; i < l.n; i++)
+			if (jobs[i].running) {
+				struct pollfd one = {.fd = jobs[i].fd, .events = POLLIN};
+
+				if (poll(&one, 1, 0) > 0) {
+					job_read(&jobs[i]);
+					if (!jobs[i].running)
+						running--;
+				}
+			}
+	}
+	print_ready(jobs, l.n, &next, opts, &ro);
+	for (i = 0; i < l.n; i++)
+		if (jobs[i].out->status != SCN_PASSED)
+			status = 1;
+	if (interrupted)
+		status = 1;
+	scn_report_summary(opts->tap ? stdout : stdout, outs, l.n, scn_now_ns() - t0, opts->tap);
+	if (opts->junit) {
+		rc = scn_report_junit(opts->junit, outs, l.n, &ro);
+		if (rc) {
+			fprintf(stderr, "nicsim scenario: cannot write %s: %s\n", opts->junit,
+				strerror(-rc));
+			status = status ? status : 1;
+		}
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+out:
+	if (sigfd >= 0)
+		close(sigfd);
+	for (i = 0; jobs && i < l.n; i++) {
+		scn_script_free(jobs[i].script);
+		free(jobs[i].out);
+	}
+	for (i = 0; defs && i < opts->ndefines; i++)
+		free((char *)defs[i].name);
+	for (i = 0; i < l.n; i++)
+		free(l.v[i]);
+	free(l.v);
+	free(defs);
+	free(jobs);
+	free(outs);
+	free(diag);
+	free(pf);
+	return status;
+}
