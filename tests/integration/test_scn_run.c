@@ -1,0 +1,413 @@
+/*
+ * `nicsim scenario run` end to end: small scenarios written here run with
+ * real NICs, host agents and the capture, in run directories under this
+ * suite's private directory (TMPDIR points there, so the suite's guard ends
+ * anything left behind).  Each test checks the runner's exit status and the
+ * words of its report: a passing RDMA write, a memory expectation that
+ * fails with a hex diff, a fault that never fired, a timeout that names the
+ * wait, SIGTERM mid-scenario leaving no process and no run directory, the
+ * shapes of TAP and JUnit, and two runs with one seed making the same fault
+ * decisions.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nstest.h"
+
+#define RUN_MS 120000  /* bound on one `nicsim scenario run` */
+#define START_MS 30000 /* bound on a scenario reaching its waiting step */
+#define GONE_MS 10000  /* bound on the runner ending after SIGTERM */
+#define MAX_PIDS 16
+
+static char tmp[256];
+static char out[1 << 17];
+
+/* ---- Helpers ------------------------------------------------------------------ */
+
+static void write_file(const char *name, const char *text, char *path, size_t size)
+{
+	FILE *f;
+
+	snprintf(path, size, "%s/%s", tmp, name);
+	f = fopen(path, "w");
+	NST_REQUIRE(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int scn_run(const char *const *args)
+{
+	char bin[PATH_MAX];
+
+	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
+	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
+}
+
+#define SCN(...) scn_run((const char *const[]){"scenario", "run", __VA_ARGS__, NULL})
+#define OUT_HAS(text) NST_CHECK_(strstr(out, (text)) != NULL, CU_FALSE, "output has \"%s\"", (text))
+
+/* The two-host set-up every scenario here starts with: h1 listens on a,
+ * h2 connects from b, and h1 exposes a buffer x to h2 as descriptor d. */
+#define TWO_HOSTS                                                 \
+	"nic a 198.18.0.1\n"                                      \
+	"nic b 198.18.0.2\n"                                      \
+	"host h1 on a\n"                                          \
+	"host h2 on b\n"                                          \
+	"h1: startup\n"                                           \
+	"h2: startup\n"                                           \
+	"h1: socket -> s\n"                                       \
+	"h1: bind s a 7000\n"                                     \
+	"h1: listen s\n"                                          \
+	"h1: accept s -> c1 &\n"                                  \
+	"h2: socket -> t\n"                                       \
+	"h2: bind t b 0\n"                                        \
+	"h2: connect t a 7000\n"                                  \
+	"wait c1\n"                                               \
+	"h1: buffer x 64KiB fill zero\n"                          \
+	"h1: register-rdma c1 x readwrite -> d\n"                 \
+	"h2: buffer y 64KiB fill seq 9\n"                         \
+	"h2: register t y -> hy\n"
+
+static const char write_ok[] = "# an RDMA write lands intact\n"
+			       "seed 7\n" TWO_HOSTS "h2: write t y[0..64KiB] d[0] -> w1\n"
+			       "expect h1 x[0..64KiB] == seq 9\n"
+			       "expect counter a.conn_established delta >= 1\n";
+
+/* The kept run directory a report names ("  kept DIR" or "  kept: DIR (...)"). */
+static bool kept_dir(char *dir, size_t size)
+{
+	const char *p = strstr(out, "  kept");
+
+	if (!p)
+		return false;
+	p += 6;
+	p += strspn(p, ": ");
+	snprintf(dir, size, "%.*s", (int)strcspn(p, " \n"), p);
+	return dir[0] == '/';
+}
+
+static bool read_all(const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
+/* ---- Tests -------------------------------------------------------------------- */
+
+static void test_write_passes(void)
+{
+	char path[PATH_MAX];
+
+	write_file("write-ok.scn", write_ok, path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 0);
+	OUT_HAS("seed 7 (replay: nicsim scenario run ");
+	OUT_HAS("PASS ");
+	OUT_HAS("h2: write t y[0..64KiB] d[0] -> w1");
+	OUT_HAS("1 scenario: 1 passed, 0 failed");
+}
+
+static void test_memory_diff(void)
+{
+	char path[PATH_MAX], at[PATH_MAX + 16];
+
+	write_file("mem-bad.scn",
+		   "# the expected pattern is not what was written\n"
+		   "seed 3\n" TWO_HOSTS "h2: write t y[0..4KiB] d[4KiB]\n"
+		   "expect h1 x[4KiB..8KiB] == seq 8\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	snprintf(at, sizeof(at), "%s:22: expect h1 x[4KiB..8KiB] == seq 8", path);
+	OUT_HAS(at);
+	OUT_HAS("FAIL ");
+	OUT_HAS("bytes differ, the first at offset 0x1000");
+	OUT_HAS("  offset      expected");
+	OUT_HAS("  0x00001000  00 00 00 00 08 00 00 00 01 00 00 00 08 00 00 00 | "
+		"00 00 00 00 09 00 00 00 01 00 00 00 09 00 00 00\n");
+	OUT_HAS("more differing bytes");
+	OUT_HAS("replay: nicsim scenario run ");
+	OUT_HAS("--seed 3");
+}
+
+static void test_fault_never_fired(void)
+{
+	char path[PATH_MAX];
+
+	write_file("never.scn",
+		   "# a rule no frame matches\n"
+		   "seed 5\n" TWO_HOSTS "fault f1 b -> a drop-nth 1 opcode RDMA_READ_REQUEST\n"
+		   "h2: write t y[0..4KiB] d[0]\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	OUT_HAS(":21: fault f1 b -> a drop-nth 1 opcode RDMA_READ_REQUEST");
+	OUT_HAS("fault f1 never fired (0 frames matched");
+	/* Optional: the same scenario passes. */
+	write_file("never-optional.scn",
+		   "# a rule no frame matches, optional\n"
+		   "seed 5\n" TWO_HOSTS
+		   "fault f1 b -> a drop-nth 1 opcode RDMA_READ_REQUEST optional\n"
+		   "h2: write t y[0..4KiB] d[0]\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 0);
+}
+
+static void test_timeout_names_wait(void)
+{
+	char path[PATH_MAX];
+
+	write_file("timeout.scn",
+		   "# nobody connects\n"
+		   "seed 9\n"
+		   "nic a 198.18.0.1\n"
+		   "host h1 on a\n"
+		   "h1: startup\n"
+		   "h1: socket -> s\n"
+		   "h1: bind s a 7000\n"
+		   "h1: listen s\n"
+		   "h1: accept s -> c1 &\n"
+		   "wait c1 within 300ms\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	OUT_HAS(":10: wait c1 within 300ms");
+	OUT_HAS("timed out after");
+	OUT_HAS("waiting for operation c1 to end");
+}
+
+/* Every process whose environment names dir (the agents), and the NICs of
+ * dir's pid files. */
+static size_t pids_of(const char *dir, pid_t *pids, size_t max)
+{
+	char path[PATH_MAX + 64], env[16384], want[PATH_MAX + 16];
+	struct dirent *e;
+	size_t n = 0;
+	ssize_t len;
+	DIR *d;
+	int fd;
+
+	snprintf(want, sizeof(want), "NICSIM_DIR=%s", dir);
+	d = opendir("/proc");
+	while (d && (e = readdir(d)) && n < max) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/environ", e->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		len = read(fd, env, sizeof(env) - 1);
+		close(fd);
+		for (ssize_t i = 0; i < len; i += (ssize_t)strlen(env + i) + 1) {
+			env[len] = '\0';
+			if (!strcmp(env + i, want)) {
+				pids[n++] = (pid_t)atoi(e->d_name);
+				break;
+			}
+		}
+	}
+	if (d)
+		closedir(d);
+	d = opendir(dir);
+	while (d && (e = readdir(d)) && n < max) {
+		size_t l = strlen(e->d_name);
+
+		if (l > 4 && !strcmp(e->d_name + l - 4, ".pid")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			pids[n] = nst_read_pid_file(path);
+			n += pids[n] > 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct started_run {
+	char tmpdir[PATH_MAX];
+	char dir[PATH_MAX];
+	pid_t pids[MAX_PIDS];
+	size_t n;
+};
+
+/* The run directory below tmpdir once its two agents and NICs run. */
+static bool scenario_running(void *arg)
+{
+	struct started_run *s = arg;
+	struct dirent *e;
+	DIR *d = opendir(s->tmpdir);
+
+	s->dir[0] = '\0';
+	while (d && (e = readdir(d)))
+		if (!strncmp(e->d_name, "nicsim-scn-", 11))
+			snprintf(s->dir, sizeof(s->dir), "%s/%s", s->tmpdir, e->d_name);
+	if (d)
+		closedir(d);
+	if (!s->dir[0])
+		return false;
+	s->n = pids_of(s->dir, s->pids, MAX_PIDS);
+	return s->n >= 4; /* two agents, two NICs */
+}
+
+static void test_sigterm_cleans_up(void)
+{
+	static struct started_run s;
+	char path[PATH_MAX], log[PATH_MAX + 16];
+	const char *bin = nst_bin("nicsim");
+	pid_t runner;
+	int fd, status = -1;
+
+	snprintf(s.tmpdir, sizeof(s.tmpdir), "%s/term", tmp);
+	NST_REQUIRE(mkdir(s.tmpdir, 0700) == 0);
+	write_file("term.scn",
+		   "# waits for a connection that never comes\n"
+		   "seed 1\n"
+		   "nic a 198.18.0.1\n"
+		   "nic b 198.18.0.2\n"
+		   "host h1 on a\n"
+		   "host h2 on b\n"
+		   "h1: startup\n"
+		   "h1: socket -> s\n"
+		   "h1: bind s a 7000\n"
+		   "h1: listen s\n"
+		   "h1: accept s -> c1 &\n"
+		   "wait c1 within 60s\n",
+		   path, sizeof(path));
+	snprintf(log, sizeof(log), "%s/term.out", tmp);
+	runner = fork();
+	NST_REQUIRE(runner >= 0);
+	if (runner == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("TMPDIR", s.tmpdir, 1);
+		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
+		_exit(127);
+	}
+	NST_TRUE(nst_wait_until(scenario_running, &s, START_MS, 10));
+	printf("\nrun dir %s, %zu processes in it\n", s.dir, s.n);
+	NST_REQUIRE_GE(s.n, (size_t)4);
+	NST_EQ(kill(runner, SIGTERM), 0);
+	status = nst_wait(runner, GONE_MS);
+	if (read_all(log, out, sizeof(out)))
+		printf("%s", out);
+	NST_EQ(status, 1);
+	OUT_HAS("interrupted by signal");
+	for (size_t i = 0; i < s.n; i++) {
+		NST_CHECK_(!nst_pid_alive(s.pids[i]), CU_FALSE, "pid %d is gone", (int)s.pids[i]);
+	}
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%s is removed", s.dir);
+}
+
+static void test_tap_and_junit(void)
+{
+	char ok[PATH_MAX], bad[PATH_MAX], junit[PATH_MAX], xml[1 << 16], want[PATH_MAX + 64];
+
+	write_file("tap-ok.scn", write_ok, ok, sizeof(ok));
+	write_file("tap-bad.scn",
+		   "# a counter that does not move\n"
+		   "seed 4\n"
+		   "nic a 198.18.0.1\n"
+		   "expect counter a.retransmits delta >= 1\n",
+		   bad, sizeof(bad));
+	snprintf(junit, sizeof(junit), "%s/junit.xml", tmp);
+	NST_EQ(SCN(ok, bad, "--tap", "--junit", junit, "-j", "2"), 1);
+	NST_TRUE(!strncmp(out, "TAP version 14\n1..2\n", 20));
+	snprintf(want, sizeof(want), "ok 1 - %s [seed 7]\n", ok);
+	OUT_HAS(want);
+	snprintf(want, sizeof(want), "not ok 2 - %s [seed 4]\n  ---\n", bad);
+	OUT_HAS(want);
+	OUT_HAS("  message: \"counter a.retransmits delta is 0, not >= 1\"\n");
+	snprintf(want, sizeof(want), "  at: \"%s:4\"\n", bad);
+	OUT_HAS(want);
+	OUT_HAS("  found: \"a.retransmits delta: 0\"\n");
+	OUT_HAS("  wanted: \"a.retransmits delta: >= 1\"\n");
+	OUT_HAS("  ...\n");
+	NST_REQUIRE(read_all(junit, xml, sizeof(xml)));
+	printf("\n%s", xml);
+	NST_TRUE(strstr(xml, "<testsuites ") && strstr(xml, "tests=\"2\" failures=\"1\""));
+	snprintf(want, sizeof(want), "<testcase name=\"tap-ok [seed 7]\" classname=\"%s\"", tmp);
+	NST_CHECK_(strstr(xml, want) != NULL, CU_FALSE, "junit has %s", want);
+	snprintf(want, sizeof(want), "<failure message=\"%s:4: counter a.retransmits", bad);
+	NST_CHECK_(strstr(xml, want) != NULL, CU_FALSE, "junit has %s", want);
+	NST_TRUE(strstr(xml, "<system-out>") != NULL);
+	NST_TRUE(strstr(xml, "[[ATTACHMENT|") != NULL && strstr(xml, "/capture.pcapng]]"));
+}
+
+static void test_same_seed_same_decisions(void)
+{
+	char path[PATH_MAX], dir1[PATH_MAX], dir2[PATH_MAX], f1[PATH_MAX + 32],
+	    f2[PATH_MAX + 32];
+	static char log1[1 << 16], log2[1 << 16];
+
+	write_file("lossy.scn",
+		   "# single-frame writes over a lossy link, retransmitted\n"
+		   "seed 11\n" TWO_HOSTS "fault f1 b -> a loss 30%\n"
+		   "h2: write t y[0..1KiB] d[0]\n"
+		   "h2: write t y[1KiB..2KiB] d[1KiB]\n"
+		   "h2: write t y[2KiB..3KiB] d[2KiB]\n"
+		   "h2: write t y[3KiB..4KiB] d[3KiB]\n"
+		   "h2: write t y[4KiB..5KiB] d[4KiB]\n"
+		   "h2: write t y[5KiB..6KiB] d[5KiB]\n"
+		   "h2: write t y[6KiB..7KiB] d[6KiB]\n"
+		   "h2: write t y[7KiB..8KiB] d[7KiB]\n"
+		   "expect h1 x[0..8KiB] == seq 9\n",
+		   path, sizeof(path));
+	NST_REQUIRE_EQ(SCN(path, "--keep"), 0);
+	NST_REQUIRE(kept_dir(dir1, sizeof(dir1)));
+	NST_REQUIRE_EQ(SCN(path, "--keep"), 0);
+	NST_REQUIRE(kept_dir(dir2, sizeof(dir2)));
+	snprintf(f1, sizeof(f1), "%s/decisions.log", dir1);
+	snprintf(f2, sizeof(f2), "%s/decisions.log", dir2);
+	NST_REQUIRE(read_all(f1, log1, sizeof(log1)));
+	NST_REQUIRE(read_all(f2, log2, sizeof(log2)));
+	printf("\n%s:\n%s%s:\n%s", f1, log1, f2, log2);
+	NST_TRUE(strstr(log1, "dropped (loss rule)") != NULL);
+	NST_EQ(strcmp(log1, log2), 0);
+	nst_rmtree(dir1);
+	nst_rmtree(dir2);
+}
+
+static int suite_init(void)
+{
+	if (nst_tmpdir(tmp, sizeof(tmp), "scn-run"))
+		return -1;
+	/* The runner's run directories go below ours. */
+	return setenv("TMPDIR", tmp, 1);
+}
+
+static int suite_clean(void)
+{
+	nst_done_with_dir(tmp);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"write_passes", test_write_passes},
+	    {"memory_diff", test_memory_diff},
+	    {"fault_never_fired", test_fault_never_fired},
+	    {"timeout_names_wait", test_timeout_names_wait},
+	    {"sigterm_cleans_up", test_sigterm_cleans_up},
+	    {"tap_and_junit", test_tap_and_junit},
+	    {"same_seed_same_decisions", test_same_seed_same_decisions},
+	    {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "scn_run", tests, suite_init, suite_clean);
+}
