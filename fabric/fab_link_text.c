@@ -28,12 +28,8 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/*
- * A BTH opcode by the name fab_wire.h gives it ("RC_SEND_ONLY"), without
- * case, with '-' for '_', the "RC_" prefix optional ("send-only"), "ACK"
- * for RC_ACKNOWLEDGE; or a number 0..255.
- */
-static int opcode_parse(const char *text, uint32_t *code)
+/* An opcode's name or number (fab.h); "send-only" is RC_SEND_ONLY. */
+int fab_link_opcode_parse(const char *text, uint32_t *code)
 {
 	char name[48];
 	unsigned long long v;
@@ -293,7 +289,7 @@ int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *c
 				return fail(
 				    err, errsize,
 				    "'%s' filters the drop-nth rule: give 'drop-nth N' first", w);
-			if (w[0] == 'o' && opcode_parse(val, &cfg->nth_opcode))
+			if (w[0] == 'o' && fab_link_opcode_parse(val, &cfg->nth_opcode))
 				return fail(
 				    err, errsize,
 				    "opcode %s: expected a BTH opcode name such as "

@@ -61,6 +61,11 @@ struct scn_loc {
 	uint32_t col;
 };
 
+/* A line and column in the statement's file. */
+struct scn_pos {
+	uint32_t line, col;
+};
+
 /* ---- Kinds of names ------------------------------------------------------- */
 
 enum scn_kind {
@@ -137,7 +142,7 @@ enum scn_verb {
 	SCN_V_LISTEN,      /* listen SOCK [BACKLOG]               sock, backlog (0: default) */
 	SCN_V_ACCEPT,      /* accept SOCK -> SOCKET               sock */
 	SCN_V_CONNECT,     /* connect SOCK NIC PORT               sock, nic, port */
-	SCN_V_BUFFER, /* buffer NAME SIZE [fill PATTERN] [malloc]   local.buf (the new name), size, fill, use_malloc */
+	SCN_V_BUFFER, /* buffer NAME SIZE [fill PATTERN] [malloc]   local.name (the new name), size, fill, use_malloc */
 	SCN_V_REGISTER,        /* register SOCK RANGE [ACCESS] -> HANDLE      sock, local, access */
 	SCN_V_DEREGISTER,      /* deregister SOCK HANDLE              sock, target */
 	SCN_V_REGISTER_RDMA,   /* register-rdma SOCK RANGE [ACCESS] -> DESC   sock, local, access */
@@ -455,6 +460,10 @@ struct scn_stmt {
 	enum scn_stmt_kind kind;
 	struct scn_loc loc; /* its first token */
 	const char *text;   /* the statement as expanded, one line, comments removed */
+	/* Where each byte of text was written: text_pos[i] for text[i] (a byte
+	 * that ${NAME} made points at its '$'), so a message can point at a
+	 * name inside the statement. */
+	const struct scn_pos *text_pos;
 	/* The name it defines: `-> NAME` of a call, or the declared name of nic,
 	 * host, program, param, fault, mark, desc, and `buffer NAME`; "" if none. */
 	char name[SCN_NAME_MAX];
@@ -490,6 +499,10 @@ struct scn_stmt {
 		struct scn_refusal refusal;
 	} u;
 };
+
+/* Where word (a name, as a whole word) is written in st: the first place
+ * in its text, else st->loc. */
+struct scn_loc scn_stmt_word_loc(const struct scn_stmt *st, const char *word);
 
 /* ---- Scripts --------------------------------------------------------------- */
 

@@ -135,9 +135,12 @@ void scn_replay_cmd(const struct scn_outcome *o, const struct scn_report_opts *r
 	shell_word(buf, size, &len, o->path);
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
 	put(buf, size, &len, " --seed %s", seed);
-	for (size_t i = 0; i < ro->ndefines; i++) {
+	for (size_t i = 0; ro->defs && i < ro->defs->n; i++) {
+		char def[SCN_NAME_MAX + SCN_TEXT_MAX + 2];
+
+		snprintf(def, sizeof(def), "%s=%s", ro->defs->v[i].name, ro->defs->v[i].value);
 		put(buf, size, &len, " -D");
-		shell_word(buf, size, &len, ro->defines[i]);
+		shell_word(buf, size, &len, def);
 	}
 	if (ro->slow != 1.0)
 		put(buf, size, &len, " --slow %g", ro->slow);

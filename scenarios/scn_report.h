@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "scn_ast.h"
+
 #define SCN_OUT_TEXT 1024
 #define SCN_OUT_LONG 4096
 #define SCN_STEPS_MAX 512 /* steps recorded for -v and TAP subtests; later ones are counted */
@@ -56,9 +58,8 @@ struct scn_outcome {
 struct scn_report_opts {
 	bool verbose;
 	bool tap;
-	const char *junit;          /* a file, or NULL */
-	const char *const *defines; /* "NAME=VALUE", as given with -D */
-	size_t ndefines;
+	const char *junit;              /* a file, or NULL */
+	const struct scn_defines *defs; /* -D NAME=VALUE; may be NULL */
 	bool seed_given; /* --seed on the command line (the replay command has it anyway) */
 	double slow;
 };

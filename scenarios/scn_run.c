@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "fab_addr.h"
+#include "scn.h"
 #include "scn_agent_client.h"
 #include "scn_run_priv.h"
 #include "ws2san.h"
@@ -1481,61 +1482,6 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 
 /* ---- Many scenarios ------------------------------------------------------------ */
 
-struct path_list {
-	char **v;
-	size_t n, cap;
-	int err;
-};
-
-static struct path_list *walk_list; /* nftw has no argument for its callback */
-
-static int walk_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	size_t len = strlen(path);
-
-	(void)st;
-	(void)ftw;
-	if (flag != FTW_F || len < 4 || strcmp(path + len - 4, ".scn"))
-		return 0;
-	if (grow(&walk_list->v, walk_list->n, &walk_list->cap, sizeof(char *)) ||
-	    !(walk_list->v[walk_list->n] = strdup(path))) {
-		walk_list->err = -ENOMEM;
-		return 1;
-	}
-	walk_list->n++;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Expand directories to their *.scn files, sorted; files as given. */
-static int collect(const char *const *paths, size_t npaths, struct path_list *l)
-{
-	struct stat st;
-	size_t first;
-
-	for (size_t i = 0; i < npaths; i++) {
-		if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-			first = l->n;
-			walk_list = l;
-			if (nftw(paths[i], walk_add, 16, FTW_PHYS) < 0 && !l->err)
-				l->err = -errno;
-			walk_list = NULL;
-			if (l->err)
-				return l->err;
-			qsort(l->v + first, l->n - first, sizeof(char *), cmp_str);
-			continue;
-		}
-		if (grow(&l->v, l->n, &l->cap, sizeof(char *)) || !(l->v[l->n] = strdup(paths[i])))
-			return -ENOMEM;
-		l->n++;
-	}
-	return 0;
-}
-
 /* A scenario being run by a child process. */
 struct job {
 	const char *path;
@@ -1637,36 +1583,15 @@ static void print_ready(struct job *jobs, size_t n, size_t *next, const struct s
 	}
 }
 
-static int parse_defines(const struct scn_run_opts *opts, struct scn_define *defs)
-{
-	for (size_t i = 0; i < opts->ndefines; i++) {
-		const char *eq = strchr(opts->defines[i], '=');
-
-		if (!eq || eq == opts->defines[i]) {
-			fprintf(stderr, "nicsim scenario: -D %s: expected NAME=VALUE\n",
-				opts->defines[i]);
-			return -EINVAL;
-		}
-		defs[i].name = strndup(opts->defines[i], (size_t)(eq - opts->defines[i]));
-		defs[i].value = eq + 1;
-		if (!defs[i].name)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
 int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *opts)
 {
 	struct scn_report_opts ro = {.verbose = opts->verbose,
 				     .tap = opts->tap,
 				     .junit = opts->junit,
-				     .defines = opts->defines,
-				     .ndefines = opts->ndefines,
+				     .defs = opts->defs,
 				     .seed_given = opts->seed_set,
 				     .slow = opts->slow > 0 ? opts->slow : 1.0};
-	struct path_list l = {0};
-	struct scn_define *defs = NULL;
-	struct scn_defines dset = {0};
+	struct scn_files l = {0};
 	const struct scn_outcome **outs = NULL;
 	struct job *jobs = NULL;
 	struct scn_diag *diag = NULL;
@@ -1678,34 +1603,33 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 	int rc, status = 0, sigfd = -1;
 
 	jmax = opts->jobs ? opts->jobs : 1;
-	rc = collect(paths, npaths, &l);
-	if (rc) {
-		fprintf(stderr, "nicsim scenario: %s\n", strerror(-rc));
+	diag = malloc(sizeof(*diag));
+	if (!diag) {
 		status = 2;
 		goto out;
 	}
-	if (!l.n) {
-		fprintf(stderr, "nicsim scenario: no .scn file in the paths given\n");
+	scn_diag_init(diag);
+	rc = scn_find_files(paths, npaths, &l, diag);
+	scn_diag_print(diag, stderr);
+	if (rc || !l.n) {
+		if (!rc)
+			fprintf(stderr, "nicsim scenario: no .scn file in the paths given\n");
 		status = 2;
 		goto out;
 	}
-	defs = calloc(opts->ndefines + 1, sizeof(*defs));
 	jobs = calloc(l.n, sizeof(*jobs));
 	outs = calloc(l.n, sizeof(*outs));
-	diag = malloc(sizeof(*diag));
 	pf = calloc(l.n + 1, sizeof(*pf));
-	if (!defs || !jobs || !outs || !diag || !pf || parse_defines(opts, defs)) {
+	if (!jobs || !outs || !pf) {
 		status = 2;
 		goto out;
 	}
-	dset.v = defs;
-	dset.n = opts->ndefines;
 	/* Every file is checked before anything starts. */
 	for (i = 0; i < l.n; i++) {
-		jobs[i].path = l.v[i];
+		jobs[i].path = l.path[i];
 		jobs[i].fd = -1;
 		scn_diag_init(diag);
-		rc = scn_parse_file(l.v[i], &dset, &jobs[i].script, diag);
+		rc = scn_parse_file(l.path[i], opts->defs, &jobs[i].script, diag);
 		if (!rc)
 			rc = scn_check(jobs[i].script, diag);
 		if (rc || diag->n)
@@ -1725,7 +1649,7 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 			status = 2;
 			goto out;
 		}
-		snprintf(jobs[i].out->path, sizeof(jobs[i].out->path), "%s", l.v[i]);
+		snprintf(jobs[i].out->path, sizeof(jobs[i].out->path), "%s", l.path[i]);
 		outs[i] = jobs[i].out;
 	}
 	/* SIGINT and SIGTERM end the scenarios cleanly: each child turns them
@@ -1816,12 +1740,7 @@ out:
 		scn_script_free(jobs[i].script);
 		free(jobs[i].out);
 	}
-	for (i = 0; defs && i < opts->ndefines; i++)
-		free((char *)defs[i].name);
-	for (i = 0; i < l.n; i++)
-		free(l.v[i]);
-	free(l.v);
-	free(defs);
+	scn_files_free(&l);
 	free(jobs);
 	free(outs);
 	free(diag);

@@ -383,6 +383,14 @@ int fab_link_stats(struct fab *fab, uint32_t src, uint32_t dst, struct fab_link_
 int fab_link_parse(const char *const *words, size_t n, struct fab_link_config *cfg,
 		   uint32_t *fields, char *err, size_t errsize);
 
+/*
+ * A BTH opcode as fab_link_parse takes it after "opcode": the name
+ * fab_wire.h gives it ("RC_SEND_ONLY"), without case, '-' for '_', the
+ * "RC_" prefix optional, "ACK" for RC_ACKNOWLEDGE; or a number 0..255.
+ * Returns 0 or -EINVAL.
+ */
+int fab_link_opcode_parse(const char *text, uint32_t *code);
+
 /* The settings of cfg that differ from the default, in the words
  * fab_link_parse takes ("latency 10 loss 5 down"), or "" if none; the seed
  * is not included.  Returns buf. */

@@ -19,6 +19,7 @@
 #include "nicsim_mgmt.h"
 #include "opts.h"
 #include "nicsim_rundir.h"
+#include "scenario.h"
 
 #ifndef NICSIM_VERSION
 #define NICSIM_VERSION "unknown"
@@ -322,6 +323,7 @@ static void usage_top(FILE *f)
 	for (i = 0; i < ARRAY_SIZE(cmd_specs); i++)
 		fprintf(f, "  %-20s %s\n", cmd_specs[i].name, cmd_specs[i].summary);
 	fprintf(f, "  %-20s %s\n", "capture", "capture the fabric's frames (pcap, pcapng, tshark)");
+	fprintf(f, "  %-20s %s\n", "scenario", "check and run scenario scripts (.scn)");
 	fprintf(f, "  %-20s %s\n", "help [COMMAND]", "show help for a command");
 	fprintf(f, "\nCommon options (before or after the command):\n");
 	print_opt(f, &opt_specs[OPT_DIR]);
@@ -569,6 +571,9 @@ int cli_main(int argc, char **argv)
 	/* `capture` has options of its own: it parses its command line. */
 	if (cli_capture_cmd(argc, argv))
 		return cli_capture(argc, argv);
+	/* So has `scenario`. */
+	if (cli_scenario_cmd(argc, argv))
+		return cli_scenario(argc, argv);
 	rc = split_args(argc, argv, &cl);
 	if (rc)
 		return rc;

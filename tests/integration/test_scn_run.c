@@ -27,8 +27,11 @@
 #define START_MS 30000 /* bound on a scenario reaching its waiting step */
 #define GONE_MS 10000  /* bound on the runner ending after SIGTERM */
 #define MAX_PIDS 16
+#define P 256  /* a path below tmp */
+#define W 400  /* a line a test looks for */
+#define D 1024 /* a path below a directory of the runner */
 
-static char tmp[256];
+static char tmp[128];
 static char out[1 << 17];
 
 /* ---- Helpers ------------------------------------------------------------------ */
@@ -46,10 +49,7 @@ static void write_file(const char *name, const char *text, char *path, size_t si
 
 static int scn_run(const char *const *args)
 {
-	char bin[PATH_MAX];
-
-	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
-	return nst_run_shown(bin, "nicsim", args, out, sizeof(out), RUN_MS);
+	return nst_run_shown(nst_bin("nicsim"), "nicsim", args, out, sizeof(out), RUN_MS);
 }
 
 #define SCN(...) scn_run((const char *const[]){"scenario", "run", __VA_ARGS__, NULL})
@@ -57,24 +57,24 @@ static int scn_run(const char *const *args)
 
 /* The two-host set-up every scenario here starts with: h1 listens on a,
  * h2 connects from b, and h1 exposes a buffer x to h2 as descriptor d. */
-#define TWO_HOSTS                                                 \
-	"nic a 198.18.0.1\n"                                      \
-	"nic b 198.18.0.2\n"                                      \
-	"host h1 on a\n"                                          \
-	"host h2 on b\n"                                          \
-	"h1: startup\n"                                           \
-	"h2: startup\n"                                           \
-	"h1: socket -> s\n"                                       \
-	"h1: bind s a 7000\n"                                     \
-	"h1: listen s\n"                                          \
-	"h1: accept s -> c1 &\n"                                  \
-	"h2: socket -> t\n"                                       \
-	"h2: bind t b 0\n"                                        \
-	"h2: connect t a 7000\n"                                  \
-	"wait c1\n"                                               \
-	"h1: buffer x 64KiB fill zero\n"                          \
-	"h1: register-rdma c1 x readwrite -> d\n"                 \
-	"h2: buffer y 64KiB fill seq 9\n"                         \
+#define TWO_HOSTS                                 \
+	"nic a 198.18.0.1\n"                      \
+	"nic b 198.18.0.2\n"                      \
+	"host h1 on a\n"                          \
+	"host h2 on b\n"                          \
+	"h1: startup\n"                           \
+	"h2: startup\n"                           \
+	"h1: socket -> s\n"                       \
+	"h1: bind s a 7000\n"                     \
+	"h1: listen s\n"                          \
+	"h1: accept s -> c1 &\n"                  \
+	"h2: socket -> t\n"                       \
+	"h2: bind t b 0\n"                        \
+	"h2: connect t a 7000\n"                  \
+	"wait c1\n"                               \
+	"h1: buffer x 64KiB fill zero\n"          \
+	"h1: register-rdma c1 x readwrite -> d\n" \
+	"h2: buffer y 64KiB fill seq 9\n"         \
 	"h2: register t y -> hy\n"
 
 static const char write_ok[] = "# an RDMA write lands intact\n"
@@ -114,7 +114,7 @@ static bool read_all(const char *path, char *buf, size_t size)
 
 static void test_write_passes(void)
 {
-	char path[PATH_MAX];
+	char path[P];
 
 	write_file("write-ok.scn", write_ok, path, sizeof(path));
 	NST_EQ(SCN(path, "-v"), 0);
@@ -126,7 +126,7 @@ static void test_write_passes(void)
 
 static void test_memory_diff(void)
 {
-	char path[PATH_MAX], at[PATH_MAX + 16];
+	char path[P], at[W];
 
 	write_file("mem-bad.scn",
 		   "# the expected pattern is not what was written\n"
@@ -148,7 +148,7 @@ static void test_memory_diff(void)
 
 static void test_fault_never_fired(void)
 {
-	char path[PATH_MAX];
+	char path[P];
 
 	write_file("never.scn",
 		   "# a rule no frame matches\n"
@@ -170,7 +170,7 @@ static void test_fault_never_fired(void)
 
 static void test_timeout_names_wait(void)
 {
-	char path[PATH_MAX];
+	char path[P];
 
 	write_file("timeout.scn",
 		   "# nobody connects\n"
@@ -194,7 +194,7 @@ static void test_timeout_names_wait(void)
  * dir's pid files. */
 static size_t pids_of(const char *dir, pid_t *pids, size_t max)
 {
-	char path[PATH_MAX + 64], env[16384], want[PATH_MAX + 16];
+	char path[2 * D], env[16384], want[D + 16];
 	struct dirent *e;
 	size_t n = 0;
 	ssize_t len;
@@ -238,8 +238,8 @@ static size_t pids_of(const char *dir, pid_t *pids, size_t max)
 }
 
 struct started_run {
-	char tmpdir[PATH_MAX];
-	char dir[PATH_MAX];
+	char tmpdir[P];
+	char dir[D];
 	pid_t pids[MAX_PIDS];
 	size_t n;
 };
@@ -266,7 +266,7 @@ static bool scenario_running(void *arg)
 static void test_sigterm_cleans_up(void)
 {
 	static struct started_run s;
-	char path[PATH_MAX], log[PATH_MAX + 16];
+	char path[P], log[P];
 	const char *bin = nst_bin("nicsim");
 	pid_t runner;
 	int fd, status = -1;
@@ -310,12 +310,13 @@ static void test_sigterm_cleans_up(void)
 	for (size_t i = 0; i < s.n; i++) {
 		NST_CHECK_(!nst_pid_alive(s.pids[i]), CU_FALSE, "pid %d is gone", (int)s.pids[i]);
 	}
-	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%s is removed", s.dir);
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
 }
 
 static void test_tap_and_junit(void)
 {
-	char ok[PATH_MAX], bad[PATH_MAX], junit[PATH_MAX], xml[1 << 16], want[PATH_MAX + 64];
+	char ok[P], bad[P], junit[P], want[W];
+	static char xml[1 << 16];
 
 	write_file("tap-ok.scn", write_ok, ok, sizeof(ok));
 	write_file("tap-bad.scn",
@@ -350,8 +351,7 @@ static void test_tap_and_junit(void)
 
 static void test_same_seed_same_decisions(void)
 {
-	char path[PATH_MAX], dir1[PATH_MAX], dir2[PATH_MAX], f1[PATH_MAX + 32],
-	    f2[PATH_MAX + 32];
+	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
 	static char log1[1 << 16], log2[1 << 16];
 
 	write_file("lossy.scn",

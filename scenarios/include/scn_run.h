@@ -16,23 +16,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scn_ast.h"
+
 struct scn_run_opts {
 	bool seed_set; /* --seed N: overrides every scenario's seed */
 	uint64_t seed;
-	const char *const *defines; /* "NAME=VALUE" of -D, as given */
-	size_t ndefines;
-	unsigned jobs;     /* -j N; 0 or 1: one at a time */
-	double timeout_s;  /* --timeout S: each scenario's budget; 0: the script's */
-	double slow;       /* --slow F: every time bound times F; 0: 1 */
-	bool keep;         /* --keep: keep run directories of passed scenarios too */
-	bool verbose;      /* -v: a line per step */
-	bool tap;          /* --tap */
-	const char *junit; /* --junit FILE, or NULL */
+	const struct scn_defines *defs; /* -D NAME=VALUE; may be NULL */
+	unsigned jobs;                  /* -j N; 0 or 1: one at a time */
+	double timeout_s;               /* --timeout S: each scenario's budget; 0: the script's */
+	double slow;                    /* --slow F: every time bound times F; 0: 1 */
+	bool keep;                      /* --keep: keep run directories of passed scenarios too */
+	bool verbose;                   /* -v: a line per step */
+	bool tap;                       /* --tap */
+	const char *junit;              /* --junit FILE, or NULL */
 	const char *agent; /* nicsim-agent to use; NULL: beside this program, else PATH */
 };
 
 /* Run the scenarios of npaths files (a directory: every *.scn below it,
- * sorted).  Returns the exit status. */
+ * sorted: scn_find_files).  Returns the exit status. */
 int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *opts);
 
 #endif /* SCN_RUN_H */

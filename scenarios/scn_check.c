@@ -1,0 +1,535 @@
+/*
+ * The scenario checker: what a script means, before anything runs.
+ *
+ * One pass over the statements in file order with a table of the names
+ * defined so far: every name is defined once and before it is used, and
+ * each use finds the kind it wants (a socket where a socket is wanted).
+ * Set-up comes before the first step.  Values that need the whole set-up
+ * are checked here: addresses valid and distinct, hosts and programs on
+ * declared NICs, link settings as `nicsim link set` takes them (the same
+ * fab_link_parse), buffer ranges within the buffer's size, counters and
+ * refusal reasons by the names the NIC gives them.
+ *
+ * An operation started with `&` that no `wait NAME` collects is an error,
+ * not a warning: its result would never be checked, and the runner would
+ * have to guess when the scenario ends.  A fault timed with `at +T` is a
+ * warning (prefer events: a time depends on the machine's speed).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fab.h"
+#include "fab_addr.h"
+#include "nicsim_mgmt.h"
+#include "scn_priv.h"
+
+struct sym {
+	const char *name; /* in the statement that defines it */
+	enum scn_kind kind;
+	const struct scn_stmt *def;
+	const char *host;                 /* a buffer's host; a forked host's parent */
+	uint64_t size;                    /* a buffer's size */
+	bool async;                       /* an operation started with `&` ... */
+	const struct scn_stmt *collected; /* ... and the wait that collected it */
+};
+
+struct checker {
+	struct scn_script *s;
+	struct scn_diag *diag;
+	struct sym *syms; /* open addressing, cap a power of two */
+	size_t cap, n;
+	const struct scn_stmt *first_step;
+	const struct scn_stmt *once[SCN_CAPTURE + 1]; /* title, seed, timeout, capture */
+};
+
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+	return h;
+}
+
+static struct sym *lookup(struct checker *c, const char *name)
+{
+	size_t i = (size_t)name_hash(name) & (c->cap - 1);
+
+	while (c->syms[i].name) {
+		if (!strcmp(c->syms[i].name, name))
+			return &c->syms[i];
+		i = (i + 1) & (c->cap - 1);
+	}
+	return &c->syms[i]; /* the empty slot where it would go */
+}
+
+static void error(struct checker *c, const struct scn_stmt *st, const char *word, const char *fmt,
+		  ...) __attribute__((format(printf, 4, 5)));
+
+/* An error about st, at the place word is written in it (NULL: at st). */
+static void error(struct checker *c, const struct scn_stmt *st, const char *word, const char *fmt,
+		  ...)
+{
+	struct scn_loc loc = scn_stmt_word_loc(st, word);
+	char msg[SCN_DIAG_TEXT];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	scn_diag_add(c->diag, SCN_ERROR, &loc, "%s", msg);
+}
+
+/* "a socket", "an operation". */
+static const char *a_kind(enum scn_kind kind, char *buf, size_t size)
+{
+	const char *name = scn_kind_name(kind);
+
+	snprintf(buf, size, "%s %s", strchr("aeiouAEIOU", name[0]) ? "an" : "a", name);
+	return buf;
+}
+
+/* The statement after `from` that defines name, if any: "used before". */
+static const struct scn_stmt *defined_later(const struct checker *c, const struct scn_stmt *from,
+					    const char *name)
+{
+	const struct scn_stmt *st;
+
+	if (c->diag->n >= SCN_DIAG_MAX)
+		return NULL; /* the message would not be kept: spare the scan */
+	for (st = from + 1; st < c->s->stmts + c->s->nstmts; st++)
+		if (st->name[0] && !strcmp(st->name, name))
+			return st;
+	return NULL;
+}
+
+/* The nearest defined name of a kind, for "did you mean". */
+static const char *nearest_of(const struct checker *c, const char *name, enum scn_kind kind)
+{
+	const char *cand[64];
+	size_t i, n = 0;
+
+	for (i = 0; i < c->cap && n < ARRAY_SIZE(cand); i++)
+		if (c->syms[i].name && c->syms[i].kind == kind)
+			cand[n++] = c->syms[i].name;
+	return n ? scn_nearest(name, cand, n) : NULL;
+}
+
+/*
+ * Name used by st, wanted of kind a (or b, if not NONE).  Returns the
+ * symbol, or NULL after reporting an undefined name or a wrong kind.
+ */
+static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char *name,
+			enum scn_kind a, enum scn_kind b)
+{
+	struct sym *y = lookup(c, name);
+	const struct scn_stmt *later;
+	char want[64], wa[24], wb[24], is[24];
+	const char *near;
+
+	if (b != SCN_KIND_NONE)
+		snprintf(want, sizeof(want), "%s or %s", a_kind(a, wa, sizeof(wa)),
+			 a_kind(b, wb, sizeof(wb)));
+	else
+		snprintf(want, sizeof(want), "%s", a_kind(a, wa, sizeof(wa)));
+	if (!y->name) {
+		later = defined_later(c, st, name);
+		near = nearest_of(c, name, a);
+		if (later)
+			error(c, st, name, "'%s' is used before it is defined (line %u)", name,
+			      later->loc.line);
+		else if (near)
+			error(c, st, name, "'%s' is not defined (%s is wanted); did you mean '%s'?",
+			      name, want, near);
+		else
+			error(c, st, name, "'%s' is not defined (%s is wanted)", name, want);
+		return NULL;
+	}
+	if (y->kind != a && (b == SCN_KIND_NONE || y->kind != b)) {
+		error(c, st, name, "'%s' is %s (line %u), not %s", name,
+		      a_kind(y->kind, is, sizeof(is)), y->def->loc.line, want);
+		return NULL;
+	}
+	return y;
+}
+
+static struct sym *use(struct checker *c, const struct scn_stmt *st, const char *name,
+		       enum scn_kind kind)
+{
+	return use2(c, st, name, kind, SCN_KIND_NONE);
+}
+
+/* Define the name st makes, of kind; NULL after reporting a duplicate. */
+static struct sym *define(struct checker *c, const struct scn_stmt *st, const char *name,
+			  enum scn_kind kind)
+{
+	struct sym *y = lookup(c, name);
+	struct scn_loc loc = st->name_loc.line ? st->name_loc : st->loc;
+
+	if (y->name) {
+		scn_diag_add(c->diag, SCN_ERROR, &loc, "'%s' is defined twice: it is a %s at %s:%u",
+			     name, scn_kind_name(y->kind), y->def->loc.file, y->def->loc.line);
+		return NULL;
+	}
+	y->name = name;
+	y->kind = kind;
+	y->def = st;
+	c->n++;
+	return y;
+}
+
+/* A buffer used by host: it must be the host's (or its parent's, for a
+ * forked host), and a range must lie within its size. */
+static void use_range(struct checker *c, const struct scn_stmt *st, const char *host,
+		      const struct scn_range *r)
+{
+	struct sym *b = use(c, st, r->name, SCN_KIND_BUFFER), *h;
+	const char *owner;
+
+	if (!b)
+		return;
+	/* A forked host has its parent's memory. */
+	for (owner = host; owner;) {
+		if (!strcmp(owner, b->host))
+			break;
+		h = lookup(c, owner);
+		owner = h->name && h->kind == SCN_KIND_HOST ? h->host : NULL;
+	}
+	if (host && !owner)
+		error(c, st, r->name, "buffer '%s' is %s's (line %u), not %s's", r->name, b->host,
+		      b->def->loc.line, host);
+	if (r->form == SCN_RANGE_SPAN && r->end > b->size)
+		error(c, st, r->name,
+		      "%s[%llu..%llu] goes past the end of '%s', which has %llu bytes (line %u)",
+		      r->name, (unsigned long long)r->off, (unsigned long long)r->end, r->name,
+		      (unsigned long long)b->size, b->def->loc.line);
+	if (r->form == SCN_RANGE_FROM && r->off > b->size)
+		error(c, st, r->name,
+		      "%s[%llu..] starts past the end of '%s', which has %llu bytes (line %u)",
+		      r->name, (unsigned long long)r->off, r->name, (unsigned long long)b->size,
+		      b->def->loc.line);
+}
+
+static uint64_t range_len(const struct checker *c, const struct scn_range *r)
+{
+	struct sym *b = lookup((struct checker *)c, r->name);
+	uint64_t size = b->name && b->kind == SCN_KIND_BUFFER ? b->size : 0;
+
+	switch (r->form) {
+	case SCN_RANGE_SPAN: return r->end - r->off;
+	case SCN_RANGE_FROM: return size > r->off ? size - r->off : 0;
+	default: return size;
+	}
+}
+
+/* Link settings: the words `nicsim link set` takes, parsed by its code. */
+static void check_words(struct checker *c, const struct scn_link_words *w)
+{
+	const char *words[SCN_LINK_WORDS_MAX];
+	struct fab_link_config cfg;
+	char why[256];
+	uint32_t fields;
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		words[i] = w->word[i];
+	if (fab_link_parse(words, w->n, &cfg, &fields, why, sizeof(why)))
+		scn_diag_add(c->diag, SCN_ERROR, &w->loc, "link settings: %s", why);
+}
+
+static void check_ends(struct checker *c, const struct scn_stmt *st, const struct scn_link_ends *e)
+{
+	use(c, st, e->src, SCN_KIND_NIC);
+	use(c, st, e->dst, SCN_KIND_NIC);
+}
+
+static void check_counter(struct checker *c, const struct scn_stmt *st, const struct scn_counter *k)
+{
+	static const char *const names[] = {
+#define SCN_STAT_NAME(name, desc) #name,
+	    NIC_STATS(SCN_STAT_NAME)
+#undef SCN_STAT_NAME
+	};
+	const char *near;
+	size_t i;
+
+	use(c, st, k->nic, SCN_KIND_NIC);
+	if (k->mark[0])
+		use(c, st, k->mark, SCN_KIND_MARK);
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(k->counter, names[i]))
+			return;
+	near = scn_nearest(k->counter, names, ARRAY_SIZE(names));
+	error(c, st, k->nic, "unknown counter '%s'%s%s%s (the names 'nicsim stats' prints)",
+	      k->counter, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+}
+
+static void check_call(struct checker *c, const struct scn_stmt *st)
+{
+	const struct scn_call *k = &st->u.call;
+	struct sym *h = use(c, st, k->host, SCN_KIND_HOST), *y;
+	enum scn_kind makes = scn_verb_makes(k->verb);
+
+	if (k->sock[0])
+		use(c, st, k->sock, SCN_KIND_SOCKET);
+	if (k->nic[0])
+		use(c, st, k->nic, SCN_KIND_NIC);
+	switch (k->verb) {
+	case SCN_V_BUFFER:
+		if (!k->size)
+			error(c, st, k->local.name, "buffer '%s' of 0 bytes: give it a size",
+			      k->local.name);
+		break;
+	case SCN_V_DEREGISTER: use(c, st, k->target, SCN_KIND_HANDLE); break;
+	case SCN_V_DEREGISTER_RDMA: use(c, st, k->target, SCN_KIND_DESC); break;
+	case SCN_V_WRITE:
+	case SCN_V_READ:
+		use(c, st, k->remote.name, SCN_KIND_DESC);
+		use_range(c, st, k->host, &k->local);
+		break;
+	case SCN_V_MREMAP:
+	case SCN_V_REALLOC:
+		use_range(c, st, k->host, &k->local);
+		if (!k->size)
+			error(c, st, NULL, "%s to 0 bytes: use munmap or free",
+			      scn_verb_name(k->verb));
+		y = lookup(c, k->local.name);
+		if (y->name && y->kind == SCN_KIND_BUFFER && k->size)
+			y->size = k->size;
+		break;
+	default:
+		if (k->local.name[0])
+			use_range(c, st, k->host, &k->local);
+		break;
+	}
+	if (k->verb == SCN_V_FREE || k->verb == SCN_V_REALLOC) {
+		y = lookup(c, k->local.name);
+		if (y->name && y->kind == SCN_KIND_BUFFER && !y->def->u.call.use_malloc)
+			error(c, st, k->local.name,
+			      "%s needs a malloc buffer: declare '%s' with 'buffer %s SIZE malloc'",
+			      scn_verb_name(k->verb), k->local.name, k->local.name);
+	}
+	if (st->async && !st->name[0])
+		error(c, st, NULL,
+		      "'&' needs '-> NAME', so that a later 'wait NAME' collects the result");
+	if (k->verb == SCN_V_BUFFER) {
+		y = define(c, st, st->name, SCN_KIND_BUFFER);
+		if (y) {
+			y->host = k->host;
+			y->size = k->size;
+		}
+		return;
+	}
+	if (!st->name[0] || makes == SCN_KIND_NONE)
+		return;
+	y = define(c, st, st->name, makes);
+	if (!y)
+		return;
+	y->async = st->async;
+	if (k->verb == SCN_V_FORK)
+		y->host = h ? h->name : NULL;
+}
+
+static void check_mem(struct checker *c, const struct scn_stmt *st)
+{
+	const struct scn_mem *m = &st->u.mem;
+	uint64_t a, b;
+
+	if (!use(c, st, m->host, SCN_KIND_HOST))
+		return;
+	use_range(c, st, m->host, &m->range);
+	if (m->check != SCN_MEM_PEER || !use(c, st, m->peer_host, SCN_KIND_HOST))
+		return;
+	use_range(c, st, m->peer_host, &m->peer);
+	a = range_len(c, &m->range);
+	b = range_len(c, &m->peer);
+	if (a && b && a != b)
+		error(c, st, m->peer.name, "the two ranges differ in length: %llu and %llu bytes",
+		      (unsigned long long)a, (unsigned long long)b);
+}
+
+static void check_stmt(struct checker *c, const struct scn_stmt *st)
+{
+	struct sym *y;
+
+	switch (st->kind) {
+	case SCN_NIC: define(c, st, st->name, SCN_KIND_NIC); break;
+	case SCN_PARAM: define(c, st, st->name, SCN_KIND_PARAM); break;
+	case SCN_HOST:
+		use(c, st, st->u.host.nic, SCN_KIND_NIC);
+		define(c, st, st->name, SCN_KIND_HOST);
+		break;
+	case SCN_PROGRAM:
+		use(c, st, st->u.program.nic, SCN_KIND_NIC);
+		define(c, st, st->name, SCN_KIND_PROGRAM);
+		break;
+	case SCN_LINK:
+		check_ends(c, st, &st->u.link.ends);
+		check_words(c, &st->u.link.words);
+		break;
+	case SCN_CALL: check_call(c, st); break;
+	case SCN_DESC:
+		use(c, st, st->u.desc.base, SCN_KIND_DESC);
+		if (st->u.desc.field == SCN_DF_NIC)
+			use(c, st, st->u.desc.nic, SCN_KIND_NIC);
+		define(c, st, st->name, SCN_KIND_DESC);
+		break;
+	case SCN_START: use(c, st, st->u.target, SCN_KIND_PROGRAM); break;
+	case SCN_KILL:
+		y = use2(c, st, st->u.kill.target, SCN_KIND_HOST, SCN_KIND_PROGRAM);
+		if (y && y->kind == SCN_KIND_HOST && st->u.kill.signal != SIGKILL)
+			error(c, st, NULL, "a host agent is only killed (SIGKILL): 'kill %s'",
+			      st->u.kill.target);
+		break;
+	case SCN_KILL_NIC:
+	case SCN_RESTART_NIC:
+	case SCN_STOP_NIC:
+	case SCN_CONT_NIC: use(c, st, st->u.target, SCN_KIND_NIC); break;
+	case SCN_FAULT:
+		check_ends(c, st, &st->u.fault.ends);
+		check_words(c, &st->u.fault.words);
+		if (st->u.fault.start == SCN_FAULT_AFTER) {
+			y = lookup(c, st->u.fault.after);
+			if (!y->name)
+				use(c, st, st->u.fault.after, SCN_KIND_OP);
+			else if (y->kind == SCN_KIND_NIC || y->kind == SCN_KIND_PARAM ||
+				 y->kind == SCN_KIND_PROGRAM || y->kind == SCN_KIND_FAULT)
+				error(c, st, y->name,
+				      "'after %s': %s is a %s, not something a step made", y->name,
+				      y->name, scn_kind_name(y->kind));
+		}
+		if (st->u.fault.start == SCN_FAULT_AT)
+			scn_diag_add(c->diag, SCN_WARNING, &st->loc,
+				     "fault '%s' starts at a time: timing depends on the "
+				     "machine; prefer 'after NAME' (an event)",
+				     st->name);
+		define(c, st, st->name, SCN_KIND_FAULT);
+		break;
+	case SCN_HEAL: use(c, st, st->u.target, SCN_KIND_FAULT); break;
+	case SCN_MARK: define(c, st, st->name, SCN_KIND_MARK); break;
+	case SCN_WAIT_OP:
+		y = lookup(c, st->u.target);
+		if (!y->name) {
+			use(c, st, st->u.target, SCN_KIND_OP);
+		} else if (!y->async) {
+			if (y->kind == SCN_KIND_PROGRAM || y->kind == SCN_KIND_HOST)
+				error(c, st, y->name,
+				      "wait %s: say what to wait for: 'wait %s exit' or "
+				      "'wait %s output \"TEXT\"'",
+				      y->name, y->name, y->name);
+			else
+				error(c, st, y->name,
+				      "'%s' did not start with '&' (line %u): its step waited for "
+				      "it already",
+				      y->name, y->def->loc.line);
+		} else if (y->collected) {
+			error(c, st, y->name, "'%s' is waited for twice (line %u)", y->name,
+			      y->collected->loc.line);
+		} else {
+			y->collected = st;
+		}
+		break;
+	case SCN_WAIT_EXIT: use2(c, st, st->u.exit.target, SCN_KIND_PROGRAM, SCN_KIND_HOST); break;
+	case SCN_WAIT_OUTPUT:
+	case SCN_EXPECT_OUTPUT: use(c, st, st->u.output.target, SCN_KIND_PROGRAM); break;
+	case SCN_WAIT_COUNTER:
+	case SCN_EXPECT_COUNTER: check_counter(c, st, &st->u.counter); break;
+	case SCN_WAIT_FRAME:
+	case SCN_EXPECT_FRAMES: check_ends(c, st, &st->u.frames.filter.link); break;
+	case SCN_SETTLE:
+		if (st->u.settle.no_frame)
+			check_ends(c, st, &st->u.settle.filter.link);
+		break;
+	case SCN_EXPECT_MEM: check_mem(c, st); break;
+	case SCN_EXPECT_TPT:
+		use(c, st, st->u.tpt.nic, SCN_KIND_NIC);
+		if (st->u.tpt.host[0])
+			use(c, st, st->u.tpt.host, SCN_KIND_HOST);
+		if (st->u.tpt.key)
+			use2(c, st, st->u.tpt.desc, SCN_KIND_DESC, SCN_KIND_HANDLE);
+		break;
+	case SCN_EXPECT_REFUSAL:
+		use(c, st, st->u.refusal.nic, SCN_KIND_NIC);
+		if (st->u.refusal.from[0])
+			use(c, st, st->u.refusal.from, SCN_KIND_NIC);
+		break;
+	default: break;
+	}
+}
+
+/* Set-up before steps; one title, seed, timeout, capture; distinct
+ * addresses.  Called for each statement in order, before check_stmt. */
+static void check_order(struct checker *c, const struct scn_stmt *st)
+{
+	const struct scn_stmt *other;
+	char a[FAB_ADDR_STRLEN];
+	size_t i;
+
+	if (!scn_stmt_is_setup(st->kind)) {
+		if (!c->first_step)
+			c->first_step = st;
+		return;
+	}
+	if (c->first_step)
+		error(c, st, NULL, "'%s' is set-up: it must come before the first step (%s:%u)",
+		      scn_stmt_kind_name(st->kind), c->first_step->loc.file,
+		      c->first_step->loc.line);
+	if (st->kind == SCN_TITLE || st->kind == SCN_SEED || st->kind == SCN_TIMEOUT ||
+	    st->kind == SCN_CAPTURE) {
+		other = c->once[st->kind];
+		if (other)
+			error(c, st, NULL, "'%s' given twice (first at %s:%u)",
+			      scn_stmt_kind_name(st->kind), other->loc.file, other->loc.line);
+		else
+			c->once[st->kind] = st;
+	}
+	if (st->kind != SCN_NIC)
+		return;
+	for (i = 0; i < c->s->nnics && c->s->nics[i] != st; i++) {
+		other = c->s->nics[i];
+		if (other->u.nic.addr != st->u.nic.addr)
+			continue;
+		error(c, st, st->u.nic.addr_text,
+		      "NIC '%s' has the address %s of NIC '%s' (line %u): each NIC needs its own",
+		      st->name, fab_addr_format(st->u.nic.addr, a, sizeof(a)), other->name,
+		      other->loc.line);
+		break;
+	}
+}
+
+int scn_check(struct scn_script *s, struct scn_diag *diag)
+{
+	struct checker c = {.s = s, .diag = diag};
+	size_t errors = diag->errors, i;
+
+	c.cap = 64;
+	while (c.cap < 2 * s->nstmts + 16)
+		c.cap *= 2;
+	c.syms = calloc(c.cap, sizeof(*c.syms));
+	if (!c.syms)
+		return -ENOMEM;
+	for (i = 0; i < s->nstmts; i++) {
+		check_order(&c, &s->stmts[i]);
+		check_stmt(&c, &s->stmts[i]);
+	}
+	/* Every `&` collected: report them in file order. */
+	for (i = 0; i < s->nstmts; i++) {
+		const struct scn_stmt *st = &s->stmts[i];
+		struct sym *y;
+
+		if (!st->async || !st->name[0])
+			continue;
+		y = lookup(&c, st->name);
+		if (y->name && y->def == st && !y->collected)
+			error(&c, st, NULL,
+			      "'%s' is started with '&' but never waited for: add 'wait %s' before "
+			      "the end, or drop the '&'",
+			      st->name, st->name);
+	}
+	free(c.syms);
+	return diag->errors > errors ? -EINVAL : 0;
+}
