@@ -1421,6 +1421,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	struct scn_runner r;
 	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX];
 	uint64_t budget;
+	bool keep;
 	size_t i;
 	int rc = 0;
 
@@ -1473,9 +1474,16 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 			rc = rc ? rc : -EINVAL;
 	}
 	scn_fault_finish(&r, !rc && out->status == SCN_PASSED);
-	if (out->status != SCN_PASSED || opts->keep)
+	/* Kept on a failure, but not when the user stopped the run: that is
+	 * no finding, and a signal asks for everything to go. */
+	keep = opts->keep || (out->status != SCN_PASSED && !r.interrupted);
+	if (keep)
 		snprintf(out->run_dir, sizeof(out->run_dir), "%s", r.topo.dir);
-	teardown(&r, out->status != SCN_PASSED || opts->keep);
+	else if (r.interrupted && r.topo.dir[0])
+		scn_outcome_add(out->notes, sizeof(out->notes),
+				"interrupted: the run directory %s is removed (--keep keeps it)",
+				r.topo.dir);
+	teardown(&r, keep);
 	free_runner(&r);
 	out->elapsed_ns = scn_now_ns() - r.t0;
 }
