@@ -184,8 +184,8 @@ void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_repo
 	if (ro->verbose) {
 		for (uint32_t i = 0; i < o->nrecs; i++) {
 			r = &o->recs[i];
-			fprintf(f, "  %8.3fs %-4s line %-4u %s (%.1f ms)\n", r->start_ns / 1e9,
-				r->ok ? "ok" : "FAIL", r->line, r->text, r->dur_ns / 1e6);
+			fprintf(f, "  %8.3fs %-4s %-9s %s (%.1f ms)\n", r->start_ns / 1e9,
+				r->ok ? "ok" : "FAIL", r->at, r->text, r->dur_ns / 1e6);
 		}
 		if (o->nsteps > o->nrecs)
 			fprintf(f, "  ... %u more steps\n", o->nsteps - o->nrecs);
@@ -257,8 +257,8 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 		fprintf(f, "    1..%u\n", o->nrecs);
 		for (uint32_t i = 0; i < o->nrecs; i++) {
 			r = &o->recs[i];
-			fprintf(f, "    %s %u - line %u: %s # time=%.3fms\n",
-				r->ok ? "ok" : "not ok", i + 1, r->line, r->text, r->dur_ns / 1e6);
+			fprintf(f, "    %s %u - %s: %s # time=%.3fms\n", r->ok ? "ok" : "not ok",
+				i + 1, r->at, r->text, r->dur_ns / 1e6);
 		}
 	}
 	fprintf(f, "%s %zu - %s [seed %llu]\n", o->status == SCN_PASSED ? "ok" : "not ok", n,

@@ -28,7 +28,7 @@ enum scn_status {
 
 /* One step as run: for `-v` and TAP subtests. */
 struct scn_step_rec {
-	uint32_t line;
+	char at[96]; /* "line N", or "file:line" in an included file */
 	bool ok;
 	uint64_t start_ns; /* since the scenario started */
 	uint64_t dur_ns;

@@ -1407,7 +1407,14 @@ static void record_step(struct scn_runner *r, const struct scn_stmt *st, uint64_
 	if (o->nrecs >= SCN_STEPS_MAX)
 		return;
 	rec = &o->recs[o->nrecs++];
-	rec->line = st->loc.line;
+	if (st->loc.file && strcmp(st->loc.file, r->script->path)) {
+		const char *base = strrchr(st->loc.file, '/');
+
+		snprintf(rec->at, sizeof(rec->at), "%s:%u", base ? base + 1 : st->loc.file,
+			 st->loc.line);
+	} else {
+		snprintf(rec->at, sizeof(rec->at), "line %u", st->loc.line);
+	}
 	rec->ok = ok;
 	rec->start_ns = t_start - r->t0;
 	rec->dur_ns = now - t_start;
