@@ -210,11 +210,8 @@ int scn_fault_step(struct scn_runner *r, const struct scn_stmt *st)
 	switch (fd->start) {
 	case SCN_FAULT_NOW: fault_arm(r, f, scn_now_ns()); break;
 	case SCN_FAULT_AT:
+		/* `scn_check` warns that this is time-based. */
 		f->arm_at_ns = scn_now_ns() + (uint64_t)((double)fd->at_ns * r->slow);
-		scn_outcome_add(r->out->notes, sizeof(r->out->notes),
-				"%s:%u: fault %s is armed by time (at +%.3f ms): prefer an event "
-				"(after NAME)",
-				st->loc.file, st->loc.line, st->name, fd->at_ns / 1e6);
 		break;
 	case SCN_FAULT_AFTER: break;
 	}

@@ -251,6 +251,7 @@ static void host_exited(struct scn_rt_host *h)
 	siginfo_t si;
 
 	h->gone = true;
+	h->exited = true;
 	memset(&si, 0, sizeof(si));
 	if (h->pid > 0 && !waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
 	    si.si_pid == h->pid)
@@ -303,6 +304,7 @@ static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *
 
 		if (child) {
 			child->gone = true;
+			child->exited = true;
 			if (scn_reply_get(&rep, "exit", val, sizeof(val)))
 				child->status = W_EXITCODE((int)strtol(val, NULL, 10), 0);
 			else if (scn_reply_get(&rep, "signal", val, sizeof(val)))
@@ -326,11 +328,10 @@ static void host_drain(struct scn_runner *r, struct scn_rt_host *h)
 			break;
 		host_reply(r, h, line);
 	}
-	if (n == -EPIPE && !h->gone) {
-		if (h->pidfd >= 0)
-			host_exited(h);
+	/* The end of its channel: no more calls.  Its exit status comes with
+	 * its pidfd (or, for a forked host, its fork request's end). */
+	if (n == -EPIPE)
 		h->gone = true;
-	}
 }
 
 /* ---- Programs ------------------------------------------------------------------- */
@@ -1108,7 +1109,7 @@ static bool exited(struct scn_runner *r, void *arg)
 	struct exit_wait *w = arg;
 
 	(void)r;
-	return w->h ? w->h->gone : w->p->exited;
+	return w->h ? w->h->exited || (w->h->parent && w->h->parent->exited) : w->p->exited;
 }
 
 static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)

@@ -38,9 +38,10 @@ struct scn_rt_host {
 	struct scn_agent *agent;
 	pid_t pid;
 	int pidfd;         /* spawned agents: readable once it exited; -1 otherwise */
-	bool gone;         /* exited, killed, or its channel reached end of file */
+	bool gone;         /* it takes no more calls: exited, or its channel closed */
+	bool exited;       /* it has ended, and status says how */
 	bool killed;       /* by the scenario (`kill h1`) */
-	int status;        /* wait status once known (spawned agents), else -1 */
+	int status;        /* wait status once exited, else -1 */
 	long long fork_id; /* forked: the fork request's id in the parent */
 	struct scn_rt_host *parent;
 };
