@@ -155,6 +155,11 @@ bool arg_range(const struct agent_req *r, char **words, struct agent_buf **buf, 
 	       size_t *len, uint64_t max_len);
 /* The buffer may be read and written by the agent itself (not unmapped or freed). */
 bool arg_touchable(const struct agent_req *r, const struct agent_buf *b);
+/*
+ * The buffer may be given to the provider: not freed (an unmapped one is
+ * passed with its last address, and the provider answers).
+ */
+bool arg_not_freed(const struct agent_req *r, const struct agent_buf *b);
 /* PATTERN at words[0..n): zero | byte B | seq N | random N, all of the words. */
 bool arg_pattern(const struct agent_req *r, char **words, int n, struct scn_pattern *out);
 /* The registration named name, or NULL after replying bad. */

@@ -375,7 +375,8 @@ static void v_munmap(struct agent_req *r)
 {
 	struct agent_buf *b = arg_buf_of(r, r->argv[0], BUF_MMAP);
 
-	if (!b)
+	/* Unmapped already: its range may be someone else's by now. */
+	if (!b || !arg_touchable(r, b))
 		return;
 	if (munmap(b->addr, b->map_len)) {
 		agent_reply_errno(r, errno);
@@ -385,6 +386,14 @@ static void v_munmap(struct agent_req *r)
 	ok(r);
 }
 
+/*
+ * A new mapping at the buffer's address.  Where the buffer is mapped,
+ * `fixed` replaces its own mapping (MAP_FIXED, the memory changing under
+ * whatever registered it); where it was unmapped, the range may have been
+ * taken since (a later buffer, the C library), so the mapping is always
+ * made with MAP_FIXED_NOREPLACE and fails with EEXIST rather than replace
+ * what is there.
+ */
 static void v_mmap(struct agent_req *r)
 {
 	struct agent_buf *b = arg_buf_of(r, r->argv[0], BUF_MMAP);
@@ -393,13 +402,12 @@ static void v_mmap(struct agent_req *r)
 
 	if (!b)
 		return;
-	if (r->argc > 1) {
-		if (strcmp(r->argv[1], "fixed")) {
-			agent_bad(r, "mmap's option \"%.40s\": only fixed", r->argv[1]);
-			return;
-		}
-		flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+	if (r->argc > 1 && strcmp(r->argv[1], "fixed")) {
+		agent_bad(r, "mmap's option \"%.40s\": only fixed", r->argv[1]);
+		return;
 	}
+	if (r->argc > 1 && b->state == BUF_LIVE)
+		flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
 	p = mmap(b->addr, b->map_len, PROT_READ | PROT_WRITE, flags, -1, 0);
 	if (p == MAP_FAILED) {
 		agent_reply_errno(r, errno);
@@ -407,10 +415,8 @@ static void v_mmap(struct agent_req *r)
 	}
 	if (p != b->addr) { /* a kernel that took MAP_FIXED_NOREPLACE as a hint */
 		munmap(p, b->map_len);
-		{
-			agent_reply_errno(r, EEXIST);
-			return;
-		}
+		agent_reply_errno(r, EEXIST);
+		return;
 	}
 	b->state = BUF_LIVE;
 	agent_reply(r->a, r->id, "ok addr=%p", p);
@@ -423,7 +429,7 @@ static void v_mremap(struct agent_req *r)
 	size_t map_len;
 	void *p;
 
-	if (!b || !arg_num(r, r->argv[1], "size", BUFFER_MAX, &size))
+	if (!b || !arg_touchable(r, b) || !arg_num(r, r->argv[1], "size", BUFFER_MAX, &size))
 		return;
 	if (!size) {
 		agent_bad(r, "mremap to 0 bytes: use munmap");
@@ -441,6 +447,12 @@ static void v_mremap(struct agent_req *r)
 	b->map_len = map_len;
 }
 
+/*
+ * madvise over an mmap buffer or a range of it.  Only mmap buffers: the
+ * kernel rounds the range out to whole pages, which stay inside the
+ * buffer's own mapping, while around a malloc block they would reach the
+ * C library's memory.
+ */
 static void v_madvise(struct agent_req *r)
 {
 	static const struct {
@@ -450,10 +462,10 @@ static void v_madvise(struct agent_req *r)
 	struct agent_buf *b;
 	size_t off = 0, len, i;
 
-	if (r->argc == 3) {
+	if (r->argc == 3) { /* BUF ADV, or BUF ADV OFF LEN */
 		arg_count(r, 2, 2);
 		return;
-	} /* BUF ADV, or BUF ADV OFF LEN */
+	}
 	for (i = 0; i < sizeof(advices) / sizeof(advices[0]); i++)
 		if (!strcmp(r->argv[1], advices[i].name))
 			break;
@@ -461,16 +473,15 @@ static void v_madvise(struct agent_req *r)
 		agent_bad(r, "advice \"%.40s\": dontneed, free or remove", r->argv[1]);
 		return;
 	}
+	b = arg_buf_of(r, r->argv[0], BUF_MMAP);
+	if (!b || !arg_touchable(r, b))
+		return;
+	len = b->map_len;
 	if (r->argc == 4) {
 		char *words[3] = {r->argv[0], r->argv[2], r->argv[3]};
 
 		if (!arg_range(r, words, &b, &off, &len, UINT64_MAX))
 			return;
-	} else {
-		b = arg_buf(r, r->argv[0]);
-		if (!b)
-			return;
-		len = b->kind == BUF_MMAP ? b->map_len : b->len;
 	}
 	if (madvise(b->addr + off, len, advices[i].advice)) {
 		agent_reply_errno(r, errno);
@@ -544,7 +555,7 @@ static void v_register(struct agent_req *r)
 	HANDLE h;
 	int err = 0;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) ||
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b) ||
 	    !arg_access(r, r->argv[4], &flags) || !arg_new_name(r, r->argv[5], "handle"))
 		return;
 	if (!grow((void **)&a->regs, &a->cap_regs, a->n_regs, sizeof(*a->regs))) {
@@ -606,7 +617,7 @@ static void v_register_rdma(struct agent_req *r)
 	size_t off, len;
 	int err = 0;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) ||
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b) ||
 	    !arg_access(r, r->argv[4], &flags))
 		return;
 	if (WSPRegisterRdmaMemory(s->s, b->addr + off, (DWORD)len, flags, desc, &dlen, &err)) {
@@ -635,10 +646,10 @@ static void v_cache_callback(struct agent_req *r)
 	size_t off = 0, len;
 	int err = 0;
 
-	if (r->argc == 2) {
+	if (r->argc == 2) { /* BUF, or BUF OFF LEN */
 		arg_count(r, 1, 1);
 		return;
-	} /* BUF, or BUF OFF LEN */
+	}
 	if (r->argc == 3) {
 		if (!arg_range(r, r->argv, &b, &off, &len, UINT64_MAX))
 			return;
@@ -729,7 +740,7 @@ static void v_send_recv(struct agent_req *r)
 	DWORD n = 0, flags = 0;
 	int err = 0, rc;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX))
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b))
 		return;
 	op = new_op(r, OP_OVERLAPPED, s->s);
 	if (!op)
@@ -776,7 +787,7 @@ static void v_rdma(struct agent_req *r)
 	DWORD n = 0;
 	int err = 0, rc;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX))
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b))
 		return;
 	for (int i = 4; i < r->argc; i++) {
 		char *w = r->argv[i];
