@@ -441,7 +441,11 @@ static void finish(struct agent *a)
 		struct agent_op *op = a->ops;
 
 		a->ops = op->next;
-		if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT) {
+		if (op->kind == OP_FORK) {
+			/* The child is a host of its own: stop waiting for it. */
+			pthread_cancel(op->thread);
+			pthread_join(op->thread, NULL);
+		} else if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT) {
 			struct timespec until;
 
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -472,7 +476,7 @@ static void finish(struct agent *a)
 
 int main(int argc, char **argv)
 {
-	static struct agent a = {.in_fd = 0, .out_fd = 1};
+	static struct agent a = {.in_fd = 0, .out_fd = 1, .exit_status = -1};
 	struct stat st;
 
 	(void)argv;
@@ -485,6 +489,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	a.in_is_sock = fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);
 	serve(&a);
+	if (a.exit_status >= 0)
+		_exit(a.exit_status); /* `exit N`: as a process that exits, without cleanup */
 	finish(&a);
 	return 0;
 }

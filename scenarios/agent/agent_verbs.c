@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -829,25 +828,43 @@ static void v_rdma(struct agent_req *r)
 
 /* ---- Processes ----------------------------------------------------------------- */
 
+/* A forked child's waiter: reap it, then signal its operation. */
+static void *fork_waiter(void *arg)
+{
+	struct agent_op *op = arg;
+
+	while (waitpid(op->pid, &op->status, 0) < 0) {
+		if (errno != EINTR) {
+			op->status = -errno;
+			break;
+		}
+	}
+	signal_fd(op->fd);
+	return NULL;
+}
+
+/*
+ * Fork: the child takes the channel that came with the request; the parent
+ * answers pending with its pid and, through a waiter thread (a thread
+ * rather than a pidfd, which valgrind cannot follow), done when it ends.
+ */
 static void v_fork(struct agent_req *r)
 {
 	struct agent *a = r->a;
 	int chan = agent_take_passed(a);
 	struct agent_op *op;
 	pid_t pid;
+	int rc;
 
 	if (chan < 0) {
-		agent_bad(r, "fork needs the child's channel: send the request on a "
-			     "UNIX socket with a socket attached (SCM_RIGHTS)");
+		agent_bad(r, "fork needs the child's channel: send the request on a UNIX socket "
+			     "with a socket attached (SCM_RIGHTS)");
 		return;
 	}
-	op = agent_op_new(a, r->id, OP_FORK);
+	op = new_op(r, OP_FORK, INVALID_SOCKET);
 	if (!op) {
 		close(chan);
-		{
-			agent_reply_errno(r, ENOMEM);
-			return;
-		}
+		return;
 	}
 	fflush(stderr);
 	pid = fork();
@@ -864,18 +881,19 @@ static void v_fork(struct agent_req *r)
 	}
 	close(chan);
 	op->pid = pid;
-	op->fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (op->fd < 0) {
-		agent_log("pidfd_open(%d) failed (%s): the fork's end will not be reported",
-			  (int)pid, strerror(errno));
-		agent_reply(a, r->id, "pending pid=%d", (int)pid);
+	rc = pthread_create(&op->thread, NULL, fork_waiter, op);
+	agent_reply(a, r->id, "pending pid=%d", (int)pid);
+	if (rc) {
+		agent_log("cannot start a thread to wait for child %d (%s): its end will not be "
+			  "reported",
+			  (int)pid, strerror(rc));
 		agent_op_free(op);
 		return;
 	}
 	agent_op_add(a, op);
-	agent_reply(a, r->id, "pending pid=%d", (int)pid);
 }
 
+/* Answer, then end at once (agent.c): no cleanup, as a process that exits. */
 static void v_exit(struct agent_req *r)
 {
 	uint64_t status;
@@ -883,9 +901,9 @@ static void v_exit(struct agent_req *r)
 	if (!arg_num(r, r->argv[0], "status", 255, &status))
 		return;
 	ok(r);
-	_exit((int)status);
+	r->a->exit_status = (int)status;
+	r->a->closing = true;
 }
-
 /* ---- Dispatch and completions ------------------------------------------------- */
 
 static const struct verb {
@@ -987,19 +1005,13 @@ static void worker_done(struct agent *a, struct agent_op *op)
 
 static void fork_done(struct agent *a, struct agent_op *op)
 {
-	int status;
-	pid_t pid = waitpid(op->pid, &status, WNOHANG);
-
-	if (pid == 0) {
-		agent_op_add(a, op);
-		return;
-	}
-	if (pid < 0)
-		agent_reply(a, op->id, "done err %s", strerrorname_np(errno));
-	else if (WIFEXITED(status))
-		agent_reply(a, op->id, "done ok exit=%d", WEXITSTATUS(status));
+	pthread_join(op->thread, NULL);
+	if (op->status < 0)
+		agent_reply(a, op->id, "done err %s", strerrorname_np(-op->status));
+	else if (WIFEXITED(op->status))
+		agent_reply(a, op->id, "done ok exit=%d", WEXITSTATUS(op->status));
 	else
-		agent_reply(a, op->id, "done ok signal=%s", sigabbrev_np(WTERMSIG(status)));
+		agent_reply(a, op->id, "done ok signal=%s", sigabbrev_np(WTERMSIG(op->status)));
 	agent_op_free(op);
 }
 
