@@ -200,6 +200,8 @@ static int send_all(struct scn_agent *a, const char *buf, size_t len, int fd_pas
 
 /* "ID text\n" into line; its length, or -EINVAL. */
 static int format_request(char *line, size_t size, long long id, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static int format_request(char *line, size_t size, long long id, const char *fmt, va_list ap)
 {
 	int head = snprintf(line, size, "%lld ", id), n;
 
@@ -210,6 +212,8 @@ static int format_request(char *line, size_t size, long long id, const char *fmt
 	return head + n + 1;
 }
 
+static long long vrequest(struct scn_agent *a, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static long long vrequest(struct scn_agent *a, const char *fmt, va_list ap)
 {
 	char line[SCN_AGENT_LINE_MAX + 1];

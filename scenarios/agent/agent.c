@@ -84,6 +84,8 @@ void agent_reply(struct agent *a, unsigned long long id, const char *fmt, ...)
 
 /* "ID bad TEXT" (id 0: "- bad TEXT"), TEXT kept printable whatever it quotes. */
 static void vbad(struct agent *a, unsigned long long id, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void vbad(struct agent *a, unsigned long long id, const char *fmt, va_list ap)
 {
 	char text[600];
 
