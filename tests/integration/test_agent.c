@@ -26,7 +26,7 @@
 #define REPLY_MAX SCN_AGENT_LINE_MAX
 
 static char dir[256];
-static pid_t nic_a = -1, nic_b = -1;
+static struct nst_nic nics[2] = {{.addr = ADDR_A}, {.addr = ADDR_B}};
 
 static struct scn_agent *spawn(const char *addr)
 {
@@ -155,6 +155,26 @@ static void end_agent(struct scn_agent *a)
 }
 
 /*
+ * Two agents, h1 on A and h2 on B, connected (h1's socket c1, h2's tPORT);
+ * h1 exposes its buffer x (64 KiB, zero) with x_access into desc, h2 has
+ * its buffer y (64 KiB, seq y_seq) registered with y_access.
+ */
+static void two_hosts(struct scn_agent **h1, struct scn_agent **h2, unsigned port,
+		      const char *x_access, unsigned y_seq, const char *y_access, char *desc,
+		      size_t size)
+{
+	*h1 = spawn(ADDR_A);
+	*h2 = spawn(ADDR_B);
+	EXPECT(*h1, "ok", "startup");
+	EXPECT(*h2, "ok", "startup");
+	connect_pair(*h1, *h2, port, "c1");
+	EXPECT(*h1, "ok", "buffer x 65536 mmap");
+	expose(*h1, "c1", x_access, desc, size);
+	EXPECT(*h2, "ok", "buffer y 65536 mmap seq %u", y_seq);
+	EXPECT(*h2, "ok", "register t%u y 0 65536 %s hy", port, y_access);
+}
+
+/*
  * The whole path a scenario takes: connect, expose, write and read by RDMA
  * with the descriptor carried from one agent to the other, check the bytes,
  * then deregister the exposure: the same descriptor is stale, the write
@@ -163,18 +183,11 @@ static void end_agent(struct scn_agent *a)
  */
 static void test_rdma_with_a_carried_descriptor(void)
 {
-	struct scn_agent *h1 = spawn(ADDR_A), *h2 = spawn(ADDR_B);
+	struct scn_agent *h1, *h2;
 	char desc[128], what[200];
 	const char *got;
 
-	EXPECT(h1, "ok", "startup");
-	EXPECT(h2, "ok", "startup");
-	connect_pair(h1, h2, 7100, "c1");
-	EXPECT(h1, "ok", "buffer x 65536 mmap");
-	expose(h1, "c1", "readwrite", desc, sizeof(desc));
-	EXPECT(h2, "ok", "buffer y 65536 mmap seq 9");
-	EXPECT(h2, "ok", "register t7100 y 0 65536 readwrite hy");
-
+	two_hosts(&h1, &h2, 7100, "readwrite", 9, "readwrite", desc, sizeof(desc));
 	EXPECT(h2, "done ok bytes=65536", "write t7100 y 0 65536 desc=%s", desc);
 	expect_sum(h1, "x", 65536, pattern_crc(SCN_PATTERN_SEQ, 9, 65536));
 	EXPECT(h1, "ok x:0100000009000000", "peek x 8 8"); /* seq 9, word 1 */
@@ -202,17 +215,11 @@ static void test_rdma_with_a_carried_descriptor(void)
 /* A descriptor with its rkey changed, and one cut to 16 bytes. */
 static void test_forged_and_truncated_descriptors(void)
 {
-	struct scn_agent *h1 = spawn(ADDR_A), *h2 = spawn(ADDR_B);
+	struct scn_agent *h1, *h2;
 	char desc[128], forged[128], what[200];
 	const char *got;
 
-	EXPECT(h1, "ok", "startup");
-	EXPECT(h2, "ok", "startup");
-	connect_pair(h1, h2, 7101, "c1");
-	EXPECT(h1, "ok", "buffer x 65536 mmap");
-	expose(h1, "c1", "write", desc, sizeof(desc));
-	EXPECT(h2, "ok", "buffer y 65536 mmap seq 2");
-	EXPECT(h2, "ok", "register t7101 y 0 65536 read hy");
+	two_hosts(&h1, &h2, 7101, "write", 2, "read", desc, sizeof(desc));
 
 	/* Truncated: refused by the post itself, the connection stays. */
 	snprintf(forged, sizeof(forged), "%.34s", desc); /* x: and 16 bytes */
@@ -564,14 +571,12 @@ static int init(void)
 
 	if (nst_tmpdir(dir, sizeof(dir), "agent") < 0 || nst_make_fabric(dir, addrs) < 0)
 		return -1;
-	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
-	nic_b = nst_start_nic(dir, ADDR_B, NULL, WAIT_MS);
-	return nic_a > 0 && nic_b > 0 ? 0 : -1;
+	return nst_nics_start(dir, nics, 2, WAIT_MS);
 }
 
 static int clean(void)
 {
-	const pid_t pids[] = {nic_a, nic_b};
+	const pid_t pids[] = {nics[0].pid, nics[1].pid};
 
 	return nst_stop_nics_clean(dir, pids, 2, WAIT_MS);
 }
