@@ -200,6 +200,8 @@ static int send_all(struct scn_agent *a, const char *buf, size_t len, int fd_pas
 
 /* "ID text\n" into line; its length, or -EINVAL. */
 static int format_request(char *line, size_t size, long long id, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static int format_request(char *line, size_t size, long long id, const char *fmt, va_list ap)
 {
 	int head = snprintf(line, size, "%lld ", id), n;
 
@@ -210,6 +212,8 @@ static int format_request(char *line, size_t size, long long id, const char *fmt
 	return head + n + 1;
 }
 
+static long long vrequest(struct scn_agent *a, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static long long vrequest(struct scn_agent *a, const char *fmt, va_list ap)
 {
 	char line[SCN_AGENT_LINE_MAX + 1];
@@ -292,21 +296,23 @@ static int read_line(struct scn_agent *a, char *line, size_t size, uint64_t dead
 	}
 }
 
+/* Take line i of those put aside into line[0..size): its length or -EMSGSIZE. */
+static int take_aside(struct scn_agent *a, int i, char *line, size_t size)
+{
+	char *l = a->aside[i];
+	size_t len = strlen(l);
+
+	memmove(a->aside + i, a->aside + i + 1, (size_t)(--a->n_aside - i) * sizeof(a->aside[0]));
+	if (len < size)
+		memcpy(line, l, len + 1);
+	free(l);
+	return len < size ? (int)len : -EMSGSIZE;
+}
+
 int scn_agent_recv(struct scn_agent *a, char *line, size_t size, int timeout_ms)
 {
-	if (a->n_aside) {
-		char *l = a->aside[0];
-		size_t len = strlen(l);
-
-		memmove(a->aside, a->aside + 1, (size_t)--a->n_aside * sizeof(a->aside[0]));
-		if (len >= size) {
-			free(l);
-			return -EMSGSIZE;
-		}
-		memcpy(line, l, len + 1);
-		free(l);
-		return (int)len;
-	}
+	if (a->n_aside)
+		return take_aside(a, 0, line, size);
 	return read_line(a, line, size, now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0));
 }
 
@@ -323,22 +329,9 @@ int scn_agent_wait(struct scn_agent *a, long long id, char *line, size_t size, i
 {
 	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 
-	for (int i = 0; i < a->n_aside; i++) {
-		char *l = a->aside[i];
-		size_t len = strlen(l);
-
-		if (line_id(l) != id)
-			continue;
-		memmove(a->aside + i, a->aside + i + 1,
-			(size_t)(--a->n_aside - i) * sizeof(a->aside[0]));
-		if (len >= size) {
-			free(l);
-			return -EMSGSIZE;
-		}
-		memcpy(line, l, len + 1);
-		free(l);
-		return (int)len;
-	}
+	for (int i = 0; i < a->n_aside; i++)
+		if (line_id(a->aside[i]) == id)
+			return take_aside(a, i, line, size);
 	for (;;) {
 		int n = read_line(a, line, size, deadline);
 

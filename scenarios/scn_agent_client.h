@@ -111,18 +111,26 @@
  *                                      local_qp=N peer_qp=N what="..."
  *                                      | err CODE (WSAENOTCONN: nothing
  *                                      failed yet)
- *   munmap BUF                         munmap of an mmap buffer's whole
- *                                      mapping                   ok | err
+ *   munmap BUF                         munmap of a mapped mmap buffer's
+ *                                      whole mapping             ok | err
  *   mmap BUF [fixed]                   a new zeroed anonymous mapping at the
- *                                      same address and length, with
+ *                                      buffer's address and length:
+ *                                      ok addr=0xA | err.  Without fixed,
  *                                      MAP_FIXED_NOREPLACE (err EEXIST while
- *                                      something is mapped there), or with
- *                                      MAP_FIXED              ok addr=0xA
- *   mremap BUF SIZE                    mremap, MREMAP_MAYMOVE:
+ *                                      anything is mapped there, the buffer
+ *                                      itself included); with fixed on a
+ *                                      mapped buffer, MAP_FIXED replacing
+ *                                      its mapping in place; with fixed on
+ *                                      an unmapped one, MAP_FIXED_NOREPLACE
+ *                                      again (the range may be another
+ *                                      mapping's by now: never replaced)
+ *   mremap BUF SIZE                    mremap of a mapped mmap buffer,
+ *                                      MREMAP_MAYMOVE:
  *                                      ok addr=0xA moved=0|1 | err
  *   madvise BUF dontneed|free|remove [OFF LEN]
- *                                      madvise over the buffer or a range
- *                                      (OFF page aligned)        ok | err
+ *                                      madvise over a mapped mmap buffer's
+ *                                      mapping or a range of it (the kernel
+ *                                      wants OFF page aligned)   ok | err
  *   free BUF                           free of a malloc buffer   ok
  *   realloc BUF SIZE                   realloc of a malloc buffer:
  *                                      ok addr=0xA moved=0|1 | err ENOMEM
@@ -130,19 +138,28 @@
  *                                      exit=N or done ok signal=NAME when
  *                                      the child ends (see below)
  *   exit N                             ok, then the agent ends at once with
- *                                      status N (0..255), without cleanup
+ *                                      status N (0..255), without cleanup:
+ *                                      as a process that exits, its NICs
+ *                                      release what it held
  *   peek BUF OFF LEN                   ok BLOB: the bytes, LEN at most
  *                                      SCN_AGENT_PEEK_MAX
  *   sum BUF OFF LEN                    ok crc32=0xC len=N: CRC-32 of the
  *                                      range (scn_pattern.h)
- * The agent's own memory accesses (fill, peek, sum) are refused (bad) on a
- * buffer that is unmapped or freed; SPI calls on it go ahead, with its last
- * address, and the provider answers.
+ * Memory that is gone: the agent's own accesses (fill, peek, sum) and the
+ * memory events (munmap, mremap, madvise, free, realloc) are refused (bad)
+ * on a buffer that is unmapped or freed, since its range may belong to
+ * something else by now.  SPI calls on an unmapped buffer go ahead with its
+ * last address and the provider answers (WSAEFAULT where nothing is mapped
+ * there); on a freed malloc buffer they are refused (bad): the C library
+ * owns that memory again and a NIC writing into it would corrupt the agent.
+ * A buffer keeps the length it was made with (mremap and realloc change
+ * it); a buffer's PATTERN index 0 is its first byte.
  *
  * Fork.  The child agent needs a channel of its own: the fork request must
  * arrive with one end of a new UNIX stream socket pair attached (SCM_RIGHTS
  * on the sendmsg carrying the request's line), so fd 0 of the forking agent
- * must be a UNIX socket.  The child makes that socket its fd 0 and fd 1,
+ * must be a UNIX socket.  Descriptors that come with requests queue up in
+ * order; each fork takes the oldest (send them with fork requests only).  The child makes that socket its fd 0 and fd 1,
  * forgets the parent's pending operations, keeps its names (its sockets are
  * the provider's no more: after a fork the provider starts afresh in the
  * child, which must send `startup` before other SPI calls) and its buffers
@@ -150,9 +167,12 @@
  * the fork request on its own channel: `pending pid=N` once forked, `done`
  * when the child ends.  scn_agent_fork does all of this.
  *
- * The agent ends when fd 0 reaches end of file (or a read fails): it
- * closes its sockets (WSPCleanup as many times as startup succeeded), waits
- * for its threads and exits 0.
+ * The agent ends when fd 0 reaches end of file (or a read fails, or a
+ * reply cannot be written): it closes its sockets (WSPCleanup as many times
+ * as startup succeeded, which completes its overlapped operations and
+ * returns its blocked accepts and connects), collects its threads and exits
+ * 0, without answering what was pending.  A forked child lives on: it is a
+ * host of its own and ends when its own channel does.
  *
  * ---- The client -----------------------------------------------------------
  *

@@ -84,6 +84,8 @@ void agent_reply(struct agent *a, unsigned long long id, const char *fmt, ...)
 
 /* "ID bad TEXT" (id 0: "- bad TEXT"), TEXT kept printable whatever it quotes. */
 static void vbad(struct agent *a, unsigned long long id, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void vbad(struct agent *a, unsigned long long id, const char *fmt, va_list ap)
 {
 	char text[600];
 
@@ -441,7 +443,11 @@ static void finish(struct agent *a)
 		struct agent_op *op = a->ops;
 
 		a->ops = op->next;
-		if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT) {
+		if (op->kind == OP_FORK) {
+			/* The child is a host of its own: stop waiting for it. */
+			pthread_cancel(op->thread);
+			pthread_join(op->thread, NULL);
+		} else if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT) {
 			struct timespec until;
 
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -472,7 +478,7 @@ static void finish(struct agent *a)
 
 int main(int argc, char **argv)
 {
-	static struct agent a = {.in_fd = 0, .out_fd = 1};
+	static struct agent a = {.in_fd = 0, .out_fd = 1, .exit_status = -1};
 	struct stat st;
 
 	(void)argv;
@@ -485,6 +491,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	a.in_is_sock = fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);
 	serve(&a);
+	if (a.exit_status >= 0)
+		_exit(a.exit_status); /* `exit N`: as a process that exits, without cleanup */
 	finish(&a);
 	return 0;
 }

@@ -9,8 +9,8 @@
  * calls, accept and connect, a forked child's end) are kept in a list of
  * pending operations, each with a descriptor that becomes readable when it
  * completes: the eventfd the provider signals (WSAOVERLAPPED.hEvent), the
- * eventfd a worker thread signals after its blocking WSPAccept or
- * WSPConnect returned, or the pidfd of a child.  The main loop polls fd 0
+ * eventfd a worker thread signals after its blocking WSPAccept,
+ * WSPConnect or waitpid (of a forked child) returned.  The main loop polls fd 0
  * and those descriptors together.  Worker threads touch only their own
  * operation; replies are written by the main thread alone.
  *
@@ -79,7 +79,8 @@ struct agent_op {
 	SOCKET accepted;
 	int err;
 	char name[AGENT_NAME_MAX]; /* accept: the new socket's name */
-	pid_t pid;                 /* OP_FORK */
+	pid_t pid;                 /* OP_FORK: the child, reaped by the thread */
+	int status;                /* OP_FORK: its wait status, or a negative errno */
 };
 
 struct agent {
@@ -91,7 +92,8 @@ struct agent {
 	bool skipping; /* dropping the rest of a line that was too long */
 	int passed[AGENT_PASSED_MAX];
 	int n_passed;
-	int startups; /* successful startups not yet cleaned up */
+	int startups;    /* successful startups not yet cleaned up */
+	int exit_status; /* `exit N` asked to end with N; -1 if not */
 
 	struct agent_sock *socks;
 	size_t n_socks, cap_socks;
@@ -155,6 +157,11 @@ bool arg_range(const struct agent_req *r, char **words, struct agent_buf **buf, 
 	       size_t *len, uint64_t max_len);
 /* The buffer may be read and written by the agent itself (not unmapped or freed). */
 bool arg_touchable(const struct agent_req *r, const struct agent_buf *b);
+/*
+ * The buffer may be given to the provider: not freed (an unmapped one is
+ * passed with its last address, and the provider answers).
+ */
+bool arg_not_freed(const struct agent_req *r, const struct agent_buf *b);
 /* PATTERN at words[0..n): zero | byte B | seq N | random N, all of the words. */
 bool arg_pattern(const struct agent_req *r, char **words, int n, struct scn_pattern *out);
 /* The registration named name, or NULL after replying bad. */

@@ -185,6 +185,16 @@ bool arg_touchable(const struct agent_req *r, const struct agent_buf *b)
 	return true;
 }
 
+bool arg_not_freed(const struct agent_req *r, const struct agent_buf *b)
+{
+	if (b->state == BUF_FREED)
+		return agent_bad(r,
+				 "buffer %s was freed: its memory is the C library's now, and the "
+				 "NIC could write into it",
+				 b->name);
+	return true;
+}
+
 bool arg_pattern(const struct agent_req *r, char **words, int n, struct scn_pattern *out)
 {
 	uint64_t arg = 0;

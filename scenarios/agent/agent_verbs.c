@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -375,7 +374,8 @@ static void v_munmap(struct agent_req *r)
 {
 	struct agent_buf *b = arg_buf_of(r, r->argv[0], BUF_MMAP);
 
-	if (!b)
+	/* Unmapped already: its range may be someone else's by now. */
+	if (!b || !arg_touchable(r, b))
 		return;
 	if (munmap(b->addr, b->map_len)) {
 		agent_reply_errno(r, errno);
@@ -385,6 +385,14 @@ static void v_munmap(struct agent_req *r)
 	ok(r);
 }
 
+/*
+ * A new mapping at the buffer's address.  Where the buffer is mapped,
+ * `fixed` replaces its own mapping (MAP_FIXED, the memory changing under
+ * whatever registered it); where it was unmapped, the range may have been
+ * taken since (a later buffer, the C library), so the mapping is always
+ * made with MAP_FIXED_NOREPLACE and fails with EEXIST rather than replace
+ * what is there.
+ */
 static void v_mmap(struct agent_req *r)
 {
 	struct agent_buf *b = arg_buf_of(r, r->argv[0], BUF_MMAP);
@@ -393,13 +401,12 @@ static void v_mmap(struct agent_req *r)
 
 	if (!b)
 		return;
-	if (r->argc > 1) {
-		if (strcmp(r->argv[1], "fixed")) {
-			agent_bad(r, "mmap's option \"%.40s\": only fixed", r->argv[1]);
-			return;
-		}
-		flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+	if (r->argc > 1 && strcmp(r->argv[1], "fixed")) {
+		agent_bad(r, "mmap's option \"%.40s\": only fixed", r->argv[1]);
+		return;
 	}
+	if (r->argc > 1 && b->state == BUF_LIVE)
+		flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
 	p = mmap(b->addr, b->map_len, PROT_READ | PROT_WRITE, flags, -1, 0);
 	if (p == MAP_FAILED) {
 		agent_reply_errno(r, errno);
@@ -407,10 +414,8 @@ static void v_mmap(struct agent_req *r)
 	}
 	if (p != b->addr) { /* a kernel that took MAP_FIXED_NOREPLACE as a hint */
 		munmap(p, b->map_len);
-		{
-			agent_reply_errno(r, EEXIST);
-			return;
-		}
+		agent_reply_errno(r, EEXIST);
+		return;
 	}
 	b->state = BUF_LIVE;
 	agent_reply(r->a, r->id, "ok addr=%p", p);
@@ -423,7 +428,7 @@ static void v_mremap(struct agent_req *r)
 	size_t map_len;
 	void *p;
 
-	if (!b || !arg_num(r, r->argv[1], "size", BUFFER_MAX, &size))
+	if (!b || !arg_touchable(r, b) || !arg_num(r, r->argv[1], "size", BUFFER_MAX, &size))
 		return;
 	if (!size) {
 		agent_bad(r, "mremap to 0 bytes: use munmap");
@@ -441,6 +446,12 @@ static void v_mremap(struct agent_req *r)
 	b->map_len = map_len;
 }
 
+/*
+ * madvise over an mmap buffer or a range of it.  Only mmap buffers: the
+ * kernel rounds the range out to whole pages, which stay inside the
+ * buffer's own mapping, while around a malloc block they would reach the
+ * C library's memory.
+ */
 static void v_madvise(struct agent_req *r)
 {
 	static const struct {
@@ -450,10 +461,10 @@ static void v_madvise(struct agent_req *r)
 	struct agent_buf *b;
 	size_t off = 0, len, i;
 
-	if (r->argc == 3) {
+	if (r->argc == 3) { /* BUF ADV, or BUF ADV OFF LEN */
 		arg_count(r, 2, 2);
 		return;
-	} /* BUF ADV, or BUF ADV OFF LEN */
+	}
 	for (i = 0; i < sizeof(advices) / sizeof(advices[0]); i++)
 		if (!strcmp(r->argv[1], advices[i].name))
 			break;
@@ -461,16 +472,15 @@ static void v_madvise(struct agent_req *r)
 		agent_bad(r, "advice \"%.40s\": dontneed, free or remove", r->argv[1]);
 		return;
 	}
+	b = arg_buf_of(r, r->argv[0], BUF_MMAP);
+	if (!b || !arg_touchable(r, b))
+		return;
+	len = b->map_len;
 	if (r->argc == 4) {
 		char *words[3] = {r->argv[0], r->argv[2], r->argv[3]};
 
 		if (!arg_range(r, words, &b, &off, &len, UINT64_MAX))
 			return;
-	} else {
-		b = arg_buf(r, r->argv[0]);
-		if (!b)
-			return;
-		len = b->kind == BUF_MMAP ? b->map_len : b->len;
 	}
 	if (madvise(b->addr + off, len, advices[i].advice)) {
 		agent_reply_errno(r, errno);
@@ -544,7 +554,7 @@ static void v_register(struct agent_req *r)
 	HANDLE h;
 	int err = 0;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) ||
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b) ||
 	    !arg_access(r, r->argv[4], &flags) || !arg_new_name(r, r->argv[5], "handle"))
 		return;
 	if (!grow((void **)&a->regs, &a->cap_regs, a->n_regs, sizeof(*a->regs))) {
@@ -606,7 +616,7 @@ static void v_register_rdma(struct agent_req *r)
 	size_t off, len;
 	int err = 0;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) ||
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b) ||
 	    !arg_access(r, r->argv[4], &flags))
 		return;
 	if (WSPRegisterRdmaMemory(s->s, b->addr + off, (DWORD)len, flags, desc, &dlen, &err)) {
@@ -635,10 +645,10 @@ static void v_cache_callback(struct agent_req *r)
 	size_t off = 0, len;
 	int err = 0;
 
-	if (r->argc == 2) {
+	if (r->argc == 2) { /* BUF, or BUF OFF LEN */
 		arg_count(r, 1, 1);
 		return;
-	} /* BUF, or BUF OFF LEN */
+	}
 	if (r->argc == 3) {
 		if (!arg_range(r, r->argv, &b, &off, &len, UINT64_MAX))
 			return;
@@ -729,7 +739,7 @@ static void v_send_recv(struct agent_req *r)
 	DWORD n = 0, flags = 0;
 	int err = 0, rc;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX))
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b))
 		return;
 	op = new_op(r, OP_OVERLAPPED, s->s);
 	if (!op)
@@ -776,7 +786,7 @@ static void v_rdma(struct agent_req *r)
 	DWORD n = 0;
 	int err = 0, rc;
 
-	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX))
+	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b))
 		return;
 	for (int i = 4; i < r->argc; i++) {
 		char *w = r->argv[i];
@@ -818,25 +828,43 @@ static void v_rdma(struct agent_req *r)
 
 /* ---- Processes ----------------------------------------------------------------- */
 
+/* A forked child's waiter: reap it, then signal its operation. */
+static void *fork_waiter(void *arg)
+{
+	struct agent_op *op = arg;
+
+	while (waitpid(op->pid, &op->status, 0) < 0) {
+		if (errno != EINTR) {
+			op->status = -errno;
+			break;
+		}
+	}
+	signal_fd(op->fd);
+	return NULL;
+}
+
+/*
+ * Fork: the child takes the channel that came with the request; the parent
+ * answers pending with its pid and, through a waiter thread (a thread
+ * rather than a pidfd, which valgrind cannot follow), done when it ends.
+ */
 static void v_fork(struct agent_req *r)
 {
 	struct agent *a = r->a;
 	int chan = agent_take_passed(a);
 	struct agent_op *op;
 	pid_t pid;
+	int rc;
 
 	if (chan < 0) {
-		agent_bad(r, "fork needs the child's channel: send the request on a "
-			     "UNIX socket with a socket attached (SCM_RIGHTS)");
+		agent_bad(r, "fork needs the child's channel: send the request on a UNIX socket "
+			     "with a socket attached (SCM_RIGHTS)");
 		return;
 	}
-	op = agent_op_new(a, r->id, OP_FORK);
+	op = new_op(r, OP_FORK, INVALID_SOCKET);
 	if (!op) {
 		close(chan);
-		{
-			agent_reply_errno(r, ENOMEM);
-			return;
-		}
+		return;
 	}
 	fflush(stderr);
 	pid = fork();
@@ -853,18 +881,19 @@ static void v_fork(struct agent_req *r)
 	}
 	close(chan);
 	op->pid = pid;
-	op->fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (op->fd < 0) {
-		agent_log("pidfd_open(%d) failed (%s): the fork's end will not be reported",
-			  (int)pid, strerror(errno));
-		agent_reply(a, r->id, "pending pid=%d", (int)pid);
+	rc = pthread_create(&op->thread, NULL, fork_waiter, op);
+	agent_reply(a, r->id, "pending pid=%d", (int)pid);
+	if (rc) {
+		agent_log("cannot start a thread to wait for child %d (%s): its end will not be "
+			  "reported",
+			  (int)pid, strerror(rc));
 		agent_op_free(op);
 		return;
 	}
 	agent_op_add(a, op);
-	agent_reply(a, r->id, "pending pid=%d", (int)pid);
 }
 
+/* Answer, then end at once (agent.c): no cleanup, as a process that exits. */
 static void v_exit(struct agent_req *r)
 {
 	uint64_t status;
@@ -872,9 +901,9 @@ static void v_exit(struct agent_req *r)
 	if (!arg_num(r, r->argv[0], "status", 255, &status))
 		return;
 	ok(r);
-	_exit((int)status);
+	r->a->exit_status = (int)status;
+	r->a->closing = true;
 }
-
 /* ---- Dispatch and completions ------------------------------------------------- */
 
 static const struct verb {
@@ -976,19 +1005,13 @@ static void worker_done(struct agent *a, struct agent_op *op)
 
 static void fork_done(struct agent *a, struct agent_op *op)
 {
-	int status;
-	pid_t pid = waitpid(op->pid, &status, WNOHANG);
-
-	if (pid == 0) {
-		agent_op_add(a, op);
-		return;
-	}
-	if (pid < 0)
-		agent_reply(a, op->id, "done err %s", strerrorname_np(errno));
-	else if (WIFEXITED(status))
-		agent_reply(a, op->id, "done ok exit=%d", WEXITSTATUS(status));
+	pthread_join(op->thread, NULL);
+	if (op->status < 0)
+		agent_reply(a, op->id, "done err %s", strerrorname_np(-op->status));
+	else if (WIFEXITED(op->status))
+		agent_reply(a, op->id, "done ok exit=%d", WEXITSTATUS(op->status));
 	else
-		agent_reply(a, op->id, "done ok signal=%s", sigabbrev_np(WTERMSIG(status)));
+		agent_reply(a, op->id, "done ok signal=%s", sigabbrev_np(WTERMSIG(op->status)));
 	agent_op_free(op);
 }
 

@@ -72,6 +72,7 @@ static void test_install_and_push(void)
 	    "bin/nicsim-push",
 	    "bin/nicsim-pingpong",
 	    "bin/nicsim-regdemo",
+	    "bin/nicsim-agent",
 	    "include/ws2san.h",
 	    "include/nicsim_provider.h",
 	    NICSIM_LIBDIR "/libnicsimsp.so",
@@ -99,6 +100,12 @@ static void test_install_and_push(void)
 	for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
 		NST_CHECK_(stat(path_in(path, sizeof(path), prefix, internal[i]), &st) != 0,
 			   CU_FALSE, "%.240s is internal, not installed", path);
+
+	/* The scenario host agent runs from the prefix: its rpath finds the library. */
+	snprintf(line, sizeof(line), "echo '1 hello' | '%s/bin/nicsim-agent'", prefix);
+	NST_EQ(sh(line, out, sizeof(out)), 0);
+	NST_CHECK_(strstr(out, "1 ok pid=") != NULL, CU_FALSE, "the installed agent says %.240s",
+		   out);
 
 	/* pkg-config names the prefix installed to, with no rpath. */
 	snprintf(path, sizeof(path), "%s/" NICSIM_LIBDIR "/pkgconfig", prefix);
