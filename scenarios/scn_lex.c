@@ -244,7 +244,7 @@ static int lex_quoted(const struct scn_line *line, size_t *i, const char *file, 
 	struct scn_loc loc;
 
 	for (;;) {
-		char c = line->text[j];
+		char c;
 
 		if (j >= line->len) {
 			loc = scn_loc_at(file, line->pos[*i]);
@@ -252,6 +252,7 @@ static int lex_quoted(const struct scn_line *line, size_t *i, const char *file, 
 				     q == '"' ? "a string" : "a /regex/", q);
 			return -EINVAL;
 		}
+		c = line->text[j];
 		if (c == q) {
 			j++;
 			break;

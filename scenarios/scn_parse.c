@@ -364,7 +364,7 @@ static int get_u64(struct parser *p, const char *what, uint64_t max, uint64_t *o
 	if (rc)
 		return bad_number(p, t, rc, what);
 	if (*n.unit || n.ndec)
-		return err_at(p, t, "bad number '%s': expected %s (a whole number, no unit)",
+		return err_at(p, t, "bad number '%s': expected %s, a whole number without a unit",
 			      t->text, what);
 	if (n.whole > max)
 		return err_at(p, t, "bad number '%s': expected %s", t->text, what);
@@ -875,6 +875,16 @@ static const char *const keywords[] = {"title", "seed",    "param",   "include",
 
 static int parse_include(struct parser *p, const struct scn_tok *kw);
 
+static const struct scn_define *find_define(const struct parser *p, const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; p->defs && i < p->defs->n; i++)
+		if (strlen(p->defs->v[i].name) == len && !strncmp(p->defs->v[i].name, name, len))
+			return &p->defs->v[i];
+	return NULL;
+}
+
 static int parse_title(struct parser *p)
 {
 	struct scn_stmt *st = stmt_new(p, SCN_TITLE);
@@ -891,9 +901,14 @@ static int parse_seed(struct parser *p)
 
 	if (!st)
 		return -ENOMEM;
-	return (get_u64(p, "the seed (a whole number)", UINT64_MAX, &st->u.seed))
-		   ? -EINVAL
-		   : stmt_keep(p, st);
+	if (get_u64(p, "a seed", UINT64_MAX, &st->u.seed))
+		return -EINVAL;
+	/* Known from here on, for ${SEED}, unless -D SEED gave one. */
+	if (!find_define(p, "SEED", 4)) {
+		p->s->seed = st->u.seed;
+		p->s->seed_set = true;
+	}
+	return stmt_keep(p, st);
 }
 
 static int parse_timeout(struct parser *p)
@@ -908,16 +923,6 @@ static int parse_timeout(struct parser *p)
 	if (!rc && !st->u.time_ns)
 		rc = err_at(p, t, "timeout 0 leaves the scenario no time");
 	return rc ? rc : stmt_keep(p, st);
-}
-
-static const struct scn_define *find_define(const struct parser *p, const char *name, size_t len)
-{
-	size_t i;
-
-	for (i = 0; p->defs && i < p->defs->n; i++)
-		if (strlen(p->defs->v[i].name) == len && !strncmp(p->defs->v[i].name, name, len))
-			return &p->defs->v[i];
-	return NULL;
 }
 
 static int parse_param(struct parser *p)
@@ -948,6 +953,9 @@ static int parse_param(struct parser *p)
 						p->line.pos[i].col != t->pos.col);
 		     i++)
 			;
+		while (p->line.len > i && (p->line.text[p->line.len - 1] == ' ' ||
+					   p->line.text[p->line.len - 1] == '\t'))
+			p->line.len--;
 		if (p->line.len - i >= SCN_TEXT_MAX)
 			return err_at(p, t, "value too long (at most %d bytes)", SCN_TEXT_MAX - 1);
 		snprintf(st->u.param.value, SCN_TEXT_MAX, "%.*s", (int)(p->line.len - i), from + i);
@@ -1876,18 +1884,16 @@ static int read_file(const char *path, char **data, size_t *len)
 	char *buf;
 	int rc = 0;
 
+	/* A FIFO or a device would block or never end: regular files only. */
+	if (stat(path, &sb))
+		return -errno;
+	if (S_ISDIR(sb.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(sb.st_mode))
+		return -EINVAL;
 	f = fopen(path, "rb");
 	if (!f)
 		return -errno;
-	if (fstat(fileno(f), &sb)) {
-		rc = -errno;
-		fclose(f);
-		return rc;
-	}
-	if (S_ISDIR(sb.st_mode)) {
-		fclose(f);
-		return -EISDIR;
-	}
 	if (sb.st_size > (off_t)SCN_FILE_MAX) {
 		fclose(f);
 		return -EFBIG;
@@ -1944,8 +1950,9 @@ static int parse_include(struct parser *p, const struct scn_tok *kw)
 	}
 	for (i = 0; i <= p->depth; i++)
 		if (p->stack[i] && !strcmp(p->stack[i], real))
-			return err_at(p, t, "include cycle: \"%s\" is %s, which is being read", rel,
-				      i == p->depth ? "this file" : "a file that includes it");
+			return err_at(p, t, "include cycle: \"%s\" is %s", rel,
+				      i == p->depth ? "this file"
+						    : "being read already (it includes this file)");
 	rc = read_file(path, &data, &len);
 	if (rc == -EFBIG)
 		return err_at(p, t, "cannot include \"%s\": larger than %u bytes", rel,
@@ -2005,7 +2012,7 @@ static int parse_source(struct parser *p, struct scn_src *src)
 		p->ti = 0;
 		rc = parse_stmt(p);
 		if (rc == -ENOMEM)
-			return rc;
+			return p->s->nstmts >= SCN_STMTS_MAX ? 0 : rc; /* reported */
 		if (p->diag->errors >= SCN_DIAG_MAX)
 			return 0; /* enough said */
 	}
@@ -2072,7 +2079,6 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 	char real[PATH_MAX];
 	const char *file;
 	size_t errors = diag->errors;
-	size_t i;
 	int rc;
 
 	*out = NULL;
@@ -2108,12 +2114,6 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 	scn_src_init(&src, file, data, len);
 	rc = parse_source(p, &src);
 	if (!rc) {
-		/* `seed N` in the file, unless -D SEED gave one. */
-		for (i = 0; i < p->s->nstmts && !find_define(p, "SEED", 4); i++)
-			if (p->s->stmts[i].kind == SCN_SEED) {
-				p->s->seed = p->s->stmts[i].u.seed;
-				p->s->seed_set = true;
-			}
 		rc = fill_tables(p->s, defs);
 	}
 	if (!rc && diag->errors > errors)
