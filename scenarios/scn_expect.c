@@ -463,7 +463,7 @@ static int frames_step(struct scn_runner *r, const struct scn_stmt *st)
 	const struct scn_frame_filter *f =
 	    st->kind == SCN_SETTLE ? &st->u.settle.filter : &st->u.frames.filter;
 	struct frame_wait w;
-	char what[256], want[64];
+	char what[4 * SCN_NAME_MAX + 32], want[64];
 	size_t from = 0;
 	uint64_t until;
 	int rc;

@@ -209,10 +209,7 @@ void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_repo
 	if (o->detail[0])
 		print_indented(f, o->detail, "  ");
 	if (o->run_dir[0])
-		fprintf(f,
-			"  kept: %s (NIC logs nic-ADDR.log, capture.pcapng, decisions.log, "
-			"host-NAME.log)\n",
-			o->run_dir);
+		fprintf(f, "  kept: %s\n  files: %s\n", o->run_dir, o->files);
 	fprintf(f, "  replay: %s\n", replay);
 }
 
@@ -355,7 +352,6 @@ static const char *relative(const char *path, const char *cwd)
 int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
 		     const struct scn_report_opts *ro)
 {
-	static const char *const files[] = {"capture.pcapng", "decisions.log"};
 	char dir[PATH_MAX], name[PATH_MAX], cwd[PATH_MAX], replay[PATH_MAX + 1024];
 	size_t failed = 0;
 	double total = 0;
@@ -431,14 +427,13 @@ int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_
 			xml_text(f, "kept ");
 			xml_text(f, o[i]->run_dir);
 			fputc('\n', f);
-			for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
-				char file[PATH_MAX + 32];
+			for (const char *p = o[i]->files; *p; p += strspn(p, " ")) {
+				size_t len = strcspn(p, " ");
 
-				snprintf(file, sizeof(file), "%s/%s", relative(o[i]->run_dir, cwd),
-					 files[k]);
 				fputs("[[ATTACHMENT|", f);
-				xml_text(f, file);
-				fputs("]]\n", f);
+				xml_text(f, relative(o[i]->run_dir, cwd));
+				fprintf(f, "/%.*s]]\n", (int)len, p);
+				p += len;
 			}
 			fputs("</system-out>\n", f);
 		}

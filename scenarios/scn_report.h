@@ -49,6 +49,7 @@ struct scn_outcome {
 	char detail[SCN_OUT_LONG];  /* more: a hex diff, snapshots, a warning */
 	char notes[SCN_OUT_LONG];   /* notes printed whatever the result (settle, at +T) */
 	char run_dir[PATH_MAX];     /* kept (failure or --keep); "" when removed */
+	char files[SCN_OUT_TEXT];   /* the artefacts in it: logs, capture, decisions (by name) */
 	uint32_t nsteps;            /* steps run */
 	uint32_t nrecs;             /* of them in recs */
 	struct scn_step_rec recs[SCN_STEPS_MAX];

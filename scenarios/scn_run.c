@@ -7,6 +7,7 @@
 
 #include "scn_run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -470,6 +471,19 @@ out:
 	p->out_fd = p->log_fd = p->pidfd = -1;
 }
 
+/* A NIC's daemon ended on its own (`kill nic` reaps its NIC itself): say
+ * so, whatever the scenario makes of it. */
+static void nic_exited(struct scn_runner *r, struct scn_nicd *n)
+{
+	pid_t pid = n->pid;
+
+	if (scn_topo_nic_reap(n))
+		scn_outcome_add(r->out->notes, sizeof(r->out->notes),
+				"NIC %s (nicsimd pid %d) exited during the scenario; its log: "
+				"nic-%s.log",
+				n->name, (int)pid, n->addr_str);
+}
+
 /* ---- The event loop ----------------------------------------------------------- */
 
 enum { PF_SIG, PF_CAP, PF_HOST_CHAN, PF_HOST_PID, PF_PROG_OUT, PF_PROG_PID, PF_NIC };
@@ -582,7 +596,7 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 				if (r->progs[idx[i]].out_fd >= 0)
 					prog_read(r, &r->progs[idx[i]]);
 				break;
-			case PF_NIC: scn_topo_nic_reap(&r->topo.nics[idx[i]]); break;
+			case PF_NIC: nic_exited(r, &r->topo.nics[idx[i]]); break;
 			}
 		}
 	}
@@ -1338,8 +1352,9 @@ static int topo_setup(struct scn_runner *r)
 	rc = scn_links_setup(r);
 	if (rc)
 		return rc;
-	r->topo.capture_on = s->capture;
-	if (r->topo.fab) {
+	/* `capture off`: no tap at all, so no capture.pcapng, no decisions.log,
+	 * and no frame for `wait frame` or `expect frames` to find. */
+	if (r->topo.fab && s->capture) {
 		rc = scn_capture_start(&r->topo, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, NULL, "the capture: %s", why);
@@ -1422,6 +1437,30 @@ static void record_step(struct scn_runner *r, const struct scn_stmt *st, uint64_
 	snprintf(rec->text, sizeof(rec->text), "%s", st->text ? st->text : "");
 }
 
+/* The artefacts of a kept run directory, by name, sorted: what a report
+ * names and JUnit attaches. */
+static void list_files(struct scn_outcome *o)
+{
+	struct dirent **names;
+	size_t len = 0;
+	int n;
+
+	n = scandir(o->run_dir, &names, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		const char *d = names[i]->d_name;
+		size_t l = strlen(d);
+
+		if (((l > 4 && !strcmp(d + l - 4, ".log")) ||
+		     (l > 7 && !strcmp(d + l - 7, ".pcapng"))) &&
+		    len + l + 2 < sizeof(o->files))
+			len += (size_t)snprintf(o->files + len, sizeof(o->files) - len, "%s%s",
+						len ? " " : "", d);
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+}
+
 /* Run one parsed and checked scenario in this process; fills out. */
 static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
 			 struct scn_outcome *out, int sigfd)
@@ -1492,6 +1531,8 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 				"interrupted: the run directory %s is removed (--keep keeps it)",
 				r.topo.dir);
 	teardown(&r, keep);
+	if (keep)
+		list_files(out);
 	free_runner(&r);
 	out->elapsed_ns = scn_now_ns() - r.t0;
 }

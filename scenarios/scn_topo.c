@@ -286,8 +286,9 @@ int scn_topo_stats(struct scn_topo *t, struct scn_nicd *n, struct nic_stats *st,
 	return rc;
 }
 
-int scn_topo_tpt(struct scn_topo *t, struct scn_nicd *n, struct nic_mgmt_tpt_rec **recs,
-		 size_t *count)
+/* A listing of NIC n (mgmt_client_list's contract). */
+static int topo_list(struct scn_topo *t, struct scn_nicd *n, uint16_t op, size_t rec_size,
+		     void **recs, size_t *count)
 {
 	struct mgmt_client c;
 	int rc;
@@ -297,24 +298,28 @@ int scn_topo_tpt(struct scn_topo *t, struct scn_nicd *n, struct nic_mgmt_tpt_rec
 	rc = mgmt_open(t, n, &c);
 	if (rc)
 		return rc;
-	rc = mgmt_client_tpt(&c, recs, count);
+	rc = mgmt_client_list(&c, op, rec_size, recs, count);
 	mgmt_client_close(&c);
+	return rc;
+}
+
+int scn_topo_tpt(struct scn_topo *t, struct scn_nicd *n, struct nic_mgmt_tpt_rec **recs,
+		 size_t *count)
+{
+	void *v;
+	int rc = topo_list(t, n, NIC_MGMT_TPT, sizeof(**recs), &v, count);
+
+	*recs = v;
 	return rc;
 }
 
 int scn_topo_faults(struct scn_topo *t, struct scn_nicd *n, struct nic_mgmt_fault_rec **recs,
 		    size_t *count)
 {
-	struct mgmt_client c;
-	int rc;
+	void *v;
+	int rc = topo_list(t, n, NIC_MGMT_FAULTS, sizeof(**recs), &v, count);
 
-	*recs = NULL;
-	*count = 0;
-	rc = mgmt_open(t, n, &c);
-	if (rc)
-		return rc;
-	rc = mgmt_client_faults(&c, recs, count);
-	mgmt_client_close(&c);
+	*recs = v;
 	return rc;
 }
 
@@ -438,15 +443,12 @@ int scn_capture_start(struct scn_topo *t, char *why, size_t size)
 		snprintf(why, size, "cannot create %s: %s", path, strerror(-rc));
 		return rc;
 	}
-	if (t->capture_on) {
-		snprintf(path, sizeof(path), "%s/capture.pcapng", t->dir);
-		c->pcapng = fopen(path, "we");
-		if (!c->pcapng || pcapng_begin(c->pcapng, "nicsim scenario") ||
-		    pcapng_interface(c->pcapng, "fabric", CAP_COPY_BYTES)) {
-			rc = -EIO;
-			snprintf(why, size, "cannot write %s", path);
-			return rc;
-		}
+	snprintf(path, sizeof(path), "%s/capture.pcapng", t->dir);
+	c->pcapng = fopen(path, "we");
+	if (!c->pcapng || pcapng_begin(c->pcapng, "nicsim scenario") ||
+	    pcapng_interface(c->pcapng, "fabric", CAP_COPY_BYTES)) {
+		snprintf(why, size, "cannot write %s", path);
+		return -EIO;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &real);

@@ -88,7 +88,6 @@ struct scn_topo {
 	struct scn_nicd *nics;
 	size_t nnics;
 	struct scn_capture capture;
-	bool capture_on;
 };
 
 /* Make the private run directory (t->dir).  Returns 0 or a negative errno. */
