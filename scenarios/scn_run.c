@@ -853,10 +853,9 @@ static struct scn_rt_op *op_new(struct scn_runner *r, const struct scn_stmt *st,
 		return NULL;
 	op = &r->ops[r->nops++];
 	memset(op, 0, sizeof(*op));
-	if (st->kind == SCN_CALL && scn_verb_makes(st->u.call.verb) == SCN_KIND_OP)
-		snprintf(op->name, sizeof(op->name), "%s", st->name);
-	else if (st->kind == SCN_CALL && st->u.call.verb == SCN_V_ACCEPT)
-		snprintf(op->name, sizeof(op->name), "%s", st->name);
+	/* Named by what the call made (an operation, a socket, a handle ...):
+	 * `wait NAME` collects it and `fault ... after NAME` waits for its end. */
+	snprintf(op->name, sizeof(op->name), "%s", st->name);
 	op->st = st;
 	op->host = h;
 	op->id = id;
