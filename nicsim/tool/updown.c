@@ -687,7 +687,7 @@ static int check_free(const struct cli_opts *o, struct started *s, size_t n)
 		run_file(o, s[i].addr, NIC_PID_SUFFIX, pidf, sizeof(pidf));
 		removed = remove_file(s[i].sock);
 		removed = remove_file(pidf) || removed;
-		if (removed)
+		if (removed && !o->quiet)
 			fprintf(stderr, "nicsim: removed stale files of %s in %s\n", s[i].name,
 				o->dir);
 	}
