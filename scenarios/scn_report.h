@@ -48,6 +48,8 @@ struct scn_outcome {
 	char found[SCN_OUT_LONG];   /* actual, a line per field */
 	char detail[SCN_OUT_LONG];  /* more: a hex diff, snapshots, a warning */
 	char notes[SCN_OUT_LONG];   /* notes printed whatever the result (settle, at +T) */
+	char work_dir[PATH_MAX];    /* the run directory, from the moment it exists */
+	bool complete;              /* the process running the scenario filled it all in */
 	char run_dir[PATH_MAX];     /* kept (failure or --keep); "" when removed */
 	char files[SCN_OUT_TEXT];   /* the artefacts in it: logs, capture, decisions (by name) */
 	uint32_t nsteps;            /* steps run */

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -1317,6 +1318,7 @@ static int topo_setup(struct scn_runner *r)
 		scn_fail(r, NULL, "%s", why);
 		return rc;
 	}
+	snprintf(r->out->work_dir, sizeof(r->out->work_dir), "%s", r->topo.dir);
 	for (i = 0; i < s->nnics; i++) {
 		const struct scn_stmt *st = s->nics[i];
 		struct scn_nicd *n = &r->topo.nics[r->topo.nnics++];
@@ -1542,18 +1544,15 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 struct job {
 	const char *path;
 	struct scn_script *script;
-	struct scn_outcome *out;
+	struct scn_outcome *out; /* shared with the child (MAP_SHARED) */
 	pid_t pid;
-	int fd;     /* the outcome, from the child */
-	size_t got; /* bytes of it read */
+	int fd; /* the child's end of a pipe: end of file when it exits */
 	bool running, finished, printed;
 };
 
-static int child_main(struct job *j, const struct scn_run_opts *opts, int wfd)
+static int child_main(struct job *j, const struct scn_run_opts *opts)
 {
 	sigset_t mask;
-	size_t off = 0;
-	ssize_t n;
 	int sigfd;
 
 	sigemptyset(&mask);
@@ -1561,14 +1560,7 @@ static int child_main(struct job *j, const struct scn_run_opts *opts, int wfd)
 	sigaddset(&mask, SIGTERM);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	run_scenario(j->script, opts, j->out, sigfd);
-	while (off < sizeof(*j->out)) {
-		n = write(wfd, (char *)j->out + off, sizeof(*j->out) - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return 1;
-		off += (size_t)n;
-	}
+	j->out->complete = true;
 	return j->out->status == SCN_PASSED ? 0 : 1;
 }
 
@@ -1588,7 +1580,7 @@ static int job_start(struct job *j, const struct scn_run_opts *opts)
 	}
 	if (pid == 0) {
 		close(p[0]);
-		_exit(child_main(j, opts, p[1]));
+		_exit(child_main(j, opts));
 	}
 	close(p[1]);
 	j->pid = pid;
@@ -1597,32 +1589,43 @@ static int job_start(struct job *j, const struct scn_run_opts *opts)
 	return 0;
 }
 
-static void job_read(struct job *j)
+/*
+ * The child that ran a scenario has exited (its pipe reached end of file).
+ * One that died before the end (a crash, SIGKILL) left its report
+ * unfinished: it says so, and the NICs it started, which are daemons of
+ * their own, are stopped with `nicsim down`'s code (its agents had
+ * PR_SET_PDEATHSIG); the run directory is kept.
+ */
+static void job_done(struct job *j)
 {
-	ssize_t n;
+	struct scn_outcome *o = j->out;
+	struct cli_opts down;
+	char buf[64];
+	int status = 0;
 
-	n = read(j->fd, (char *)j->out + j->got, sizeof(*j->out) - j->got);
-	if (n > 0) {
-		j->got += (size_t)n;
-		if (j->got < sizeof(*j->out))
-			return;
-	} else if (n < 0 && errno == EINTR) {
+	if (read(j->fd, buf, sizeof(buf)) > 0)
 		return;
-	}
 	close(j->fd);
 	j->fd = -1;
-	while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+	while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
 		;
 	j->running = false;
 	j->finished = true;
-	if (j->got < sizeof(*j->out)) {
-		/* The child died without a report: say so, keep what is known. */
-		memset(j->out, 0, sizeof(*j->out));
-		snprintf(j->out->path, sizeof(j->out->path), "%s", j->path);
-		j->out->status = SCN_FAILED;
-		snprintf(j->out->message, sizeof(j->out->message),
-			 "the process running this scenario died without a report");
-	}
+	if (o->complete)
+		return;
+	o->status = SCN_FAILED;
+	snprintf(o->message, sizeof(o->message),
+		 "the process running this scenario (pid %d) ended before its end (wait status "
+		 "0x%x)",
+		 (int)j->pid, (unsigned)status);
+	if (!o->work_dir[0])
+		return;
+	memset(&down, 0, sizeof(down));
+	snprintf(down.dir, sizeof(down.dir), "%s", o->work_dir);
+	down.quiet = true;
+	cli_down(&down);
+	snprintf(o->run_dir, sizeof(o->run_dir), "%s", o->work_dir);
+	list_files(o);
 }
 
 static void print_ready(struct job *jobs, size_t n, size_t *next, const struct scn_run_opts *opts,
@@ -1700,8 +1703,10 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		goto out;
 	}
 	for (i = 0; i < l.n; i++) {
-		jobs[i].out = calloc(1, sizeof(*jobs[i].out));
-		if (!jobs[i].out) {
+		jobs[i].out = mmap(NULL, sizeof(*jobs[i].out), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (jobs[i].out == MAP_FAILED) {
+			jobs[i].out = NULL;
 			status = 2;
 			goto out;
 		}
@@ -1767,7 +1772,7 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 				struct pollfd one = {.fd = jobs[i].fd, .events = POLLIN};
 
 				if (poll(&one, 1, 0) > 0) {
-					job_read(&jobs[i]);
+					job_done(&jobs[i]);
 					if (!jobs[i].running)
 						running--;
 				}
@@ -1794,7 +1799,8 @@ out:
 		close(sigfd);
 	for (i = 0; jobs && i < l.n; i++) {
 		scn_script_free(jobs[i].script);
-		free(jobs[i].out);
+		if (jobs[i].out)
+			munmap(jobs[i].out, sizeof(*jobs[i].out));
 	}
 	scn_files_free(&l);
 	free(jobs);

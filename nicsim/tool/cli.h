@@ -70,8 +70,8 @@ struct cli_opts {
 	const char *const *args;           /* words after the command ("link set": SRC DST ...) */
 	size_t nargs;
 	/* For a program that calls cli_up() as a library (the scenario
-	 * runner): quiet prints nothing on stdout and no notes on stderr
-	 * (errors still go there), and up_pids, when not NULL, receives the pid of each NIC
+	 * runner): quiet makes up and down print nothing on stdout and no
+	 * notes on stderr (errors still go there), and up_pids, when not NULL, receives the pid of each NIC
 	 * started, in address order (o->hosts of them, or one with --nic).
 	 * The daemons are then the caller's children, to reap. */
 	bool quiet;

@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,21 @@ static void sleep_ms(long ms)
 static int clamp_ms(int64_t ms, int lo, int hi)
 {
 	return ms < lo ? lo : ms > hi ? hi : (int)ms;
+}
+
+/* A line on stdout for the user, unless the caller is a library user that
+ * asked for quiet (cli_opts.quiet). */
+static void say(const struct cli_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(const struct cli_opts *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (o->quiet)
+		return;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
 }
 
 /* ---- Processes ----------------------------------------------------------- */
@@ -829,9 +845,9 @@ static void remove_fabric(const struct cli_opts *o)
 	int rc = fab_destroy_files(o->dir);
 
 	if (rc == 0)
-		printf("removed the fabric %s/" FAB_SEG_FILE "\n", o->dir);
+		say(o, "removed the fabric %s/" FAB_SEG_FILE "\n", o->dir);
 	else if (rc == -EBUSY)
-		printf("kept the fabric %s/" FAB_SEG_FILE ": a port on it is still open\n", o->dir);
+		say(o, "kept the fabric %s/" FAB_SEG_FILE ": a port on it is still open\n", o->dir);
 	else if (rc != -ENOENT)
 		cli_err("cannot remove the fabric in %s: %s", o->dir, strerror(-rc));
 }
@@ -1149,7 +1165,7 @@ int cli_down(struct cli_opts *o)
 	if (!rc)
 		rc = cli_dir_list(o->dir, NIC_SOCK_SUFFIX, &socks, &nsocks);
 	if (rc == -ENOENT) {
-		printf("no NICs to stop in %s (the directory does not exist)\n", o->dir);
+		say(o, "no NICs to stop in %s (the directory does not exist)\n", o->dir);
 		return CLI_EXIT_OK;
 	}
 	if (!rc)
@@ -1178,10 +1194,10 @@ int cli_down(struct cli_opts *o)
 	}
 	if (m == 0) {
 		if (o->nic_set) {
-			printf("no NIC %s in %s; nothing to stop\n",
-			       fab_addr_format(o->nic, sock, sizeof(sock)), o->dir);
+			say(o, "no NIC %s in %s; nothing to stop\n",
+			    fab_addr_format(o->nic, sock, sizeof(sock)), o->dir);
 		} else {
-			printf("no NICs to stop in %s\n", o->dir);
+			say(o, "no NICs to stop in %s\n", o->dir);
 			remove_fabric(o);
 		}
 		goto out;
@@ -1214,11 +1230,12 @@ int cli_down(struct cli_opts *o)
 		if (probe(sock, PROBE_MS, &pid, &c) == -ECONNREFUSED)
 			remove_file(sock);
 		if (v[i].killed)
-			printf("stopped nic %s (nicsimd pid %d) with SIGKILL: it did not exit "
-			       "within %d ms of SIGTERM\n",
-			       v[i].name, (int)v[i].pid, o->timeout_ms);
+			say(o,
+			    "stopped nic %s (nicsimd pid %d) with SIGKILL: it did not exit "
+			    "within %d ms of SIGTERM\n",
+			    v[i].name, (int)v[i].pid, o->timeout_ms);
 		else
-			printf("stopped nic %s (nicsimd pid %d)\n", v[i].name, (int)v[i].pid);
+			say(o, "stopped nic %s (nicsimd pid %d)\n", v[i].name, (int)v[i].pid);
 	}
 	if (!o->nic_set && status == CLI_EXIT_OK)
 		remove_fabric(o);
