@@ -6,6 +6,7 @@
  * words of its report: a passing RDMA write, a memory expectation that
  * fails with a hex diff, a fault that never fired, a timeout that names the
  * wait, SIGTERM mid-scenario leaving no process and no run directory, the
+ * process of a scenario killed outright leaving no process either, the
  * shapes of TAP and JUnit, and two runs with one seed making the same fault
  * decisions.
  */
@@ -263,17 +264,31 @@ static bool scenario_running(void *arg)
 	return s->n >= 4; /* two agents, two NICs */
 }
 
-static void test_sigterm_cleans_up(void)
+/* The child process of the runner that runs its one scenario. */
+static pid_t runner_child(pid_t runner)
 {
-	static struct started_run s;
+	char path[64], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)runner, (int)runner);
+	return read_all(path, buf, sizeof(buf)) ? (pid_t)atoi(buf) : -1;
+}
+
+/*
+ * Start the runner on a scenario that waits for a minute, once its agents
+ * and NICs run send sig to the runner (or to its child that runs the
+ * scenario), and wait for the runner's end: its exit status, its output in
+ * out, the processes that ran in s.
+ */
+static int run_and_signal(const char *tag, int sig, bool to_child, struct started_run *s)
+{
 	char path[P], log[P];
 	const char *bin = nst_bin("nicsim");
-	pid_t runner;
-	int fd, status = -1;
+	pid_t runner, victim;
+	int fd, status;
 
-	snprintf(s.tmpdir, sizeof(s.tmpdir), "%s/term", tmp);
-	NST_REQUIRE(mkdir(s.tmpdir, 0700) == 0);
-	write_file("term.scn",
+	snprintf(s->tmpdir, sizeof(s->tmpdir), "%s/%s", tmp, tag);
+	NST_REQUIRE(mkdir(s->tmpdir, 0700) == 0);
+	write_file("wait.scn",
 		   "# waits for a connection that never comes\n"
 		   "seed 1\n"
 		   "nic a 198.18.0.1\n"
@@ -287,32 +302,56 @@ static void test_sigterm_cleans_up(void)
 		   "h1: accept s -> c1 &\n"
 		   "wait c1 within 60s\n",
 		   path, sizeof(path));
-	snprintf(log, sizeof(log), "%s/term.out", tmp);
+	snprintf(log, sizeof(log), "%s/%s.out", tmp, tag);
 	runner = fork();
 	NST_REQUIRE(runner >= 0);
 	if (runner == 0) {
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		setenv("TMPDIR", s.tmpdir, 1);
+		setenv("TMPDIR", s->tmpdir, 1);
 		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
 		_exit(127);
 	}
-	NST_TRUE(nst_wait_until(scenario_running, &s, START_MS, 10));
-	printf("\nrun dir %s, %zu processes in it\n", s.dir, s.n);
-	NST_REQUIRE_GE(s.n, (size_t)4);
-	NST_EQ(kill(runner, SIGTERM), 0);
+	NST_TRUE(nst_wait_until(scenario_running, s, START_MS, 10));
+	printf("\nrun dir %s, %zu processes in it\n", s->dir, s->n);
+	NST_REQUIRE_GE(s->n, (size_t)4);
+	victim = to_child ? runner_child(runner) : runner;
+	NST_REQUIRE_GT(victim, 0);
+	NST_EQ(kill(victim, sig), 0);
 	status = nst_wait(runner, GONE_MS);
 	if (read_all(log, out, sizeof(out)))
 		printf("%s", out);
+	for (size_t i = 0; i < s->n; i++)
+		NST_CHECK_(!nst_pid_alive(s->pids[i]), CU_FALSE, "pid %d is gone", (int)s->pids[i]);
+	return status;
+}
+
+static void test_sigterm_cleans_up(void)
+{
+	static struct started_run s;
+	int status = run_and_signal("term", SIGTERM, false, &s);
+
 	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
 		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
 	OUT_HAS("interrupted by signal 15");
 	OUT_HAS("the run directory");
-	for (size_t i = 0; i < s.n; i++) {
-		NST_CHECK_(!nst_pid_alive(s.pids[i]), CU_FALSE, "pid %d is gone", (int)s.pids[i]);
-	}
 	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
+}
+
+/* The process running a scenario killed outright: the runner reports it,
+ * ends its NICs (daemons of their own) and keeps the run directory. */
+static void test_killed_scenario_cleaned_up(void)
+{
+	static struct started_run s;
+	int status = run_and_signal("kill", SIGKILL, true, &s);
+
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("ended before its end (wait status 0x9)");
+	OUT_HAS("  kept: ");
+	NST_CHECK_(access(s.dir, F_OK) == 0, CU_FALSE, "%.400s is kept", s.dir);
+	nst_rmtree(s.dir);
 }
 
 static void test_tap_and_junit(void)
@@ -406,6 +445,7 @@ int main(int argc, char **argv)
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
+	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
 	    {"same_seed_same_decisions", test_same_seed_same_decisions},
 	    {NULL, NULL},
