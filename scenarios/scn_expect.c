@@ -493,7 +493,7 @@ static int frames_step(struct scn_runner *r, const struct scn_stmt *st)
 		scn_outcome_add(r->out->notes, sizeof(r->out->notes),
 				"%s:%u: settle %.3f ms is a time-based step", st->loc.file,
 				st->loc.line, st->u.settle.ns / 1e6);
-		w.from = r->topo.capture.nframes; /* frames from now on */
+		w.from = scn_capture_count(&r->topo); /* frames from now on */
 		until = scn_now_ns() + (uint64_t)((double)st->u.settle.ns * r->slow);
 		rc = scn_loop_until(r, frame_seen, &w, until);
 		if (rc == -ETIMEDOUT) {

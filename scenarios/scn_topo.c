@@ -414,7 +414,7 @@ static void *cap_main(void *arg)
 	struct scn_capture *c = arg;
 	struct timespec idle = {.tv_nsec = CAP_IDLE_NS};
 
-	while (!c->stop)
+	while (!atomic_load(&c->stop))
 		if (!cap_pass(c))
 			nanosleep(&idle, NULL);
 	/* Records being written as the tap went off, then the last pass. */
@@ -479,7 +479,7 @@ void scn_capture_stop(struct scn_topo *t)
 	struct scn_capture *c = &t->capture;
 
 	if (c->running) {
-		c->stop = 1;
+		atomic_store(&c->stop, 1);
 		pthread_join(c->thread, NULL);
 		c->running = false;
 	}
@@ -522,6 +522,16 @@ void scn_capture_sync(struct scn_topo *t)
 		p = c->passes;
 		pthread_mutex_unlock(&c->lock);
 	} while (p < p0 + 2 && scn_now_ns() < deadline);
+}
+
+size_t scn_capture_count(struct scn_topo *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->capture.lock);
+	n = t->capture.nframes;
+	pthread_mutex_unlock(&t->capture.lock);
+	return n;
 }
 
 void scn_capture_ack(struct scn_topo *t)

@@ -27,6 +27,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,7 +76,7 @@ struct scn_capture {
 	uint64_t not_captured;
 	int err;         /* the thread's first error, under lock */
 	uint64_t passes; /* passes over the rings made, under lock */
-	volatile int stop;
+	atomic_int stop; /* set by the loop's thread: the capture thread ends */
 	struct fab_cap *cap;
 	FILE *pcapng, *decisions;
 	int64_t mono_to_real;
@@ -161,6 +162,9 @@ size_t scn_capture_scan(struct scn_topo *t, size_t *from,
 /* Wait (bounded) until the capture thread has made two passes over the
  * rings since the call: every frame sent before it is then in the list. */
 void scn_capture_sync(struct scn_topo *t);
+
+/* How many frames the capture has handed out so far. */
+size_t scn_capture_count(struct scn_topo *t);
 
 /* Clear the capture's eventfd after a wake-up. */
 void scn_capture_ack(struct scn_topo *t);
