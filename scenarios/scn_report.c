@@ -144,6 +144,8 @@ void scn_replay_cmd(const struct scn_outcome *o, const struct scn_report_opts *r
 	}
 	if (ro->slow != 1.0)
 		put(buf, size, &len, " --slow %g", ro->slow);
+	if (ro->timeout_s > 0)
+		put(buf, size, &len, " --timeout %g", ro->timeout_s);
 }
 
 /* Print a multi-line field with a label on its first line, indented. */

@@ -65,6 +65,7 @@ struct scn_report_opts {
 	const struct scn_defines *defs; /* -D NAME=VALUE; may be NULL */
 	bool seed_given; /* --seed on the command line (the replay command has it anyway) */
 	double slow;
+	double timeout_s; /* --timeout, 0 if not given */
 };
 
 /* Record a failure in o (the first one only: later ones are ignored). */

@@ -1649,7 +1649,8 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 				     .junit = opts->junit,
 				     .defs = opts->defs,
 				     .seed_given = opts->seed_set,
-				     .slow = opts->slow > 0 ? opts->slow : 1.0};
+				     .slow = opts->slow > 0 ? opts->slow : 1.0,
+				     .timeout_s = opts->timeout_s};
 	struct scn_files l = {0};
 	const struct scn_outcome **outs = NULL;
 	struct job *jobs = NULL;
