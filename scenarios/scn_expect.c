@@ -313,14 +313,18 @@ static int counter_now(struct scn_runner *r, const struct scn_stmt *st, const st
 	return 0;
 }
 
+/* waited_ns: how long a wait waited before its deadline, 0 for an expect. */
 static void counter_fail(struct scn_runner *r, const struct scn_stmt *st,
-			 const struct scn_counter *c, uint64_t value, uint64_t base)
+			 const struct scn_counter *c, uint64_t value, uint64_t base,
+			 uint64_t waited_ns)
 {
-	char want[64];
+	char want[64], when[64] = "";
 
 	cmp_text(&c->cmp, want, sizeof(want));
-	scn_fail(r, st, "counter %s.%s%s is %llu, not %s", c->nic, c->counter,
-		 c->delta ? " delta" : "", (unsigned long long)(value - base), want);
+	if (waited_ns)
+		snprintf(when, sizeof(when), " after waiting %.3f s", waited_ns / 1e9);
+	scn_fail(r, st, "counter %s.%s%s is %llu%s, not %s", c->nic, c->counter,
+		 c->delta ? " delta" : "", (unsigned long long)(value - base), when, want);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s.%s%s: %s", c->nic, c->counter,
 			c->delta ? " delta" : "", want);
 	scn_outcome_add(r->out->found, sizeof(r->out->found), "%s.%s%s: %llu", c->nic, c->counter,
@@ -358,6 +362,7 @@ static bool counter_holds(struct scn_runner *r, void *arg)
 static int counter_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct counter_wait w = {.st = st};
+	uint64_t t0;
 	int rc;
 
 	if (st->kind == SCN_EXPECT_COUNTER) {
@@ -366,9 +371,10 @@ static int counter_step(struct scn_runner *r, const struct scn_stmt *st)
 			return rc;
 		if (scn_cmp_holds(&st->u.counter.cmp, w.value - w.base))
 			return 0;
-		counter_fail(r, st, &st->u.counter, w.value, w.base);
+		counter_fail(r, st, &st->u.counter, w.value, w.base, 0);
 		return -EINVAL;
 	}
+	t0 = scn_now_ns();
 	r->counter_poll = true;
 	r->counter_next_ns = 0;
 	r->counter_gap_ns = COUNTER_GAP_MIN_NS;
@@ -377,7 +383,7 @@ static int counter_step(struct scn_runner *r, const struct scn_stmt *st)
 	if (w.err)
 		return w.err;
 	if (rc == -ETIMEDOUT)
-		counter_fail(r, st, &st->u.counter, w.value, w.base);
+		counter_fail(r, st, &st->u.counter, w.value, w.base, scn_now_ns() - t0);
 	return rc;
 }
 
