@@ -235,13 +235,12 @@ void scn_diag_init(struct scn_diag *diag)
 	memset(diag, 0, sizeof(*diag));
 }
 
-void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
-		  const char *fmt, ...)
+void scn_diag_vadd(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
+		   const char *fmt, va_list ap)
 {
 	struct scn_diag_msg *m;
 	const char *file = loc && loc->file ? loc->file : "-";
 	size_t used;
-	va_list ap;
 	int n;
 
 	if (sev == SCN_ERROR)
@@ -267,8 +266,16 @@ void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn
 		used += (size_t)snprintf(m->text + used, sizeof(m->text) - used, "warning: ");
 	if (used >= sizeof(m->text))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(m->text + used, sizeof(m->text) - used, fmt, ap);
+}
+
+void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	scn_diag_vadd(diag, sev, loc, fmt, ap);
 	va_end(ap);
 }
 

@@ -75,13 +75,11 @@ static void error(struct checker *c, const struct scn_stmt *st, const char *word
 		  ...)
 {
 	struct scn_loc loc = scn_stmt_word_loc(st, word);
-	char msg[SCN_DIAG_TEXT];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	scn_diag_vadd(c->diag, SCN_ERROR, &loc, fmt, ap);
 	va_end(ap);
-	scn_diag_add(c->diag, SCN_ERROR, &loc, "%s", msg);
 }
 
 /* "a socket", "an operation". */
