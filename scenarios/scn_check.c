@@ -152,6 +152,14 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 		      a_kind(y->kind, is, sizeof(is)), y->def->loc.line, want);
 		return NULL;
 	}
+	/* What a call started with '&' makes exists once it is collected. */
+	if (y->async && !y->collected) {
+		error(c, st, name,
+		      "'%s' is used before 'wait %s' collects it (line %u started it "
+		      "with '&')",
+		      name, name, y->def->loc.line);
+		return NULL;
+	}
 	return y;
 }
 

@@ -604,6 +604,8 @@ static const struct bad bads[] = {
     {"& never waited for", SETUP "h1: socket -> s\nh1: accept s -> c &\n",
      "bad.scn:6:1: 'c' is started with '&' but never waited for: add 'wait c' before the "
      "end, or drop the '&'"},
+    {"& result used before its wait", SETUP "h1: socket -> s\nh1: accept s -> c &\nh1: close c\n",
+     "bad.scn:7:11: 'c' is used before 'wait c' collects it (line 6 started it with '&')"},
     {"& without a name", SETUP "h1: socket -> s\nh1: accept s &\n",
      "bad.scn:6:1: '&' needs '-> NAME', so that a later 'wait NAME' collects the result"},
     {"& on a call that does not wait", SETUP "h1: startup &\n",
