@@ -1149,6 +1149,9 @@ static int parse_call(struct parser *p)
 		return rc;
 	t = peek(p);
 	c->verb = t->type == SCN_TOK_WORD ? scn_verb_parse(t->text) : 0;
+	if (t->type == SCN_TOK_END)
+		return expected(p, "a call (startup, socket, bind, listen, accept, connect, "
+				   "buffer, register, write, read, send, recv, close ...)");
 	if (!c->verb) {
 		const char *verbs[SCN_VERB_COUNT_];
 		const char *near = NULL;
@@ -1224,10 +1227,12 @@ static int parse_call(struct parser *p)
 	case SCN_V_WRITE:
 	case SCN_V_READ:
 		rc = (get_name(p, "a socket", c->sock, NULL) ||
-		      get_range(p, "a buffer", false, &c->local) ||
-		      get_range(p, "a descriptor", true, &c->remote))
+		      get_range(p, "a buffer", false, &c->local))
 			 ? -EINVAL
 			 : 0;
+		t = peek(p);
+		if (!rc)
+			rc = get_range(p, "a descriptor", true, &c->remote);
 		if (!rc && c->remote.form != SCN_RANGE_WHOLE && c->remote.form != SCN_RANGE_AT)
 			rc = err_at(p, t,
 				    "the descriptor takes an offset only (d[4KiB]): the length "
@@ -1393,7 +1398,7 @@ static int parse_target(struct parser *p, const struct keyword *k)
 	struct scn_stmt *st;
 	int rc;
 
-	if (kind == SCN_KILL && is_word(peek(p), "nic") && peek2(p)->type == SCN_TOK_WORD) {
+	if (kind == SCN_KILL && is_word(peek(p), "nic")) {
 		p->ti++;
 		kind = SCN_KILL_NIC;
 		what = "a NIC";
@@ -1811,6 +1816,10 @@ static int expand(struct parser *p)
 			return -EINVAL;
 		}
 		nlen = j - i - 2;
+		if (!nlen) {
+			scn_diag_add(p->diag, SCN_ERROR, &loc, "'${}' names no parameter");
+			return -EINVAL;
+		}
 		if ((st = find_stmt(p, SCN_PARAM, name, nlen)) != NULL) {
 			val = st->u.param.value;
 		} else if ((d = find_define(p, name, nlen)) != NULL) {
