@@ -101,7 +101,4 @@ static inline struct scn_loc scn_loc_at(const char *file, struct scn_pos pos)
 void scn_diag_vadd(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
 		   const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
-/* Names of the WSA codes a result may name, and their values. */
-int scn_wsa_parse(const char *name, int *code);
-
 #endif /* SCN_PRIV_H */
