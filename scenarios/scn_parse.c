@@ -10,15 +10,17 @@
  * directory.  What needs the whole script (names, kinds, order of set-up
  * and steps, addresses, link settings) is scn_check()'s.
  *
- * The grammar (EBNF; words in quotes are keywords, NAME a word, N a whole
- * number, SIZE a number with an optional B/KiB/MiB/GiB/K/M/G, T a number
- * with ns/us/ms/s, PCT a number with an optional %, STR a "string", RE a
- * /regex/):
+ * The grammar (EBNF; words in quotes are keywords, NAME a word
+ * [A-Za-z_][A-Za-z0-9_.-]*, N a whole number (decimal or 0x hex), SIZE a
+ * whole number with an optional B/KiB/MiB/GiB/K/M/G, T a number (decimals
+ * allowed) with ns/us/ms/s, PCT a number with an optional %, STR a "string"
+ * with \" \\ \n \t \xHH escapes, RE a /regex/ (\/ for a slash), ADDR a
+ * dotted quad in 198.18.0.0/15, WSACODE a name such as WSAEINVAL):
  *
  *   file      = { line } ;
  *   line      = [ stmt ] [ "#" comment ] newline ;   (a trailing \ joins lines)
  *   stmt      = setup | step ;
- *   setup     = "title" STR | "seed" N | "param" NAME "=" value
+ *   setup     = "title" STR | "seed" N | "param" NAME "=" ( STR | rest of the line )
  *             | "include" STR | "timeout" T
  *             | "nic" NAME ADDR { nicopt }
  *             | "link" ends linkword { linkword }
@@ -34,7 +36,7 @@
  *             | "rate" N | "drop-nth" ( N | "off" ) | "opcode" ( NAME | N )
  *             | "qpn" N | "seed" N | "down" | "up" | "clear" ;
  *   step      = call | "desc" NAME "=" NAME ( "with" dfield | "truncated" N )
- *             | "start" NAME | "kill" "nic" NAME | "kill" NAME [ SIGNAL ]
+ *             | "start" NAME | "kill" "nic" NAME | "kill" NAME [ NAME | N ]
  *             | ( "restart" | "stop" | "cont" ) "nic" NAME
  *             | "fault" NAME ends linkword { linkword } [ "after" NAME | "at" "+" T ]
  *               [ "for" ( T | N "frames" ) ] [ "optional" ]
@@ -42,7 +44,9 @@
  *             | "wait" wait [ "within" T ]
  *             | "settle" T [ "no" "frame" filter ]
  *             | "expect" expect ;
- *   call      = NAME ":" verb { arg } [ "->" NAME ] [ "=" result ] [ "within" T ] [ "&" ] ;
+ *   call      = NAME ":" verb trailer ;
+ *   trailer   = [ "->" NAME ] [ "=" result ] [ "within" T ] [ "&" ]
+ *               (each at most once, in any order; "&" last) ;
  *   verb      = "startup" | "socket" | "bind" NAME NAME N | "listen" NAME [ N ]
  *             | "accept" NAME | "connect" NAME NAME N
  *             | "buffer" NAME SIZE [ "fill" pattern ] [ "malloc" ]
@@ -60,17 +64,18 @@
  *   result    = "ok" | "any" | WSACODE ;
  *   dfield    = ( "rkey" | "magic" | "version" ) N | ( "va" | "len" ) [ "+" | "-" ] SIZE
  *             | "nic" NAME | "access" ( access | N ) ;
- *   wait      = "counter" NAME "." NAME cmp | "frame" filter
+ *   wait      = "counter" COUNTER cmp | "frame" filter
  *             | NAME "exit" [ N ] | NAME "output" ( STR | RE ) | NAME [ "=" result ] ;
  *   filter    = NAME "->" NAME { "opcode" ( NAME | N ) | "syndrome" NAME | "qpn" N } ;
  *   expect    = "tpt" NAME ( "entries" cmp [ "of" NAME ] | "key" NAME tptstate )
- *             | "counter" NAME "." NAME [ "delta" [ "from" NAME ] ] cmp
+ *             | "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp
  *             | "refusal" NAME "reason" NAME [ "from" NAME ]
  *             | "frames" filter "count" cmp
  *             | NAME "output" ( STR | RE )
  *             | NAME range ( "==" pattern | "==" NAME range | "unchanged" | "checksum" N ) ;
  *   tptstate  = "valid" | "invalid" | "free" ;
  *   cmp       = ( "==" | "!=" | "<" | "<=" | ">" | ">=" ) SIZE | "in" SIZE ".." SIZE ;
+ *   COUNTER   = NIC.NAME, one word (a.retransmits) ;
  *
  * Parameters: ${NAME} is replaced, anywhere in a line, by the value of a
  * `param NAME` written before (after -D NAME=VALUE overrides), or of a -D
