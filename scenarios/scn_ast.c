@@ -141,66 +141,115 @@ bool scn_cmp_holds(const struct scn_cmp *c, uint64_t v)
 	return false;
 }
 
-int scn_wsa_parse(const char *name, int *code)
-{
 #define WSA(x)        \
 	{             \
 #x, x \
 	}
-	static const struct {
-		const char *name;
-		int code;
-	} codes[] = {
-	    WSA(WSAEINTR),
-	    WSA(WSAEBADF),
-	    WSA(WSAEACCES),
-	    WSA(WSAEFAULT),
-	    WSA(WSAEINVAL),
-	    WSA(WSAEMFILE),
-	    WSA(WSAEWOULDBLOCK),
-	    WSA(WSAEINPROGRESS),
-	    WSA(WSAEALREADY),
-	    WSA(WSAENOTSOCK),
-	    WSA(WSAEDESTADDRREQ),
-	    WSA(WSAEMSGSIZE),
-	    WSA(WSAEPROTOTYPE),
-	    WSA(WSAENOPROTOOPT),
-	    WSA(WSAEPROTONOSUPPORT),
-	    WSA(WSAESOCKTNOSUPPORT),
-	    WSA(WSAEOPNOTSUPP),
-	    WSA(WSAEPFNOSUPPORT),
-	    WSA(WSAEAFNOSUPPORT),
-	    WSA(WSAEADDRINUSE),
-	    WSA(WSAEADDRNOTAVAIL),
-	    WSA(WSAENETDOWN),
-	    WSA(WSAENETUNREACH),
-	    WSA(WSAENETRESET),
-	    WSA(WSAECONNABORTED),
-	    WSA(WSAECONNRESET),
-	    WSA(WSAENOBUFS),
-	    WSA(WSAEISCONN),
-	    WSA(WSAENOTCONN),
-	    WSA(WSAESHUTDOWN),
-	    WSA(WSAETIMEDOUT),
-	    WSA(WSAECONNREFUSED),
-	    WSA(WSAEHOSTUNREACH),
-	    WSA(WSASYSNOTREADY),
-	    WSA(WSAVERNOTSUPPORTED),
-	    WSA(WSANOTINITIALISED),
-	    WSA(WSAEPROVIDERFAILEDINIT),
-	    WSA(WSA_IO_PENDING),
-	    WSA(WSA_IO_INCOMPLETE),
-	    WSA(WSA_OPERATION_ABORTED),
-	};
+static const struct {
+	const char *name;
+	int code;
+} wsa_codes[] = {
+    WSA(WSAEINTR),
+    WSA(WSAEBADF),
+    WSA(WSAEACCES),
+    WSA(WSAEFAULT),
+    WSA(WSAEINVAL),
+    WSA(WSAEMFILE),
+    WSA(WSAEWOULDBLOCK),
+    WSA(WSAEINPROGRESS),
+    WSA(WSAEALREADY),
+    WSA(WSAENOTSOCK),
+    WSA(WSAEDESTADDRREQ),
+    WSA(WSAEMSGSIZE),
+    WSA(WSAEPROTOTYPE),
+    WSA(WSAENOPROTOOPT),
+    WSA(WSAEPROTONOSUPPORT),
+    WSA(WSAESOCKTNOSUPPORT),
+    WSA(WSAEOPNOTSUPP),
+    WSA(WSAEPFNOSUPPORT),
+    WSA(WSAEAFNOSUPPORT),
+    WSA(WSAEADDRINUSE),
+    WSA(WSAEADDRNOTAVAIL),
+    WSA(WSAENETDOWN),
+    WSA(WSAENETUNREACH),
+    WSA(WSAENETRESET),
+    WSA(WSAECONNABORTED),
+    WSA(WSAECONNRESET),
+    WSA(WSAENOBUFS),
+    WSA(WSAEISCONN),
+    WSA(WSAENOTCONN),
+    WSA(WSAESHUTDOWN),
+    WSA(WSAETIMEDOUT),
+    WSA(WSAECONNREFUSED),
+    WSA(WSAEHOSTUNREACH),
+    WSA(WSASYSNOTREADY),
+    WSA(WSAVERNOTSUPPORTED),
+    WSA(WSANOTINITIALISED),
+    WSA(WSAEPROVIDERFAILEDINIT),
+    WSA(WSA_IO_PENDING),
+    WSA(WSA_IO_INCOMPLETE),
+    WSA(WSA_OPERATION_ABORTED),
+};
 #undef WSA
+
+int scn_wsa_parse(const char *name, int *code)
+{
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(codes); i++)
-		if (!strcmp(name, codes[i].name)) {
-			*code = codes[i].code;
+	for (i = 0; i < ARRAY_SIZE(wsa_codes); i++)
+		if (!strcmp(name, wsa_codes[i].name)) {
+			*code = wsa_codes[i].code;
 			return 0;
 		}
 	return -EINVAL;
+}
+
+const char *scn_wsa_name(int code)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(wsa_codes); i++)
+		if (wsa_codes[i].code == code)
+			return wsa_codes[i].name;
+	return NULL;
+}
+
+/* splitmix64's output function: a well-mixed 64 bits of x. */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+void scn_pattern_bytes(const struct scn_pattern *p, uint64_t seed, uint64_t off, void *out,
+		       size_t len)
+{
+	unsigned char *b = out;
+	uint64_t key, word = 0, block = UINT64_MAX;
+	size_t i;
+
+	switch (p->kind) {
+	case SCN_PAT_ZERO: memset(b, 0, len); return;
+	case SCN_PAT_BYTE: memset(b, (int)(p->value & 0xff), len); return;
+	case SCN_PAT_SEQ:
+		for (i = 0; i < len; i++)
+			b[i] = (unsigned char)(p->value + off + i);
+		return;
+	case SCN_PAT_RANDOM:
+		/* Eight bytes per block, each block from (N, seed, its index). */
+		key = mix64(p->value ^ mix64(seed ^ 0x9e3779b97f4a7c15ull));
+		for (i = 0; i < len; i++) {
+			uint64_t at = off + i;
+
+			if (at / 8 != block) {
+				block = at / 8;
+				word = mix64(key + block * 0x9e3779b97f4a7c15ull);
+			}
+			b[i] = (unsigned char)(word >> (8 * (at % 8)));
+		}
+		return;
+	}
 }
 
 static bool word_char(char c)
@@ -235,13 +284,12 @@ void scn_diag_init(struct scn_diag *diag)
 	memset(diag, 0, sizeof(*diag));
 }
 
-void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
-		  const char *fmt, ...)
+void scn_diag_vadd(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
+		   const char *fmt, va_list ap)
 {
 	struct scn_diag_msg *m;
 	const char *file = loc && loc->file ? loc->file : "-";
 	size_t used;
-	va_list ap;
 	int n;
 
 	if (sev == SCN_ERROR)
@@ -267,8 +315,16 @@ void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn
 		used += (size_t)snprintf(m->text + used, sizeof(m->text) - used, "warning: ");
 	if (used >= sizeof(m->text))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(m->text + used, sizeof(m->text) - used, fmt, ap);
+}
+
+void scn_diag_add(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	scn_diag_vadd(diag, sev, loc, fmt, ap);
 	va_end(ap);
 }
 

@@ -205,6 +205,17 @@ struct scn_pattern {
 	uint64_t value; /* N or B (B <= 0xff) */
 };
 
+/*
+ * The bytes of a pattern, for filling a buffer (the agent) and comparing
+ * one (the runner) alike: len bytes into out, starting at byte off of the
+ * pattern (a pattern starts at the first byte of the range it is written
+ * against: `x[4KiB..] == seq 9` wants 9 at x[4KiB]).  random N depends on
+ * N, the scenario's seed and the byte's offset only, so any piece of it can
+ * be made on its own.
+ */
+void scn_pattern_bytes(const struct scn_pattern *p, uint64_t seed, uint64_t off, void *out,
+		       size_t len);
+
 /* Access of a registration (WSPRegisterMemory / WSPRegisterRdmaMemory). */
 enum scn_access {
 	SCN_ACCESS_READWRITE = 0, /* the default */
@@ -292,6 +303,11 @@ enum scn_fault_end {
 	SCN_FAULT_FOR_TIME,       /* for T */
 	SCN_FAULT_FOR_FRAMES,     /* for N frames on that link */
 };
+
+/* A WSA code by its name ("WSAEINVAL" -> 10022): 0 or -EINVAL; and the
+ * name of a code, or NULL for one the language does not name. */
+int scn_wsa_parse(const char *name, int *code);
+const char *scn_wsa_name(int code);
 
 /* ---- Per-kind arguments ---------------------------------------------------- */
 

@@ -75,13 +75,11 @@ static void error(struct checker *c, const struct scn_stmt *st, const char *word
 		  ...)
 {
 	struct scn_loc loc = scn_stmt_word_loc(st, word);
-	char msg[SCN_DIAG_TEXT];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	scn_diag_vadd(c->diag, SCN_ERROR, &loc, fmt, ap);
 	va_end(ap);
-	scn_diag_add(c->diag, SCN_ERROR, &loc, "%s", msg);
 }
 
 /* "a socket", "an operation". */
@@ -152,6 +150,14 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 	if (y->kind != a && (b == SCN_KIND_NONE || y->kind != b)) {
 		error(c, st, name, "'%s' is %s (line %u), not %s", name,
 		      a_kind(y->kind, is, sizeof(is)), y->def->loc.line, want);
+		return NULL;
+	}
+	/* What a call started with '&' makes exists once it is collected. */
+	if (y->async && !y->collected) {
+		error(c, st, name,
+		      "'%s' is used before 'wait %s' collects it (line %u started it "
+		      "with '&')",
+		      name, name, y->def->loc.line);
 		return NULL;
 	}
 	return y;

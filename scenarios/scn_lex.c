@@ -366,6 +366,9 @@ int scn_tokenize(const struct scn_line *line, const char *file, struct scn_toks 
 				     "'$' starts a parameter only as ${NAME}");
 		else if ((unsigned char)c >= 0x80)
 			scn_diag_add(diag, SCN_ERROR, &loc, "non-ASCII text outside a \"string\"");
+		else if ((unsigned char)c < 0x20 || c == 0x7f)
+			scn_diag_add(diag, SCN_ERROR, &loc, "unexpected control character 0x%02x",
+				     (unsigned char)c);
 		else
 			scn_diag_add(diag, SCN_ERROR, &loc, "unexpected character '%c'", c);
 		return -EINVAL;

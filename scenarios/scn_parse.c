@@ -10,15 +10,17 @@
  * directory.  What needs the whole script (names, kinds, order of set-up
  * and steps, addresses, link settings) is scn_check()'s.
  *
- * The grammar (EBNF; words in quotes are keywords, NAME a word, N a whole
- * number, SIZE a number with an optional B/KiB/MiB/GiB/K/M/G, T a number
- * with ns/us/ms/s, PCT a number with an optional %, STR a "string", RE a
- * /regex/):
+ * The grammar (EBNF; words in quotes are keywords, NAME a word
+ * [A-Za-z_][A-Za-z0-9_.-]*, N a whole number (decimal or 0x hex), SIZE a
+ * whole number with an optional B/KiB/MiB/GiB/K/M/G, T a number (decimals
+ * allowed) with ns/us/ms/s, PCT a number with an optional %, STR a "string"
+ * with \" \\ \n \t \xHH escapes, RE a /regex/ (\/ for a slash), ADDR a
+ * dotted quad in 198.18.0.0/15, WSACODE a name such as WSAEINVAL):
  *
  *   file      = { line } ;
  *   line      = [ stmt ] [ "#" comment ] newline ;   (a trailing \ joins lines)
  *   stmt      = setup | step ;
- *   setup     = "title" STR | "seed" N | "param" NAME "=" value
+ *   setup     = "title" STR | "seed" N | "param" NAME "=" ( STR | rest of the line )
  *             | "include" STR | "timeout" T
  *             | "nic" NAME ADDR { nicopt }
  *             | "link" ends linkword { linkword }
@@ -34,7 +36,7 @@
  *             | "rate" N | "drop-nth" ( N | "off" ) | "opcode" ( NAME | N )
  *             | "qpn" N | "seed" N | "down" | "up" | "clear" ;
  *   step      = call | "desc" NAME "=" NAME ( "with" dfield | "truncated" N )
- *             | "start" NAME | "kill" "nic" NAME | "kill" NAME [ SIGNAL ]
+ *             | "start" NAME | "kill" "nic" NAME | "kill" NAME [ NAME | N ]
  *             | ( "restart" | "stop" | "cont" ) "nic" NAME
  *             | "fault" NAME ends linkword { linkword } [ "after" NAME | "at" "+" T ]
  *               [ "for" ( T | N "frames" ) ] [ "optional" ]
@@ -42,7 +44,9 @@
  *             | "wait" wait [ "within" T ]
  *             | "settle" T [ "no" "frame" filter ]
  *             | "expect" expect ;
- *   call      = NAME ":" verb { arg } [ "->" NAME ] [ "=" result ] [ "within" T ] [ "&" ] ;
+ *   call      = NAME ":" verb trailer ;
+ *   trailer   = [ "->" NAME ] [ "=" result ] [ "within" T ] [ "&" ]
+ *               (each at most once, in any order; "&" last) ;
  *   verb      = "startup" | "socket" | "bind" NAME NAME N | "listen" NAME [ N ]
  *             | "accept" NAME | "connect" NAME NAME N
  *             | "buffer" NAME SIZE [ "fill" pattern ] [ "malloc" ]
@@ -60,17 +64,18 @@
  *   result    = "ok" | "any" | WSACODE ;
  *   dfield    = ( "rkey" | "magic" | "version" ) N | ( "va" | "len" ) [ "+" | "-" ] SIZE
  *             | "nic" NAME | "access" ( access | N ) ;
- *   wait      = "counter" NAME "." NAME cmp | "frame" filter
+ *   wait      = "counter" COUNTER cmp | "frame" filter
  *             | NAME "exit" [ N ] | NAME "output" ( STR | RE ) | NAME [ "=" result ] ;
  *   filter    = NAME "->" NAME { "opcode" ( NAME | N ) | "syndrome" NAME | "qpn" N } ;
  *   expect    = "tpt" NAME ( "entries" cmp [ "of" NAME ] | "key" NAME tptstate )
- *             | "counter" NAME "." NAME [ "delta" [ "from" NAME ] ] cmp
+ *             | "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp
  *             | "refusal" NAME "reason" NAME [ "from" NAME ]
  *             | "frames" filter "count" cmp
  *             | NAME "output" ( STR | RE )
  *             | NAME range ( "==" pattern | "==" NAME range | "unchanged" | "checksum" N ) ;
  *   tptstate  = "valid" | "invalid" | "free" ;
  *   cmp       = ( "==" | "!=" | "<" | "<=" | ">" | ">=" ) SIZE | "in" SIZE ".." SIZE ;
+ *   COUNTER   = NIC.NAME, one word (a.retransmits) ;
  *
  * Parameters: ${NAME} is replaced, anywhere in a line, by the value of a
  * `param NAME` written before (after -D NAME=VALUE overrides), or of a -D
@@ -166,13 +171,11 @@ static int err_at(struct parser *p, const struct scn_tok *t, const char *fmt, ..
 static int err_at(struct parser *p, const struct scn_tok *t, const char *fmt, ...)
 {
 	struct scn_loc loc = scn_loc_at(p->file, t->pos);
-	char msg[SCN_DIAG_TEXT];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	scn_diag_vadd(p->diag, SCN_ERROR, &loc, fmt, ap);
 	va_end(ap);
-	scn_diag_add(p->diag, SCN_ERROR, &loc, "%s", msg);
 	return -EINVAL;
 }
 
@@ -868,12 +871,13 @@ static int get_trailers(struct parser *p, struct scn_stmt *st, bool name_ok, boo
 	return rc;
 }
 
-static const char *const keywords[] = {"title", "seed",    "param",   "include", "timeout", "nic",
-				       "link",  "host",    "program", "capture", "desc",    "start",
-				       "kill",  "restart", "stop",    "cont",    "fault",   "heal",
-				       "mark",  "wait",    "settle",  "expect",  NULL};
-
-static int parse_include(struct parser *p, const struct scn_tok *kw);
+/* A statement's keyword and the function that parses the rest of it. */
+struct keyword {
+	const char *word;
+	int (*parse)(struct parser *p, const struct keyword *k);
+	enum scn_stmt_kind kind; /* what it makes (wait and expect: decided by their words) */
+	const char *what;        /* parse_target: what the name after it is */
+};
 
 static const struct scn_define *find_define(const struct parser *p, const char *name, size_t len)
 {
@@ -885,9 +889,9 @@ static const struct scn_define *find_define(const struct parser *p, const char *
 	return NULL;
 }
 
-static int parse_title(struct parser *p)
+static int parse_title(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_TITLE);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 
 	if (!st)
 		return -ENOMEM;
@@ -895,9 +899,9 @@ static int parse_title(struct parser *p)
 									: stmt_keep(p, st);
 }
 
-static int parse_seed(struct parser *p)
+static int parse_seed(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_SEED);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 
 	if (!st)
 		return -ENOMEM;
@@ -911,9 +915,9 @@ static int parse_seed(struct parser *p)
 	return stmt_keep(p, st);
 }
 
-static int parse_timeout(struct parser *p)
+static int parse_timeout(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_TIMEOUT);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	const struct scn_tok *t = peek(p);
 	int rc;
 
@@ -925,9 +929,9 @@ static int parse_timeout(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_param(struct parser *p)
+static int parse_param(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_PARAM);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	const struct scn_define *d;
 	const struct scn_tok *t;
 	int rc;
@@ -988,9 +992,9 @@ static const struct {
     {"cm-retries", 0, 15, offsetof(struct scn_nic, cm_retries)},
 };
 
-static int parse_nic(struct parser *p)
+static int parse_nic(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_NIC);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	struct scn_nic *n;
 	const struct scn_tok *t;
 	uint64_t v;
@@ -1072,10 +1076,10 @@ static int parse_nic(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_link(struct parser *p)
+static int parse_link(struct parser *p, const struct keyword *k)
 {
 	static const char *const none[] = {NULL};
-	struct scn_stmt *st = stmt_new(p, SCN_LINK);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 
 	if (!st)
 		return -ENOMEM;
@@ -1084,9 +1088,9 @@ static int parse_link(struct parser *p)
 		   : stmt_keep(p, st);
 }
 
-static int parse_host(struct parser *p)
+static int parse_host(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_HOST);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	int rc;
 
 	if (!st)
@@ -1107,9 +1111,9 @@ static int parse_host(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_program(struct parser *p)
+static int parse_program(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_PROGRAM);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 
 	if (!st)
 		return -ENOMEM;
@@ -1120,9 +1124,9 @@ static int parse_program(struct parser *p)
 		   : stmt_keep(p, st);
 }
 
-static int parse_capture(struct parser *p)
+static int parse_capture(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_CAPTURE);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 
 	if (!st)
 		return -ENOMEM;
@@ -1150,6 +1154,9 @@ static int parse_call(struct parser *p)
 		return rc;
 	t = peek(p);
 	c->verb = t->type == SCN_TOK_WORD ? scn_verb_parse(t->text) : 0;
+	if (t->type == SCN_TOK_END)
+		return expected(p, "a call (startup, socket, bind, listen, accept, connect, "
+				   "buffer, register, write, read, send, recv, close ...)");
 	if (!c->verb) {
 		const char *verbs[SCN_VERB_COUNT_];
 		const char *near = NULL;
@@ -1225,10 +1232,12 @@ static int parse_call(struct parser *p)
 	case SCN_V_WRITE:
 	case SCN_V_READ:
 		rc = (get_name(p, "a socket", c->sock, NULL) ||
-		      get_range(p, "a buffer", false, &c->local) ||
-		      get_range(p, "a descriptor", true, &c->remote))
+		      get_range(p, "a buffer", false, &c->local))
 			 ? -EINVAL
 			 : 0;
+		t = peek(p);
+		if (!rc)
+			rc = get_range(p, "a descriptor", true, &c->remote);
 		if (!rc && c->remote.form != SCN_RANGE_WHOLE && c->remote.form != SCN_RANGE_AT)
 			rc = err_at(p, t,
 				    "the descriptor takes an offset only (d[4KiB]): the length "
@@ -1284,7 +1293,7 @@ static int parse_call(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_desc(struct parser *p)
+static int parse_desc(struct parser *p, const struct keyword *k)
 {
 	static const struct {
 		const char *word;
@@ -1294,7 +1303,7 @@ static int parse_desc(struct parser *p)
 	    {"nic", SCN_DF_NIC},       {"magic", SCN_DF_MAGIC}, {"version", SCN_DF_VERSION},
 	    {"access", SCN_DF_ACCESS},
 	};
-	struct scn_stmt *st = stmt_new(p, SCN_DESC);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	struct scn_desc *d;
 	enum scn_access a;
 	size_t i;
@@ -1387,12 +1396,14 @@ static int get_signal(struct parser *p, int *sig)
 }
 
 /* kill nic NIC | kill NAME [SIGNAL]; restart/stop/cont nic NIC; start, heal, mark */
-static int parse_target(struct parser *p, enum scn_stmt_kind kind, const char *what)
+static int parse_target(struct parser *p, const struct keyword *k)
 {
+	enum scn_stmt_kind kind = k->kind;
+	const char *what = k->what;
 	struct scn_stmt *st;
 	int rc;
 
-	if (kind == SCN_KILL && is_word(peek(p), "nic") && peek2(p)->type == SCN_TOK_WORD) {
+	if (kind == SCN_KILL && is_word(peek(p), "nic")) {
 		p->ti++;
 		kind = SCN_KILL_NIC;
 		what = "a NIC";
@@ -1418,10 +1429,10 @@ static int parse_target(struct parser *p, enum scn_stmt_kind kind, const char *w
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_fault(struct parser *p)
+static int parse_fault(struct parser *p, const struct keyword *k)
 {
 	static const char *const stop[] = {"after", "at", "for", "optional", NULL};
-	struct scn_stmt *st = stmt_new(p, SCN_FAULT);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	const struct scn_tok *t;
 	struct scn_fault *f;
 	uint64_t v;
@@ -1462,66 +1473,95 @@ static int parse_fault(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_wait(struct parser *p)
+/* NIC.NAME [ "delta" [ "from" MARK ] ] CMP (delta only for expect) */
+static int get_counter(struct parser *p, struct scn_counter *k, bool delta_ok)
+{
+	int rc = get_counter_name(p, k);
+
+	if (!rc && delta_ok && accept_word(p, "delta")) {
+		k->delta = true;
+		if (accept_word(p, "from"))
+			rc = get_name(p, "a mark", k->mark, NULL);
+	}
+	return rc ? rc : get_cmp(p, &k->cmp);
+}
+
+/* PROGRAM "output" ( STR | RE ) */
+static int get_program_output(struct parser *p, struct scn_output *o)
+{
+	int rc = get_name(p, "a program", o->target, NULL);
+
+	p->ti++; /* "output", seen by the caller */
+	return rc ? rc : get_output(p, o);
+}
+
+/* wait NAME ... and expect NAME ...: which statement the words after the
+ * keyword make.  Sub-keywords (counter, frame ...) count only when a word
+ * follows, so that an operation may be called "counter". */
+static enum scn_stmt_kind sub_kind(struct parser *p, const char *const *words,
+				   const enum scn_stmt_kind *kinds, size_t n,
+				   enum scn_stmt_kind output, enum scn_stmt_kind other)
 {
 	const struct scn_tok *t = peek(p), *t2 = peek2(p);
-	struct scn_stmt *st;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (is_word(t, words[i]) && t2->type == SCN_TOK_WORD) {
+			p->ti++;
+			return kinds[i];
+		}
+	if (is_word(t2, "output"))
+		return output;
+	if (is_word(t2, "exit") && other == SCN_WAIT_OP)
+		return SCN_WAIT_EXIT;
+	return other;
+}
+
+static int parse_wait(struct parser *p, const struct keyword *k)
+{
+	static const char *const words[] = {"counter", "frame"};
+	static const enum scn_stmt_kind kinds[] = {SCN_WAIT_COUNTER, SCN_WAIT_FRAME};
+	enum scn_stmt_kind kind = sub_kind(p, words, kinds, 2, SCN_WAIT_OUTPUT, SCN_WAIT_OP);
+	struct scn_stmt *st = stmt_new(p, kind);
+	uint64_t v;
 	int rc;
 
-	if (is_word(t, "counter") && t2->type == SCN_TOK_WORD) {
-		st = stmt_new(p, SCN_WAIT_COUNTER);
-		if (!st)
-			return -ENOMEM;
-		p->ti++;
-		rc = (get_counter_name(p, &st->u.counter) || get_cmp(p, &st->u.counter.cmp))
-			 ? -EINVAL
-			 : 0;
-	} else if (is_word(t, "frame") && t2->type == SCN_TOK_WORD) {
-		st = stmt_new(p, SCN_WAIT_FRAME);
-		if (!st)
-			return -ENOMEM;
-		p->ti++;
+	(void)k; /* the kind depends on the words after it */
+
+	if (!st)
+		return -ENOMEM;
+	switch (kind) {
+	case SCN_WAIT_COUNTER: rc = get_counter(p, &st->u.counter, false); break;
+	case SCN_WAIT_FRAME:
 		st->u.frames.count.op = SCN_CMP_GE;
 		st->u.frames.count.a = 1;
 		rc = get_filter(p, &st->u.frames.filter);
-	} else if (is_word(t2, "exit")) {
-		st = stmt_new(p, SCN_WAIT_EXIT);
-		if (!st)
-			return -ENOMEM;
+		break;
+	case SCN_WAIT_OUTPUT: rc = get_program_output(p, &st->u.output); break;
+	case SCN_WAIT_EXIT:
 		rc = get_name(p, "a program or a host", st->u.exit.target, NULL);
-		p->ti++;
+		p->ti++; /* "exit" */
 		if (!rc && peek(p)->type == SCN_TOK_NUM) {
-			uint64_t v;
-
 			rc = get_u64(p, "an exit status (0..255)", 255, &v);
 			st->u.exit.has_code = true;
 			st->u.exit.code = (int)v;
 		}
-	} else if (is_word(t2, "output")) {
-		st = stmt_new(p, SCN_WAIT_OUTPUT);
-		if (!st)
-			return -ENOMEM;
-		rc = get_name(p, "a program", st->u.output.target, NULL);
-		p->ti++;
-		if (!rc)
-			rc = get_output(p, &st->u.output);
-	} else {
-		st = stmt_new(p, SCN_WAIT_OP);
-		if (!st)
-			return -ENOMEM;
+		break;
+	default:
 		rc = get_name(p, "what to wait for: an operation, counter, frame, or a program",
 			      st->u.target, NULL);
 		if (!rc)
 			rc = get_trailers(p, st, false, true, false);
+		break;
 	}
 	if (!rc)
 		rc = get_trailers(p, st, false, false, false);
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_settle(struct parser *p)
+static int parse_settle(struct parser *p, const struct keyword *k)
 {
-	struct scn_stmt *st = stmt_new(p, SCN_SETTLE);
+	struct scn_stmt *st = stmt_new(p, k->kind);
 	int rc;
 
 	if (!st)
@@ -1534,159 +1574,167 @@ static int parse_settle(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-static int parse_expect(struct parser *p)
+/* tpt NIC ( "entries" CMP [ "of" HOST ] | "key" DESC STATE ) */
+static int get_tpt(struct parser *p, struct scn_tpt *tp)
 {
-	const struct scn_tok *t = peek(p), *t2 = peek2(p);
-	struct scn_stmt *st;
+	int rc = get_name(p, "a NIC", tp->nic, NULL);
+
+	if (rc)
+		return rc;
+	if (accept_word(p, "entries")) {
+		rc = get_cmp(p, &tp->cmp);
+		if (!rc && accept_word(p, "of"))
+			rc = get_name(p, "a host", tp->host, NULL);
+		return rc;
+	}
+	if (!accept_word(p, "key"))
+		return expected(p, "'entries' or 'key'");
+	tp->key = true;
+	rc = get_name(p, "a descriptor", tp->desc, NULL);
+	if (rc)
+		return rc;
+	if (accept_word(p, "valid"))
+		tp->state = SCN_TPT_VALID;
+	else if (accept_word(p, "invalid"))
+		tp->state = SCN_TPT_INVALID;
+	else if (accept_word(p, "free"))
+		tp->state = SCN_TPT_FREE;
+	else
+		return expected(p, "a state: valid, invalid or free");
+	return 0;
+}
+
+/* refusal NIC "reason" REASON [ "from" NIC ]: reasons as NIC_TPT_REASONS
+ * names them, lower case with '-' ("stale-key" is NIC_TPT_R_STALE_KEY). */
+static int get_refusal(struct parser *p, struct scn_refusal *r)
+{
+	static const char *const reasons[] = {
+#define SCN_REASON_NAME(name, desc) #name,
+	    NIC_TPT_REASONS(SCN_REASON_NAME)
+#undef SCN_REASON_NAME
+	};
+	const struct scn_tok *t;
+	char up[SCN_NAME_MAX];
+	size_t i;
+
+	if (get_name(p, "a NIC", r->nic, NULL) || expect_word(p, "reason"))
+		return -EINVAL;
+	t = peek(p);
+	if (get_name(p, "a reason (stale-key, no-access ...)", r->reason, NULL))
+		return -EINVAL;
+	for (i = 0; r->reason[i]; i++)
+		up[i] = r->reason[i] == '-' ? '_' : (char)(r->reason[i] & ~0x20);
+	up[i] = '\0';
+	for (i = 1; i < ARRAY_SIZE(reasons); i++)
+		if (!strcmp(up, reasons[i]))
+			break;
+	if (i == ARRAY_SIZE(reasons))
+		return err_at(p, t,
+			      "unknown reason '%s' (bad-index, stale-key, wrong-pd, no-access, "
+			      "bad-state, wrong-qp, out-of-range)",
+			      r->reason);
+	r->reason_code = (int)i;
+	return accept_word(p, "from") ? get_name(p, "the requester's NIC", r->from, NULL) : 0;
+}
+
+/* HOST RANGE ( "==" PATTERN | "==" HOST RANGE | "unchanged" | "checksum" N ) */
+static int get_mem(struct parser *p, struct scn_mem *m)
+{
+	const struct scn_tok *t;
+	uint64_t v;
+
+	if (get_name(p, "tpt, counter, refusal, frames, a program or a host", m->host, NULL) ||
+	    get_range(p, "a buffer", false, &m->range))
+		return -EINVAL;
+	if (accept_word(p, "unchanged")) {
+		m->check = SCN_MEM_UNCHANGED;
+		return 0;
+	}
+	if (accept_word(p, "checksum")) {
+		m->check = SCN_MEM_CHECKSUM;
+		if (get_u64(p, "a CRC-32", UINT32_MAX, &v))
+			return -EINVAL;
+		m->checksum = (uint32_t)v;
+		return 0;
+	}
+	if (!accept_punct(p, "=="))
+		return expected(p, "'== PATTERN', '== HOST BUFFER', 'unchanged' or 'checksum N'");
+	t = peek(p);
+	if (is_word(t, "zero") || is_word(t, "seq") || is_word(t, "random") || is_word(t, "byte")) {
+		m->check = SCN_MEM_PATTERN;
+		return get_pattern(p, &m->pattern);
+	}
+	m->check = SCN_MEM_PEER;
+	if (get_name(p, "a pattern or a host", m->peer_host, NULL) ||
+	    get_range(p, "a buffer", false, &m->peer))
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_expect(struct parser *p, const struct keyword *k)
+{
+	static const char *const words[] = {"tpt", "counter", "refusal", "frames"};
+	static const enum scn_stmt_kind kinds[] = {SCN_EXPECT_TPT, SCN_EXPECT_COUNTER,
+						   SCN_EXPECT_REFUSAL, SCN_EXPECT_FRAMES};
+	enum scn_stmt_kind kind = sub_kind(p, words, kinds, 4, SCN_EXPECT_OUTPUT, SCN_EXPECT_MEM);
+	struct scn_stmt *st = stmt_new(p, kind);
 	int rc;
 
-	if (is_word(t, "tpt") && t2->type == SCN_TOK_WORD) {
-		struct scn_tpt *tp;
+	(void)k; /* the kind depends on the words after it */
 
-		st = stmt_new(p, SCN_EXPECT_TPT);
-		if (!st)
-			return -ENOMEM;
-		tp = &st->u.tpt;
-		p->ti++;
-		rc = get_name(p, "a NIC", tp->nic, NULL);
-		if (rc)
-			return rc;
-		if (accept_word(p, "entries")) {
-			rc = get_cmp(p, &tp->cmp);
-			if (!rc && accept_word(p, "of"))
-				rc = get_name(p, "a host", tp->host, NULL);
-		} else if (accept_word(p, "key")) {
-			tp->key = true;
-			rc = get_name(p, "a descriptor", tp->desc, NULL);
-			if (rc)
-				return rc;
-			if (accept_word(p, "valid"))
-				tp->state = SCN_TPT_VALID;
-			else if (accept_word(p, "invalid"))
-				tp->state = SCN_TPT_INVALID;
-			else if (accept_word(p, "free"))
-				tp->state = SCN_TPT_FREE;
-			else
-				rc = expected(p, "a state: valid, invalid or free");
-		} else {
-			rc = expected(p, "'entries' or 'key'");
-		}
-	} else if (is_word(t, "counter") && t2->type == SCN_TOK_WORD) {
-		st = stmt_new(p, SCN_EXPECT_COUNTER);
-		if (!st)
-			return -ENOMEM;
-		p->ti++;
-		rc = get_counter_name(p, &st->u.counter);
-		if (!rc && accept_word(p, "delta")) {
-			st->u.counter.delta = true;
-			if (accept_word(p, "from"))
-				rc = get_name(p, "a mark", st->u.counter.mark, NULL);
-		}
-		if (!rc)
-			rc = get_cmp(p, &st->u.counter.cmp);
-	} else if (is_word(t, "refusal") && t2->type == SCN_TOK_WORD) {
-		static const char *const reasons[] = {
-#define SCN_REASON_NAME(name, desc) #name,
-		    NIC_TPT_REASONS(SCN_REASON_NAME)
-#undef SCN_REASON_NAME
-		};
-		struct scn_refusal *r;
-		char up[SCN_NAME_MAX];
-		size_t i;
-
-		st = stmt_new(p, SCN_EXPECT_REFUSAL);
-		if (!st)
-			return -ENOMEM;
-		r = &st->u.refusal;
-		p->ti++;
-		rc = (get_name(p, "a NIC", r->nic, NULL) || expect_word(p, "reason")) ? -EINVAL : 0;
-		if (rc)
-			return rc;
-		t = peek(p);
-		rc = get_name(p, "a reason (stale-key, no-access ...)", r->reason, NULL);
-		if (rc)
-			return rc;
-		/* "stale-key" is NIC_TPT_R_STALE_KEY. */
-		for (i = 0; r->reason[i]; i++)
-			up[i] = r->reason[i] == '-' ? '_' : (char)(r->reason[i] & ~0x20);
-		up[i] = '\0';
-		for (i = 1; i < ARRAY_SIZE(reasons); i++)
-			if (!strcmp(up, reasons[i]))
-				break;
-		if (i == ARRAY_SIZE(reasons))
-			return err_at(p, t,
-				      "unknown reason '%s' (bad-index, stale-key, wrong-pd, "
-				      "no-access, bad-state, wrong-qp, out-of-range)",
-				      r->reason);
-		r->reason_code = (int)i;
-		if (accept_word(p, "from"))
-			rc = get_name(p, "the requester's NIC", r->from, NULL);
-	} else if (is_word(t, "frames") && t2->type == SCN_TOK_WORD) {
-		st = stmt_new(p, SCN_EXPECT_FRAMES);
-		if (!st)
-			return -ENOMEM;
-		p->ti++;
+	if (!st)
+		return -ENOMEM;
+	switch (kind) {
+	case SCN_EXPECT_TPT: rc = get_tpt(p, &st->u.tpt); break;
+	case SCN_EXPECT_COUNTER: rc = get_counter(p, &st->u.counter, true); break;
+	case SCN_EXPECT_REFUSAL: rc = get_refusal(p, &st->u.refusal); break;
+	case SCN_EXPECT_FRAMES:
 		rc = (get_filter(p, &st->u.frames.filter) || expect_word(p, "count") ||
 		      get_cmp(p, &st->u.frames.count))
 			 ? -EINVAL
 			 : 0;
-	} else if (is_word(t2, "output")) {
-		st = stmt_new(p, SCN_EXPECT_OUTPUT);
-		if (!st)
-			return -ENOMEM;
-		rc = get_name(p, "a program", st->u.output.target, NULL);
-		p->ti++;
-		if (!rc)
-			rc = get_output(p, &st->u.output);
-	} else {
-		struct scn_mem *m;
-
-		st = stmt_new(p, SCN_EXPECT_MEM);
-		if (!st)
-			return -ENOMEM;
-		m = &st->u.mem;
-		rc = (get_name(p, "tpt, counter, refusal, frames, a program or a host", m->host,
-			       NULL) ||
-		      get_range(p, "a buffer", false, &m->range))
-			 ? -EINVAL
-			 : 0;
-		if (rc)
-			return rc;
-		if (accept_word(p, "unchanged")) {
-			m->check = SCN_MEM_UNCHANGED;
-		} else if (accept_word(p, "checksum")) {
-			uint64_t v;
-
-			m->check = SCN_MEM_CHECKSUM;
-			rc = get_u64(p, "a CRC-32", UINT32_MAX, &v);
-			m->checksum = (uint32_t)v;
-		} else if (accept_punct(p, "==")) {
-			t = peek(p);
-			if (is_word(t, "zero") || is_word(t, "seq") || is_word(t, "random") ||
-			    is_word(t, "byte")) {
-				m->check = SCN_MEM_PATTERN;
-				rc = get_pattern(p, &m->pattern);
-			} else {
-				m->check = SCN_MEM_PEER;
-				rc = (get_name(p, "a pattern or a host", m->peer_host, NULL) ||
-				      get_range(p, "a buffer", false, &m->peer))
-					 ? -EINVAL
-					 : 0;
-			}
-		} else {
-			rc = expected(p, "'== PATTERN', '== HOST BUFFER', 'unchanged' or "
-					 "'checksum N'");
-		}
+		break;
+	case SCN_EXPECT_OUTPUT: rc = get_program_output(p, &st->u.output); break;
+	default: rc = get_mem(p, &st->u.mem); break;
 	}
 	return rc ? rc : stmt_keep(p, st);
 }
 
 /* One statement from the tokens of the current line. */
+static int parse_include(struct parser *p, const struct keyword *k);
+
+static const struct keyword keywords[] = {
+    {"title", parse_title, SCN_TITLE, NULL},
+    {"seed", parse_seed, SCN_SEED, NULL},
+    {"param", parse_param, SCN_PARAM, NULL},
+    {"include", parse_include, 0, NULL},
+    {"timeout", parse_timeout, SCN_TIMEOUT, NULL},
+    {"nic", parse_nic, SCN_NIC, NULL},
+    {"link", parse_link, SCN_LINK, NULL},
+    {"host", parse_host, SCN_HOST, NULL},
+    {"program", parse_program, SCN_PROGRAM, NULL},
+    {"capture", parse_capture, SCN_CAPTURE, NULL},
+    {"desc", parse_desc, SCN_DESC, NULL},
+    {"start", parse_target, SCN_START, "a program"},
+    {"kill", parse_target, SCN_KILL, "a host, a program or 'nic NIC'"},
+    {"restart", parse_target, SCN_RESTART_NIC, "a NIC"},
+    {"stop", parse_target, SCN_STOP_NIC, "a NIC"},
+    {"cont", parse_target, SCN_CONT_NIC, "a NIC"},
+    {"heal", parse_target, SCN_HEAL, "a fault"},
+    {"mark", parse_target, SCN_MARK, "the mark's name"},
+    {"fault", parse_fault, SCN_FAULT, NULL},
+    {"wait", parse_wait, 0, NULL},
+    {"settle", parse_settle, SCN_SETTLE, NULL},
+    {"expect", parse_expect, 0, NULL},
+};
+
+/* One statement from the tokens of the current line. */
 static int parse_stmt(struct parser *p)
 {
 	const struct scn_tok *t = peek(p);
-	const char *near;
+	const char *words[ARRAY_SIZE(keywords)], *near, *verb;
 	char buf[64];
+	size_t i;
 
 	if (t->type == SCN_TOK_WORD && is_punct(peek2(p), ":"))
 		return parse_call(p);
@@ -1694,69 +1742,26 @@ static int parse_stmt(struct parser *p)
 		return err_at(p, t, "expected a statement, found %s",
 			      tok_desc(t, buf, sizeof(buf)));
 	p->ti++;
-	if (!strcmp(t->text, "title"))
-		return parse_title(p);
-	if (!strcmp(t->text, "seed"))
-		return parse_seed(p);
-	if (!strcmp(t->text, "param"))
-		return parse_param(p);
-	if (!strcmp(t->text, "include"))
-		return parse_include(p, t);
-	if (!strcmp(t->text, "timeout"))
-		return parse_timeout(p);
-	if (!strcmp(t->text, "nic"))
-		return parse_nic(p);
-	if (!strcmp(t->text, "link"))
-		return parse_link(p);
-	if (!strcmp(t->text, "host"))
-		return parse_host(p);
-	if (!strcmp(t->text, "program"))
-		return parse_program(p);
-	if (!strcmp(t->text, "capture"))
-		return parse_capture(p);
-	if (!strcmp(t->text, "desc"))
-		return parse_desc(p);
-	if (!strcmp(t->text, "start"))
-		return parse_target(p, SCN_START, "a program");
-	if (!strcmp(t->text, "kill"))
-		return parse_target(p, SCN_KILL, "a host, a program or 'nic NIC'");
-	if (!strcmp(t->text, "restart"))
-		return parse_target(p, SCN_RESTART_NIC, "a NIC");
-	if (!strcmp(t->text, "stop"))
-		return parse_target(p, SCN_STOP_NIC, "a NIC");
-	if (!strcmp(t->text, "cont"))
-		return parse_target(p, SCN_CONT_NIC, "a NIC");
-	if (!strcmp(t->text, "heal"))
-		return parse_target(p, SCN_HEAL, "a fault");
-	if (!strcmp(t->text, "mark"))
-		return parse_target(p, SCN_MARK, "the mark's name");
-	if (!strcmp(t->text, "fault"))
-		return parse_fault(p);
-	if (!strcmp(t->text, "wait"))
-		return parse_wait(p);
-	if (!strcmp(t->text, "settle"))
-		return parse_settle(p);
-	if (!strcmp(t->text, "expect"))
-		return parse_expect(p);
+	for (i = 0; i < ARRAY_SIZE(keywords); i++) {
+		if (!strcmp(t->text, keywords[i].word))
+			return keywords[i].parse(p, &keywords[i]);
+		words[i] = keywords[i].word;
+	}
 	if (!strcmp(t->text, "sleep"))
 		return err_at(p, t,
 			      "there is no sleep: wait for an event with a deadline (wait NAME, "
 			      "wait counter, wait frame ... within T), or 'settle T' to check "
 			      "that nothing happens");
-	near = scn_nearest(t->text, keywords, 0);
-	if (!near) {
-		/* "h1 socket": a call without its colon. */
-		const char *v = peek(p)->type == SCN_TOK_WORD && scn_verb_parse(peek(p)->text)
-				    ? peek(p)->text
-				    : NULL;
-
-		if (v)
-			return err_at(p, t,
-				      "unknown statement '%s'; a call is written '%s: %s ...'",
-				      t->text, t->text, v);
-		return err_at(p, t, "unknown statement '%s'", t->text);
-	}
-	return err_at(p, t, "unknown statement '%s'; did you mean '%s'?", t->text, near);
+	near = scn_nearest(t->text, words, ARRAY_SIZE(words));
+	if (near)
+		return err_at(p, t, "unknown statement '%s'; did you mean '%s'?", t->text, near);
+	/* "h1 socket": a call without its colon. */
+	verb =
+	    peek(p)->type == SCN_TOK_WORD && scn_verb_parse(peek(p)->text) ? peek(p)->text : NULL;
+	if (verb)
+		return err_at(p, t, "unknown statement '%s'; a call is written '%s: %s ...'",
+			      t->text, t->text, verb);
+	return err_at(p, t, "unknown statement '%s'", t->text);
 }
 
 /* ---- Lines, parameters, files ------------------------------------------------------ */
@@ -1816,6 +1821,10 @@ static int expand(struct parser *p)
 			return -EINVAL;
 		}
 		nlen = j - i - 2;
+		if (!nlen) {
+			scn_diag_add(p->diag, SCN_ERROR, &loc, "'${}' names no parameter");
+			return -EINVAL;
+		}
 		if ((st = find_stmt(p, SCN_PARAM, name, nlen)) != NULL) {
 			val = st->u.param.value;
 		} else if ((d = find_define(p, name, nlen)) != NULL) {
@@ -1917,8 +1926,9 @@ static int read_file(const char *path, char **data, size_t *len)
 	return 0;
 }
 
-static int parse_include(struct parser *p, const struct scn_tok *kw)
+static int parse_include(struct parser *p, const struct keyword *k)
 {
+	const struct scn_tok *kw = &p->toks.tok[0];
 	char rel[SCN_TEXT_MAX], path[PATH_MAX + SCN_TEXT_MAX], real[PATH_MAX];
 	const struct scn_tok *t = peek(p);
 	const char *slash, *file;
@@ -1927,6 +1937,7 @@ static int parse_include(struct parser *p, const struct scn_tok *kw)
 	char *data = NULL;
 	int rc, i;
 
+	(void)k; /* it makes no statement of its own */
 	rc = get_string(p, "the file to include, as a \"path\"", rel);
 	if (!rc && peek(p)->type != SCN_TOK_END)
 		rc = expected(p, "the end of the statement");

@@ -12,6 +12,8 @@
 #ifndef SCN_PRIV_H
 #define SCN_PRIV_H
 
+#include <stdarg.h>
+
 #include "scn_ast.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -95,7 +97,8 @@ static inline struct scn_loc scn_loc_at(const char *file, struct scn_pos pos)
 	return loc;
 }
 
-/* Names of the WSA codes a result may name, and their values. */
-int scn_wsa_parse(const char *name, int *code);
+/* scn_diag_add with a va_list. */
+void scn_diag_vadd(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
+		   const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 #endif /* SCN_PRIV_H */

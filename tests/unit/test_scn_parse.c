@@ -604,6 +604,8 @@ static const struct bad bads[] = {
     {"& never waited for", SETUP "h1: socket -> s\nh1: accept s -> c &\n",
      "bad.scn:6:1: 'c' is started with '&' but never waited for: add 'wait c' before the "
      "end, or drop the '&'"},
+    {"& result used before its wait", SETUP "h1: socket -> s\nh1: accept s -> c &\nh1: close c\n",
+     "bad.scn:7:11: 'c' is used before 'wait c' collects it (line 6 started it with '&')"},
     {"& without a name", SETUP "h1: socket -> s\nh1: accept s &\n",
      "bad.scn:6:1: '&' needs '-> NAME', so that a later 'wait NAME' collects the result"},
     {"& on a call that does not wait", SETUP "h1: startup &\n",
@@ -808,6 +810,42 @@ static void test_find_files(void)
 	scn_files_free(&f);
 }
 
+/* Patterns: the same bytes whether made whole or piece by piece. */
+static void test_patterns(void)
+{
+	struct scn_pattern seq = {SCN_PAT_SEQ, 250}, rnd = {SCN_PAT_RANDOM, 9};
+	struct scn_pattern byte = {SCN_PAT_BYTE, 0xab}, zero = {SCN_PAT_ZERO, 0};
+	unsigned char whole[64], part[64], other[64];
+	size_t i;
+	int code = 0;
+
+	scn_pattern_bytes(&seq, 1, 0, whole, 8);
+	NST_EQ(whole[0], 250);
+	NST_EQ(whole[6], 0); /* wraps at 256 */
+	scn_pattern_bytes(&seq, 1, 4096, whole, 1);
+	NST_EQ(whole[0], (250 + 4096) & 0xff);
+	scn_pattern_bytes(&byte, 1, 7, whole, 3);
+	NST_TRUE(whole[0] == 0xab && whole[2] == 0xab);
+	scn_pattern_bytes(&zero, 1, 7, whole, 3);
+	NST_TRUE(whole[0] == 0 && whole[2] == 0);
+
+	scn_pattern_bytes(&rnd, 42, 0, whole, sizeof(whole));
+	scn_pattern_bytes(&rnd, 42, 3, part, 20);
+	scn_pattern_bytes(&rnd, 42, 23, part + 20, 41);
+	NST_TRUE(memcmp(whole + 3, part, 61) == 0);
+	scn_pattern_bytes(&rnd, 43, 0, other, sizeof(other));
+	NST_TRUE(memcmp(whole, other, sizeof(whole)) != 0);
+	for (i = 1; i < sizeof(whole) && whole[i] == whole[0]; i++)
+		;
+	NST_LT(i, sizeof(whole));
+
+	NST_EQ(scn_wsa_parse("WSAECONNRESET", &code), 0);
+	NST_EQ(code, 10054);
+	STR_EQ(scn_wsa_name(10022), "WSAEINVAL");
+	NST_TRUE(scn_wsa_name(1) == NULL);
+	NST_EQ(scn_wsa_parse("EINVAL", &code), -EINVAL);
+}
+
 static int init(void)
 {
 	if (nst_tmpdir(tmp, sizeof(tmp), "scn") || chdir(tmp))
@@ -836,6 +874,7 @@ int main(int argc, char **argv)
 	    {"empty file and comments", test_empty_and_comments},
 	    {"from memory", test_buffer},
 	    {"files of a directory", test_find_files},
+	    {"patterns and WSA codes", test_patterns},
 	    {NULL, NULL},
 	};
 

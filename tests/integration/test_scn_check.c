@@ -1,0 +1,184 @@
+/*
+ * `nicsim scenario check` end to end: the exit status and the messages the
+ * real binary prints for good and bad scripts, files and directories, -D,
+ * and the help.  Nothing is started: check only reads files, in a private
+ * directory that is the tool's working directory (nst_run passes ours on),
+ * so messages name files as given.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nstest.h"
+
+#define RUN_MS 30000 /* bound on one nicsim command */
+
+static char tmp[256];
+static char out[65536];
+
+static int nicsim(const char *const *args)
+{
+	return nst_run_shown(nst_bin("nicsim"), "nicsim", args, out, sizeof(out), RUN_MS);
+}
+
+static void put(const char *name, const char *text)
+{
+	FILE *f = fopen(name, "w");
+
+	NST_REQUIRE(f != NULL);
+	NST_REQUIRE(fputs(text, f) >= 0);
+	NST_REQUIRE(fclose(f) == 0);
+}
+
+/* out holds line (a whole line). */
+static bool has_line(const char *line)
+{
+	size_t len = strlen(line);
+	const char *p;
+
+	for (p = strstr(out, line); p; p = strstr(p + 1, line))
+		if ((p == out || p[-1] == '\n') && (p[len] == '\n' || !p[len]))
+			return true;
+	printf("  missing line: %s\n", line);
+	return false;
+}
+
+static const char good[] = "# Two hosts say hello.\n"
+			   "param PORT = 7000\n"
+			   "nic a 198.18.0.1\n"
+			   "nic b 198.18.0.2\n"
+			   "host h1 on a\n"
+			   "host h2 on b\n"
+			   "h1: startup\n"
+			   "h1: socket -> s\n"
+			   "h1: bind s a ${PORT}\n"
+			   "h1: listen s\n"
+			   "h1: accept s -> c &\n"
+			   "h2: startup\n"
+			   "h2: socket -> t\n"
+			   "h2: connect t a ${PORT}\n"
+			   "wait c within 2s\n";
+
+static void test_good_file(void)
+{
+	const char *args[] = {"scenario", "check", "good.scn", NULL};
+
+	put("good.scn", good);
+	NST_EQ(nicsim(args), 0);
+	NST_EQ(strlen(out), 0);
+}
+
+static void test_bad_file(void)
+{
+	const char *args[] = {"scenario", "check", "good.scn", "bad.scn", NULL};
+
+	put("good.scn", good);
+	put("bad.scn", "nic a 198.18.0.1\n"
+		       "timeout 5\n"
+		       "host h1 on a\n"
+		       "h1: sokcet -> s\n"
+		       "h1: close s\n");
+	NST_EQ(nicsim(args), 2);
+	NST_TRUE(has_line("bad.scn:2:9: 5: a time needs a unit (5ms? 5us?)"));
+	NST_TRUE(has_line("bad.scn:4:5: unknown call 'sokcet'; did you mean 'socket'?"));
+	/* Parse errors stop the file before its names are checked. */
+	NST_TRUE(strstr(out, "bad.scn:5") == NULL);
+	NST_TRUE(strstr(out, "good.scn") == NULL);
+
+	put("bad.scn", "nic a 198.18.0.1\nhost h1 on a\nh1: close s\n");
+	NST_EQ(nicsim(args), 2);
+	NST_TRUE(has_line("bad.scn:3:11: 's' is not defined (a socket is wanted)"));
+}
+
+/* A directory: every *.scn below it, in name order, other files left out. */
+static void test_directory(void)
+{
+	const char *args[] = {"scenario", "check", "dir", NULL};
+
+	NST_REQUIRE(mkdir("dir", 0700) == 0 || errno == EEXIST);
+	NST_REQUIRE(mkdir("dir/b", 0700) == 0 || errno == EEXIST);
+	put("dir/a.scn", "seed x\n");
+	put("dir/b/c.scn", "seed y\n");
+	put("dir/b/notes.txt", "seed z\n");
+	NST_EQ(nicsim(args), 2);
+	NST_TRUE(has_line("dir/a.scn:1:6: expected a seed, found 'x'"));
+	NST_TRUE(has_line("dir/b/c.scn:1:6: expected a seed, found 'y'"));
+	NST_TRUE(strstr(out, "dir/a.scn") < strstr(out, "dir/b/c.scn"));
+	NST_TRUE(strstr(out, "notes") == NULL);
+
+	put("dir/a.scn", "seed 1\n");
+	put("dir/b/c.scn", "seed 2\n");
+	NST_EQ(nicsim(args), 0);
+}
+
+static void test_defines(void)
+{
+	const char *set[] = {"scenario", "check", "d.scn", "-D", "N=0", NULL};
+	const char *joined[] = {"scenario", "check", "-DN=2KiB", "d.scn", NULL};
+	const char *bad[] = {"scenario", "check", "d.scn", "-D", "=1", NULL};
+
+	put("d.scn", "param N = 4KiB\nnic a 198.18.0.1\nhost h on a\nh: buffer x ${N}\n");
+	NST_EQ(nicsim(set), 2);
+	NST_TRUE(has_line("d.scn:4:11: buffer 'x' of 0 bytes: give it a size"));
+	NST_EQ(nicsim(joined), 0);
+	NST_EQ(nicsim(bad), 2);
+	NST_TRUE(has_line("nicsim: -D =1: expected NAME=VALUE, NAME a word such as SIZE"));
+}
+
+static void test_usage(void)
+{
+	const char *help1[] = {"scenario", "--help", NULL};
+	const char *help2[] = {"help", "scenario", NULL};
+	const char *help3[] = {"scenario", "check", "--help", NULL};
+	const char *top[] = {"help", NULL};
+	const char *none[] = {"scenario", "check", NULL};
+	const char *missing[] = {"scenario", "check", "nowhere.scn", NULL};
+	const char *run[] = {"scenario", "run", "good.scn", NULL};
+	const char *unknown[] = {"scenario", "chekc", NULL};
+
+	NST_EQ(nicsim(help1), 0);
+	NST_TRUE(strstr(out, "scenario check") != NULL && strstr(out, "scenario run") != NULL);
+	NST_EQ(nicsim(help2), 0);
+	NST_TRUE(strstr(out, "scenario check") != NULL);
+	NST_EQ(nicsim(help3), 0);
+	NST_TRUE(strstr(out, "usage: nicsim scenario check PATH...") != NULL);
+	NST_EQ(nicsim(top), 0);
+	NST_TRUE(strstr(out, "scenario") != NULL);
+	NST_EQ(nicsim(none), 2);
+	NST_TRUE(has_line("nicsim: scenario check: name the files or directories to check"));
+	NST_EQ(nicsim(missing), 2);
+	NST_TRUE(has_line("nowhere.scn: No such file or directory"));
+	NST_EQ(nicsim(run), 2);
+	NST_TRUE(has_line("nicsim: scenario run: not built yet"));
+	NST_EQ(nicsim(unknown), 2);
+	NST_TRUE(has_line("nicsim: unknown subcommand 'scenario chekc'; see 'nicsim scenario "
+			  "--help'"));
+}
+
+static int init(void)
+{
+	if (nst_tmpdir(tmp, sizeof(tmp), "scncheck") || chdir(tmp))
+		return -1;
+	return 0;
+}
+
+static int clean(void)
+{
+	if (chdir("/"))
+		return -1;
+	nst_done_with_dir(tmp);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"a good file", test_good_file},       {"bad files", test_bad_file},
+	    {"a directory", test_directory},       {"-D overrides", test_defines},
+	    {"help and usage errors", test_usage}, {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "scn_check", tests, init, clean);
+}
