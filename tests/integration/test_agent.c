@@ -377,6 +377,38 @@ static void test_memory_events(void)
 	end_agent(h);
 }
 
+/*
+ * The agent's environment: the run directory and the entries the runner
+ * gives (a host's `cache off`), which win over the caller's own.
+ */
+static void test_environment(void)
+{
+	static const char *const env[] = {"NICSIM_CACHE=off", NULL};
+	struct scn_agent_spawn how = {.program = nst_bin("nicsim-agent"),
+				      .run_dir = dir,
+				      .addr = ADDR_A,
+				      .env = env,
+				      .stderr_fd = -1};
+	struct scn_agent *h = NULL;
+	char flags[32];
+	const char *got;
+
+	setenv("NICSIM_CACHE", "on", 1);
+	NST_REQUIRE_EQ(scn_agent_spawn(&how, &h), 0);
+	unsetenv("NICSIM_CACHE");
+	EXPECT(h, "ok", "startup");
+	EXPECT(h, "ok", "socket s");
+	EXPECT(h, "ok", "bind s %s 0", ADDR_A); /* the NIC of NICSIM_DIR */
+	EXPECT(h, "ok", "buffer x 4096 mmap");
+	EXPECT(h, "ok", "register s x 0 4096 read hx");
+	EXPECT(h, "ok", "deregister s hx");
+	got = call(h, "cache-stats");
+	NST_CHECK_(value(got, "flags", flags, sizeof(flags)) && !(strtoul(flags, NULL, 0) & 1),
+		   CU_FALSE, "NICSIM_CACHE=off reached the agent: %.140s", got);
+	NST_EQ(cache_stat(h, "unused"), 0);
+	end_agent(h);
+}
+
 /* A forked agent answers on its own channel and its end reaches the parent. */
 static void test_fork(void)
 {
@@ -645,6 +677,7 @@ int main(int argc, char **argv)
 	    {"forged_and_truncated_descriptors", test_forged_and_truncated_descriptors},
 	    {"send_and_recv", test_send_and_recv},
 	    {"memory_events", test_memory_events},
+	    {"environment", test_environment},
 	    {"fork", test_fork},
 	    {"exit_and_end_of_requests", test_exit_and_end_of_requests},
 	    {"malformed_requests", test_malformed_requests},
