@@ -63,6 +63,25 @@ static struct scn_agent *agent_new(int fd)
 	return a;
 }
 
+/* Whether the NAME=VALUE entry var sets the same name as the entry set. */
+static bool same_name(const char *var, const char *set)
+{
+	size_t n = strcspn(set, "=");
+
+	return !strncmp(var, set, n) && var[n] == '=';
+}
+
+/* Whether the caller's entry var gives way to one the agent gets. */
+static bool overridden(const char *var, const struct scn_agent_spawn *how)
+{
+	if (same_name(var, "NICSIM_DIR=") || same_name(var, "NICSIM_ADDR="))
+		return true;
+	for (size_t i = 0; how->env && how->env[i]; i++)
+		if (same_name(var, how->env[i]))
+			return true;
+	return false;
+}
+
 /* The agent's environment: the caller's without the names set here, then those. */
 static char **agent_env(const struct scn_agent_spawn *how, char *dir_var, char *addr_var)
 {
@@ -77,8 +96,7 @@ static char **agent_env(const struct scn_agent_spawn *how, char *dir_var, char *
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "NICSIM_DIR=", 11) &&
-		    strncmp(environ[i], "NICSIM_ADDR=", 12))
+		if (!overridden(environ[i], how))
 			env[k++] = environ[i];
 	env[k++] = dir_var;
 	if (addr_var)
@@ -416,30 +434,56 @@ int scn_agent_kill(struct scn_agent *a, int sig)
 	return kill(a->pid, sig) ? -errno : 0;
 }
 
-/* Wait up to timeout_ms for pid (a pidfd's process) to end: true if it did. */
-static bool pidfd_wait(int pidfd, int timeout_ms)
+/*
+ * Wait up to timeout_ms for a process to end: on its pidfd if there is one,
+ * else (a system without pidfd_open, valgrind) by looking every 5 ms.  For
+ * our own child, reap it and return its wait status; for another's, 0 once
+ * it ended.  -ETIMEDOUT if it did not end in time, -ECHILD if it cannot be
+ * reaped.
+ */
+static int wait_end(pid_t pid, int pidfd, bool child, int timeout_ms)
 {
-	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 
-	return poll(&p, 1, timeout_ms) == 1;
+	for (;;) {
+		struct pollfd p = {.fd = pidfd, .events = POLLIN};
+		int status;
+
+		if (child) {
+			pid_t r = waitpid(pid, &status, WNOHANG);
+
+			if (r == pid)
+				return status;
+			if (r < 0 && errno != EINTR)
+				return -ECHILD;
+		} else if (pidfd >= 0 ? poll(&p, 1, 0) == 1 : kill(pid, 0) < 0 && errno == ESRCH) {
+			return 0;
+		}
+		if (!left_ms(deadline))
+			return -ETIMEDOUT;
+		if (pidfd >= 0)
+			poll(&p, 1, left_ms(deadline));
+		else
+			nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+	}
 }
 
 int scn_agent_close(struct scn_agent *a, int timeout_ms)
 {
-	int pidfd = -1, status = 0, rc = 0;
+	int pidfd = -1, rc = 0;
 
 	if (!a)
 		return 0;
 	if (a->pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, a->pid, 0);
 	close(a->fd); /* the agent reads the end of its requests: it cleans up and exits */
-	if (pidfd >= 0 && !pidfd_wait(pidfd, timeout_ms)) {
-		kill(a->pid, SIGKILL);
-		pidfd_wait(pidfd, 10000);
+	if (a->pid > 0) {
+		rc = wait_end(a->pid, pidfd, a->spawned, timeout_ms);
+		if (rc == -ETIMEDOUT) {
+			kill(a->pid, SIGKILL);
+			rc = wait_end(a->pid, pidfd, a->spawned, 10000);
+		}
 	}
-	if (a->spawned && a->pid > 0)
-		rc =
-		    waitpid(a->pid, &status, pidfd >= 0 ? 0 : WNOHANG) == a->pid ? status : -ECHILD;
 	if (pidfd >= 0)
 		close(pidfd);
 	for (int i = 0; i < a->n_aside; i++)

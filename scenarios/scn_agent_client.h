@@ -198,7 +198,7 @@ struct scn_agent;
 struct scn_agent_spawn {
 	const char *program;    /* path of nicsim-agent */
 	const char *run_dir;    /* NICSIM_DIR of the agent: the scenario's run directory */
-	const char *addr;       /* NICSIM_ADDR of the agent: its NIC's address; may be NULL */
+	const char *addr;       /* NICSIM_ADDR of the agent: its NIC's address; NULL: none */
 	const char *const *env; /* more NAME=VALUE entries (NICSIM_CACHE=off ...), NULL-ended; may
 				     be NULL */
 	int stderr_fd;          /* the agent's stderr (a log file), or -1 to share the caller's */
@@ -207,8 +207,8 @@ struct scn_agent_spawn {
 /*
  * Start an agent: a child process running program with fd 0 and fd 1 one
  * end of a new socket pair (the other end stays here, close-on-exec), its
- * environment the caller's plus NICSIM_DIR, NICSIM_ADDR and env.  *out is
- * the handle.  0 or a negative errno (nothing is left behind then).  The
+ * environment the caller's with NICSIM_DIR, NICSIM_ADDR and the entries of
+ * env replacing any of the same names.  *out is the handle.  0 or a negative errno (nothing is left behind then).  The
  * child gets SIGKILL if the thread that spawned it ends (PR_SET_PDEATHSIG).
  */
 int scn_agent_spawn(const struct scn_agent_spawn *how, struct scn_agent **out);
@@ -273,10 +273,11 @@ pid_t scn_agent_pid(const struct scn_agent *a);
 
 /*
  * End an agent and free the handle (NULL is accepted): close the channel
- * (the agent then cleans up and exits), wait up to timeout_ms for it, then
- * SIGKILL it.  Returns its wait status (spawned agents), 0 for a forked one
- * once its channel reached end of file or it was killed, or a negative errno
- * (-ECHILD: it could not be reaped).
+ * (the agent then cleans up and exits), wait up to timeout_ms for it to
+ * end, else SIGKILL it.  Returns the wait status of a spawned agent, 0 for
+ * a forked one once it ended (or at once if its pid is not known), or a
+ * negative errno (-ECHILD: it could not be reaped, -ETIMEDOUT: it outlived
+ * even SIGKILL for 10 s).
  */
 int scn_agent_close(struct scn_agent *a, int timeout_ms);
 

@@ -235,7 +235,7 @@ static unsigned long long line_id(const char *line, size_t len)
 		id = id * 10 + (unsigned)(line[i] - '0');
 	if (!i || (i < len && line[i] != ' ' && line[i] != '\t'))
 		return 0;
-	return id ? id : 0;
+	return id;
 }
 
 /* Check one whole line (without its '\n'), split it into words, dispatch it. */

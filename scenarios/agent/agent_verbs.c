@@ -21,19 +21,49 @@
 #define BUFFER_MAX (1ull << 30) /* the largest buffer an agent makes */
 #define BACKLOG_DEFAULT 8
 
-/* Make room for one more element in a table: false if out of memory. */
-static bool grow(void **arr, size_t *cap, size_t n, size_t size)
+/*
+ * Room for one more element in a table of n elements of size bytes, *cap
+ * of them allocated: the table (moved, perhaps), or NULL if out of memory
+ * (the old one is untouched).
+ */
+static void *grow(void *table, size_t *cap, size_t n, size_t size)
 {
 	void *bigger;
 
 	if (n < *cap)
-		return true;
-	bigger = realloc(*arr, (*cap ? *cap * 2 : 16) * size);
-	if (!bigger)
-		return false;
-	*arr = bigger;
-	*cap = *cap ? *cap * 2 : 16;
-	return true;
+		return table;
+	bigger = realloc(table, (*cap ? *cap * 2 : 16) * size);
+	if (bigger)
+		*cap = *cap ? *cap * 2 : 16;
+	return bigger;
+}
+
+/* Room for one more socket, buffer, registration: false if out of memory. */
+static bool grow_socks(struct agent *a)
+{
+	struct agent_sock *t = grow(a->socks, &a->cap_socks, a->n_socks, sizeof(*t));
+
+	if (t)
+		a->socks = t;
+	return t != NULL;
+}
+
+static bool grow_bufs(struct agent *a)
+{
+	struct agent_buf *t = grow(a->bufs, &a->cap_bufs, a->n_bufs, sizeof(*t));
+
+	if (t)
+		a->bufs = t;
+	return t != NULL;
+}
+
+static bool grow_regs(struct agent *a)
+{
+	struct agent_reg *t = grow(a->regs, &a->cap_regs, a->n_regs, sizeof(*t));
+
+	if (t)
+		a->regs = t;
+	return t != NULL;
 }
 
 static size_t page_round(size_t n)
@@ -89,7 +119,7 @@ static void v_cleanup(struct agent_req *r)
 
 static bool add_sock(struct agent *a, const char *name, SOCKET s)
 {
-	if (!grow((void **)&a->socks, &a->cap_socks, a->n_socks, sizeof(*a->socks)))
+	if (!grow_socks(a))
 		return false;
 	a->socks[a->n_socks] = (struct agent_sock){.s = s};
 	snprintf(a->socks[a->n_socks].name, AGENT_NAME_MAX, "%s", name);
@@ -105,7 +135,7 @@ static void v_socket(struct agent_req *r)
 
 	if (!arg_new_name(r, r->argv[0], "socket"))
 		return;
-	if (!grow((void **)&a->socks, &a->cap_socks, a->n_socks, sizeof(*a->socks))) {
+	if (!grow_socks(a)) {
 		agent_reply_errno(r, ENOMEM);
 		return;
 	}
@@ -283,7 +313,7 @@ static void v_buffer(struct agent_req *r)
 	}
 	if (r->argc > 3 && !arg_pattern(r, r->argv + 3, r->argc - 3, &pat))
 		return;
-	if (!grow((void **)&a->bufs, &a->cap_bufs, a->n_bufs, sizeof(*a->bufs))) {
+	if (!grow_bufs(a)) {
 		agent_reply_errno(r, ENOMEM);
 		return;
 	}
@@ -557,7 +587,7 @@ static void v_register(struct agent_req *r)
 	if (!s || !arg_range(r, r->argv + 1, &b, &off, &len, UINT32_MAX) || !arg_not_freed(r, b) ||
 	    !arg_access(r, r->argv[4], &flags) || !arg_new_name(r, r->argv[5], "handle"))
 		return;
-	if (!grow((void **)&a->regs, &a->cap_regs, a->n_regs, sizeof(*a->regs))) {
+	if (!grow_regs(a)) {
 		agent_reply_errno(r, ENOMEM);
 		return;
 	}

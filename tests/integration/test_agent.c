@@ -241,6 +241,63 @@ static void test_forged_and_truncated_descriptors(void)
 	end_agent(h2);
 }
 
+/* The first reply to request id (pending, for an asynchronous one). */
+static void expect_reply(struct scn_agent *a, long long id, const char *want)
+{
+	char line[REPLY_MAX];
+	int n = scn_agent_wait(a, id, line, sizeof(line), WAIT_MS);
+
+	NST_CHECK_(n > 0 && strchr(line, ' ') && begins(strchr(line, ' ') + 1, want), CU_FALSE,
+		   "request %lld: got \"%.140s\" (%d), want \"%.140s ...\"", id, n > 0 ? line : "",
+		   n, want);
+}
+
+/*
+ * Messages: a receive stays pending while later requests go on, completes
+ * with the message's length when the peer sends, and closing a socket
+ * completes what is pending on it (WSA_OPERATION_ABORTED), as closing the
+ * listener ends a blocked accept (WSAEINTR).
+ */
+static void test_send_and_recv(void)
+{
+	struct scn_agent *h1 = spawn(ADDR_A), *h2 = spawn(ADDR_B);
+	long long rx, rx2, acc;
+
+	EXPECT(h1, "ok", "startup");
+	EXPECT(h2, "ok", "startup");
+	connect_pair(h1, h2, 7103, "c1");
+	EXPECT(h1, "ok", "buffer x 8192 mmap");
+	EXPECT(h1, "ok", "register c1 x 0 4096 readwrite hx");
+	EXPECT(h2, "ok", "buffer y 8192 malloc random 77");
+	EXPECT(h2, "ok", "register t7103 y 0 8192 read hy");
+	rx = scn_agent_request(h1, "recv c1 x 0 4096");
+	expect_reply(h1, rx, "pending");
+	EXPECT(h1, "ok", "hello"); /* not held back by the receive */
+	EXPECT(h2, "done ok bytes=1000", "send t7103 y 0 1000");
+	expect_reply(h1, rx, "done ok bytes=1000");
+	expect_sum(h1, "x", 1000, pattern_crc(SCN_PATTERN_RANDOM, 77, 1000));
+	/* A send from a range no registration of the socket covers. */
+	EXPECT(h1, "err WSAEFAULT", "send c1 x 4000 200");
+	EXPECT(h1, "ok", "deregister c1 hx");
+	EXPECT(h1, "err WSAEFAULT", "recv c1 x 0 4096");
+
+	/* Pending operations end with their socket. */
+	EXPECT(h1, "ok", "register c1 x 0 8192 readwrite hx3");
+	rx2 = scn_agent_request(h1, "recv c1 x 0 4096");
+	expect_reply(h1, rx2, "pending");
+	acc = scn_agent_request(h1, "accept l7103 c9");
+	expect_reply(h1, acc, "pending");
+	EXPECT(h1, "ok", "close c1");
+	expect_reply(h1, rx2, "done err WSA_OPERATION_ABORTED");
+	EXPECT(h1, "ok", "close l7103");
+	expect_reply(h1, acc, "done err WSAEINTR");
+	EXPECT(h1, "err WSAENOTSOCK", "close c1");
+	EXPECT(h1, "ok", "cleanup");
+	EXPECT(h1, "err WSANOTINITIALISED", "cleanup");
+	end_agent(h1);
+	end_agent(h2);
+}
+
 /* The value of a counter of `cache-stats`. */
 static long long cache_stat(struct scn_agent *a, const char *key)
 {
@@ -317,6 +374,38 @@ static void test_memory_events(void)
 	EXPECT(h, "ok", "deregister s hn");
 	EXPECT(h, "ok", "cache-callback n 0 1");
 	EXPECT(h, "err WSAEINVAL", "cache-callback n");
+	end_agent(h);
+}
+
+/*
+ * The agent's environment: the run directory and the entries the runner
+ * gives (a host's `cache off`), which win over the caller's own.
+ */
+static void test_environment(void)
+{
+	static const char *const env[] = {"NICSIM_CACHE=off", NULL};
+	struct scn_agent_spawn how = {.program = nst_bin("nicsim-agent"),
+				      .run_dir = dir,
+				      .addr = ADDR_A,
+				      .env = env,
+				      .stderr_fd = -1};
+	struct scn_agent *h = NULL;
+	char flags[32];
+	const char *got;
+
+	setenv("NICSIM_CACHE", "on", 1);
+	NST_REQUIRE_EQ(scn_agent_spawn(&how, &h), 0);
+	unsetenv("NICSIM_CACHE");
+	EXPECT(h, "ok", "startup");
+	EXPECT(h, "ok", "socket s");
+	EXPECT(h, "ok", "bind s %s 0", ADDR_A); /* the NIC of NICSIM_DIR */
+	EXPECT(h, "ok", "buffer x 4096 mmap");
+	EXPECT(h, "ok", "register s x 0 4096 read hx");
+	EXPECT(h, "ok", "deregister s hx");
+	got = call(h, "cache-stats");
+	NST_CHECK_(value(got, "flags", flags, sizeof(flags)) && !(strtoul(flags, NULL, 0) & 1),
+		   CU_FALSE, "NICSIM_CACHE=off reached the agent: %.140s", got);
+	NST_EQ(cache_stat(h, "unused"), 0);
 	end_agent(h);
 }
 
@@ -586,7 +675,9 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"rdma_with_a_carried_descriptor", test_rdma_with_a_carried_descriptor},
 	    {"forged_and_truncated_descriptors", test_forged_and_truncated_descriptors},
+	    {"send_and_recv", test_send_and_recv},
 	    {"memory_events", test_memory_events},
+	    {"environment", test_environment},
 	    {"fork", test_fork},
 	    {"exit_and_end_of_requests", test_exit_and_end_of_requests},
 	    {"malformed_requests", test_malformed_requests},
