@@ -1382,6 +1382,10 @@ static void teardown(struct scn_runner *r, bool keep)
 {
 	size_t i;
 
+	/* A NIC stopped by `stop nic` would hold its hosts' clean-up back. */
+	for (i = 0; i < r->topo.nnics; i++)
+		if (r->topo.nics[i].stopped && r->topo.nics[i].pid > 0)
+			scn_topo_nic_signal(&r->topo, &r->topo.nics[i], SIGCONT);
 	/* Forked hosts first: their channels are ours too. */
 	for (i = r->nhosts; i-- > 0;) {
 		if (r->hosts[i].pidfd >= 0)
