@@ -64,7 +64,7 @@ static void loc_str(const struct scn_stmt *st, char *buf, size_t size)
 
 void scn_fail(struct scn_runner *r, const struct scn_stmt *st, const char *fmt, ...)
 {
-	char at[SCN_OUT_TEXT];
+	char at[SCN_OUT_TEXT], msg[SCN_OUT_TEXT];
 	va_list ap;
 
 	if (r->out->status != SCN_PASSED)
@@ -73,10 +73,10 @@ void scn_fail(struct scn_runner *r, const struct scn_stmt *st, const char *fmt, 
 		loc_str(st, at, sizeof(at));
 	else
 		snprintf(at, sizeof(at), "%s", r->script->path);
-	scn_outcome_fail(r->out, at, st && st->text ? st->text : "", "%s", "");
 	va_start(ap, fmt);
-	vsnprintf(r->out->message, sizeof(r->out->message), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	scn_outcome_fail(r->out, at, st && st->text ? st->text : "", "%s", msg);
 }
 
 uint64_t scn_step_deadline(const struct scn_runner *r, const struct scn_stmt *st)
@@ -383,13 +383,12 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	return 0;
 }
 
-static void prog_read(struct scn_runner *r, struct scn_rt_prog *p)
+static void prog_read(struct scn_rt_prog *p)
 {
 	char chunk[OUT_CHUNK], *bigger;
 	ssize_t n;
 	size_t ncap;
 
-	(void)r;
 	for (;;) {
 		n = read(p->out_fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
@@ -434,12 +433,11 @@ static void prog_reap(struct scn_rt_prog *p)
 	p->pidfd = -1;
 }
 
-static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
+static void prog_end(struct scn_rt_prog *p)
 {
 	struct pollfd pf;
 	uint64_t deadline;
 
-	(void)r;
 	if (!p->started || p->pid <= 0)
 		goto out;
 	if (!p->exited) {
@@ -462,7 +460,7 @@ static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
 	kill(-p->pid, SIGKILL);
 out:
 	if (p->out_fd >= 0)
-		prog_read(r, p);
+		prog_read(p);
 	if (p->out_fd >= 0)
 		close(p->out_fd);
 	if (p->log_fd >= 0)
@@ -591,11 +589,11 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 			case PF_CAP: scn_capture_ack(&r->topo); break;
 			case PF_HOST_CHAN: host_drain(r, &r->hosts[idx[i]]); break;
 			case PF_HOST_PID: host_exited(&r->hosts[idx[i]]); break;
-			case PF_PROG_OUT: prog_read(r, &r->progs[idx[i]]); break;
+			case PF_PROG_OUT: prog_read(&r->progs[idx[i]]); break;
 			case PF_PROG_PID:
 				prog_reap(&r->progs[idx[i]]);
 				if (r->progs[idx[i]].out_fd >= 0)
-					prog_read(r, &r->progs[idx[i]]);
+					prog_read(&r->progs[idx[i]]);
 				break;
 			case PF_NIC: nic_exited(r, &r->topo.nics[idx[i]]); break;
 			}
@@ -1091,11 +1089,6 @@ static int kill_step(struct scn_runner *r, const struct scn_stmt *st)
 	return -ESRCH;
 }
 
-static bool op_collectable(struct scn_runner *r, void *arg)
-{
-	return op_settled(r, arg);
-}
-
 static int wait_op_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct scn_rt_op *op = scn_rt_op(r, st->u.target);
@@ -1107,7 +1100,7 @@ static int wait_op_step(struct scn_runner *r, const struct scn_stmt *st)
 		return -ENOENT;
 	}
 	i = (size_t)(op - r->ops);
-	rc = scn_loop_until(r, op_collectable, (void *)(uintptr_t)i, scn_step_deadline(r, st));
+	rc = scn_loop_until(r, op_settled, (void *)(uintptr_t)i, scn_step_deadline(r, st));
 	if (rc)
 		return rc;
 	return op_check(r, st, &r->ops[i], &st->result);
@@ -1207,7 +1200,7 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		if (rc && rc != -ETIMEDOUT)
 			return rc;
 	} else if (p->out_fd >= 0) {
-		prog_read(r, p);
+		prog_read(p);
 	}
 	if (output_has(p, &st->u.output))
 		return 0;
@@ -1256,7 +1249,7 @@ static int step(struct scn_runner *r, const struct scn_stmt *st)
 }
 
 /* What a step that timed out was waiting for, in words. */
-static void pending_what(struct scn_runner *r, const struct scn_stmt *st, char *buf, size_t size)
+static void pending_what(const struct scn_stmt *st, char *buf, size_t size)
 {
 	switch (st->kind) {
 	case SCN_CALL:
@@ -1282,7 +1275,6 @@ static void pending_what(struct scn_runner *r, const struct scn_stmt *st, char *
 		break;
 	default: snprintf(buf, size, "the step to end"); break;
 	}
-	(void)r;
 }
 
 /* ---- One scenario ------------------------------------------------------------ */
@@ -1395,7 +1387,7 @@ static void teardown(struct scn_runner *r, bool keep)
 		r->hosts[i].agent = NULL;
 	}
 	for (i = 0; i < r->nprogs; i++)
-		prog_end(r, &r->progs[i]);
+		prog_end(&r->progs[i]);
 	scn_topo_destroy(&r->topo, keep);
 }
 
@@ -1507,7 +1499,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 		r.cur = st;
 		rc = step(&r, st);
 		if (rc == -ETIMEDOUT) {
-			pending_what(&r, st, what, sizeof(what));
+			pending_what(st, what, sizeof(what));
 			if (scn_now_ns() >= r.deadline)
 				scn_fail(&r, st,
 					 "the scenario's timeout (%.3f s) ran out waiting for %s",
