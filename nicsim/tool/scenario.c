@@ -1,8 +1,10 @@
 /*
  * `nicsim scenario` (scenario.h): parse the command line, then call the
  * scenario library (scn.h).  Each subcommand is one entry of a table: its
- * name, its help and the function that runs it with the words and options
- * after its name.
+ * name, its help, its options and the function that runs it with the paths,
+ * the -D overrides and its options' values (struct scn_args).  The options
+ * are parsed and listed in the help from the table, so a subcommand is one
+ * function and one entry.
  */
 #include "scenario.h"
 
@@ -16,12 +18,24 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The command line after `scenario SUBCOMMAND`: paths and -D overrides. */
+/* An option of a subcommand: --name (or -n for a one-letter name). */
+struct scn_opt {
+	const char *name;
+	const char *arg; /* what its value is; NULL for a flag */
+	const char *help;
+};
+
+#define SCN_OPTS_MAX 16
+
+/* The command line after `scenario SUBCOMMAND`: paths, -D overrides (every
+ * subcommand takes them), and the values of the subcommand's own options
+ * by their index in its table ("" for a flag given, NULL when absent). */
 struct scn_args {
 	const char **paths;
 	size_t npaths;
 	struct scn_define *defs;
 	size_t ndefs;
+	const char *val[SCN_OPTS_MAX];
 	bool help;
 };
 
@@ -31,10 +45,39 @@ struct scn_subcmd {
 	const char *summary;
 	const char *text;
 	int (*run)(const struct scn_args *a);
+	const struct scn_opt *opts; /* its own options, ending with {NULL} */
 };
 
 static int run_check(const struct scn_args *a);
 static int run_run(const struct scn_args *a);
+
+static const struct scn_opt no_opts[] = {{NULL, NULL, NULL}};
+
+/* The runner's options (SCN.md), parsed here so that `run` is one function. */
+enum run_opt {
+	RUN_SEED,
+	RUN_JOBS,
+	RUN_TIMEOUT,
+	RUN_SLOW,
+	RUN_KEEP,
+	RUN_VERBOSE,
+	RUN_TAP,
+	RUN_JUNIT
+};
+
+static const struct scn_opt run_opts[] = {
+    [RUN_SEED] = {"seed", "N", "the seed of every scenario (default: its 'seed', else random)"},
+    [RUN_JOBS] = {"j", "N", "run N scenarios at a time, each in its own run directory"},
+    [RUN_TIMEOUT] = {"timeout", "S", "each scenario's whole budget in seconds"},
+    [RUN_SLOW] = {"slow", "F", "multiply every time bound by F"},
+    [RUN_KEEP] = {"keep", NULL, "keep every run directory, passed or not"},
+    [RUN_VERBOSE] = {"v", NULL, "print each step as it runs, with its time"},
+    [RUN_TAP] = {"tap", NULL, "TAP 14 on stdout"},
+    [RUN_JUNIT] = {"junit", "FILE", "write JUnit XML to FILE"},
+    {NULL, NULL, NULL},
+};
+
+_Static_assert(ARRAY_SIZE(run_opts) <= SCN_OPTS_MAX, "scn_args holds every option's value");
 
 static const struct scn_subcmd subcmds[] = {
     {"check", "PATH... [-D NAME=VALUE]...", "parse scenario scripts and check their names",
@@ -46,16 +89,13 @@ static const struct scn_subcmd subcmds[] = {
      "set' takes them, buffer ranges, every '&' operation waited for. Nothing is\n"
      "started. Every error is printed on stderr as FILE:LINE:COL: what was wrong.\n"
      "\n"
-     "  -D NAME=VALUE   give parameter NAME this value (as the runner would);\n"
-     "                  -D SEED=N sets the seed\n"
-     "\n"
      "Exit status: 0 every script is good (warnings are printed), 2 a usage error\n"
      "or a script with errors. docs/scenarios.md describes the language.",
-     run_check},
-    {"run", "PATH... [OPTIONS]", "run scenario scripts",
+     run_check, no_opts},
+    {"run", "PATH... [-D NAME=VALUE]... [OPTIONS]", "run scenario scripts",
      "Runs each scenario: its NICs, host agents, programs, faults and\n"
      "expectations, each in a private run directory. Not built yet.",
-     run_run},
+     run_run, run_opts},
 };
 
 static void usage_scenario(FILE *f)
@@ -72,8 +112,19 @@ static void usage_scenario(FILE *f)
 
 static void usage_subcmd(FILE *f, const struct scn_subcmd *c)
 {
-	fprintf(f, "usage: nicsim scenario %s %s\n\n%s\n\n%s\n", c->name, c->args, c->summary,
-		c->text);
+	const struct scn_opt *o;
+	char left[32];
+
+	fprintf(f, "usage: nicsim scenario %s %s\n\n%s\n\n%s\n\nOptions:\n", c->name, c->args,
+		c->summary, c->text);
+	fprintf(f, "  %-16s %s\n", "-D NAME=VALUE",
+		"give parameter NAME this value (-D SEED=N: the seed)");
+	for (o = c->opts; o->name; o++) {
+		snprintf(left, sizeof(left), "%s%s%s%s", o->name[1] ? "--" : "-", o->name,
+			 o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(f, "  %-16s %s\n", left, o->help);
+	}
+	fprintf(f, "  %-16s %s\n", "--help", "show this help");
 }
 
 static const struct scn_subcmd *find_subcmd(const char *name)
@@ -132,7 +183,48 @@ static int add_define(struct scn_args *a, const char *text)
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, int from, struct scn_args *a)
+/* One of c's options at argv[*i] ("--name", "--name=V", "-n", "-n V"):
+ * its value in a->val; returns 0, or CLI_EXIT_USAGE after saying why. */
+static int parse_opt(const struct scn_subcmd *c, int argc, char **argv, int *i, struct scn_args *a)
+{
+	const char *arg = argv[*i], *name = arg + (arg[1] == '-' ? 2 : 1);
+	const char *eq = arg[1] == '-' ? strchr(name, '=') : NULL;
+	size_t len = eq ? (size_t)(eq - name) : strlen(name), k;
+
+	for (k = 0; c->opts[k].name; k++) {
+		const struct scn_opt *o = &c->opts[k];
+
+		/* "-j4": a one-letter option with its value attached. */
+		if (arg[1] != '-' && len > 1 && o->arg && !o->name[1] && o->name[0] == name[0]) {
+			a->val[k] = name + 1;
+			return 0;
+		}
+		if (strlen(o->name) != len || strncmp(o->name, name, len) ||
+		    (arg[1] == '-') != (len > 1))
+			continue;
+		if (!o->arg) {
+			if (eq) {
+				cli_err("option %s takes no value", o->name);
+				return CLI_EXIT_USAGE;
+			}
+			a->val[k] = "";
+		} else if (eq) {
+			a->val[k] = eq + 1;
+		} else if (*i + 1 < argc) {
+			a->val[k] = argv[++*i];
+		} else {
+			cli_err("option %s needs a value (%s)", arg, o->arg);
+			return CLI_EXIT_USAGE;
+		}
+		return 0;
+	}
+	cli_err("unknown option '%.*s' for 'nicsim scenario %s'; see 'nicsim scenario %s --help'",
+		(int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg, c->name, c->name);
+	return CLI_EXIT_USAGE;
+}
+
+static int parse_args(const struct scn_subcmd *c, int argc, char **argv, int from,
+		      struct scn_args *a)
 {
 	bool words_only = false;
 	const char *arg;
@@ -167,8 +259,9 @@ static int parse_args(int argc, char **argv, int from, struct scn_args *a)
 			if (rc)
 				return rc;
 		} else {
-			cli_err("unknown option '%s'; see 'nicsim scenario --help'", arg);
-			return CLI_EXIT_USAGE;
+			rc = parse_opt(c, argc, argv, &i, a);
+			if (rc)
+				return rc;
 		}
 	}
 	return 0;
@@ -267,7 +360,7 @@ int cli_scenario(int argc, char **argv)
 		usage_scenario(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	rc = parse_args(argc, argv, i, &a);
+	rc = parse_args(c, argc, argv, i, &a);
 	if (!rc && (help || a.help)) {
 		usage_subcmd(stdout, c);
 		rc = CLI_EXIT_OK;

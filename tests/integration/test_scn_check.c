@@ -137,6 +137,7 @@ static void test_usage(void)
 	const char *missing[] = {"scenario", "check", "nowhere.scn", NULL};
 	const char *run[] = {"scenario", "run", "good.scn", NULL};
 	const char *unknown[] = {"scenario", "chekc", NULL};
+	const char *badopt[] = {"scenario", "check", "good.scn", "-j", "2", NULL};
 
 	NST_EQ(nicsim(help1), 0);
 	NST_TRUE(strstr(out, "scenario check") != NULL && strstr(out, "scenario run") != NULL);
@@ -152,6 +153,9 @@ static void test_usage(void)
 	NST_TRUE(has_line("nowhere.scn: No such file or directory"));
 	NST_EQ(nicsim(run), 2);
 	NST_TRUE(has_line("nicsim: scenario run: not built yet"));
+	NST_EQ(nicsim(badopt), 2);
+	NST_TRUE(has_line("nicsim: unknown option '-j' for 'nicsim scenario check'; see 'nicsim "
+			  "scenario check --help'"));
 	NST_EQ(nicsim(unknown), 2);
 	NST_TRUE(has_line("nicsim: unknown subcommand 'scenario chekc'; see 'nicsim scenario "
 			  "--help'"));
