@@ -1884,7 +1884,14 @@ static char *dup_file_name(struct parser *p, const char *name)
 	return copy;
 }
 
-/* Read a whole file into *data (malloc'ed); returns 0 or a negative errno. */
+/* What read_file's error means. */
+static const char *read_error(int rc)
+{
+	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
+}
+
+/* Read a whole file into *data (malloc'ed); returns 0 or a negative errno:
+ * -EINVAL for anything but a regular file, -EFBIG past SCN_FILE_MAX. */
 static int read_file(const char *path, char **data, size_t *len)
 {
 	struct stat sb;
@@ -1969,7 +1976,7 @@ static int parse_include(struct parser *p, const struct keyword *k)
 		return err_at(p, t, "cannot include \"%s\": larger than %u bytes", rel,
 			      SCN_FILE_MAX);
 	if (rc)
-		return err_at(p, t, "cannot include \"%s\": %s", rel, strerror(-rc));
+		return err_at(p, t, "cannot include \"%s\": %s", rel, read_error(rc));
 	file = dup_file_name(p, path);
 	p->stack[p->depth + 1] = strdup(real);
 	if (!file || !p->stack[p->depth + 1]) {
@@ -2156,7 +2163,7 @@ int scn_parse_file(const char *path, const struct scn_defines *defs, struct scn_
 		return rc;
 	}
 	if (rc) {
-		scn_diag_add(diag, SCN_ERROR, &loc, "cannot read: %s", strerror(-rc));
+		scn_diag_add(diag, SCN_ERROR, &loc, "cannot read: %s", read_error(rc));
 		return rc;
 	}
 	rc = scn_parse_buffer(path, data, len, defs, 0, out, diag);

@@ -684,6 +684,15 @@ static void test_include_cycle_and_depth(void)
 	STR_EQ(s->stmts[0].loc.file, "deep17.scn");
 	scn_script_free(s);
 
+	/* A FIFO would block a reader: only regular files are read. */
+	NST_REQUIRE(mkfifo("fifo.scn", 0600) == 0 || errno == EEXIST);
+	put("incfifo.scn", "include \"fifo.scn\"\n");
+	NST_EQ(parse_check("incfifo.scn", NULL, &s), -EINVAL);
+	STR_EQ(diag.msg[0].text,
+	       "incfifo.scn:1:9: cannot include \"fifo.scn\": not a regular file");
+	NST_EQ(parse_check("fifo.scn", NULL, &s), -EINVAL);
+	STR_EQ(diag.msg[0].text, "fifo.scn: cannot read: not a regular file");
+
 	/* An include from a subdirectory is relative to the including file. */
 	NST_REQUIRE(mkdir("sub", 0700) == 0 || errno == EEXIST);
 	put("sub/inner.scn", "nic a 198.18.0.1\n");
