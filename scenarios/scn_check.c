@@ -46,18 +46,9 @@ struct checker {
 	const struct scn_stmt *once[SCN_CAPTURE + 1]; /* title, seed, timeout, capture */
 };
 
-static uint64_t name_hash(const char *name)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *name; name++)
-		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
-	return h;
-}
-
 static struct sym *lookup(struct checker *c, const char *name)
 {
-	size_t i = (size_t)name_hash(name) & (c->cap - 1);
+	size_t i = (size_t)scn_hash(name, strlen(name)) & (c->cap - 1);
 
 	while (c->syms[i].name) {
 		if (!strcmp(c->syms[i].name, name))
@@ -136,7 +127,8 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 		snprintf(want, sizeof(want), "%s", a_kind(a, wa, sizeof(wa)));
 	if (!y->name) {
 		later = defined_later(c, st, name);
-		near = nearest_of(c, name, a);
+		/* The search costs the whole table: only for a message kept. */
+		near = c->diag->n < SCN_DIAG_MAX ? nearest_of(c, name, a) : NULL;
 		if (later)
 			error(c, st, name, "'%s' is used before it is defined (line %u)", name,
 			      later->loc.line);
