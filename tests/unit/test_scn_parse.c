@@ -601,6 +601,8 @@ static const struct bad bads[] = {
      "bad.scn:7:16: x[0..8192] goes past the end of 'x', which has 4096 bytes (line 6)"},
     {"another host's buffer", SETUP "h1: buffer x 4KiB\nh2: munmap x\n",
      "bad.scn:6:12: buffer 'x' is h1's (line 5), not h2's"},
+    {"a child's buffer used by its parent", SETUP "h1: fork -> k\nk: buffer x 4KiB\nh1: munmap x\n",
+     "bad.scn:7:12: buffer 'x' is k's (line 6), not h1's"},
     {"& never waited for", SETUP "h1: socket -> s\nh1: accept s -> c &\n",
      "bad.scn:6:1: 'c' is started with '&' but never waited for: add 'wait c' before the "
      "end, or drop the '&'"},
