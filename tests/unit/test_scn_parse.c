@@ -757,6 +757,13 @@ static void test_empty_and_comments(void)
 	STR_EQ(diag.msg[0].text, "empty.scn: warning: empty scenario: it does nothing");
 	scn_script_free(s);
 
+	put("comments.scn", "\n   # the intent # with a hash\r\n\t\n# more\ntitle \"#no\" # yes\n"
+			    "# a comment ending in a backslash does not continue \\\n"
+			    "seed \"/#\\\n"
+			    "\" 3\n");
+	NST_EQ(parse_check("comments.scn", NULL, &s), -EINVAL);
+	/* The string joined with the line after it; the comment did not. */
+	STR_EQ(diag.msg[0].text, "comments.scn:7:6: expected a seed, found \"/#\"");
 	put("comments.scn", "\n   # the intent # with a hash\r\n\t\n# more\ntitle \"#no\" # yes\n");
 	NST_REQUIRE_EQ(parse_check("comments.scn", NULL, &s), 0);
 	NST_EQ(s->nstmts, 1);
