@@ -277,6 +277,15 @@ struct scn_loc scn_stmt_word_loc(const struct scn_stmt *st, const char *word)
 	return loc;
 }
 
+uint64_t scn_hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	while (len--)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+	return h;
+}
+
 /* ---- Diagnostics ---------------------------------------------------------- */
 
 void scn_diag_init(struct scn_diag *diag)

@@ -53,8 +53,8 @@
 
 /* ---- Where ---------------------------------------------------------------- */
 
-/* A place in a source file.  file points to a string the script (or, for
- * messages, the diag) owns; line and col count from 1; col counts bytes. */
+/* A place in a source file.  file points to a string the script owns
+ * (script->files); line and col count from 1 (0: none); col counts bytes. */
 struct scn_loc {
 	const char *file;
 	uint32_t line;

@@ -32,10 +32,13 @@ struct sym {
 	enum scn_kind kind;
 	const struct scn_stmt *def;
 	const char *host;                 /* a buffer's host; a forked host's parent */
-	uint64_t size;                    /* a buffer's size */
+	uint64_t size;                    /* a buffer's size; a host's fork depth */
 	bool async;                       /* an operation started with `&` ... */
 	const struct scn_stmt *collected; /* ... and the wait that collected it */
 };
+
+/* A forked host may use its ancestors' buffers: the walk up is bounded. */
+#define SCN_FORK_DEPTH 64
 
 struct checker {
 	struct scn_script *s;
@@ -46,18 +49,9 @@ struct checker {
 	const struct scn_stmt *once[SCN_CAPTURE + 1]; /* title, seed, timeout, capture */
 };
 
-static uint64_t name_hash(const char *name)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *name; name++)
-		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
-	return h;
-}
-
 static struct sym *lookup(struct checker *c, const char *name)
 {
-	size_t i = (size_t)name_hash(name) & (c->cap - 1);
+	size_t i = (size_t)scn_hash(name, strlen(name)) & (c->cap - 1);
 
 	while (c->syms[i].name) {
 		if (!strcmp(c->syms[i].name, name))
@@ -136,7 +130,8 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 		snprintf(want, sizeof(want), "%s", a_kind(a, wa, sizeof(wa)));
 	if (!y->name) {
 		later = defined_later(c, st, name);
-		near = nearest_of(c, name, a);
+		/* The search costs the whole table: only for a message kept. */
+		near = c->diag->n < SCN_DIAG_MAX ? nearest_of(c, name, a) : NULL;
 		if (later)
 			error(c, st, name, "'%s' is used before it is defined (line %u)", name,
 			      later->loc.line);
@@ -195,11 +190,12 @@ static void use_range(struct checker *c, const struct scn_stmt *st, const char *
 {
 	struct sym *b = use(c, st, r->name, SCN_KIND_BUFFER), *h;
 	const char *owner;
+	int depth;
 
 	if (!b)
 		return;
 	/* A forked host has its parent's memory. */
-	for (owner = host; owner;) {
+	for (owner = host, depth = 0; owner && depth <= SCN_FORK_DEPTH; depth++) {
 		if (!strcmp(owner, b->host))
 			break;
 		h = lookup(c, owner);
@@ -336,8 +332,12 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	if (!y)
 		return;
 	y->async = st->async;
-	if (k->verb == SCN_V_FORK)
-		y->host = h ? h->name : NULL;
+	if (k->verb != SCN_V_FORK || !h)
+		return;
+	y->host = h->name;
+	y->size = h->size + 1; /* a host's size is how deep it is forked */
+	if (y->size > SCN_FORK_DEPTH)
+		error(c, st, NULL, "forks nested deeper than %d", SCN_FORK_DEPTH);
 }
 
 static void check_mem(struct checker *c, const struct scn_stmt *st)

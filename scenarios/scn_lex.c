@@ -64,10 +64,38 @@ static void skip_line(struct scn_src *src)
 	src->line++;
 }
 
+/* Where a scan of a line stands: in a "string" or a /regex/ (quote), just
+ * after a backslash in one (escaped), or in the comment. */
+struct scan {
+	char quote;
+	bool escaped, comment;
+};
+
+static void scan_byte(struct scan *s, char ch)
+{
+	if (s->comment)
+		return;
+	if (s->quote) {
+		if (s->escaped)
+			s->escaped = false;
+		else if (ch == '\\')
+			s->escaped = true;
+		else if (ch == s->quote)
+			s->quote = 0;
+		return;
+	}
+	if (ch == '"' || ch == '/')
+		s->quote = ch;
+	else if (ch == '#')
+		s->comment = true;
+}
+
 int scn_src_next(struct scn_src *src, struct scn_line *out, struct scn_diag *diag)
 {
 	const unsigned char *d = (const unsigned char *)src->data;
 	bool more = true, too_long = false;
+	struct scan sc = {0};
+	size_t i;
 
 	out->len = 0;
 	out->text[0] = '\0';
@@ -126,8 +154,13 @@ int scn_src_next(struct scn_src *src, struct scn_line *out, struct scn_diag *dia
 		/* A carriage return before the newline is not part of the line. */
 		if (out->len > start && out->text[out->len - 1] == '\r')
 			out->len--;
-		if (out->len > start && out->text[out->len - 1] == '\\') {
+		for (i = start; i < out->len; i++)
+			scan_byte(&sc, out->text[i]);
+		/* A trailing backslash joins the next line, except in a comment
+		 * (a comment never swallows the line after it). */
+		if (out->len > start && out->text[out->len - 1] == '\\' && !sc.comment) {
 			out->len--;
+			sc.escaped = false;
 			more = true;
 		}
 	}
@@ -137,39 +170,25 @@ int scn_src_next(struct scn_src *src, struct scn_line *out, struct scn_diag *dia
 
 void scn_strip_comment(struct scn_line *line, char *comment, size_t size)
 {
-	char quote = 0;
+	struct scan sc = {0};
 	size_t i, c;
 
 	if (comment && size)
 		comment[0] = '\0';
-	for (i = 0; i < line->len; i++) {
-		char ch = line->text[i];
-
-		if (quote) {
-			if (ch == '\\' && i + 1 < line->len)
-				i++;
-			else if (ch == quote)
-				quote = 0;
-			continue;
-		}
-		if (ch == '"' || ch == '/') {
-			quote = ch;
-			continue;
-		}
-		if (ch != '#')
-			continue;
-		if (comment && size) {
-			for (c = i + 1;
-			     c < line->len && (line->text[c] == ' ' || line->text[c] == '\t' ||
-					       line->text[c] == '#');
-			     c++)
-				;
-			snprintf(comment, size, "%.*s", (int)(line->len - c), line->text + c);
-		}
-		line->len = i;
-		line->text[i] = '\0';
+	for (i = 0; i < line->len && !sc.comment; i++)
+		scan_byte(&sc, line->text[i]);
+	if (!sc.comment)
 		return;
+	i--; /* the '#' */
+	if (comment && size) {
+		for (c = i + 1; c < line->len && (line->text[c] == ' ' || line->text[c] == '\t' ||
+						  line->text[c] == '#');
+		     c++)
+			;
+		snprintf(comment, size, "%.*s", (int)(line->len - c), line->text + c);
 	}
+	line->len = i;
+	line->text[i] = '\0';
 }
 
 static bool is_word_start(char c)

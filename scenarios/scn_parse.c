@@ -123,6 +123,10 @@ struct parser {
 	const char *file;
 	size_t ti;
 	bool top_comment; /* still in the top file's leading comment block */
+	/* The param and nic statements by name (find_stmt): statement index + 1,
+	 * 0 for an empty slot; index_cap is a power of two. */
+	uint32_t *index;
+	size_t index_cap, index_n;
 	char comment[SCN_TEXT_MAX];
 };
 
@@ -809,6 +813,8 @@ static struct scn_stmt *stmt_new(struct parser *p, enum scn_stmt_kind kind)
 	return st;
 }
 
+static int index_add(struct parser *p);
+
 /* The statement is complete: keep it. */
 static int stmt_keep(struct parser *p, struct scn_stmt *st)
 {
@@ -831,7 +837,7 @@ static int stmt_keep(struct parser *p, struct scn_stmt *st)
 	memcpy(pos, p->line.pos + a, (b - a + 1) * sizeof(*pos));
 	st->text_pos = pos;
 	p->s->nstmts++;
-	return 0;
+	return index_add(p);
 }
 
 /* [ "->" NAME ] [ "=" result ] [ "within" T ] [ "&" ], each once. */
@@ -1766,18 +1772,64 @@ static int parse_stmt(struct parser *p)
 
 /* ---- Lines, parameters, files ------------------------------------------------------ */
 
+/* The latest `param` or `nic` statement of that name, through p->index:
+ * ${NAME} costs the same however many statements came before. */
 static const struct scn_stmt *find_stmt(const struct parser *p, enum scn_stmt_kind kind,
 					const char *name, size_t len)
 {
+	const struct scn_stmt *found = NULL;
 	size_t i;
 
-	for (i = p->s->nstmts; i-- > 0;) {
-		const struct scn_stmt *st = &p->s->stmts[i];
+	if (!p->index_cap)
+		return NULL;
+	for (i = scn_hash(name, len) & (p->index_cap - 1); p->index[i];
+	     i = (i + 1) & (p->index_cap - 1)) {
+		const struct scn_stmt *st = &p->s->stmts[p->index[i] - 1];
 
 		if (st->kind == kind && strlen(st->name) == len && !strncmp(st->name, name, len))
-			return st;
+			found = st; /* later ones come later in the chain */
 	}
-	return NULL;
+	return found;
+}
+
+/* Add the statement just kept to p->index, if ${NAME} may name it. */
+static int index_add(struct parser *p)
+{
+	size_t at = p->s->nstmts - 1, i, cap;
+	const struct scn_stmt *st = &p->s->stmts[at];
+	uint32_t *v, *old = p->index;
+
+	if (st->kind != SCN_PARAM && st->kind != SCN_NIC)
+		return 0;
+	if (2 * (p->index_n + 1) > p->index_cap) {
+		cap = p->index_cap ? 2 * p->index_cap : 64;
+		v = calloc(cap, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		/* Re-insert in statement order, so chains keep that order. */
+		p->index = v;
+		p->index_cap = cap;
+		p->index_n = 0;
+		for (i = 0; i < at; i++) {
+			const struct scn_stmt *o = &p->s->stmts[i];
+			size_t k;
+
+			if (o->kind != SCN_PARAM && o->kind != SCN_NIC)
+				continue;
+			for (k = scn_hash(o->name, strlen(o->name)) & (cap - 1); v[k];
+			     k = (k + 1) & (cap - 1))
+				;
+			v[k] = (uint32_t)i + 1;
+			p->index_n++;
+		}
+		free(old);
+	}
+	for (i = scn_hash(st->name, strlen(st->name)) & (p->index_cap - 1); p->index[i];
+	     i = (i + 1) & (p->index_cap - 1))
+		;
+	p->index[i] = (uint32_t)at + 1;
+	p->index_n++;
+	return 0;
 }
 
 /* Append n bytes of text, all at pos, to out; false when it would not fit. */
@@ -1884,7 +1936,14 @@ static char *dup_file_name(struct parser *p, const char *name)
 	return copy;
 }
 
-/* Read a whole file into *data (malloc'ed); returns 0 or a negative errno. */
+/* What read_file's error means. */
+static const char *read_error(int rc)
+{
+	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
+}
+
+/* Read a whole file into *data (malloc'ed); returns 0 or a negative errno:
+ * -EINVAL for anything but a regular file, -EFBIG past SCN_FILE_MAX. */
 static int read_file(const char *path, char **data, size_t *len)
 {
 	struct stat sb;
@@ -1969,7 +2028,7 @@ static int parse_include(struct parser *p, const struct keyword *k)
 		return err_at(p, t, "cannot include \"%s\": larger than %u bytes", rel,
 			      SCN_FILE_MAX);
 	if (rc)
-		return err_at(p, t, "cannot include \"%s\": %s", rel, strerror(-rc));
+		return err_at(p, t, "cannot include \"%s\": %s", rel, read_error(rc));
 	file = dup_file_name(p, path);
 	p->stack[p->depth + 1] = strdup(real);
 	if (!file || !p->stack[p->depth + 1]) {
@@ -2024,8 +2083,6 @@ static int parse_source(struct parser *p, struct scn_src *src)
 		rc = parse_stmt(p);
 		if (rc == -ENOMEM)
 			return p->s->nstmts >= SCN_STMTS_MAX ? 0 : rc; /* reported */
-		if (p->diag->errors >= SCN_DIAG_MAX)
-			return 0; /* enough said */
 	}
 }
 
@@ -2131,6 +2188,7 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 		rc = -EINVAL;
 out:
 	free(p->stack[0]);
+	free(p->index);
 	if (rc) {
 		scn_script_free(p->s);
 	} else {
@@ -2156,7 +2214,7 @@ int scn_parse_file(const char *path, const struct scn_defines *defs, struct scn_
 		return rc;
 	}
 	if (rc) {
-		scn_diag_add(diag, SCN_ERROR, &loc, "cannot read: %s", strerror(-rc));
+		scn_diag_add(diag, SCN_ERROR, &loc, "cannot read: %s", read_error(rc));
 		return rc;
 	}
 	rc = scn_parse_buffer(path, data, len, defs, 0, out, diag);

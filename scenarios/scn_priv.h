@@ -97,6 +97,9 @@ static inline struct scn_loc scn_loc_at(const char *file, struct scn_pos pos)
 	return loc;
 }
 
+/* A hash of len bytes at s, for the tables of names. */
+uint64_t scn_hash(const char *s, size_t len);
+
 /* scn_diag_add with a va_list. */
 void scn_diag_vadd(struct scn_diag *diag, enum scn_severity sev, const struct scn_loc *loc,
 		   const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));

@@ -1,8 +1,10 @@
 /*
  * `nicsim scenario` (scenario.h): parse the command line, then call the
  * scenario library (scn.h).  Each subcommand is one entry of a table: its
- * name, its help and the function that runs it with the words and options
- * after its name.
+ * name, its help, its options and the function that runs it with the paths,
+ * the -D overrides and its options' values (struct scn_args).  The options
+ * are parsed and listed in the help from the table, so a subcommand is one
+ * function and one entry.
  */
 #include "scenario.h"
 
@@ -13,19 +15,28 @@
 
 #include "cli.h"
 #include "scn.h"
-#include "scn_run.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The command line after `scenario SUBCOMMAND`: paths and -D overrides. */
+/* An option of a subcommand: --name (or -n for a one-letter name). */
+struct scn_opt {
+	const char *name;
+	const char *arg; /* what its value is; NULL for a flag */
+	const char *help;
+};
+
+#define SCN_OPTS_MAX 16
+
+/* The command line after `scenario SUBCOMMAND`: paths, -D overrides (every
+ * subcommand takes them), and the values of the subcommand's own options
+ * by their index in its table ("" for a flag given, NULL when absent). */
 struct scn_args {
 	const char **paths;
 	size_t npaths;
 	struct scn_define *defs;
 	size_t ndefs;
+	const char *val[SCN_OPTS_MAX];
 	bool help;
-	bool run_opt;            /* an option only `run` takes was given */
-	struct scn_run_opts run; /* run's options */
 };
 
 struct scn_subcmd {
@@ -34,10 +45,39 @@ struct scn_subcmd {
 	const char *summary;
 	const char *text;
 	int (*run)(const struct scn_args *a);
+	const struct scn_opt *opts; /* its own options, ending with {NULL} */
 };
 
 static int run_check(const struct scn_args *a);
 static int run_run(const struct scn_args *a);
+
+static const struct scn_opt no_opts[] = {{NULL, NULL, NULL}};
+
+/* The runner's options (SCN.md), parsed here so that `run` is one function. */
+enum run_opt {
+	RUN_SEED,
+	RUN_JOBS,
+	RUN_TIMEOUT,
+	RUN_SLOW,
+	RUN_KEEP,
+	RUN_VERBOSE,
+	RUN_TAP,
+	RUN_JUNIT
+};
+
+static const struct scn_opt run_opts[] = {
+    [RUN_SEED] = {"seed", "N", "the seed of every scenario (default: its 'seed', else random)"},
+    [RUN_JOBS] = {"j", "N", "run N scenarios at a time, each in its own run directory"},
+    [RUN_TIMEOUT] = {"timeout", "S", "each scenario's whole budget in seconds"},
+    [RUN_SLOW] = {"slow", "F", "multiply every time bound by F"},
+    [RUN_KEEP] = {"keep", NULL, "keep every run directory, passed or not"},
+    [RUN_VERBOSE] = {"v", NULL, "print each step as it runs, with its time"},
+    [RUN_TAP] = {"tap", NULL, "TAP 14 on stdout"},
+    [RUN_JUNIT] = {"junit", "FILE", "write JUnit XML to FILE"},
+    {NULL, NULL, NULL},
+};
+
+_Static_assert(ARRAY_SIZE(run_opts) <= SCN_OPTS_MAX, "scn_args holds every option's value");
 
 static const struct scn_subcmd subcmds[] = {
     {"check", "PATH... [-D NAME=VALUE]...", "parse scenario scripts and check their names",
@@ -49,13 +89,10 @@ static const struct scn_subcmd subcmds[] = {
      "set' takes them, buffer ranges, every '&' operation waited for. Nothing is\n"
      "started. Every error is printed on stderr as FILE:LINE:COL: what was wrong.\n"
      "\n"
-     "  -D NAME=VALUE   give parameter NAME this value (as the runner would);\n"
-     "                  -D SEED=N sets the seed\n"
-     "\n"
      "Exit status: 0 every script is good (warnings are printed), 2 a usage error\n"
      "or a script with errors. docs/scenarios.md describes the language.",
-     run_check},
-    {"run", "PATH... [OPTIONS]", "run scenario scripts",
+     run_check, no_opts},
+    {"run", "PATH... [-D NAME=VALUE]... [OPTIONS]", "run scenario scripts",
      "Checks every file first (nothing starts if one is bad), then runs each\n"
      "scenario in a private run directory under $TMPDIR: its NICs (nicsimd), its\n"
      "host agents (nicsim-agent), its programs, faults and expectations, with the\n"
@@ -64,19 +101,10 @@ static const struct scn_subcmd subcmds[] = {
      "directory kept (NIC logs, capture.pcapng, decisions.log). Every process it\n"
      "started is ended whatever happens (SIGINT and SIGTERM included).\n"
      "\n"
-     "  -D NAME=VALUE   give parameter NAME this value\n"
-     "  --seed N        the seed of every scenario (default: its `seed`, else random)\n"
-     "  -j N            run N scenarios at a time (default 1)\n"
-     "  --timeout S     each scenario's whole budget in seconds (default: its `timeout`)\n"
-     "  --slow F        multiply every time bound by F (a slow machine)\n"
-     "  --keep          keep the run directories of passed scenarios too\n"
-     "  -v              a line per step with its elapsed time\n"
-     "  --tap           TAP 14 on stdout\n"
-     "  --junit FILE    JUnit XML to FILE\n"
-     "\n"
      "Exit status: 0 every scenario passed, 1 one failed (or the run was\n"
-     "interrupted), 2 a usage error or a bad script.",
-     run_run},
+     "interrupted), 2 a usage error or a bad script. docs/scenario-runner.md\n"
+     "describes what the runner does, prints and keeps.",
+     run_run, run_opts},
 };
 
 static void usage_scenario(FILE *f)
@@ -93,8 +121,19 @@ static void usage_scenario(FILE *f)
 
 static void usage_subcmd(FILE *f, const struct scn_subcmd *c)
 {
-	fprintf(f, "usage: nicsim scenario %s %s\n\n%s\n\n%s\n", c->name, c->args, c->summary,
-		c->text);
+	const struct scn_opt *o;
+	char left[32];
+
+	fprintf(f, "usage: nicsim scenario %s %s\n\n%s\n\n%s\n\nOptions:\n", c->name, c->args,
+		c->summary, c->text);
+	fprintf(f, "  %-16s %s\n", "-D NAME=VALUE",
+		"give parameter NAME this value (-D SEED=N: the seed)");
+	for (o = c->opts; o->name; o++) {
+		snprintf(left, sizeof(left), "%s%s%s%s", o->name[1] ? "--" : "-", o->name,
+			 o->arg ? " " : "", o->arg ? o->arg : "");
+		fprintf(f, "  %-16s %s\n", left, o->help);
+	}
+	fprintf(f, "  %-16s %s\n", "--help", "show this help");
 }
 
 static const struct scn_subcmd *find_subcmd(const char *name)
@@ -153,50 +192,48 @@ static int add_define(struct scn_args *a, const char *text)
 	return 0;
 }
 
-/* An option of `run` with a value. */
-static int run_option(struct scn_args *a, const char *opt, const char *val)
+/* One of c's options at argv[*i] ("--name", "--name=V", "-n", "-n V"):
+ * its value in a->val; returns 0, or CLI_EXIT_USAGE after saying why. */
+static int parse_opt(const struct scn_subcmd *c, int argc, char **argv, int *i, struct scn_args *a)
 {
-	unsigned long long u;
-	double d;
-	char *end;
+	const char *arg = argv[*i], *name = arg + (arg[1] == '-' ? 2 : 1);
+	const char *eq = arg[1] == '-' ? strchr(name, '=') : NULL;
+	size_t len = eq ? (size_t)(eq - name) : strlen(name), k;
 
-	a->run_opt = true;
-	if (!strcmp(opt, "--junit")) {
-		a->run.junit = val;
-		return 0;
-	}
-	errno = 0;
-	if (!strcmp(opt, "--seed") || !strcmp(opt, "-j")) {
-		u = strtoull(val, &end, 0);
-		if (errno || end == val || *end || val[0] == '-' ||
-		    (!strcmp(opt, "-j") && (u < 1 || u > 64))) {
-			cli_err("%s %s: expected %s", opt, val,
-				!strcmp(opt, "-j") ? "a number of scenarios from 1 to 64"
-						   : "a number (decimal or 0x hex)");
+	for (k = 0; c->opts[k].name; k++) {
+		const struct scn_opt *o = &c->opts[k];
+
+		/* "-j4": a one-letter option with its value attached. */
+		if (arg[1] != '-' && len > 1 && o->arg && !o->name[1] && o->name[0] == name[0]) {
+			a->val[k] = name + 1;
+			return 0;
+		}
+		if (strlen(o->name) != len || strncmp(o->name, name, len) ||
+		    (arg[1] == '-') != (len > 1))
+			continue;
+		if (!o->arg) {
+			if (eq) {
+				cli_err("option %s takes no value", o->name);
+				return CLI_EXIT_USAGE;
+			}
+			a->val[k] = "";
+		} else if (eq) {
+			a->val[k] = eq + 1;
+		} else if (*i + 1 < argc) {
+			a->val[k] = argv[++*i];
+		} else {
+			cli_err("option %s needs a value (%s)", arg, o->arg);
 			return CLI_EXIT_USAGE;
 		}
-		if (!strcmp(opt, "-j")) {
-			a->run.jobs = (unsigned)u;
-		} else {
-			a->run.seed_set = true;
-			a->run.seed = u;
-		}
 		return 0;
 	}
-	d = strtod(val, &end);
-	if (errno || end == val || *end || !(d > 0) || d > 1e6) {
-		cli_err("%s %s: expected a positive number%s", opt, val,
-			!strcmp(opt, "--slow") ? " (a factor, e.g. 2 or 1.5)" : " of seconds");
-		return CLI_EXIT_USAGE;
-	}
-	if (!strcmp(opt, "--slow"))
-		a->run.slow = d;
-	else
-		a->run.timeout_s = d;
-	return 0;
+	cli_err("unknown option '%.*s' for 'nicsim scenario %s'; see 'nicsim scenario %s --help'",
+		(int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg, c->name, c->name);
+	return CLI_EXIT_USAGE;
 }
 
-static int parse_args(int argc, char **argv, int from, struct scn_args *a)
+static int parse_args(const struct scn_subcmd *c, int argc, char **argv, int from,
+		      struct scn_args *a)
 {
 	bool words_only = false;
 	const char *arg;
@@ -230,28 +267,10 @@ static int parse_args(int argc, char **argv, int from, struct scn_args *a)
 			rc = add_define(a, arg + 2);
 			if (rc)
 				return rc;
-		} else if (!strcmp(arg, "--keep") || !strcmp(arg, "-v") ||
-			   !strcmp(arg, "--verbose") || !strcmp(arg, "--tap")) {
-			a->run_opt = true;
-			if (!strcmp(arg, "--keep"))
-				a->run.keep = true;
-			else if (!strcmp(arg, "--tap"))
-				a->run.tap = true;
-			else
-				a->run.verbose = true;
-		} else if (!strcmp(arg, "--seed") || !strcmp(arg, "-j") ||
-			   !strcmp(arg, "--timeout") || !strcmp(arg, "--slow") ||
-			   !strcmp(arg, "--junit")) {
-			if (i + 1 == argc) {
-				cli_err("%s needs a value; see 'nicsim scenario run --help'", arg);
-				return CLI_EXIT_USAGE;
-			}
-			rc = run_option(a, arg, argv[++i]);
+		} else {
+			rc = parse_opt(c, argc, argv, &i, a);
 			if (rc)
 				return rc;
-		} else {
-			cli_err("unknown option '%s'; see 'nicsim scenario --help'", arg);
-			return CLI_EXIT_USAGE;
 		}
 	}
 	return 0;
@@ -305,16 +324,61 @@ static int run_check(const struct scn_args *a)
 	return rc || found ? CLI_EXIT_USAGE : CLI_EXIT_OK;
 }
 
+/* A number of run's option k, from min to max (whole when integer). */
+static int run_number(const struct scn_args *a, enum run_opt k, double min, double max,
+		      bool integer, double *v)
+{
+	const char *text = a->val[k];
+	char *end;
+
+	errno = 0;
+	*v = integer ? (double)strtoull(text, &end, 0) : strtod(text, &end);
+	if (errno || end == text || *end || text[0] == '-' || !(*v >= min && *v <= max)) {
+		cli_err("%s%s %s: expected %s from %g to %g", run_opts[k].name[1] ? "--" : "-",
+			run_opts[k].name, text, integer ? "a whole number" : "a number", min, max);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
 static int run_run(const struct scn_args *a)
 {
 	struct scn_defines defs = {a->defs, a->ndefs};
-	struct scn_run_opts o = a->run;
+	struct scn_run_opts o = {.defs = &defs};
+	double v;
+	char *end;
 
 	if (!a->npaths) {
 		cli_err("scenario run: name the files or directories to run");
 		return CLI_EXIT_USAGE;
 	}
-	o.defs = &defs;
+	if (a->val[RUN_SEED]) {
+		errno = 0;
+		o.seed = strtoull(a->val[RUN_SEED], &end, 0);
+		if (errno || end == a->val[RUN_SEED] || *end || a->val[RUN_SEED][0] == '-') {
+			cli_err("--seed %s: expected a number (decimal or 0x hex)",
+				a->val[RUN_SEED]);
+			return CLI_EXIT_USAGE;
+		}
+		o.seed_set = true;
+	}
+	if (a->val[RUN_JOBS]) {
+		if (run_number(a, RUN_JOBS, 1, 64, true, &v))
+			return CLI_EXIT_USAGE;
+		o.jobs = (unsigned)v;
+	}
+	if (a->val[RUN_TIMEOUT]) {
+		if (run_number(a, RUN_TIMEOUT, 0.001, 86400, false, &o.timeout_s))
+			return CLI_EXIT_USAGE;
+	}
+	if (a->val[RUN_SLOW]) {
+		if (run_number(a, RUN_SLOW, 0.01, 1000, false, &o.slow))
+			return CLI_EXIT_USAGE;
+	}
+	o.keep = a->val[RUN_KEEP] != NULL;
+	o.verbose = a->val[RUN_VERBOSE] != NULL;
+	o.tap = a->val[RUN_TAP] != NULL;
+	o.junit = a->val[RUN_JUNIT];
 	return scn_run(a->paths, a->npaths, &o);
 }
 
@@ -356,12 +420,7 @@ int cli_scenario(int argc, char **argv)
 		usage_scenario(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	rc = parse_args(argc, argv, i, &a);
-	if (!rc && a.run_opt && c->run != run_run) {
-		cli_err("scenario %s takes -D only; the other options are for 'scenario run'",
-			c->name);
-		rc = CLI_EXIT_USAGE;
-	}
+	rc = parse_args(c, argc, argv, i, &a);
 	if (!rc && (help || a.help)) {
 		usage_subcmd(stdout, c);
 		rc = CLI_EXIT_OK;

@@ -137,7 +137,7 @@ static void test_usage(void)
 	const char *missing[] = {"scenario", "check", "nowhere.scn", NULL};
 	const char *run[] = {"scenario", "run", "good.scn", NULL};
 	const char *unknown[] = {"scenario", "chekc", NULL};
-	const char *check_tap[] = {"scenario", "check", "good.scn", "--tap", NULL};
+	const char *badopt[] = {"scenario", "check", "good.scn", "-j", "2", NULL};
 
 	NST_EQ(nicsim(help1), 0);
 	NST_TRUE(strstr(out, "scenario check") != NULL && strstr(out, "scenario run") != NULL);
@@ -153,9 +153,9 @@ static void test_usage(void)
 	NST_TRUE(has_line("nowhere.scn: No such file or directory"));
 	NST_EQ(nicsim(run), 0);
 	NST_TRUE(strstr(out, "\n1 scenario: 1 passed, 0 failed (") != NULL);
-	NST_EQ(nicsim(check_tap), 2);
-	NST_TRUE(has_line("nicsim: scenario check takes -D only; the other options are for "
-			  "'scenario run'"));
+	NST_EQ(nicsim(badopt), 2);
+	NST_TRUE(has_line("nicsim: unknown option '-j' for 'nicsim scenario check'; see 'nicsim "
+			  "scenario check --help'"));
 	NST_EQ(nicsim(unknown), 2);
 	NST_TRUE(has_line("nicsim: unknown subcommand 'scenario chekc'; see 'nicsim scenario "
 			  "--help'"));
