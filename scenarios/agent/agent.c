@@ -144,6 +144,7 @@ struct agent_op *agent_op_new(struct agent *a, unsigned long long id, enum agent
 	op->fd = -1;
 	op->s = INVALID_SOCKET;
 	op->accepted = INVALID_SOCKET;
+	sem_init(&op->started, 0, 0);
 	return op;
 }
 
@@ -159,6 +160,7 @@ void agent_op_free(struct agent_op *op)
 		return;
 	if (op->fd >= 0)
 		close(op->fd);
+	sem_destroy(&op->started);
 	free(op);
 }
 

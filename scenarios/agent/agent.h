@@ -23,6 +23,7 @@
 #define NICSIM_AGENT_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +76,7 @@ struct agent_op {
 	WSAOVERLAPPED ov; /* OP_OVERLAPPED: the provider writes it */
 	/* OP_ACCEPT, OP_CONNECT: the worker thread's call and its result. */
 	pthread_t thread;
+	sem_t started;           /* posted by the thread just before its call */
 	struct sockaddr_in addr; /* connect: where to; accept: the peer */
 	SOCKET accepted;
 	int err;

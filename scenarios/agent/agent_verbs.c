@@ -207,6 +207,7 @@ static void *accept_worker(void *arg)
 	int len = sizeof(op->addr);
 
 	op->err = 0;
+	sem_post(&op->started);
 	op->accepted = WSPAccept(op->s, (struct sockaddr *)&op->addr, &len, NULL, 0, &op->err);
 	if (op->accepted != INVALID_SOCKET)
 		op->err = 0;
@@ -219,6 +220,7 @@ static void *connect_worker(void *arg)
 	struct agent_op *op = arg;
 	int err = 0;
 
+	sem_post(&op->started);
 	if (WSPConnect(op->s, (struct sockaddr *)&op->addr, sizeof(op->addr), NULL, NULL, NULL,
 		       NULL, &err))
 		op->err = err ? err : WSAEINVAL;
@@ -244,7 +246,12 @@ static struct agent_op *new_op(const struct agent_req *r, enum agent_op_kind kin
 	return op;
 }
 
-/* Start op's worker thread and answer pending (or err). */
+/*
+ * Start op's worker thread and answer pending (or err).  Pending is
+ * answered once the thread is about to make its call, so that a request
+ * that follows (closing the socket) finds the call made, as nearly as one
+ * thread can tell of another.
+ */
 static void start_worker(const struct agent_req *r, struct agent_op *op, void *(*fn)(void *))
 {
 	int rc = pthread_create(&op->thread, NULL, fn, op);
@@ -254,6 +261,8 @@ static void start_worker(const struct agent_req *r, struct agent_op *op, void *(
 		agent_op_free(op);
 		return;
 	}
+	while (sem_wait(&op->started) && errno == EINTR)
+		;
 	agent_op_add(r->a, op);
 	agent_reply(r->a, r->id, "pending");
 }
