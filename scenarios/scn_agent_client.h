@@ -21,12 +21,14 @@
  *           still pending may not be used again.
  *   ARG     one of:
  *     NAME  [A-Za-z_][A-Za-z0-9_.-]*, at most 63 characters: a socket, a
- *           buffer or a registration handle named by an earlier request
+ *           buffer or a registration handle named by an earlier request.
+ *           Sockets, buffers and handles share one set of names, and a
+ *           name is given once (a closed socket keeps its name).
  *     N     a number, decimal or 0x hexadecimal, unsigned, no unit
  *     ADDR  an IPv4 address, dotted quad
- *     BLOB  x: followed by an even number of hex digits, at most
- *           SCN_AGENT_BLOB_MAX bytes (x: alone is an empty blob)
- *     k=v   a keyword argument (write, read)
+ *     BLOB  x: followed by an even number of hex digits (either case), at
+ *           most SCN_AGENT_BLOB_MAX bytes (x: alone is an empty blob)
+ *     k=v   a keyword argument (write, read), after the others, any order
  *   A buffer range is three words BUF OFF LEN, and must lie inside the
  *   buffer as it is now (its length changes with mremap and realloc).
  *

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -130,21 +131,72 @@ void agent_reply_errno(const struct agent_req *r, int err)
 	agent_reply(r->a, r->id, "err %s", name ? name : "EIO");
 }
 
+void agent_ok(const struct agent_req *r)
+{
+	agent_reply(r->a, r->id, "ok");
+}
+
+void agent_ok_or_wsa(const struct agent_req *r, int rc, const int *err)
+{
+	if (rc)
+		agent_reply_wsa(r, *err);
+	else
+		agent_ok(r);
+}
+
+void agent_hex(char *out, const uint8_t *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+void *agent_grow(void *table, size_t *cap, size_t n, size_t size)
+{
+	void *bigger;
+
+	if (n < *cap)
+		return table;
+	bigger = realloc(table, (*cap ? *cap * 2 : 16) * size);
+	if (bigger)
+		*cap = *cap ? *cap * 2 : 16;
+	return bigger;
+}
+
 /* ---- Pending operations --------------------------------------------------- */
 
-struct agent_op *agent_op_new(struct agent *a, unsigned long long id, enum agent_op_kind kind)
+struct agent_op *agent_op_new(const struct agent_req *r, enum agent_op_kind kind, SOCKET s)
 {
 	struct agent_op *op = calloc(1, sizeof(*op));
 
-	(void)a;
-	if (!op)
+	if (!op) {
+		agent_reply_errno(r, ENOMEM);
 		return NULL;
-	op->id = id;
+	}
+	op->id = r->id;
 	op->kind = kind;
-	op->fd = -1;
-	op->s = INVALID_SOCKET;
+	op->s = s;
 	op->accepted = INVALID_SOCKET;
+	sem_init(&op->started, 0, 0);
+	op->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (op->fd < 0) {
+		agent_reply_errno(r, errno);
+		agent_op_free(op);
+		return NULL;
+	}
 	return op;
+}
+
+void agent_signal(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) != sizeof(one))
+		agent_log("cannot signal an operation's eventfd (%s)", strerror(errno));
 }
 
 void agent_op_add(struct agent *a, struct agent_op *op)
@@ -159,6 +211,7 @@ void agent_op_free(struct agent_op *op)
 		return;
 	if (op->fd >= 0)
 		close(op->fd);
+	sem_destroy(&op->started);
 	free(op);
 }
 

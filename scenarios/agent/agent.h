@@ -23,6 +23,7 @@
 #define NICSIM_AGENT_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +76,7 @@ struct agent_op {
 	WSAOVERLAPPED ov; /* OP_OVERLAPPED: the provider writes it */
 	/* OP_ACCEPT, OP_CONNECT: the worker thread's call and its result. */
 	pthread_t thread;
+	sem_t started;           /* posted by the thread just before its call */
 	struct sockaddr_in addr; /* connect: where to; accept: the peer */
 	SOCKET accepted;
 	int err;
@@ -125,11 +127,32 @@ bool agent_bad(const struct agent_req *r, const char *fmt, ...)
 void agent_reply_wsa(const struct agent_req *r, int wsa);
 /* "ID err ENAME" for a C library call's errno. */
 void agent_reply_errno(const struct agent_req *r, int err);
+/* "ID ok". */
+void agent_ok(const struct agent_req *r);
+/*
+ * ok, or err with the WSA code, after an SPI call that returns 0 or
+ * SOCKET_ERROR: *err is read after the call (an argument would not be).
+ */
+void agent_ok_or_wsa(const struct agent_req *r, int rc, const int *err);
+/* p[0..n) as 2n lower-case hex digits and a NUL into out. */
+void agent_hex(char *out, const uint8_t *p, size_t n);
+/*
+ * Room for one more element in a table of n elements of size bytes, *cap
+ * of them allocated: the table (moved, perhaps), or NULL if out of memory
+ * (the old one is untouched).
+ */
+void *agent_grow(void *table, size_t *cap, size_t n, size_t size);
 /* A line on stderr: "nicsim-agent[PID]: TEXT". */
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Start an operation: the caller fills it; it is answered `done` later. */
-struct agent_op *agent_op_new(struct agent *a, unsigned long long id, enum agent_op_kind kind);
+/*
+ * A new operation of request r on socket s (or INVALID_SOCKET), with its
+ * eventfd: the caller starts it and adds it; it is answered `done` later.
+ * NULL after replying err.
+ */
+struct agent_op *agent_op_new(const struct agent_req *r, enum agent_op_kind kind, SOCKET s);
+/* Make an operation's eventfd readable: the loop will find it done. */
+void agent_signal(int fd);
 void agent_op_add(struct agent *a, struct agent_op *op);
 void agent_op_free(struct agent_op *op);
 /* Whether an operation with this ID is pending. */
@@ -167,7 +190,40 @@ bool arg_pattern(const struct agent_req *r, char **words, int n, struct scn_patt
 /* The registration named name, or NULL after replying bad. */
 struct agent_reg *arg_reg(const struct agent_req *r, const char *name);
 
-/* ---- Verbs (agent_verbs.c) ------------------------------------------------- */
+/* ---- Verbs (agent_spi.c, agent_mem.c): one per request kind ---------------- */
+
+void spi_accept(struct agent_req *r);
+void spi_bind(struct agent_req *r);
+void spi_cache_callback(struct agent_req *r);
+void spi_cache_stats(struct agent_req *r);
+void spi_cleanup(struct agent_req *r);
+void spi_close(struct agent_req *r);
+void spi_connect(struct agent_req *r);
+void spi_deregister(struct agent_req *r);
+void spi_deregister_rdma(struct agent_req *r);
+void spi_listen(struct agent_req *r);
+void spi_rdma(struct agent_req *r);
+void spi_register(struct agent_req *r);
+void spi_register_rdma(struct agent_req *r);
+void spi_send_recv(struct agent_req *r);
+void spi_socket(struct agent_req *r);
+void spi_socket_error(struct agent_req *r);
+void spi_startup(struct agent_req *r);
+/* The reply to a completed overlapped operation, accept or connect. */
+void spi_op_done(struct agent *a, struct agent_op *op);
+
+void mem_buffer(struct agent_req *r);
+void mem_fill(struct agent_req *r);
+void mem_free(struct agent_req *r);
+void mem_madvise(struct agent_req *r);
+void mem_mmap(struct agent_req *r);
+void mem_mremap(struct agent_req *r);
+void mem_munmap(struct agent_req *r);
+void mem_peek(struct agent_req *r);
+void mem_realloc(struct agent_req *r);
+void mem_sum(struct agent_req *r);
+
+/* ---- Dispatch and completions (agent_verbs.c) ------------------------------ */
 
 /* Carry out one request (its words checked for characters and count). */
 void agent_dispatch(struct agent_req *r);
