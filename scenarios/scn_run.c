@@ -204,12 +204,14 @@ static struct scn_rt_host *host_new(struct scn_runner *r, const char *name, stru
 }
 
 /* Open a log file of the run directory for a host or a program. */
-static int run_log(struct scn_runner *r, const char *kind, const char *name)
+static int run_log(struct scn_runner *r, const char *kind, const char *name, bool append)
 {
 	char path[PATH_MAX + 128];
 
 	snprintf(path, sizeof(path), "%s/%s-%s.log", r->topo.dir, kind, name);
-	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return open(path,
+		    O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
 }
 
 static int host_spawn(struct scn_runner *r, const struct scn_stmt *st)
@@ -227,7 +229,7 @@ static int host_spawn(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	if (st->u.host.cache >= 0)
 		env[0] = st->u.host.cache ? "NICSIM_CACHE=on" : "NICSIM_CACHE=off";
-	log_fd = run_log(r, "host", st->name);
+	log_fd = run_log(r, "host", st->name, false);
 	how = (struct scn_agent_spawn){.program = r->agent_path,
 				       .run_dir = r->topo.dir,
 				       .addr = nic->addr_str,
@@ -338,20 +340,34 @@ static void host_drain(struct scn_runner *r, struct scn_rt_host *h)
 
 /* ---- Programs ------------------------------------------------------------------- */
 
+static void prog_end(struct scn_rt_prog *p);
+
 static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct scn_stmt *st)
 {
 	int pipefd[2], null_fd;
 	sigset_t none;
 	pid_t pid;
 
-	if (p->started) {
-		scn_fail(r, st, "program %s was started already", p->decl->name);
+	if (p->started && !p->exited) {
+		scn_fail(r, st,
+			 "program %s is still running (pid %d): `kill %s` or `wait %s exit` "
+			 "first",
+			 p->decl->name, (int)p->pid, p->decl->name, p->decl->name);
 		return -EALREADY;
+	}
+	/* Started again: its output from now on is what `wait ... output` and
+	 * `expect ... output` look at; its log keeps both runs. */
+	if (p->started) {
+		prog_end(p);
+		p->outlen = 0;
+		if (p->out)
+			p->out[0] = '\0';
+		p->exited = false;
 	}
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	p->log_fd = run_log(r, "prog", p->decl->name);
+	p->log_fd = run_log(r, "prog", p->decl->name, p->started);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {

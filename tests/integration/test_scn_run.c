@@ -5,7 +5,7 @@
  * anything left behind).  Each test checks the runner's exit status and the
  * words of its report: a passing RDMA write, a memory expectation that
  * fails with a hex diff, a fault that never fired, a timeout that names the
- * wait, SIGTERM mid-scenario leaving no process and no run directory, the
+ * wait, programs as hosts with a NIC restarted, SIGTERM mid-scenario leaving no process and no run directory, the
  * process of a scenario killed outright leaving no process either, the
  * shapes of TAP and JUnit, and two runs with one seed making the same fault
  * decisions.
@@ -192,6 +192,55 @@ static void test_timeout_names_wait(void)
 	OUT_HAS(":10: wait c1 within 300ms");
 	OUT_HAS("timed out after");
 	OUT_HAS("waiting for operation c1 to end");
+}
+
+/* Programs as hosts (nicsim-pingpong over a lossy link), a forked host's
+ * exit status, a NIC killed and started again, and a program output that
+ * never comes. */
+static void test_programs_and_nics(void)
+{
+	char path[P], text[2048], want[W];
+	const char *pp = nst_bin("nicsim-pingpong");
+
+	snprintf(text, sizeof(text),
+		 "# programs, fork, a NIC restarted\n"
+		 "seed 6\n"
+		 "nic a 198.18.0.1\n"
+		 "nic b 198.18.0.2\n"
+		 "link b -> a loss 1%%\n"
+		 "program srv on a \"%s --server --addr ${a.addr} --port 7600\"\n"
+		 "program cli on b \"%s --client --peer ${a.addr} --addr ${b.addr} --port 7600 "
+		 "--iters 100 --rdma-size 64K\"\n"
+		 "host h1 on a\n"
+		 "start srv\n"
+		 "h1: startup\n"
+		 "start cli\n"
+		 "wait cli exit 0 within 30s\n"
+		 "expect cli output /[0-9]+/\n"
+		 "wait srv exit 0 within 10s\n"
+		 "h1: fork -> h3\n"
+		 "h3: exit 3\n"
+		 "wait h3 exit 3 within 5s\n"
+		 "kill h1\n"
+		 "wait h1 exit within 5s\n"
+		 "kill nic b\n"
+		 "restart nic b\n"
+		 "expect counter b.conn_established == 0\n"
+		 "start srv\n"
+		 "wait srv output \"never printed\" within 300ms\n",
+		 pp, pp);
+	write_file("programs.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 1);
+	OUT_HAS("ok   line 12   wait cli exit 0 within 30s");
+	OUT_HAS("ok   line 17   wait h3 exit 3 within 5s");
+	OUT_HAS("ok   line 21   restart nic b");
+	/* A NIC started again counts from zero. */
+	OUT_HAS("ok   line 22   expect counter b.conn_established == 0");
+	snprintf(want, sizeof(want), "%s:24: wait srv output \"never printed\" within 300ms\n",
+		 path);
+	OUT_HAS(want);
+	OUT_HAS("program srv wrote no line containing \"never printed\"");
+	OUT_HAS("prog-cli.log prog-srv.log");
 }
 
 /* Every process whose environment names dir (the agents), and the NICs of
@@ -451,6 +500,7 @@ int main(int argc, char **argv)
 	    {"memory_diff", test_memory_diff},
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
+	    {"programs_and_nics", test_programs_and_nics},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
