@@ -6,7 +6,8 @@
  * its NIC context's NIC_QP_SLOTS (32) and creates its QP there; the slot and
  * the QP stay the socket's until it closes, also across a failed connect (the
  * QP is back in INIT and a retry uses it again).  With every slot taken, a
- * connect or an accept fails with WSAENOBUFS.  Memory windows the socket
+ * connect or an accept fails with WSAENOBUFS.  Each new QP gets its first
+ * receive, the provider's own (hold.c), before CONNECT or ACCEPT.  Memory windows the socket
  * exposed before it had a QP were bound to no connection; they are bound to
  * the new QP as soon as it exists, which changes their keys (ws2san.h).
  *
@@ -85,10 +86,14 @@ static int qp_create(struct prov *p, struct prov_sock *sk)
 	qp->disc_want = false;
 	qp->sq_post = qp->sq_done = qp->rq_post = qp->rq_done = 0;
 	qp->reads = 0;
+	memset(&qp->hold, 0, sizeof(qp->hold));
 	nic->slots_used |= 1u << qp->slot;
 	sk->qp = qp;
 	pthread_mutex_unlock(&nic->lock);
-	err = prov_sock_bind_wins(p, sk, qpn);
+	/* Before CONNECT or ACCEPT: a first message must find its receive (hold.c). */
+	err = prov_hold_open(p, sk);
+	if (!err)
+		err = prov_sock_bind_wins(p, sk, qpn);
 	if (err)
 		prov_qp_release(p, sk);
 	return err;
@@ -110,6 +115,7 @@ void prov_qp_release(struct prov *p, struct prov_sock *sk)
 	/* Disconnects a connected QP first; on a down NIC it simply fails. */
 	cmd.u.qp.qpn = qp->qpn;
 	prov_nic_exec(nic, &cmd, NULL);
+	prov_hold_close(nic, qp);
 	pthread_mutex_lock(&nic->lock);
 	nic->slots_used &= ~(1u << qp->slot);
 	qp->sock = NULL;

@@ -1,0 +1,418 @@
+/*
+ * The first message of a connection (ws2san.h, WSPRecv): a message of up to
+ * 256 bytes that the peer sends before the application's first WSPRecv is
+ * taken by the provider at once, so that the sender's send completes and no
+ * RNR NAK is drawn, and goes to that first receive, whichever side sends
+ * first; later messages go to later receives in order.  A first message
+ * that does not fit (longer than 256 bytes, or than the first receive)
+ * breaks the connection with WSAEMSGSIZE, as a receive too short does; a
+ * socket closed with the message undelivered, or with its first receive
+ * waiting, leaks nothing and leaves the TPT as it found it.  Real nicsimd
+ * processes on a fabric; the NICs and helpers are the test_spi_* fixture
+ * (nstspidata.h).  Each wait is on something observable: the sender's
+ * completion (the NIC acknowledges a SEND only once a receive took it) or
+ * a NIC counter.
+ */
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "nicsim_mgmt.h"
+#include "nstest.h"
+#include "nstnic.h"
+#include "nstspi.h"
+#include "nstspidata.h"
+
+#define HELD 256u /* the largest first message the provider holds */
+
+/* RNR NAKs received by either NIC so far. */
+static uint64_t rnr_naks(void)
+{
+	return nst_nic_stat(sock_a, NST_STAT(rnr_naks)) + nst_nic_stat(sock_b, NST_STAT(rnr_naks));
+}
+
+/* One connected socket and a registered page of its own. */
+struct end {
+	SOCKET s;
+	uint8_t *buf; /* PAGE bytes, MEM_READWRITE */
+};
+
+/* A pair across NICs B (accepting) and A (connecting), each with a page. */
+static void pair_open(struct end *acc, struct end *con)
+{
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &acc->s, &con->s), 0);
+	acc->buf = nst_spi_registered(acc->s, PAGE);
+	con->buf = nst_spi_registered(con->s, PAGE);
+	NST_REQUIRE(acc->buf != NULL && con->buf != NULL);
+}
+
+/* Close what is still open (INVALID_SOCKET: closed already) and unmap. */
+static void pair_close(struct end *acc, struct end *con)
+{
+	if (acc->s != INVALID_SOCKET)
+		close_socket(acc->s);
+	if (con->s != INVALID_SOCKET)
+		close_socket(con->s);
+	munmap(acc->buf, PAGE);
+	munmap(con->buf, PAGE);
+}
+
+/* Wait up to WAIT_MS for ov on s to complete: its WSA code, or -1. */
+static int done_within(SOCKET s, WSAOVERLAPPED *ov, DWORD *bytes)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	DWORD flags = 0;
+	int err = 0;
+
+	while (!WSPGetOverlappedResult(s, ov, bytes, FALSE, &flags, &err)) {
+		if (err != WSA_IO_INCOMPLETE)
+			return err;
+		if (nst_now_ns() >= deadline)
+			return -1;
+		nst_sleep_ms(1);
+	}
+	return 0;
+}
+
+/*
+ * from sends len bytes (filled from seed) and the send completes with
+ * nobody's receive posted at its peer: the provider's own receive took it.
+ * (Without it, the send would wait on RNR NAKs until a receive is posted.)
+ */
+static void send_unanswered(struct end *from, uint32_t len, uint32_t seed)
+{
+	WSAOVERLAPPED ov;
+	DWORD n = 0;
+	int rc;
+
+	nst_fill(from->buf, len, seed);
+	NST_REQUIRE_EQ(post_send(from->s, from->buf, len, &ov), WSA_IO_PENDING);
+	rc = done_within(from->s, &ov, &n);
+	if (rc == -1) {
+		/* Not acknowledged: end it (closing aborts the send) and stop. */
+		close_socket(from->s);
+		from->s = INVALID_SOCKET;
+	}
+	NST_REQUIRE_EQ(rc, 0);
+	NST_EQ(n, len);
+}
+
+/*
+ * The first receive of to, overlapped with an event, once the message of
+ * len bytes filled from seed has arrived: complete before WSPRecv returns,
+ * as any completed receive reads (byte count, flags, event,
+ * GetOverlappedResult), and nothing recorded for WSPEnumNetworkEvents.
+ */
+static void first_recv_at_once(struct end *to, uint32_t len, uint32_t seed)
+{
+	uint8_t want[HELD];
+	int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), sel = eventfd(0, EFD_CLOEXEC);
+	WSABUF b = {.len = PAGE - 8, .buf = (char *)to->buf + 8};
+	WSAOVERLAPPED ov = {.hEvent = ev};
+	WSANETWORKEVENTS ne;
+	DWORD n = 0, flags = 0;
+	int err = 0;
+
+	NST_REQUIRE(ev >= 0 && sel >= 0 && len <= HELD);
+	nst_fill(want, len, seed);
+	NST_EQ(WSPEventSelect(to->s, sel, FD_READ | FD_CLOSE, &err), 0);
+	memset(to->buf, 0, PAGE);
+	NST_EQ(WSPRecv(to->s, &b, 1, &n, &flags, &ov, NULL, NULL, &err), SOCKET_ERROR);
+	NST_EQ(err, WSA_IO_PENDING);
+	/* Done already: the event is signalled and the structure says so. */
+	NST_EQ_U(__atomic_load_n(&ov.Internal, __ATOMIC_ACQUIRE), 0);
+	NST_TRUE(event_fires(ev, 0));
+	NST_TRUE(WSPGetOverlappedResult(to->s, &ov, &n, FALSE, &flags, &err));
+	NST_EQ(n, len);
+	NST_EQ(flags, 0);
+	NST_EQ(memcmp(to->buf + 8, want, len), 0);
+	NST_EQ(to->buf[8 + len], 0); /* nothing past the message */
+	NST_EQ(events_of(to->s, sel, &ne), 0);
+	NST_EQ(ne.lNetworkEvents, 0);
+	NST_EQ(WSPEventSelect(to->s, 0, 0, &err), 0);
+	close(ev);
+	close(sel);
+}
+
+/*
+ * After the first message from from to to: the next two, of any size, go
+ * to the receives to posts next, in the order posted.
+ */
+static void later_messages_in_order(struct end *to, struct end *from)
+{
+	WSAOVERLAPPED r1, r2, s1, s2;
+	DWORD n = 0;
+
+	NST_REQUIRE_EQ(post_recv(to->s, to->buf + 1024, 1024, &r1), WSA_IO_PENDING);
+	NST_REQUIRE_EQ(post_recv(to->s, to->buf + 2048, 1024, &r2), WSA_IO_PENDING);
+	nst_fill(from->buf + 1024, 700, 21);
+	nst_fill(from->buf + 2048, 900, 31);
+	NST_REQUIRE_EQ(post_send(from->s, from->buf + 1024, 700, &s1), WSA_IO_PENDING);
+	NST_REQUIRE_EQ(post_send(from->s, from->buf + 2048, 900, &s2), WSA_IO_PENDING);
+	NST_EQ(ov_wait(from->s, &s1, &n), 0);
+	NST_EQ(ov_wait(from->s, &s2, &n), 0);
+	NST_EQ(ov_wait(to->s, &r1, &n), 0);
+	NST_EQ(n, 700);
+	NST_EQ(ov_wait(to->s, &r2, &n), 0);
+	NST_EQ(n, 900);
+	NST_EQ_U(nst_sum32(to->buf + 1024, 700), nst_sum32(from->buf + 1024, 700));
+	NST_EQ_U(nst_sum32(to->buf + 2048, 900), nst_sum32(from->buf + 2048, 900));
+}
+
+/* The connecting side sends as soon as it is connected; the accepting side
+ * posts its first receive only after that send completed. */
+static void test_connector_sends_first(void)
+{
+	struct end acc, con;
+	uint64_t rnr0 = rnr_naks();
+
+	pair_open(&acc, &con);
+	send_unanswered(&con, 200, 1);
+	first_recv_at_once(&acc, 200, 1);
+	later_messages_in_order(&acc, &con);
+	NST_EQ_U(rnr_naks(), rnr0);
+	pair_close(&acc, &con);
+}
+
+/* The same the other way, and a blocking first receive (no overlapped
+ * structure) returns the held message at once. */
+static void test_acceptor_sends_first(void)
+{
+	struct end acc, con;
+	WSABUF b;
+	DWORD n = 0, flags = 0;
+	int err = 0;
+	uint64_t rnr0 = rnr_naks();
+
+	pair_open(&acc, &con);
+	send_unanswered(&acc, HELD, 2);
+	memset(con.buf, 0, PAGE);
+	b = (WSABUF){.len = PAGE / 2, .buf = (char *)con.buf + PAGE / 2};
+	NST_EQ(WSPRecv(con.s, &b, 1, &n, &flags, NULL, NULL, NULL, &err), 0);
+	NST_EQ(n, HELD);
+	NST_EQ(memcmp(con.buf + PAGE / 2, acc.buf, HELD), 0);
+	later_messages_in_order(&con, &acc);
+	NST_EQ_U(rnr_naks(), rnr0);
+	pair_close(&acc, &con);
+}
+
+/* Both sides send at once, as a negotiation does, and receive after. */
+static void test_both_send_first(void)
+{
+	struct end acc, con;
+	uint64_t rnr0 = rnr_naks();
+
+	pair_open(&acc, &con);
+	send_unanswered(&con, 100, 9);
+	send_unanswered(&acc, 120, 10);
+	first_recv_at_once(&acc, 100, 9);
+	first_recv_at_once(&con, 120, 10);
+	later_messages_in_order(&acc, &con);
+	later_messages_in_order(&con, &acc);
+	NST_EQ_U(rnr_naks(), rnr0);
+	pair_close(&acc, &con);
+}
+
+/* A first receive posted before the message: it completes when the message
+ * comes, in several buffers, and still draws no RNR NAK. */
+static void test_first_receive_waits(void)
+{
+	struct end acc, con;
+	int ev = eventfd(0, EFD_CLOEXEC);
+	WSABUF b[2];
+	WSAOVERLAPPED ov = {.hEvent = ev}, os;
+	DWORD n = 0, flags = 0;
+	int err = 0;
+	uint64_t rnr0 = rnr_naks();
+
+	NST_REQUIRE(ev >= 0);
+	pair_open(&acc, &con);
+	memset(acc.buf, 0, PAGE);
+	b[0] = (WSABUF){.len = 100, .buf = (char *)acc.buf};
+	b[1] = (WSABUF){.len = 1000, .buf = (char *)acc.buf + 2048};
+	NST_EQ(WSPRecv(acc.s, b, 2, &n, &flags, &ov, NULL, NULL, &err), SOCKET_ERROR);
+	NST_EQ(err, WSA_IO_PENDING);
+	NST_EQ_U(ov.Internal, WSA_STATUS_PENDING);
+	nst_fill(con.buf, 250, 3);
+	NST_REQUIRE_EQ(post_send(con.s, con.buf, 250, &os), WSA_IO_PENDING);
+	NST_EQ(ov_wait(con.s, &os, &n), 0);
+	/* Completed without a call of this side's: its event fires. */
+	NST_TRUE(event_fires(ev, WAIT_MS));
+	NST_EQ(ov_wait(acc.s, &ov, &n), 0);
+	NST_EQ(n, 250);
+	NST_EQ(memcmp(acc.buf, con.buf, 100), 0);
+	NST_EQ(memcmp(acc.buf + 2048, con.buf + 100, 150), 0);
+	NST_EQ(acc.buf[2048 + 150], 0);
+	later_messages_in_order(&acc, &con);
+	NST_EQ_U(rnr_naks(), rnr0);
+	pair_close(&acc, &con);
+	close(ev);
+}
+
+/*
+ * A first message longer than 256 bytes does not fit the provider's
+ * receive: the connection breaks, the sender's send fails (the peer NIC's
+ * invalid-request NAK) and the first receive with WSAEMSGSIZE, whether it
+ * was posted before the message came (claimed) or after.
+ */
+static void too_long(bool posted_first)
+{
+	struct end acc, con;
+	WSAOVERLAPPED ov, os;
+	DWORD n = 0;
+	int rc = 0;
+
+	pair_open(&acc, &con);
+	if (posted_first)
+		NST_REQUIRE_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSA_IO_PENDING);
+	nst_fill(con.buf, HELD + 1, 4);
+	NST_REQUIRE_EQ(post_send(con.s, con.buf, HELD + 1, &os), WSA_IO_PENDING);
+	NST_EQ(ov_wait(con.s, &os, &n), WSAECONNRESET);
+	if (!posted_first)
+		rc = post_recv(acc.s, acc.buf, PAGE, &ov);
+	/* The call fails, or the receive completes, with WSAEMSGSIZE. */
+	if (rc == 0 || rc == WSA_IO_PENDING)
+		rc = ov_wait(acc.s, &ov, &n);
+	NST_EQ(rc, WSAEMSGSIZE);
+	/* And the connection is gone: a later receive fails at once. */
+	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSAEMSGSIZE);
+	pair_close(&acc, &con);
+}
+
+static void test_first_message_too_long(void)
+{
+	too_long(false);
+}
+
+static void test_first_message_too_long_receive_waiting(void)
+{
+	too_long(true);
+}
+
+/* A first receive shorter than the held message: WSAEMSGSIZE, as the NIC
+ * gives a receive too short, and the connection breaks on both sides. */
+static void test_first_receive_too_short(void)
+{
+	struct end acc, con;
+	WSAOVERLAPPED ov, oc;
+	DWORD n = 0;
+
+	pair_open(&acc, &con);
+	NST_REQUIRE_EQ(post_recv(con.s, con.buf + 2048, 1024, &oc), WSA_IO_PENDING);
+	send_unanswered(&con, 200, 5);
+	NST_EQ(post_recv(acc.s, acc.buf, 100, &ov), WSA_IO_PENDING);
+	NST_EQ_U(ov.Internal, 0);
+	NST_EQ(ov_wait(acc.s, &ov, &n), WSAEMSGSIZE);
+	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSAEMSGSIZE);
+	/* The peer is told: its receive is flushed, its next send refused. */
+	NST_EQ(ov_wait(con.s, &oc, &n), WSA_OPERATION_ABORTED);
+	NST_EQ(post_send(con.s, con.buf, 10, &oc), WSAECONNRESET);
+	pair_close(&acc, &con);
+}
+
+/* A message that came before the peer closed is still the first receive's:
+ * its sender saw its send complete. */
+static void test_held_message_outlives_the_peer(void)
+{
+	struct end acc, con;
+	WSAOVERLAPPED ov;
+	DWORD n = 0;
+	uint64_t disc = nst_nic_stat(sock_b, NST_STAT(disconnects));
+
+	pair_open(&acc, &con);
+	send_unanswered(&con, 64, 6);
+	close_socket(con.s);
+	con.s = INVALID_SOCKET;
+	NST_REQUIRE_GE(nst_wait_nic_stat(sock_b, NST_STAT(disconnects), disc + 1, WAIT_MS),
+		       disc + 1);
+	memset(acc.buf, 0, PAGE);
+	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(acc.s, &ov, &n), 0);
+	NST_EQ(n, 64);
+	NST_EQ(memcmp(acc.buf, con.buf, 64), 0);
+	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSAECONNRESET);
+	pair_close(&acc, &con);
+}
+
+/*
+ * Closing a socket whose held message nobody received, or whose first
+ * receive still waits for it: the receive completes aborted by the time the
+ * close returns, and the provider's registration for it goes with the
+ * socket (one TPT entry per connected socket, none after).
+ */
+static void test_close_with_message_held(void)
+{
+	struct end acc, con;
+	WSAOVERLAPPED ov;
+	DWORD n = 0;
+	int a0 = nst_tpt_in_use(sock_a), b0 = nst_tpt_in_use(sock_b);
+
+	/* Held, never received. */
+	pair_open(&acc, &con);
+	/* The provider's buffer of each socket, beside its registered page. */
+	NST_EQ(nst_tpt_in_use(sock_a), a0 + 2);
+	NST_EQ(nst_tpt_in_use(sock_b), b0 + 2);
+	NST_REQUIRE_EQ(post_recv(con.s, con.buf, PAGE, &ov), WSA_IO_PENDING);
+	send_unanswered(&con, 128, 7);
+	close_socket(acc.s);
+	acc.s = INVALID_SOCKET;
+	NST_EQ(nst_wait_tpt_in_use(sock_b, b0, WAIT_MS), b0);
+	NST_EQ(ov_wait(con.s, &ov, &n), WSA_OPERATION_ABORTED);
+	pair_close(&acc, &con);
+	NST_EQ(nst_wait_tpt_in_use(sock_a, a0, WAIT_MS), a0);
+
+	/* The first receive waiting: aborted when its socket closes. */
+	pair_open(&acc, &con);
+	NST_REQUIRE_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSA_IO_PENDING);
+	close_socket(acc.s);
+	acc.s = INVALID_SOCKET;
+	NST_EQ_U(ov.Internal, 0);
+	NST_EQ(ov.OffsetHigh, WSA_OPERATION_ABORTED);
+	pair_close(&acc, &con);
+	NST_EQ(nst_wait_tpt_in_use(sock_a, a0, WAIT_MS), a0);
+	NST_EQ(nst_wait_tpt_in_use(sock_b, b0, WAIT_MS), b0);
+}
+
+/*
+ * The application gives the first receive's memory back before the message
+ * comes (R10): nothing is written there, the receive fails with WSAEFAULT
+ * as the NIC's refused DMA would, and the connection breaks.
+ */
+static void test_first_receive_memory_given_back(void)
+{
+	struct end acc, con;
+	uint8_t *gone = map(PAGE);
+	WSAOVERLAPPED ov;
+	DWORD n = 0;
+
+	NST_REQUIRE(gone != NULL);
+	pair_open(&acc, &con);
+	NST_REQUIRE(reg(acc.s, gone, PAGE, MEM_READWRITE) != NULL);
+	NST_REQUIRE_EQ(post_recv(acc.s, gone, PAGE, &ov), WSA_IO_PENDING);
+	/* The monitor invalidates the registration before the mapping goes. */
+	NST_EQ(munmap(gone, PAGE), 0);
+	send_unanswered(&con, 32, 8);
+	NST_EQ(ov_wait(acc.s, &ov, &n), WSAEFAULT);
+	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSAEFAULT);
+	pair_close(&acc, &con);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"connector_sends_first", test_connector_sends_first},
+	    {"acceptor_sends_first", test_acceptor_sends_first},
+	    {"both_send_first", test_both_send_first},
+	    {"first_receive_waits", test_first_receive_waits},
+	    {"first_message_too_long", test_first_message_too_long},
+	    {"first_message_too_long_receive_waiting", test_first_message_too_long_receive_waiting},
+	    {"first_receive_too_short", test_first_receive_too_short},
+	    {"held_message_outlives_the_peer", test_held_message_outlives_the_peer},
+	    {"close_with_message_held", test_close_with_message_held},
+	    {"first_receive_memory_given_back", test_first_receive_memory_given_back},
+	    {NULL, NULL},
+	};
+
+	return spi_main(argc, argv, "spi_first", tests);
+}
