@@ -442,6 +442,7 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	cfg.timeout_ns = rc_ack_timeout_ns(qp->ack_timeout);
 	cfg.retry_cnt = qp->retry_cnt;
 	cfg.rnr_retry = qp->rnr_retry;
+	cfg.rnr_timer = nic->opts.rnr_timer;
 	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;

@@ -18,7 +18,7 @@ void rc_config_default(struct rc_config *cfg)
 				  .timeout_ns = rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT),
 				  .retry_cnt = RC_RETRY_CNT_DEFAULT,
 				  .rnr_retry = RC_RNR_RETRY_DEFAULT,
-				  .rnr_timer = 1};
+				  .rnr_timer = RC_RNR_TIMER_DEFAULT};
 }
 
 void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *ops, uint32_t qpn,

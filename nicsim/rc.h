@@ -103,6 +103,15 @@ struct rc_ops {
 #define RC_RETRY_CNT_DEFAULT 7u
 #define RC_RNR_RETRY_DEFAULT 7u
 #define RC_RNR_FOREVER 7u
+/*
+ * The RNR NAK timer code a responder sends (IBTA's encoding, the "minimum
+ * RNR NAK timer" of the responder's QP; fab_rnr_timer_us() gives the
+ * delay): how long the requester waits before it sends again.  Code 12,
+ * 0.64 ms, as rdma-core's verbs examples use: a host that posts its
+ * receive a millisecond late then costs its peer one or two NAKs, where the
+ * 10 us of code 1 cost a hundred and kept both NICs busy with them.
+ */
+#define RC_RNR_TIMER_DEFAULT 12u
 
 /* The retransmission timer doubles with each timeout in a row, up to
  * 2^RC_BACKOFF_SHIFT_MAX times its base. */
@@ -121,7 +130,8 @@ struct rc_config {
 
 /* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, the timers of
  * RC_ACK_TIMEOUT_DEFAULT (67.1 ms), RC_RETRY_CNT_DEFAULT (7) and
- * RC_RNR_RETRY_DEFAULT (7: unlimited), RNR timer code 1 (10 us). */
+ * RC_RNR_RETRY_DEFAULT (7: unlimited), RNR timer RC_RNR_TIMER_DEFAULT
+ * (code 12, 0.64 ms). */
 void rc_config_default(struct rc_config *cfg);
 
 /* A local ACK timeout code (0..31) in ns: 0 for code 0 (no timer). */
