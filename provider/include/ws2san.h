@@ -593,8 +593,9 @@ int WSPAPI WSPListen(SOCKET s, int backlog, LPINT lpErrno);
  * large enough *addrlen), WSAEINVAL (not listening, or a condition function
  * returned something else), WSAEWOULDBLOCK, WSAEINTR (the listener was
  * closed), WSAENOBUFS (every one of the 32 QP slots of this process's NIC
- * context is in use, or no memory), WSAECONNRESET (the peer gave up before
- * the connection was established), WSAENETDOWN.
+ * context is in use, no memory, or no TPT entry left for the first-message
+ * buffer: see WSPRecv), WSAECONNRESET (the peer gave up before the
+ * connection was established), WSAENETDOWN.
  */
 SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
 			LPCONDITIONPROC lpfnCondition, DWORD_PTR dwCallbackData, LPINT lpErrno);
@@ -616,8 +617,8 @@ SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
  * (listening), WSAEALREADY (a non-blocking connect in progress), WSAEISCONN,
  * WSAECONNREFUSED (nobody listens there, or the peer refused),
  * WSAEHOSTUNREACH (no NIC with that address on the fabric), WSAETIMEDOUT
- * (no answer, and every unknown failure), WSAENOBUFS, WSAEINTR (closed by
- * another thread), WSAENETDOWN.
+ * (no answer, and every unknown failure), WSAENOBUFS (as for WSPAccept),
+ * WSAEINTR (closed by another thread), WSAENETDOWN.
  */
 int WSPAPI WSPConnect(SOCKET s, const struct sockaddr *name, int namelen, LPWSABUF lpCallerData,
 		      LPWSABUF lpCalleeData, LPQOS lpSQOS, LPQOS lpGQOS, LPINT lpErrno);
@@ -761,6 +762,44 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * order posted, and a send posted after an RDMA read waits for the read to
  * complete (fenced), so a "read done" message follows the data.
  *
+ * The first message: each side of a new connection may send at once, up to
+ * 256 bytes (Winsock Direct's negotiation message), before the peer could
+ * post a receive: WSPRecv needs a connected socket, so an accepting side
+ * posts only after WSPAccept returns.  The provider holds that message: it
+ * posts a 256-byte receive of its own on every connection before the
+ * connection can receive, so the NIC takes the first message at once (no
+ * RNR NAK) and the sender's send completes.  The socket's first WSPRecv
+ * takes it: if it has arrived, it is copied into lpBuffers and the receive
+ * completes before WSPRecv returns (overlapped: still SOCKET_ERROR with
+ * WSA_IO_PENDING, with lpOverlapped already complete and hEvent signalled;
+ * blocking: 0 with the byte count), and otherwise it completes when the
+ * message comes, as any receive.  Later receives take later messages, in
+ * order.  A first message that arrived before the connection ended (the
+ * peer closed after sending) is still given to the first WSPRecv; the
+ * calls after fail as below.  Rules:
+ *   - The first message on a connection must be at most 256 bytes.  A
+ *     longer one does not fit: the connection breaks, the sender's send
+ *     completes with WSAECONNRESET, and the receiver's first WSPRecv fails
+ *     (or completes) with WSAEMSGSIZE, as do its later posts (FD_CLOSE says
+ *     WSAEMSGSIZE too).  Messages after the first may be of any size the
+ *     receives posted for them hold.
+ *   - A first WSPRecv shorter than the held message completes with
+ *     WSAEMSGSIZE and breaks the connection, as any receive too short does.
+ *   - A first WSPRecv whose memory the application gave back before the
+ *     message came (R10) completes with WSAEFAULT and breaks the connection,
+ *     as the NIC's refused DMA does; nothing is written there.
+ *   - Closing the socket completes a first WSPRecv still waiting with
+ *     WSA_OPERATION_ABORTED, like any receive, and drops a held message.
+ *   - The provider's buffer is registered with the NIC while the socket has
+ *     a connection (or a connection attempt): one TPT entry per such socket,
+ *     a 256-byte local-write region that `nicsim show tpt` lists under the
+ *     process like the application's own; it is not in the registration
+ *     cache and goes with the socket's close.
+ *   - The provider sends no immediate data and gives none to receives; a
+ *     first message that is an RDMA write with immediate data (from another
+ *     kind of host) completes the first WSPRecv with its length, as any
+ *     receive reports one.
+ *
  * Completion: with lpOverlapped, the call returns SOCKET_ERROR with
  * WSA_IO_PENDING once posted (Internal WSA_STATUS_PENDING) and completes
  * later: see WSPGetOverlappedResult; hEvent, if an eventfd, is signalled.
@@ -789,7 +828,8 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  *   flushed: socket closed, connection ended, or an
  *     earlier operation failed (WR_FLUSH_ERR) .......... WSA_OPERATION_ABORTED
  *   the NIC died (no answer, socket hung up) ........... WSAENETDOWN (within 1 s)
- *   the message is longer than the receive (LOC_LEN) ... WSAEMSGSIZE
+ *   the message is longer than the receive (LOC_LEN),
+ *     or a first message longer than 256 bytes ......... WSAEMSGSIZE
  *   a local key or local DMA failed (LOC_PROT) ......... WSAEFAULT
  *   a malformed request (LOC_QP_OP) .................... WSAEINVAL
  *   the peer refused it: remote key, access or range
