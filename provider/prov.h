@@ -136,7 +136,7 @@ struct prov_op {
  * the peer sends before the application's first WSPRecv is taken at once
  * (no RNR NAK) and handed to that receive.  Guarded by nic->lock.
  */
-#define PROV_HOLD_LEN 256u
+#define PROV_HOLD_LEN NICSIM_FIRST_MESSAGE_MAX
 
 enum prov_hold_state {
 	PROV_HOLD_NONE = 0,    /* nothing held: receives go straight to the NIC */

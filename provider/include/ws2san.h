@@ -740,6 +740,9 @@ int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength,
 int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
 				   DWORD dwDescriptorLength, LPINT lpErrno);
 
+/* The largest first message of a connection the provider holds (see WSPRecv below). */
+#define NICSIM_FIRST_MESSAGE_MAX 256u
+
 /*
  * Data transfer on a connected socket: WSPSend sends one message made of
  * lpBuffers; WSPRecv posts lpBuffers to receive the next message (the
@@ -763,9 +766,9 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * complete (fenced), so a "read done" message follows the data.
  *
  * The first message: each side of a new connection may send at once, up to
- * 256 bytes (Winsock Direct's negotiation message), before the peer could
- * post a receive: WSPRecv needs a connected socket, so an accepting side
- * posts only after WSPAccept returns.  The provider holds that message: it
+ * 256 bytes (NICSIM_FIRST_MESSAGE_MAX; Winsock Direct's negotiation
+ * message), before the peer could post a receive: WSPRecv needs a connected
+ * socket, so an accepting side posts only after WSPAccept returns.  The provider holds that message: it
  * posts a 256-byte receive of its own on every connection before the
  * connection can receive, so the NIC takes the first message at once (no
  * RNR NAK) and the sender's send completes.  The socket's first WSPRecv

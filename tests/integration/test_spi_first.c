@@ -24,7 +24,7 @@
 #include "nstspi.h"
 #include "nstspidata.h"
 
-#define HELD 256u /* the largest first message the provider holds */
+#define HELD NICSIM_FIRST_MESSAGE_MAX
 
 /* RNR NAKs received by either NIC so far. */
 static uint64_t rnr_naks(void)
