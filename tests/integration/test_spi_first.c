@@ -9,10 +9,12 @@
  * socket closed with the message undelivered, or with its first receive
  * waiting, leaks nothing and leaves the TPT as it found it.  Real nicsimd
  * processes on a fabric; the NICs and helpers are the test_spi_* fixture
- * (nstspidata.h).  Each wait is on something observable: the sender's
+ * (nstspidata.h); a raw host (nstverbs.h) sends what the provider does not,
+ * immediate data.  Each wait is on something observable: the sender's
  * completion (the NIC acknowledges a SEND only once a receive took it) or
  * a NIC counter.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -22,6 +24,8 @@
 #include "nstest.h"
 #include "nstnic.h"
 #include "nstspi.h"
+/* Before the fixture's globals, whose names its inline helpers' arguments share. */
+#include "nstverbs.h"
 #include "nstspidata.h"
 
 #define HELD NICSIM_FIRST_MESSAGE_MAX
@@ -398,6 +402,111 @@ static void test_first_receive_memory_given_back(void)
 	pair_close(&acc, &con);
 }
 
+/*
+ * A raw host on NIC A (the host interface, no provider) connected to a
+ * provider socket accepted on NIC B, with a registered page of its own.
+ */
+struct raw {
+	struct nic_host *h;
+	struct nst_qp qp;
+	uint8_t *buf;
+	uint32_t lkey;
+};
+
+static SOCKET raw_open(struct raw *r)
+{
+	uint16_t port = next_port++;
+	struct acceptor a = {.s = INVALID_SOCKET};
+	struct sockaddr_in b = addr_of(ADDR_B, 0);
+	pthread_t t;
+	int err = 0, rc;
+
+	a.l = sock_on(ADDR_B, port);
+	NST_REQUIRE(a.l != INVALID_SOCKET);
+	NST_REQUIRE_EQ(WSPListen(a.l, 1, &err), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &r->h), 0);
+	NST_REQUIRE_EQ(nst_qp_create(r->h, 0, &r->qp), 0);
+	r->buf = map(PAGE);
+	r->lkey = nst_reg(r->h, r->buf, PAGE, 0);
+	NST_REQUIRE(r->buf != NULL && r->lkey != 0);
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, accept_main, &a), 0);
+	rc = nst_connect(&r->qp, b.sin_addr.s_addr, port);
+	/* Closing the listener ends an accept that a failed connect left waiting. */
+	close_socket(a.l);
+	pthread_join(t, NULL);
+	NST_REQUIRE_EQ(rc, 0);
+	NST_REQUIRE(a.s != INVALID_SOCKET);
+	return a.s;
+}
+
+static void raw_close(struct raw *r)
+{
+	nic_host_detach(r->h);
+	munmap(r->buf, PAGE);
+}
+
+/* The raw host posts one send request and sees it complete (acknowledged). */
+static void raw_send(struct raw *r, uint8_t opcode, uint32_t len, uint64_t rva, uint32_t rkey)
+{
+	struct nic_send_wqe w = {.wr_id = 1, .opcode = opcode, .num_sge = 1, .imm = 0x5eed};
+	struct nic_cqe c;
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)r->buf, .len = len, .lkey = r->lkey};
+	w.remote_va = rva;
+	w.rkey = rkey;
+	NST_REQUIRE_EQ(nst_post_send(&r->qp, &w), 0);
+	NST_REQUIRE_EQ(nst_poll_cq(&r->qp, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+}
+
+/*
+ * Immediate data in the first message (a host other than the provider can
+ * send it): a SEND with immediate data is held and given as any message,
+ * its immediate data not (the provider gives none to receives); an RDMA
+ * WRITE with immediate data writes its target and completes the first
+ * receive with its length, the receive's buffers untouched, as the NIC
+ * completes any receive for one.
+ */
+static void test_first_message_with_immediate_data(void)
+{
+	struct raw r;
+	SOCKET s = raw_open(&r);
+	uint8_t *page = nst_spi_registered(s, PAGE), *target = map(PAGE);
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	DWORD n = 0;
+
+	NST_REQUIRE(page != NULL && target != NULL);
+	nst_fill(r.buf, 100, 11);
+	raw_send(&r, NIC_WR_SEND_IMM, 100, 0, 0);
+	memset(page, 0, PAGE);
+	NST_EQ(post_recv(s, page, PAGE, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(s, &ov, &n), 0);
+	NST_EQ(n, 100);
+	NST_EQ(memcmp(page, r.buf, 100), 0);
+	NST_EQ(ov.Offset, 0); /* no flags: nothing of the immediate data */
+	close_socket(s);
+	raw_close(&r);
+
+	/* An RDMA WRITE with immediate data as the first message. */
+	s = raw_open(&r);
+	page = nst_spi_registered(s, PAGE);
+	NST_REQUIRE(page != NULL);
+	NST_REQUIRE_EQ(expose(s, target, PAGE, MEM_WRITE, &d), 0);
+	nst_fill(r.buf, 50, 12);
+	raw_send(&r, NIC_WR_RDMA_WRITE_IMM, 50, d.va, d.rkey);
+	memset(page, 0, PAGE);
+	NST_EQ(post_recv(s, page, PAGE, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(s, &ov, &n), 0);
+	NST_EQ(n, 50);
+	NST_EQ(memcmp(target, r.buf, 50), 0);
+	NST_EQ(page[0], 0);
+	unexpose(s, &d);
+	close_socket(s);
+	raw_close(&r);
+	munmap(target, PAGE);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -411,6 +520,7 @@ int main(int argc, char **argv)
 	    {"held_message_outlives_the_peer", test_held_message_outlives_the_peer},
 	    {"close_with_message_held", test_close_with_message_held},
 	    {"first_receive_memory_given_back", test_first_receive_memory_given_back},
+	    {"first_message_with_immediate_data", test_first_message_with_immediate_data},
 	    {NULL, NULL},
 	};
 
