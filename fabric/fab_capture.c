@@ -5,17 +5,32 @@
  *
  * Who writes what.  The producer (a port's owner) writes a record at prod,
  * then publishes prod with release; it alone writes prod, records,
- * not_captured and check_ns.  The consumer (the capture) reads prod with
- * acquire, copies the record headers out, hands the frames out where they
- * lie, then publishes cons with release; it alone writes cons, and keeps
- * its own copy of it, so a scribbled cons misleads only the producer (into
- * a full ring, or into overwriting frames being read: their bytes change,
- * never where they are read from).
+ * not_captured, stalled, filtered, check_ns and waiting.  The consumer (the
+ * capture) reads prod with acquire, copies the record headers out, hands
+ * the frames out where they lie, then publishes cons with release; it
+ * alone writes cons, wake and the header's tap_beat_ns, and keeps its own
+ * copy of cons, so a scribbled cons misleads only the producer (into a full
+ * ring, or into overwriting frames being read: their bytes change, never
+ * where they are read from).
+ *
+ * Waiting for room (lossless mode).  The producer reads wake, stores
+ * waiting = 1, a full fence, and looks at cons again; only if there is
+ * still no room does it sleep on the futex word wake, expecting the value
+ * it read.  The consumer stores cons, a full fence, and if it finds waiting
+ * set bumps wake and wakes the futex.  Either the producer's second look
+ * sees the new cons or the consumer sees waiting (Dekker, as the fabric's
+ * bells): no wake-up is lost, and if one were (a scribbled word), the sleep
+ * ends after FAB_CAP_WAIT_NS anyway.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fab_capture.h"
@@ -25,8 +40,19 @@ _Static_assert(FAB_CAP_COPY_MIN == FAB_HDR_BASE, "ports keep the headers through
 
 /* A port with a full ring reads the clock once per this many frames. */
 #define FULL_CHECK_EVERY 1024u
+/* A port waiting for room yields this many times before it sleeps. */
+#define WAIT_YIELDS 16u
+/* Passes of the capture after which a port that still finds no room stops
+ * waiting: every pass reads each ring up to its producer (BATCH_RECS
+ * allowing, starting from another ring each time), so only positions
+ * written by something other than nicsim keep a ring full that long. */
+#define WAIT_PASSES 8u
+/* Where the BTH starts in a frame. */
+#define BTH_OFF (FAB_HDR_BASE - FAB_BTH_LEN)
 /* Records one pass gathers at most. */
 #define BATCH_RECS 32768u
+/* Records handed out between two stamps of the capture's progress. */
+#define BEAT_EVERY 256u
 
 static uint32_t align8(uint32_t v)
 {
@@ -66,7 +92,55 @@ static bool lock_held(int fd)
 	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
+/* ---- Filter ------------------------------------------------------------------------ */
+
+bool fab_cap_filter_match(const struct fab_cap_filter *f, const uint8_t *data, uint32_t len,
+			  uint32_t src, uint32_t dst)
+{
+	const uint8_t *bth = data + BTH_OFF;
+
+	if (f->host_set && src != f->host && dst != f->host)
+		return false;
+	if (!f->qpn_set && !f->opcode_set)
+		return true;
+	if (len < FAB_CAP_COPY_MIN)
+		return false;
+	if (f->opcode_set && bth[0] != f->opcode)
+		return false;
+	return !f->qpn_set || fab_get24(bth + 5) == f->qpn;
+}
+
+/* The capture's flags and filter, copied out of the header once: only the
+ * copy is used (any value is safe to compare with). */
+static uint32_t filter_read(const struct fab *fab, struct fab_cap_filter *f)
+{
+	uint32_t flags = FAB_READ_ONCE(fab->hdr->tap_flags);
+
+	*f = (struct fab_cap_filter){
+	    .host_set = flags & FAB_TAP_F_HOST,
+	    .qpn_set = flags & FAB_TAP_F_QPN,
+	    .opcode_set = flags & FAB_TAP_F_OPCODE,
+	    .host = FAB_READ_ONCE(fab->hdr->tap_host),
+	    .qpn = FAB_READ_ONCE(fab->hdr->tap_qpn) & FAB_MASK24,
+	    .opcode = (uint8_t)FAB_READ_ONCE(fab->hdr->tap_opcode),
+	};
+	return flags;
+}
+
 /* ---- Producer ------------------------------------------------------------------ */
+
+/*
+ * The tap of a capture that is gone (nobody holds its lock): off, so that
+ * the ports stop copying and waiting.  Only ctl, the switch as the caller
+ * read it, is turned off: a capture that attached since keeps its own.
+ */
+static void tap_off_if_dead(struct fab *fab, uint64_t ctl)
+{
+	if (!lock_held(fab->fd))
+		__atomic_compare_exchange_n(&fab->hdr->tap_ctl, &ctl,
+					    FAB_TAP_CTL(FAB_TAP_CTL_GEN(ctl), 0), false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
 
 /*
  * No room: count the frame, and now and then (every FULL_CHECK_EVERY frames
@@ -84,47 +158,161 @@ static void ring_full(struct fab *fab, struct fab_tap_ring *r, uint64_t ctl)
 	if (now - __atomic_load_n(&r->check_ns, __ATOMIC_RELAXED) < FAB_CAP_CHECK_NS)
 		return;
 	__atomic_store_n(&r->check_ns, now, __ATOMIC_RELAXED);
-	if (!lock_held(fab->fd))
-		__atomic_compare_exchange_n(&fab->hdr->tap_ctl, &ctl,
-					    FAB_TAP_CTL(FAB_TAP_CTL_GEN(ctl), 0), false,
-					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+	tap_off_if_dead(fab, ctl);
+}
+
+/* Where a ring stands for the producer: its own position, and the room. */
+struct ring_pos {
+	uint64_t prod;
+	uint32_t size, need, off, tail;
+};
+
+/* Whether a record of p->need bytes (and the pad before it, if it would
+ * cross the end) fits with the consumer at cons.  An impossible cons (more
+ * than a ring behind or ahead) is a full ring. */
+static bool has_room(const struct ring_pos *p, uint64_t cons)
+{
+	uint64_t used = p->prod - cons;
+
+	return used <= p->size &&
+	       p->size - used >= (p->need <= p->tail ? p->need : p->tail + p->need);
+}
+
+/* Nanoseconds since the capture's last pass, from a stamp anyone may have
+ * written: a stamp from the future further than a stall counts as stalled. */
+static uint64_t beat_age(const struct fab *fab, uint64_t now)
+{
+	uint64_t beat = FAB_READ_ONCE(fab->hdr->tap_beat_ns);
+
+	if (beat <= now)
+		return now - beat;
+	return beat - now > FAB_TAP_STALL_NS ? FAB_TAP_STALL_NS : 0;
+}
+
+enum wait_result { WAIT_ROOM, WAIT_STALLED, WAIT_NO_ROOM, WAIT_OFF };
+
+static void futex_sleep(uint32_t *word, uint32_t expect, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	/* Not FUTEX_PRIVATE: the word is in a mapping other processes share.
+	 * EAGAIN (the word moved), EINTR, ETIMEDOUT: all mean look again. */
+	syscall(SYS_futex, word, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+
+/*
+ * Lossless mode, no room: wait until the capture makes some.  WAIT_ROOM
+ * with *cons the consumer position that gives it; WAIT_STALLED when the
+ * capture has made no pass for FAB_TAP_STALL_NS (the frame is left out and
+ * counted); WAIT_NO_ROOM when WAIT_PASSES passes brought no room (positions
+ * someone scribbled on: left out and counted); WAIT_OFF when the tap was turned off or taken over meanwhile,
+ * or the capture is dead (the frame is not the capture's business).
+ */
+static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, uint64_t ctl,
+				  const struct ring_pos *p, uint64_t *cons)
+{
+	uint64_t now, age, ns, passes0;
+	uint32_t i, seq;
+	bool room;
+
+	if (beat_age(fab, fab_now_ns()) >= FAB_TAP_STALL_NS)
+		return WAIT_STALLED;
+	/* Spin briefly, yielding: the capture may be on this CPU. */
+	for (i = 0; i < WAIT_YIELDS; i++) {
+		sched_yield();
+		*cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+		if (has_room(p, *cons))
+			return WAIT_ROOM;
+		if (__atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE) != ctl)
+			return WAIT_OFF;
+	}
+	passes0 = FAB_READ_ONCE(fab->hdr->tap_passes);
+	for (;;) {
+		now = fab_now_ns();
+		age = beat_age(fab, now);
+		if (age >= FAB_TAP_STALL_NS)
+			return WAIT_STALLED;
+		if (FAB_READ_ONCE(fab->hdr->tap_passes) - passes0 >= WAIT_PASSES)
+			return WAIT_NO_ROOM;
+		/* A capture that was killed never wakes us: its lock says so. */
+		tap_off_if_dead(fab, ctl);
+		seq = __atomic_load_n(&r->wake, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&r->waiting, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		*cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+		room = has_room(p, *cons);
+		if (!room && __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE) == ctl) {
+			ns = FAB_TAP_STALL_NS - age;
+			futex_sleep(&r->wake, seq, ns < FAB_CAP_WAIT_NS ? ns : FAB_CAP_WAIT_NS);
+			*cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+			room = has_room(p, *cons);
+		}
+		__atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
+		if (room)
+			return WAIT_ROOM;
+		if (__atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE) != ctl)
+			return WAIT_OFF;
+	}
 }
 
 void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct fab_tap_frame *f,
 		      bool rx)
 {
-	uint32_t size = fab_tap_ring_bytes(fab->max_ports), snap = FAB_TAP_CTL_SNAP(ctl);
+	uint32_t snap = FAB_TAP_CTL_SNAP(ctl), caplen, flags, off;
 	struct fab_tap_ring *r = tap_ring(fab, slot);
-	uint8_t *ring = tap_data(fab, slot, size);
-	uint32_t caplen, need, off, tail;
+	struct fab_cap_filter filter;
 	struct fab_tap_rec rec;
-	uint64_t prod, cons, used;
+	struct ring_pos p;
+	uint8_t *ring;
+	uint64_t prod, cons;
 
+	/* Filters before anything else: a frame the capture does not want
+	 * takes no room and waits for nothing. */
+	flags = filter_read(fab, &filter);
+	if (!fab_cap_filter_match(&filter, f->data, f->len, f->src, f->dst)) {
+		fab_count(&r->filtered, 1);
+		return;
+	}
 	if (snap < FAB_CAP_COPY_MIN)
 		snap = FAB_CAP_COPY_MIN;
 	if (snap > FAB_SLOT_BYTES)
 		snap = FAB_SLOT_BYTES;
 	caplen = f->len < snap ? f->len : snap;
-	need = align8((uint32_t)sizeof(rec) + caplen);
+	p.size = fab_tap_ring_bytes(fab->max_ports);
+	p.need = align8((uint32_t)sizeof(rec) + caplen);
+	ring = tap_data(fab, slot, p.size);
 	/* Our own prod, unless someone scribbled on it: keep it aligned. */
-	prod = __atomic_load_n(&r->prod, __ATOMIC_RELAXED) & ~(uint64_t)(FAB_TAP_ALIGN - 1);
+	p.prod = __atomic_load_n(&r->prod, __ATOMIC_RELAXED) & ~(uint64_t)(FAB_TAP_ALIGN - 1);
+	p.off = (uint32_t)(p.prod & (p.size - 1));
+	p.tail = p.size - p.off;
 	cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
-	used = prod - cons;
-	off = (uint32_t)(prod & (size - 1));
-	tail = size - off;
-	if (used > size || size - used < (need <= tail ? need : tail + need)) {
-		ring_full(fab, r, ctl);
-		return;
+	if (!has_room(&p, cons)) {
+		if (flags & FAB_TAP_F_LOSSY) {
+			ring_full(fab, r, ctl);
+			return;
+		}
+		switch (wait_room(fab, r, ctl, &p, &cons)) {
+		case WAIT_ROOM: break;
+		case WAIT_STALLED:
+			fab_count(&r->stalled, 1);
+			ring_full(fab, r, ctl);
+			return;
+		case WAIT_NO_ROOM: ring_full(fab, r, ctl); return;
+		case WAIT_OFF: return;
+		}
 	}
-	if (need > tail) {
+	prod = p.prod;
+	off = p.off;
+	if (p.need > p.tail) {
 		/* The record would cross the end: pad to it, start over at 0. */
-		rec = (struct fab_tap_rec){.rec_len = tail, .flags = FAB_TAP_REC_PAD};
+		rec = (struct fab_tap_rec){.rec_len = p.tail, .flags = FAB_TAP_REC_PAD};
 		memcpy(ring + off, &rec, 2 * sizeof(uint32_t));
-		prod += tail;
+		prod += p.tail;
 		off = 0;
 	}
 	rec = (struct fab_tap_rec){
-	    .rec_len = need,
+	    .rec_len = p.need,
 	    .flags = rx ? FAB_TAP_REC_RX : 0,
 	    .len = f->len,
 	    .caplen = caplen,
@@ -139,9 +327,9 @@ void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct
 	};
 	memcpy(ring + off, &rec, sizeof(rec));
 	memcpy(ring + off + sizeof(rec), f->data, caplen);
-	memset(ring + off + sizeof(rec) + caplen, 0, need - sizeof(rec) - caplen);
+	memset(ring + off + sizeof(rec) + caplen, 0, p.need - sizeof(rec) - caplen);
 	fab_count(&r->records, 1);
-	__atomic_store_n(&r->prod, prod + need, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->prod, prod + p.need, __ATOMIC_RELEASE);
 }
 
 /* ---- Consumer ------------------------------------------------------------------ */
@@ -158,16 +346,22 @@ struct batch_ent {
 	uint32_t slot;
 };
 
+/* A ring's counters when the capture attached: its stats count from there. */
+struct ring_base {
+	uint64_t not_captured, stalled, filtered;
+};
+
 struct fab_cap {
 	struct fab *fab;
 	int lock_fd; /* our own open file description: the lock's holder */
 	uint32_t gen, copy, ring_bytes;
 	bool stopped;
-	uint64_t *cons;         /* [max_ports] our read positions */
-	uint64_t *next;         /* [max_ports] read positions at the end of this pass */
-	uint64_t *nocap0;       /* [max_ports] each ring's not_captured at the attach */
-	uint64_t *nocap;        /* [max_ports] not_captured in the ring's last record read */
-	struct batch_ent *ents; /* BATCH_RECS */
+	uint64_t passes;         /* passes made: the header's tap_passes */
+	uint64_t *cons;          /* [max_ports] our read positions */
+	uint64_t *next;          /* [max_ports] read positions at the end of this pass */
+	struct ring_base *base0; /* [max_ports] each ring's counters at the attach */
+	uint64_t *nocap;         /* [max_ports] not_captured in the ring's last record read */
+	struct batch_ent *ents;  /* BATCH_RECS */
 	struct fab_cap_stats st;
 };
 
@@ -177,7 +371,7 @@ static void cap_free(struct fab_cap *cap)
 		close(cap->lock_fd); /* drops the lock */
 	free(cap->cons);
 	free(cap->next);
-	free(cap->nocap0);
+	free(cap->base0);
 	free(cap->nocap);
 	free(cap->ents);
 	free(cap);
@@ -195,6 +389,15 @@ static int reopen(const struct fab *fab)
 
 int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **out)
 {
+	const struct fab_cap_config cfg = {.copy_bytes = copy_bytes};
+
+	return fab_cap_attach_cfg(fab, &cfg, out);
+}
+
+int fab_cap_attach_cfg(struct fab *fab, const struct fab_cap_config *cfg, struct fab_cap **out)
+{
+	const struct fab_cap_filter *flt = &cfg->filter;
+	uint32_t copy_bytes = cfg->copy_bytes;
 	struct flock fl = lock_req(F_WRLCK);
 	struct fab_cap *cap;
 	uint64_t ctl;
@@ -227,24 +430,41 @@ int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **out)
 	}
 	cap->cons = calloc(fab->max_ports, sizeof(*cap->cons));
 	cap->next = calloc(fab->max_ports, sizeof(*cap->next));
-	cap->nocap0 = calloc(fab->max_ports, sizeof(*cap->nocap0));
+	cap->base0 = calloc(fab->max_ports, sizeof(*cap->base0));
 	cap->nocap = calloc(fab->max_ports, sizeof(*cap->nocap));
 	cap->ents = malloc(BATCH_RECS * sizeof(*cap->ents));
 	rc = -ENOMEM;
-	if (!cap->cons || !cap->next || !cap->nocap0 || !cap->nocap || !cap->ents)
+	if (!cap->cons || !cap->next || !cap->base0 || !cap->nocap || !cap->ents)
 		goto fail;
 	/* Whatever an earlier capture left unread is not ours. */
 	for (s = 0; s < fab->max_ports; s++) {
 		struct fab_tap_ring *r = tap_ring(fab, s);
 
-		cap->cons[s] = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE);
+		cap->cons[s] =
+		    __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE) & ~(uint64_t)(FAB_TAP_ALIGN - 1);
 		__atomic_store_n(&r->cons, cap->cons[s], __ATOMIC_RELEASE);
-		cap->nocap0[s] = cap->nocap[s] =
-		    __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED);
+		cap->base0[s] = (struct ring_base){
+		    .not_captured = __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED),
+		    .stalled = __atomic_load_n(&r->stalled, __ATOMIC_RELAXED),
+		    .filtered = __atomic_load_n(&r->filtered, __ATOMIC_RELAXED),
+		};
+		cap->nocap[s] = cap->base0[s].not_captured;
 	}
 	ctl = __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE);
 	cap->gen = FAB_TAP_CTL_GEN(ctl) + 1;
+	cap->passes = __atomic_load_n(&fab->hdr->tap_passes, __ATOMIC_RELAXED);
 	__atomic_store_n(&fab->hdr->tap_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
+	/* The mode and the filter, then the switch: a port that sees the tap
+	 * on (acquire) sees these too. */
+	__atomic_store_n(&fab->hdr->tap_flags,
+			 (cfg->lossy ? FAB_TAP_F_LOSSY : 0) | (flt->host_set ? FAB_TAP_F_HOST : 0) |
+			     (flt->qpn_set ? FAB_TAP_F_QPN : 0) |
+			     (flt->opcode_set ? FAB_TAP_F_OPCODE : 0),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&fab->hdr->tap_host, flt->host, __ATOMIC_RELAXED);
+	__atomic_store_n(&fab->hdr->tap_qpn, flt->qpn & FAB_MASK24, __ATOMIC_RELAXED);
+	__atomic_store_n(&fab->hdr->tap_opcode, flt->opcode, __ATOMIC_RELAXED);
+	__atomic_store_n(&fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&fab->hdr->tap_ctl, FAB_TAP_CTL(cap->gen, cap->copy), __ATOMIC_SEQ_CST);
 	*out = cap;
 	return 0;
@@ -281,7 +501,9 @@ void fab_cap_detach(struct fab_cap *cap)
 static void resync(struct fab_cap *cap, uint32_t s, uint64_t prod)
 {
 	cap->st.bad++;
-	cap->next[s] = prod;
+	/* Aligned as the producer aligns its own: the ring is then empty to
+	 * both, and a producer waiting for room finds it. */
+	cap->next[s] = prod & ~(uint64_t)(FAB_TAP_ALIGN - 1);
 }
 
 /* A record header copied out of a ring: whether its fields add up. */
@@ -303,14 +525,18 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 {
 	struct fab_tap_ring *r = tap_ring(cap->fab, s);
 	const uint8_t *ring = tap_data(cap->fab, s, cap->ring_bytes);
-	uint64_t prod = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE), pos = cap->cons[s];
+	/* Aligned as the producer aligns its own (only a scribbler makes it
+	 * otherwise): the two agree on where the ring ends. */
+	uint64_t prod =
+	    __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE) & ~(uint64_t)(FAB_TAP_ALIGN - 1);
+	uint64_t pos = cap->cons[s];
 	struct batch_ent *e;
 	uint32_t off, tail;
 
 	cap->next[s] = pos;
 	if (prod == pos)
 		return;
-	if (prod - pos > cap->ring_bytes || prod % FAB_TAP_ALIGN || pos % FAB_TAP_ALIGN) {
+	if (prod - pos > cap->ring_bytes || pos % FAB_TAP_ALIGN) {
 		resync(cap, s, prod);
 		return;
 	}
@@ -358,9 +584,14 @@ static int ent_cmp(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* The pass is over: the producers may reuse what it read. */
+/*
+ * The pass is over: the producers may reuse what it read.  A producer
+ * waiting for room is woken (the wake half of the handshake described at
+ * the top), and the pass is stamped: the capture makes progress.
+ */
 static void release_rings(struct fab_cap *cap)
 {
+	bool moved[FAB_MAX_PORTS], any = false;
 	struct fab_tap_ring *r;
 	uint32_t s;
 
@@ -369,9 +600,24 @@ static void release_rings(struct fab_cap *cap)
 		r = tap_ring(cap->fab, s);
 		/* Stored only when it changed (or was scribbled on): the
 		 * producer reads this line for every record. */
-		if (__atomic_load_n(&r->cons, __ATOMIC_RELAXED) != cap->cons[s])
+		moved[s] = __atomic_load_n(&r->cons, __ATOMIC_RELAXED) != cap->cons[s];
+		if (moved[s]) {
 			__atomic_store_n(&r->cons, cap->cons[s], __ATOMIC_RELEASE);
+			any = true;
+		}
 	}
+	if (any) {
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		for (s = 0; s < cap->fab->max_ports; s++) {
+			r = tap_ring(cap->fab, s);
+			if (!moved[s] || !__atomic_load_n(&r->waiting, __ATOMIC_RELAXED))
+				continue;
+			__atomic_fetch_add(&r->wake, 1, __ATOMIC_SEQ_CST);
+			syscall(SYS_futex, &r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		}
+	}
+	__atomic_store_n(&cap->fab->hdr->tap_passes, ++cap->passes, __ATOMIC_RELAXED);
+	__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELEASE);
 }
 
 int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
@@ -385,8 +631,10 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 
 	if (count)
 		*count = 0;
+	/* From another ring each pass: when a pass is full (BATCH_RECS), the
+	 * rings it did not reach come first in a later one. */
 	for (s = 0; s < cap->fab->max_ports; s++)
-		gather_ring(cap, s, &n);
+		gather_ring(cap, (uint32_t)((s + cap->passes) % cap->fab->max_ports), &n);
 	for (i = 1; i < n && sorted; i++)
 		sorted = cap->ents[i - 1].rec.ts_ns <= cap->ents[i].rec.ts_ns;
 	if (!sorted)
@@ -416,6 +664,11 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 		if (count)
 			(*count)++;
 		rc = fn(arg, &out);
+		/* A long pass (a slow reader of the output) is progress too:
+		 * the ports waiting for its end must not take it for a stall. */
+		if (i % BEAT_EVERY == BEAT_EVERY - 1)
+			__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(),
+					 __ATOMIC_RELEASE);
 	}
 	release_rings(cap);
 	return rc;
@@ -427,12 +680,21 @@ void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st)
 	uint32_t s;
 
 	*st = cap->st;
-	st->not_captured = 0;
+	st->not_captured = st->stalled = st->filtered = 0;
+	/* Counts since the attach; one that went backwards was scribbled on. */
 	for (s = 0; s < cap->fab->max_ports; s++) {
-		v = __atomic_load_n(&tap_ring(cap->fab, s)->not_captured, __ATOMIC_RELAXED);
-		if (v >= cap->nocap0[s])
-			st->not_captured += v - cap->nocap0[s];
+		const struct fab_tap_ring *r = tap_ring(cap->fab, s);
+		const struct ring_base *b = &cap->base0[s];
+
+		v = __atomic_load_n(&r->not_captured, __ATOMIC_RELAXED);
+		st->not_captured += v >= b->not_captured ? v - b->not_captured : 0;
+		v = __atomic_load_n(&r->stalled, __ATOMIC_RELAXED);
+		st->stalled += v >= b->stalled ? v - b->stalled : 0;
+		v = __atomic_load_n(&r->filtered, __ATOMIC_RELAXED);
+		st->filtered += v >= b->filtered ? v - b->filtered : 0;
 	}
+	if (st->stalled > st->not_captured)
+		st->stalled = st->not_captured;
 }
 
 bool fab_cap_attached(struct fab *fab, uint32_t *pid)
@@ -442,6 +704,37 @@ bool fab_cap_attached(struct fab *fab, uint32_t *pid)
 	if (pid)
 		*pid = __atomic_load_n(&fab->hdr->tap_pid, __ATOMIC_RELAXED);
 	return FAB_TAP_CTL_SNAP(ctl) != 0 && lock_held(fab->fd);
+}
+
+void fab_cap_status(struct fab *fab, struct fab_cap_status *st)
+{
+	uint64_t ctl = __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE), now = fab_now_ns();
+	uint64_t beat = FAB_READ_ONCE(fab->hdr->tap_beat_ns);
+
+	*st = (struct fab_cap_status){.ever = FAB_TAP_CTL_GEN(ctl) != 0};
+	st->attached = fab_cap_attached(fab, &st->pid);
+	st->lossy = filter_read(fab, &st->filter) & FAB_TAP_F_LOSSY;
+	st->last_pass_ns = beat <= now ? now - beat : 0;
+}
+
+int fab_cap_port_counters(struct fab *fab, uint32_t addr, struct fab_cap_port_counters *c)
+{
+	const struct fab_tap_ring *r;
+	int slot = fab_slot_find(fab, addr);
+
+	*c = (struct fab_cap_port_counters){0};
+	if (slot < 0)
+		return slot;
+	/* No capture ever attached: the section may be a hole in the file,
+	 * which reading would fill (or fault on a full disk). */
+	if (!FAB_TAP_CTL_GEN(__atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE)))
+		return 0;
+	r = tap_ring(fab, (uint32_t)slot);
+	c->records = FAB_READ_ONCE(r->records);
+	c->not_captured = FAB_READ_ONCE(r->not_captured);
+	c->stalled = FAB_READ_ONCE(r->stalled);
+	c->filtered = FAB_READ_ONCE(r->filtered);
+	return 0;
 }
 
 /* ---- Marks in words --------------------------------------------------------------- */
@@ -456,7 +749,7 @@ const char *fab_cap_describe(uint32_t marks, bool rx_drop, char *buf, size_t siz
 	    {FAB_MARK_DROP_NTH, "dropped (drop-nth rule)"},
 	    {FAB_MARK_DROP_DOWN, "dropped (link down)"},
 	    {FAB_MARK_DROP_QUEUE, "dropped (rate limit: queued too long)"},
-	    {FAB_MARK_DROP_FULL, "dropped (destination ring full)"},
+	    {FAB_MARK_DROP_FULL, "refused (destination ring full: not delivered)"},
 	    {FAB_MARK_DUPLICATE, "duplicate (dup rule)"},
 	    {FAB_MARK_CORRUPTED, "corrupted (corrupt rule: one bit flipped, ICRC fails)"},
 	    {FAB_MARK_DELAYED, "delayed (delay rule)"},

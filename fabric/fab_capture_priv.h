@@ -22,9 +22,12 @@ static inline uint64_t fab_tap_ctl(const struct fab *fab)
 /*
  * Copy frame f into the ring of port slot (the caller owns the port), with
  * ctl the tap_ctl it read (low half not 0); rx for a frame the receiver
- * drops on delivery.  Never waits: a full ring counts the frame as not
- * captured, and at most every FAB_CAP_CHECK_NS turns the tap off if the
- * capture is gone.
+ * drops on delivery.  Frames the capture's filter turns away are counted
+ * and not copied.  A full ring makes the port wait for room while the
+ * capture makes progress (not in lossy mode); a frame that still finds no
+ * room is counted as not captured.  Turns the tap off if the capture is
+ * gone (checked before waiting, and at most every FAB_CAP_CHECK_NS while
+ * leaving frames out).
  */
 void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct fab_tap_frame *f,
 		      bool rx);

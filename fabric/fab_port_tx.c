@@ -213,7 +213,7 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	/* Read once: the room is judged and the frame published from this copy. */
 	prod = FAB_READ_ONCE(sc.l->prod);
 	if (!ring_room(fab, t, sc.l, prod, 1)) {
-		fab_count(&sc.l->tx.dropped_full, 1);
+		fab_count(&sc.l->tx.dest_ring_full, 1);
 		fab_port_tap(p, idx, len, p->addr, dst, v.marks | FAB_MARK_DROP_FULL, sc.now, 0,
 			     v.link_seq, false);
 		fab_port_release(p, idx);

@@ -210,6 +210,17 @@ static void event(struct nic *nic, struct nic_ctx *c, uint16_t type, uint16_t st
 	ctx_event(nic, c, &ev);
 }
 
+/* qp is connected: tell its host, with the peer's QP number. */
+static void connected_event(struct nic *nic, struct qp *qp)
+{
+	struct nic_event ev = {.type = NIC_EV_CONNECTED,
+			       .status = NIC_STATUS_OK,
+			       .qpn = qp->qpn,
+			       .peer_qpn = qp->peer_qpn};
+
+	ctx_event(nic, qp->ctx, &ev);
+}
+
 static void send_req(struct nic *nic, struct qp *qp)
 {
 	struct fab_cm_msg m = cm_msg(FAB_CM_REQ, qp->cm_tid);
@@ -489,7 +500,7 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->cm_deadline = now_ns() + cm_wait_ns(qp->cm_timeout, 1);
 	cs->connecting[cs->nconn++] = qp;
 	nic->stats.conn_established++;
-	event(nic, c, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
+	connected_event(nic, qp);
 	return NIC_STATUS_OK;
 }
 
@@ -811,7 +822,7 @@ static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 		qp->rnr_retry = m->rnr_retry_count; /* as the REP asks */
 		qpio_start(nic, qp, src, m->qpn, qp->sq_psn, m->psn);
 		nic->stats.conn_established++;
-		event(nic, qp->ctx, NIC_EV_CONNECTED, NIC_STATUS_OK, qp->qpn);
+		connected_event(nic, qp);
 	} else if (qp->peer_comm_id != m->local_comm_id) {
 		nic->stats.cm_bad++;
 		return;

@@ -58,7 +58,7 @@
 	X(rx_bad_frames)          \
 	X(rx_no_qp)               \
 	X(tx_frames)              \
-	X(tx_no_frame)            \
+	X(dest_ring_full)         \
 	X(tx_unreachable)         \
 	X(cm_rx)                  \
 	X(cm_bad)                 \
@@ -93,7 +93,8 @@
 	X(accept_refused)         \
 	X(mgmt_dropped)           \
 	X(mgmt_evicted)           \
-	X(fabric_damaged)
+	X(fabric_damaged)         \
+	X(frame_pool_empty)
 
 /*
  * retransmits, timeouts, rnr_naks and naks_sent hold what the QPs that are

@@ -183,6 +183,10 @@ static void fault_rec(const struct tpt_fault *f, struct nic_mgmt_fault_rec *r)
 	r->entry_changed_ns = f->entry_changed_ns;
 	r->entry_ctx_id = f->entry_ctx_id;
 	r->entry_qpn = f->entry_qpn;
+	r->peer_addr = f->peer_addr;
+	r->peer_qpn = f->peer_qpn;
+	r->peer_psn = f->peer_psn;
+	r->peer_opcode = f->peer_opcode;
 }
 
 /* The fault log into recs, oldest first: how many. */

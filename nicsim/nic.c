@@ -604,7 +604,7 @@ static int poll_events(struct nic *nic, int timeout_ms)
  */
 static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 {
-	uint64_t now, no_frame = nic->stats.tx_no_frame;
+	uint64_t now, held = nic->stats.dest_ring_full + nic->stats.frame_pool_empty;
 	unsigned work = 0;
 
 	nic->stats.loop_polls++;
@@ -640,8 +640,9 @@ static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 			ctx_interrupt(nic, c);
 		}
 	}
-	/* No free frame: try again shortly rather than wait for a timer. */
-	if (nic->stats.tx_no_frame != no_frame)
+	/* No free frame, or a full ring: try again shortly rather than wait
+	 * for a timer. */
+	if (nic->stats.dest_ring_full + nic->stats.frame_pool_empty != held)
 		nic_deadline_min(deadline, now + 20000);
 	return work;
 }

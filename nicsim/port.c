@@ -74,7 +74,7 @@ int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data)
 		return -EHOSTUNREACH;
 	}
 	if (fab_frame_get(nic->port, idx, &d)) {
-		nic->stats.tx_no_frame++;
+		nic->stats.frame_pool_empty++;
 		return -ENOBUFS;
 	}
 	*data = d;
@@ -91,7 +91,7 @@ int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst)
 	int err = fab_send(nic->port, idx, len, dst);
 
 	if (err == -ENOBUFS)
-		nic->stats.tx_no_frame++;
+		nic->stats.dest_ring_full++;
 	else if (err == -EHOSTUNREACH)
 		nic->stats.tx_unreachable++;
 	else if (!err)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dma.h"
+#include "fab_addr.h"
 #include "nicsim_ring.h"
 #include "rc_tpt.h"
 
@@ -356,11 +357,16 @@ static int op_check_remote(void *arg, uint32_t rkey, uint64_t va, uint64_t len, 
 	const struct tpt_owner owner = {.ctx_id = qp->ctx->id, .pid = qp->ctx->pid};
 
 	if (rc_tpt_remote(nic_of(qp)->tpt, &owner, qp->qpn, rkey, va, len, access, mem, why) < 0) {
+		char peer[FAB_ADDR_STRLEN];
+
+		tpt_fault_set_peer(nic_of(qp)->tpt, qp->peer_addr, qp->peer_qpn, qp->rc.rx_psn,
+				   qp->rc.rx_opcode);
 		nic_warn(&nic_of(qp)->log,
-			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from peer QP %u "
-			 "refused: %s",
+			 "QP %u: remote %s of %llu bytes at 0x%llx with key 0x%06x from %s QP %u "
+			 "refused: %s (nicsim show faults)",
 			 qp->qpn, access == NIC_ACCESS_REMOTE_READ ? "read" : "write",
-			 (unsigned long long)len, (unsigned long long)va, rkey, qp->peer_qpn,
+			 (unsigned long long)len, (unsigned long long)va, rkey,
+			 fab_addr_format(qp->peer_addr, peer, sizeof(peer)), qp->peer_qpn,
 			 tpt_reason_str(*why));
 		return -EACCES;
 	}

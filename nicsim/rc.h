@@ -220,6 +220,9 @@ struct rc {
 	/* Responder. */
 	uint32_t epsn; /* expected PSN */
 	uint32_t msn;  /* messages completed */
+	/* The request packet being executed, for the records of a refused key. */
+	uint32_t rx_psn;
+	uint8_t rx_opcode;
 	enum { RC_RX_IDLE, RC_RX_SEND, RC_RX_WRITE } rx;
 	struct nic_recv_wqe rwqe;
 	struct rc_mem rmem; /* receive buffers of rwqe, or the RDMA WRITE target */

@@ -284,6 +284,8 @@ void rc_resp_recv_request(struct rc *rc, const struct fab_pkt *pkt, uint8_t flag
 {
 	int32_t d = rc_psn_diff(pkt->psn, rc->epsn);
 
+	rc->rx_psn = pkt->psn;
+	rc->rx_opcode = pkt->opcode;
 	if (d < 0) {
 		/* A duplicate: acknowledge again, or answer a read again. */
 		rc->st.duplicates++;

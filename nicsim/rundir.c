@@ -27,15 +27,44 @@ static int put_path(size_t size, int n)
  * nobody else may write to.  Anything else is not valid, and the
  * specification says to fall back rather than create or use it.
  */
-static bool xdg_valid(const char *env)
+static const char *xdg_unusable(const char *env)
 {
 	struct stat st;
 
-	if (!env || env[0] != '/')
-		return false;
+	if (!env || !*env)
+		return "not set";
+	if (env[0] != '/')
+		return "not an absolute path";
 	if (stat(env, &st) < 0 || !S_ISDIR(st.st_mode))
-		return false;
-	return st.st_uid == geteuid() && !(st.st_mode & NIC_RUN_DIR_FORBIDDEN);
+		return "not an existing directory";
+	if (st.st_uid != geteuid())
+		return "owned by another user";
+	if (st.st_mode & NIC_RUN_DIR_FORBIDDEN)
+		return "writable by others";
+	return NULL;
+}
+
+static bool xdg_valid(const char *env)
+{
+	return xdg_unusable(env) == NULL;
+}
+
+void nic_run_dir_origin(char *buf, size_t size)
+{
+	const char *nd = getenv("NICSIM_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *why = xdg_unusable(xdg);
+
+	if (!buf || !size)
+		return;
+	if (nd && *nd)
+		snprintf(buf, size, "from $NICSIM_DIR");
+	else if (!why)
+		snprintf(buf, size, "from $XDG_RUNTIME_DIR, $NICSIM_DIR not set");
+	else if (!xdg || !*xdg)
+		snprintf(buf, size, "the default: $NICSIM_DIR and $XDG_RUNTIME_DIR not set");
+	else
+		snprintf(buf, size, "the default: $NICSIM_DIR not set, $XDG_RUNTIME_DIR=%s %s", xdg,
+			 why);
 }
 
 int nic_run_dir(char *buf, size_t size, const char *opt)

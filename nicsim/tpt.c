@@ -428,6 +428,7 @@ record_refusal(struct tpt *t, const struct tpt_owner *requester, uint32_t key, u
 	f->ctx_id = requester->ctx_id;
 	f->pid = requester->pid;
 	f->qpn = qpn;
+	f->peer_qpn = NIC_QPN_NONE;
 	f->entry_type = TPT_NONE;
 	f->entry_state = TPT_FREE;
 	if (!e)
@@ -633,6 +634,19 @@ uint64_t tpt_refusals(const struct tpt *t, enum nic_tpt_reason reason)
 uint64_t tpt_refusals_total(const struct tpt *t)
 {
 	return t->refusals_total;
+}
+
+void tpt_fault_set_peer(struct tpt *t, uint32_t addr, uint32_t qpn, uint32_t psn, uint8_t opcode)
+{
+	struct tpt_fault *f;
+
+	if (t->refusals_total == 0)
+		return;
+	f = &t->faults[(t->refusals_total - 1) % TPT_FAULT_LOG];
+	f->peer_addr = addr;
+	f->peer_qpn = qpn;
+	f->peer_psn = psn;
+	f->peer_opcode = opcode;
 }
 
 /* When more are kept than asked for, the newest max are returned, still oldest first. */

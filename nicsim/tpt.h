@@ -116,6 +116,12 @@ struct tpt_fault {
 	uint32_t entry_qpn;
 	uint32_t entry_pid;        /* who last changed the entry */
 	uint64_t entry_changed_ns; /* when the entry's key last changed */
+	/* A remote access: who sent the request across the fabric, as
+	 * tpt_fault_set_peer() names it; peer_qpn NIC_QPN_NONE otherwise. */
+	uint32_t peer_addr; /* network byte order */
+	uint32_t peer_qpn;
+	uint32_t peer_psn;   /* the request's PSN */
+	uint8_t peer_opcode; /* the request's BTH opcode */
 };
 
 /* Result of a successful check: what the DMA engine needs. */
@@ -215,6 +221,14 @@ int tpt_lookup(const struct tpt *t, uint32_t key, struct tpt_entry_view *view);
  * (0 at the end).
  */
 size_t tpt_list(const struct tpt *t, uint32_t *cursor, struct tpt_entry_view *views, size_t max);
+
+/*
+ * Name the remote requester of the refusal tpt_check() recorded last: the
+ * fabric address and QP number of the peer that sent the request, and the
+ * request's PSN and BTH opcode.  Called by the NIC right after a remote
+ * check failed, before anything else can be recorded.
+ */
+void tpt_fault_set_peer(struct tpt *t, uint32_t addr, uint32_t qpn, uint32_t psn, uint8_t opcode);
 
 /* Refusal counters: per reason (indexed by enum nic_tpt_reason) and total. */
 uint64_t tpt_refusals(const struct tpt *t, enum nic_tpt_reason reason);

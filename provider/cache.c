@@ -402,8 +402,14 @@ void prov_cache_flush(struct prov *p)
 		prov_mr_release(p, p->cache.lru_head);
 }
 
-int nicsim_cache_stats(struct nic_host_cache_stats *out)
+/*
+ * The public counters (nicsim_provider.h) are a copy of the ones published in
+ * the context headers (nicsim_abi.h), field by field: the application's
+ * structure does not change when the shared layout does.
+ */
+int nicsim_cache_stats(struct nicsim_cache_stats *out)
 {
+	struct nic_host_cache_stats s;
 	struct prov *p;
 	int err = 0;
 
@@ -411,9 +417,24 @@ int nicsim_cache_stats(struct nic_host_cache_stats *out)
 		return -EINVAL;
 	p = prov_lock();
 	if (p->starts)
-		*out = p->cache.stats;
+		s = p->cache.stats;
 	else
 		err = -PROV_ENOTINIT;
 	prov_unlock(p);
-	return err;
+	if (err)
+		return err;
+	*out = (struct nicsim_cache_stats){
+	    .flags = (s.flags & NIC_HOST_CACHE_ON ? NICSIM_CACHE_ON : 0) |
+		     (s.flags & NIC_HOST_CACHE_MONITOR ? NICSIM_CACHE_MONITOR : 0) |
+		     (s.flags & NIC_HOST_CACHE_FREE ? NICSIM_CACHE_FREE : 0),
+	    .hits = s.hits,
+	    .misses = s.misses,
+	    .evictions = s.evictions,
+	    .invalidations = s.invalidations,
+	    .entries = s.entries,
+	    .unused = s.unused,
+	    .bytes = s.bytes,
+	    .bytes_pinned = s.bytes_pinned,
+	};
+	return 0;
 }

@@ -286,7 +286,7 @@ static int conn_cmd_errno(int err)
 	case -ENOBUFS: return err;
 	case -ENOENT: return -ECONNRESET; /* BAD_CONN: the request is gone */
 	case -ENOMEM: return -ENOBUFS;
-	default: return -ETIMEDOUT; /* unknown cases (SPI.md) */
+	default: return -ETIMEDOUT; /* unknown cases: WSAETIMEDOUT */
 	}
 }
 

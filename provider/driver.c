@@ -179,8 +179,10 @@ static int recv_reply(int sock, struct nic_hello_reply *reply, int *fds)
 		err = -ECONNRESET;
 	else if ((size_t)n != sizeof(*reply) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		err = -EPROTO;
-	else if (reply->magic != NIC_ABI_MAGIC || reply->abi_version != NIC_ABI_VERSION)
+	else if (reply->magic != NIC_ABI_MAGIC)
 		err = -EPROTO;
+	else if (reply->abi_version != NIC_ABI_VERSION || reply->status == NIC_STATUS_BAD_VERSION)
+		err = -EPROTONOSUPPORT;
 	else if (reply->status != NIC_STATUS_OK)
 		err = nic_status_errno(reply->status) ? nic_status_errno(reply->status) : -EPROTO;
 	else if (nfds != NIC_HOST_NFDS)

@@ -83,7 +83,7 @@ int prov_conn_errno(unsigned status)
 	switch (status) {
 	case NIC_STATUS_CONN_REFUSED: return -ECONNREFUSED;
 	case NIC_STATUS_UNREACHABLE: return -EHOSTUNREACH;
-	/* Timed out, and every unknown case (SPI.md: WSAETIMEDOUT). */
+	/* Timed out, and every unknown case (WSAETIMEDOUT, as ws2san.h says of WSPConnect). */
 	default: return -ETIMEDOUT;
 	}
 }
@@ -95,7 +95,7 @@ int prov_fail(int err, LPINT lpErrno)
 	return SOCKET_ERROR;
 }
 
-const char *prov_wsa_name(int wsa_error)
+const char *nicsim_wsa_name(int wsa_error)
 {
 	switch (wsa_error) {
 	case 0: return "no error";

@@ -13,6 +13,8 @@
  * prov_mr_dereg() asks the NIC (and may be refused with -EBUSY), the pins
  * and the record go after.
  */
+#include <string.h>
+
 #include "prov.h"
 
 static uint64_t mr_hash(const struct prov_nic *nic, uint64_t va, uint64_t len, uint32_t flags,
@@ -87,8 +89,12 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 	int err, pin_err;
 
 	/* Refuse before pinning what the NIC would refuse anyway. */
-	if (len > nic->max_reg_len)
+	if (len > nic->max_reg_len) {
+		PROV_DBG("registration of %llu bytes refused: larger than the NIC's limit of %llu "
+			 "bytes (nicsimd --max-reg)",
+			 (unsigned long long)len, (unsigned long long)nic->max_reg_len);
 		return -ENOBUFS;
+	}
 	mr = prov_slot_alloc(&p->mrs);
 	if (!mr)
 		return -ENOBUFS;
@@ -117,6 +123,13 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 	while (pin_err == -ENOBUFS && prov_cache_evict(p, NULL, PROV_EVICT_PINS))
 		pin_err = prov_pin(&p->pins, (uintptr_t)va, (size_t)len, nic_writes);
 	if (pin_err) {
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: %s",
+			 (unsigned long long)len, (unsigned long long)va,
+			 pin_err == -EFAULT
+			     ? "cannot pin: not wholly mapped memory of this process "
+			       "with the access asked"
+			     : "cannot pin: the locked-memory limit (ulimit -l) is "
+			       "reached, even after evicting the cache");
 		if (!err) {
 			struct nic_cmd dereg = {.opcode = NIC_CMD_DEREG_MR};
 
@@ -127,6 +140,11 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 		goto free_mr;
 	}
 	if (err) {
+		PROV_DBG("registration of %llu bytes at 0x%llx refused by the NIC: %s",
+			 (unsigned long long)len, (unsigned long long)va,
+			 err == -ENOSPC ? "its TPT is full, even after evicting the cache "
+					  "(nicsimd --tpt-capacity)"
+					: strerror(-err));
 		err = no_resources(err);
 		goto unpin;
 	}

@@ -107,6 +107,47 @@ static int lowest_nic(const char *dir, uint32_t *addr)
 	return 0;
 }
 
+/* NICSIM_DEBUG: why no NIC serves addr, and which NICs there are. */
+static void dbg_no_nic(const struct prov *p, uint32_t addr)
+{
+	char a[16], found[1024];
+
+	if (!p->dir[0]) {
+		prov_dbg_print("bind to %s: WSAEADDRNOTAVAIL: no usable run directory (see the "
+			       "lines above)",
+			       prov_addr_str(addr, a));
+		return;
+	}
+	prov_dbg_addrs(p->dir, found, sizeof(found));
+	prov_dbg_print("bind to %s: WSAEADDRNOTAVAIL: no NIC with that address in %s; found %s",
+		       prov_addr_str(addr, a), p->dir, found);
+}
+
+/* NICSIM_DEBUG: why attaching to the NIC at path failed (err from nic_host_attach). */
+static void dbg_attach(const char *path, int err)
+{
+	const char *why;
+
+	switch (-err) {
+	case ECONNREFUSED:
+	case ENOENT: why = "nobody listens there: the NIC died and left its socket"; break;
+	case EACCES:
+		why = "denied: the NIC runs as another user, or refused this one (a NIC must run "
+		      "as this user or root)";
+		break;
+	case EPROTONOSUPPORT:
+		why = "version mismatch: the NIC speaks another ABI version (use a nicsimd of "
+		      "the same build)";
+		break;
+	case EPROTO: why = "the NIC answered the hello with something malformed"; break;
+	case ECONNRESET: why = "the NIC closed the connection without an answer"; break;
+	case ETIMEDOUT: why = "the NIC did not answer the hello in time"; break;
+	case ENOMEM: why = "out of memory, or the NIC has no room for another context"; break;
+	default: why = strerror(-err); break;
+	}
+	prov_dbg_print("attach to %s refused: %s", path, why);
+}
+
 /* A new record for an attachment: its mutex and its condition variable. */
 static struct prov_nic *nic_new(void)
 {
@@ -159,6 +200,10 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 
 	if (addr == htonl(INADDR_ANY)) {
 		err = lowest_nic(p->dir, &addr);
+		if (err == -EADDRNOTAVAIL)
+			PROV_DBG("bind to INADDR_ANY: WSAEADDRNOTAVAIL: no NIC socket in the run "
+				 "directory %s",
+				 p->dir[0] ? p->dir : "(none usable)");
 		if (err)
 			return err;
 	}
@@ -169,10 +214,12 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 			return 0;
 		}
 	}
-	if (!p->dir[0] || nic_sock_path(path, sizeof(path), p->dir, addr))
+	if (!p->dir[0] || nic_sock_path(path, sizeof(path), p->dir, addr) || stat(path, &st) < 0 ||
+	    !S_ISSOCK(st.st_mode)) {
+		if (prov_debug)
+			dbg_no_nic(p, addr);
 		return -EADDRNOTAVAIL;
-	if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return -EADDRNOTAVAIL;
+	}
 
 	nic = nic_new();
 	if (!nic)
@@ -180,6 +227,8 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	/* The socket is there, so any failure now is a NIC that is not working. */
 	err = nic_host_attach(path, &nic->host);
 	if (err) {
+		if (prov_debug)
+			dbg_attach(path, err);
 		nic_free(nic);
 		if (err == -EACCES)
 			fprintf(stderr,
@@ -191,6 +240,14 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	info = nic_host_info(nic->host);
 	if (info->nic_addr != addr) {
 		/* A NIC answering under another NIC's name is misconfigured. */
+		if (prov_debug) {
+			char a[16], b[16];
+
+			prov_dbg_print("attach to %s: WSAENETDOWN: the NIC there has address %s, "
+				       "not %s",
+				       path, prov_addr_str(info->nic_addr, a),
+				       prov_addr_str(addr, b));
+		}
 		nic_free(nic);
 		return -ENETDOWN;
 	}
@@ -201,6 +258,8 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	nic->next = p->nics;
 	p->nics = nic;
 	prov_cache_attach(p, nic);
+	PROV_DBG("attached to NIC %s (%s, pid %u, context %u)", path + strlen(p->dir) + 1, p->dir,
+		 (unsigned)info->nic_pid, (unsigned)info->ctx_id);
 	*out = nic;
 	return 0;
 }

@@ -265,6 +265,7 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 			bool active = qp->state == PROV_QP_CONNECTING;
 
 			qp->state = PROV_QP_CONNECTED;
+			qp->peer_qpn = ev->peer_qpn;
 			qp->sock->state = PROV_SK_CONNECTED;
 			qp->sock->err = 0;
 			ev_watch_start(nic);
@@ -290,6 +291,7 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 		 * after a time-out). */
 		if (qp->state != PROV_QP_DEAD) {
 			err = ev->status == NIC_STATUS_TIMED_OUT ? -ECONNABORTED : -ECONNRESET;
+			prov_sock_broke(qp, err, 0, 0);
 			qp_dead(nic, qp, err, ev->status ? err : 0);
 		}
 		break;
@@ -297,8 +299,10 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 		err = prov_wc_errno(ev->status);
 		if (!err || err == -ECANCELED)
 			err = -ECONNABORTED;
-		if (qp->state != PROV_QP_DEAD)
+		if (qp->state != PROV_QP_DEAD) {
+			prov_sock_broke(qp, err, ev->status, 0);
 			qp_dead(nic, qp, err, err);
+		}
 		/*
 		 * The NIC's QP left RTS for ERROR: the transport gave up on the
 		 * connection (or a request broke it), and the peer, whose side may
@@ -335,9 +339,12 @@ static int dispatch_cqe(struct prov_nic *nic, struct prov_qp *qp, const struct n
 		return -EPROTO;
 	op = recv ? &qp->rq[idx & (NIC_RQ_DEPTH - 1)] : &qp->sq[idx & (NIC_SQ_DEPTH - 1)];
 	(*done)++;
+	err = prov_wc_errno(c->status);
+	/* A failure breaks the connection (a flush follows one): say why. */
+	if (err)
+		prov_sock_broke(qp, err, c->status, op->kind);
 	if (!op->ov && op->kind != PROV_OP_HOLD)
 		return 0;
-	err = prov_wc_errno(c->status);
 	if (err && err != -ECANCELED && qp->state != PROV_QP_DEAD)
 		qp_dead(nic, qp, err, err);
 	/* The connection's first message: kept, or handed to the first WSPRecv. */
@@ -490,6 +497,7 @@ void prov_nic_fail(struct prov_nic *nic, int err)
 
 		if (qp->closing)
 			continue;
+		prov_sock_broke(qp, err, 0, 0);
 		prov_qp_abort(nic, qp, err);
 		if (qp->state != PROV_QP_DEAD)
 			qp_dead(nic, qp, err, err);

@@ -64,6 +64,7 @@
 #include "hash.h"
 #include "ivtree.h"
 #include "nicsim_host.h"
+#include "nicsim_provider.h"
 #include "pin.h"
 #include "slot.h"
 #include "ws2san.h"
@@ -167,9 +168,10 @@ enum prov_qp_state {
 struct prov_qp {
 	struct prov_sock *sock; /* owner; NULL while the slot is free */
 	uint32_t slot;
-	uint32_t qpn;   /* 0 until CREATE_QP completed */
-	uint32_t state; /* enum prov_qp_state */
-	bool closing;   /* the socket is closing: completions are dropped */
+	uint32_t qpn;      /* 0 until CREATE_QP completed */
+	uint32_t peer_qpn; /* the peer's QP number, once connected */
+	uint32_t state;    /* enum prov_qp_state */
+	bool closing;      /* the socket is closing: completions are dropped */
 	/* The peer disconnected (its DREQ came): it needs no disconnect from us. */
 	bool peer_gone;
 	/* The QP failed while connected: a DISCONNECT must tell the peer (progress.c). */
@@ -262,6 +264,11 @@ struct prov_sock {
 	long ev_mask, ev_seen;
 	int ev_err[FD_MAX_EVENTS];
 	bool ev_counted; /* counted in nic->ev_socks */
+	/* nic->lock: the first failure that broke the connection (diag.c). */
+	bool broke_set;
+	bool broke_shown; /* NICSIM_DEBUG: printed */
+	uint8_t broke_op; /* enum prov_op_kind of the failed operation, 0: none */
+	struct nicsim_socket_error broke;
 };
 
 enum prov_mr_kind {
@@ -432,6 +439,35 @@ int prov_fail(int err, LPINT lpErrno);
 int prov_wc_errno(unsigned status);
 /* What a CONN_FAILED event's status means for the connecting socket. */
 int prov_conn_errno(unsigned status);
+
+/*
+ * diag.c: why connections broke, and the diagnostic output.  prov_debug is
+ * NICSIM_DEBUG=1, read once as the library loads and never written again;
+ * PROV_DBG prints a "nicsimsp: " line on stderr when it is set, at the cost
+ * of one test when it is not.
+ */
+extern bool prov_debug;
+void prov_dbg_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define PROV_DBG(...)                                \
+	do {                                         \
+		if (__builtin_expect(prov_debug, 0)) \
+			prov_dbg_print(__VA_ARGS__); \
+	} while (0)
+/* addr (network order) as a dotted quad in buf. */
+const char *prov_addr_str(uint32_t addr, char buf[16]);
+/* The addresses of the NICs in dir, as a list for a message. */
+void prov_dbg_addrs(const char *dir, char *buf, size_t size);
+/* Say where the provider looks for NICs (dir, "" if none; refused: why not). */
+void prov_dbg_run_dir(const char *dir, const char *refused);
+/*
+ * qp's connection failed with err (nic_status: the NIC's NIC_WC_* status, 0
+ * for none; op: the enum prov_op_kind that failed, 0 for none): record it in
+ * its socket if it is the first failure, or name the operation of the
+ * failure recorded (nic->lock held).
+ */
+void prov_sock_broke(struct prov_qp *qp, int err, unsigned nic_status, unsigned op);
+/* Say why a registration call failed with err. */
+void prov_dbg_reg(const char *call, const void *buf, uint32_t len, uint32_t flags, int err);
 
 /* socket.c */
 /* The live socket s names: 0, -PROV_ENOTINIT, -ENOTSOCK. */

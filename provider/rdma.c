@@ -168,7 +168,7 @@ static int bind_window(struct prov *p, struct prov_mr *mr, uint32_t flags, uint3
  * Was sk connected, and is the connection gone (the peer disconnected, the
  * transport gave up, a request broke it)?  A socket that never connected may
  * expose buffers ahead of its connection; one whose connection died never
- * gets another peer to use them, so it is not connected (SPI.md:
+ * gets another peer to use them, so it is not connected (ws2san.h:
  * WSAENOTCONN), whatever error ended the connection.
  */
 static bool conn_gone(const struct prov_sock *sk)
@@ -338,6 +338,7 @@ int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength,
 	struct prov *p = prov_lock();
 	struct nicsim_rdma_desc desc;
 	struct prov_sock *sk;
+	bool size_query = false;
 	int err = prov_sock_get(p, s, &sk);
 
 	/* The size query comes first: a switch asks it with a short buffer. */
@@ -346,12 +347,16 @@ int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength,
 	} else if (!err && *lpdwDescriptorLength < NICSIM_RDMA_DESC_SIZE) {
 		*lpdwDescriptorLength = NICSIM_RDMA_DESC_SIZE;
 		err = -EFAULT;
+		size_query = true;
 	} else if (!err && !lpRdmaBufferDescriptor) {
 		err = -EFAULT;
 	}
 	if (!err)
 		err = prov_reg_rdma(p, sk, lpBuffer, dwBufferLength, dwFlags, &desc);
 	prov_unlock(p);
+	/* The size query is no failure to report. */
+	if (err && prov_debug && !size_query)
+		prov_dbg_reg("WSPRegisterRdmaMemory", lpBuffer, dwBufferLength, dwFlags, err);
 	if (err)
 		return prov_fail(err, lpErrno);
 	memcpy(lpRdmaBufferDescriptor, &desc, sizeof(desc));

@@ -268,6 +268,8 @@ HANDLE WSPAPI WSPRegisterMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, 
 		err = prov_reg_local(p, sk, lpBuffer, dwBufferLength, dwFlags, &handle);
 	prov_unlock(p);
 	if (err) {
+		if (prov_debug)
+			prov_dbg_reg("WSPRegisterMemory", lpBuffer, dwBufferLength, dwFlags, err);
 		prov_fail(err, lpErrno);
 		return NULL;
 	}

@@ -112,7 +112,7 @@ __attribute__((constructor)) static void prov_load(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-int prov_run_dir(char *buf, size_t size)
+int nicsim_run_dir(char *buf, size_t size)
 {
 	return nic_run_dir(buf, size, NULL);
 }
@@ -128,17 +128,27 @@ static void find_run_dir(struct prov *p)
 	char why[NIC_RUN_WHY_MAX];
 	int err;
 
-	if (prov_run_dir(p->dir, sizeof(p->dir))) {
+	if (nicsim_run_dir(p->dir, sizeof(p->dir))) {
 		p->dir[0] = '\0';
+		PROV_DBG("the run directory does not fit %zu bytes", sizeof(p->dir));
+		if (prov_debug)
+			prov_dbg_run_dir(p->dir, NULL);
 		return;
 	}
 	err = nic_run_dir_check(p->dir, why, sizeof(why));
-	if (err == 0 || err == -ENOENT)
+	if (err == -ENOENT)
+		PROV_DBG("run directory %s does not exist (no NIC was started there)", p->dir);
+	if (err == 0 || err == -ENOENT) {
+		if (prov_debug)
+			prov_dbg_run_dir(p->dir, NULL);
 		return;
+	}
 	/* The program's own name: the provider runs inside an application. */
 	fprintf(stderr, "%s: nicsim provider: %s; not searching it for NICs\n",
 		program_invocation_short_name, why);
 	p->dir[0] = '\0';
+	if (prov_debug)
+		prov_dbg_run_dir(p->dir, why);
 }
 
 /*

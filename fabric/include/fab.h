@@ -93,9 +93,11 @@
  * drop, before they are released) and every frame dropped on delivery.  The
  * same frames go to the segment's capture rings while a capture is attached
  * (fab_capture.h, `nicsim capture`): one ring per port, which only its
- * owner writes, inside fab_send and fab_recv; a full ring counts the frame
- * as not captured and never makes the port wait.  Without a capture, one
- * load of the header's tap_ctl per frame.
+ * owner writes, inside fab_send and fab_recv, after the capture's filter; a
+ * full ring makes the port wait for the capture while it makes progress (at
+ * most FAB_TAP_STALL_NS without a pass), or in lossy mode counts the frame
+ * as not captured.  Without a capture, one load of the header's tap_ctl
+ * per frame.
  *
  * Errors: 0 or a negative errno everywhere.  Addresses are IPv4 in
  * 198.18.0.0/15, network byte order (fab_addr.h).  Times are

@@ -86,7 +86,7 @@
 #define FAB_MARK_DROP_NTH (1u << 9)    /* the drop-nth rule */
 #define FAB_MARK_DROP_DOWN (1u << 10)  /* the link was down (at send or in flight) */
 #define FAB_MARK_DROP_QUEUE (1u << 11) /* the rate-limited link queued too long */
-#define FAB_MARK_DROP_FULL (1u << 12)  /* the destination's ring was full */
+#define FAB_MARK_DROP_FULL (1u << 12)  /* refused: the destination's ring was full */
 #define FAB_MARKS_DELIVERED 0x000fu
 #define FAB_MARKS_DROP 0x1f00u
 
@@ -131,7 +131,20 @@ struct fab_seg_hdr {
 	uint64_t tap_ctl;
 	uint32_t tap_ring_bytes; /* bytes of records per port: fab_tap_ring_bytes(max_ports) */
 	uint32_t tap_pid;        /* pid of the capture that attached last (messages only) */
-	uint64_t reserved[15];
+	/* The attached capture's requests to the ports, written by it before
+	 * it turns tap_ctl on and read by a port after it saw tap_ctl on
+	 * (fab_capture.h): FAB_TAP_F_* (0, as in a segment no capture ever
+	 * touched: wait for room, no filter), and the filter's values. */
+	uint32_t tap_flags;
+	uint32_t tap_host;   /* FAB_TAP_F_HOST: only frames from or to it (network order) */
+	uint32_t tap_qpn;    /* FAB_TAP_F_QPN: only frames to this destination QP */
+	uint32_t tap_opcode; /* FAB_TAP_F_OPCODE: only this BTH opcode */
+	/* CLOCK_MONOTONIC of the capture's last progress (the end of a pass
+	 * over the rings, or 256 more records handed out during a long one),
+	 * by which a port waiting for room judges it stalled. */
+	uint64_t tap_beat_ns;
+	uint64_t tap_passes; /* passes the capture has made: its progress, counted */
+	uint64_t reserved[11];
 };
 
 /* ---- Ports -------------------------------------------------------------- */
@@ -208,18 +221,18 @@ struct fab_link_config {
 #define FAB_LINK_QUEUE_NS 50000000ull  /* 50 ms: longest queue a rate limit builds */
 
 /* What the source port counts on a link (it alone writes them). */
-#define FAB_LINK_TX_COUNTERS(X)                                                  \
-	X(frames, "frames offered to the link")                                  \
-	X(bytes, "bytes offered to the link")                                    \
-	X(dropped_loss, "dropped by the loss rule")                              \
-	X(dropped_down, "dropped because the link was down when sent")           \
-	X(dropped_nth, "dropped by the drop-nth rule")                           \
-	X(dropped_queue, "dropped because the rate limit had queued too long")   \
-	X(dropped_full, "dropped because the destination's ring was full")       \
-	X(duplicated, "extra copies sent by the duplicate rule")                 \
-	X(dup_nobuf, "copies the duplicate rule could not make (no free frame)") \
-	X(reordered, "frames held back by the reorder rule")                     \
-	X(corrupted, "frames with a bit flipped by the corrupt rule")            \
+#define FAB_LINK_TX_COUNTERS(X)                                                       \
+	X(frames, "frames offered to the link")                                       \
+	X(bytes, "bytes offered to the link")                                         \
+	X(dropped_loss, "dropped by the loss rule")                                   \
+	X(dropped_down, "dropped because the link was down when sent")                \
+	X(dropped_nth, "dropped by the drop-nth rule")                                \
+	X(dropped_queue, "dropped because the rate limit had queued too long")        \
+	X(dest_ring_full, "refused: the destination's ring was full (not delivered)") \
+	X(duplicated, "extra copies sent by the duplicate rule")                      \
+	X(dup_nobuf, "copies the duplicate rule could not make (no free frame)")      \
+	X(reordered, "frames held back by the reorder rule")                          \
+	X(corrupted, "frames with a bit flipped by the corrupt rule")                 \
 	X(delayed, "frames given extra delay by the delay rule")
 
 /* What the destination port counts on a link (it alone writes them). */
@@ -292,7 +305,8 @@ struct fab_seg_frame {
  * The capture section (fab_capture.h describes the design).  One ring of
  * records per port slot: its port's owner is the only producer, the
  * attached capture the only consumer, so a port that dies or stalls holds
- * up no one and a port never waits for the capture.  Positions count bytes
+ * up no other port; a port waits for the capture only while it makes
+ * progress (FAB_TAP_STALL_NS) and never in --lossy mode.  Positions count bytes
  * since the segment was created; a record lies whole at position % bytes,
  * 8-byte aligned, and a record that would cross the end of the ring is
  * preceded by a pad record (flags FAB_TAP_REC_PAD, 8 bytes read) that
@@ -307,6 +321,17 @@ struct fab_seg_frame {
 #define FAB_TAP_ALIGN 8u             /* records start and end on this */
 #define FAB_TAP_REC_PAD (1u << 0)    /* filler to the end of the ring: skip it */
 #define FAB_TAP_REC_RX (1u << 1)     /* written by the receiver: dropped on delivery */
+/* struct fab_seg_hdr.tap_flags.  Without FAB_TAP_F_LOSSY a port whose ring
+ * is full waits for the capture to make room, for as long as the capture
+ * makes progress (FAB_TAP_STALL_NS); with it, it leaves the frame out. */
+#define FAB_TAP_F_LOSSY (1u << 0)
+#define FAB_TAP_F_HOST (1u << 1)
+#define FAB_TAP_F_QPN (1u << 2)
+#define FAB_TAP_F_OPCODE (1u << 3)
+#define FAB_TAP_F_ALL 0xfu
+/* A capture whose last pass is older than this is stalled: the ports stop
+ * waiting for it and leave frames out (counted in stalled). */
+#define FAB_TAP_STALL_NS 1000000000ull
 /* The byte of fabric.shm on which the attached capture holds an OFD write
  * lock while it lives (the kernel drops it when the capture dies). */
 #define FAB_TAP_LOCK_OFF 120u
@@ -318,10 +343,14 @@ struct fab_tap_ring {
 	uint64_t records;      /* records written */
 	uint64_t not_captured; /* frames left out because the ring was full */
 	uint64_t check_ns;     /* when the owner last looked whether the capture lives */
-	uint8_t reserved0[32];
+	uint64_t stalled;      /* of not_captured: while the capture was stalled */
+	uint64_t filtered;     /* frames the capture's filter turned away (not written) */
+	uint32_t waiting;      /* 1 while the owner waits for room (futex on wake) */
+	uint8_t reserved0[12];
 	/* Line 1, written by the capture only. */
 	uint64_t cons; /* start of the first record not yet read */
-	uint8_t reserved1[56];
+	uint32_t wake; /* bumped after cons moved while the owner was waiting */
+	uint8_t reserved1[52];
 };
 
 /* One record: this header, then caplen bytes of the frame, then zeros up to
@@ -388,6 +417,8 @@ _Static_assert(offsetof(struct fab_seg_hdr, tap_ctl) == FAB_TAP_LOCK_OFF,
 _Static_assert(offsetof(struct fab_seg_hdr, tap_ctl) % 8 == 0, "tap_ctl is one atomic word");
 _Static_assert(sizeof(struct fab_tap_ring) == 2 * FAB_CACHELINE, "a capture ring is two lines");
 _Static_assert(offsetof(struct fab_tap_ring, cons) == FAB_CACHELINE, "consumer line");
+_Static_assert(offsetof(struct fab_tap_ring, wake) % 4 == 0, "wake is a futex word");
+_Static_assert(offsetof(struct fab_seg_hdr, tap_beat_ns) % 8 == 0, "tap_beat_ns is one word");
 _Static_assert(sizeof(struct fab_tap_rec) == 64, "a record header is 64 bytes");
 _Static_assert(sizeof(struct fab_tap_rec) % FAB_TAP_ALIGN == 0, "records stay aligned");
 _Static_assert(FAB_TAP_RING_MIN % FAB_PAGE == 0, "rings are whole pages");

@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 4 (NIC_ABI_VERSION): the structures a
+ * nicsim host interface, ABI version 5 (NIC_ABI_VERSION): the structures a
  * host driver and the emulated NIC share.  This header is the single source
  * of truth for the layouts described in docs/hardware-interface.md; every
  * size and offset a driver depends on is checked below with _Static_assert.
@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 4u
+#define NIC_ABI_VERSION 5u
 #define NIC_CACHELINE 64
 
 /*
@@ -386,7 +386,8 @@ struct nic_event {
 	uint32_t peer_addr; /* network byte order */
 	uint16_t peer_port;
 	uint16_t local_port;
-	uint8_t reserved[8];
+	uint32_t peer_qpn; /* CONNECTED: the peer's QP number (ABI 5) */
+	uint8_t reserved[4];
 };
 
 /* QP states, written by the NIC in the slot header. */

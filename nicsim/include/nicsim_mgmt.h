@@ -1,5 +1,5 @@
 /*
- * Management protocol of ABI version 4 (NIC_ABI_VERSION, nicsim_abi.h): how
+ * Management protocol of ABI version 5 (NIC_ABI_VERSION, nicsim_abi.h): how
  * the nicsim tool reads a NIC's state.  This header holds the protocol
  * only: the messages, their records and the values those carry, each size
  * checked below.  docs/hardware-interface.md section 11 describes it.
@@ -81,7 +81,8 @@
 	X(rx_bad_frames, "frames refused by the wire decoder (ICRC, framing)")            \
 	X(rx_no_qp, "frames for a QP that does not exist or is not connected")            \
 	X(tx_frames, "frames sent to the fabric")                                         \
-	X(tx_no_frame, "sends delayed: no free frame or ring full")                       \
+	X(dest_ring_full,                                                                 \
+	  "sends the fabric refused: the destination's ring was full (sent again)")       \
 	X(tx_unreachable, "frames to an address no NIC serves")                           \
 	X(cm_rx, "connection messages received")                                          \
 	X(cm_bad, "connection messages refused")                                          \
@@ -116,7 +117,8 @@
 	X(accept_refused, "connections refused at once: no descriptor left for them")     \
 	X(mgmt_dropped, "management clients dropped: requests piled up unread")           \
 	X(mgmt_evicted, "management sessions closed to make room for a new one")          \
-	X(fabric_damaged, "times the fabric segment was found damaged (link down)")
+	X(fabric_damaged, "times the fabric segment was found damaged (link down)")       \
+	X(frame_pool_empty, "sends held back: the fabric had no free frame (sent again)")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
@@ -217,6 +219,14 @@ struct nic_mgmt_fault_rec {
 	uint64_t entry_changed_ns; /* when the entry's key last changed */
 	uint32_t entry_ctx_id;
 	uint32_t entry_qpn;
+	/* ABI 5: for a remote access, the requester across the fabric (qpn
+	 * above is the local connection the request arrived on); peer_qpn is
+	 * NIC_QPN_NONE for a local access. */
+	uint32_t peer_addr; /* network byte order */
+	uint32_t peer_qpn;
+	uint32_t peer_psn;   /* the request's PSN */
+	uint8_t peer_opcode; /* the request's BTH opcode */
+	uint8_t reserved1[3];
 };
 
 /*
@@ -238,8 +248,8 @@ struct nic_mgmt_host_rec {
 _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
-_Static_assert(sizeof(struct nic_mgmt_fault_rec) == 88, "fault rec is 88 bytes");
-_Static_assert(sizeof(struct nic_stats) == 632, "stats rec is 79 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_mgmt_fault_rec) == 104, "fault rec is 104 bytes");
+_Static_assert(sizeof(struct nic_stats) == 640, "stats rec is 80 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

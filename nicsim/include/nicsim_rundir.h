@@ -55,6 +55,14 @@
 int nic_run_dir(char *buf, size_t size, const char *opt);
 
 /*
+ * How nic_run_dir() without an option chooses, in words for a diagnostic:
+ * "from $NICSIM_DIR", "from $XDG_RUNTIME_DIR, ...", or "the default: ..."
+ * with why $XDG_RUNTIME_DIR was not used (not set, not an absolute path,
+ * not an existing directory, owned by another user, writable by others).
+ */
+void nic_run_dir_origin(char *buf, size_t size);
+
+/*
  * Create dir with mode 0700 if it does not exist.  Only dir itself is
  * created, never a missing parent: a parent is where the user chose to put
  * it, and making a tree of directories that nobody checked (or, as root, in

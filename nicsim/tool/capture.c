@@ -6,11 +6,17 @@
  *
  * The loop: one pass reads every ring of every attached fabric; when a
  * pass finds nothing, the capture sleeps 1 ms (5 ms once the fabric has
- * been quiet for 100 ms).  The ports never wait for it: what does not fit
- * their rings while it sleeps or writes is counted as not captured.  When
- * that happens, the capture is behind, and it rests after each pass in
- * proportion to its work, so that it takes at most --cpu percent of a CPU:
- * the NICs keep theirs (docs/capture.md).
+ * been quiet for 100 ms).  By default the capture misses nothing: a port
+ * whose ring is full waits for the capture to make room, so the fabric
+ * runs at the capture's pace, and the capture reads as fast as it can.  A
+ * capture that makes no pass for FAB_TAP_STALL_NS (stopped, its output
+ * blocked) holds the ports back no longer: they leave frames out and count
+ * them, and the capture says so when it runs again and in its summary.
+ * With --lossy the ports never wait: what does not fit their rings is
+ * counted as not captured, and when that happens the capture rests after
+ * each pass in proportion to its work, so that it takes at most --cpu
+ * percent of a CPU: the NICs keep theirs (docs/capture.md).  The filters
+ * are the ports' too: a frame they turn away takes no room in a ring.
  */
 #include "capture.h"
 
@@ -59,12 +65,10 @@ struct cap_opts {
 	char dir[PATH_MAX];
 	const char *out; /* -w: a path, "-" for stdout; NULL: text on stdout */
 	enum cap_format format;
-	bool host_set, qp_set, op_set, follow;
-	uint32_t host; /* network byte order */
-	uint32_t qp;
-	uint8_t op;
+	bool follow, lossy, cpu_set;
+	struct fab_cap_filter filter; /* --host, --qp, --opcode */
 	uint32_t snaplen;
-	uint32_t cpu;   /* percent of a CPU the capture takes at most */
+	uint32_t cpu;   /* --lossy: percent of a CPU the capture takes at most */
 	uint64_t count; /* 0: no limit */
 };
 
@@ -101,12 +105,14 @@ struct capture {
 	uint32_t nif;       /* pcapng interfaces written */
 	struct flow *flows; /* [FLOWS] */
 	int64_t mono_to_real;
-	uint64_t seen, written, filtered, not_captured, bad;
-	int werr;         /* errno of a failed write */
-	bool reader_gone; /* the pipe's reader closed it */
-	bool done;        /* --count reached */
-	bool gone;        /* without --follow: the fabric was removed or replaced */
-	bool started;     /* attached, or following */
+	uint64_t seen, written, filtered, not_captured, stalled, bad;
+	uint64_t stall_told;  /* frames left out while stalled, as last reported */
+	uint64_t stall_check; /* CLOCK_MONOTONIC of the last look at them */
+	int werr;             /* errno of a failed write */
+	bool reader_gone;     /* the pipe's reader closed it */
+	bool done;            /* --count reached */
+	bool gone;            /* without --follow: the fabric was removed or replaced */
+	bool started;         /* attached, or following */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -135,8 +141,8 @@ static void pause_ns(long ns)
 
 static const char usage_text[] =
     "usage: nicsim capture [--dir D] [-w FILE|-] [--format pcap|pcapng|text] [--host ADDR]\n"
-    "                      [--qp N] [--opcode NAME] [--snaplen N] [--count N] [--cpu PCT]\n"
-    "                      [--follow]\n"
+    "                      [--qp N] [--opcode NAME] [--snaplen N] [--count N]\n"
+    "                      [--lossy [--cpu PCT]] [--follow]\n"
     "\n"
     "Captures the frames of the fabric of run directory D as they are sent, with no\n"
     "change to the NICs. Every frame is a RoCEv2 packet, so Wireshark and tshark\n"
@@ -145,10 +151,15 @@ static const char usage_text[] =
     "  nicsim capture --dir D -w - | tshark -r - -l\n"
     "Frames that fault rules drop, duplicate, delay, reorder or corrupt are captured\n"
     "too; pcapng says so per frame (a comment, and the CRC-error flag for corrupted\n"
-    "frames); plain pcap cannot. The ports never wait for the capture: frames that do\n"
-    "not fit its rings are counted as not captured. Stops on SIGINT or SIGTERM, after\n"
-    "--count frames, or when the reader of -w - goes away, and prints its counts on\n"
-    "stderr. One capture per fabric at a time. docs/capture.md has the details.\n"
+    "frames); plain pcap cannot. Every frame is captured: when the capture falls\n"
+    "behind, the NICs wait for it (the fabric runs at its pace). A capture that makes\n"
+    "no progress for 1 s (stopped, or its output blocked) holds them back no longer:\n"
+    "frames are then left out and counted, and the capture says so. --lossy is for\n"
+    "measuring speed with a capture running: the NICs never wait, and frames the\n"
+    "capture cannot keep up with are counted as not captured. Stops on SIGINT or\n"
+    "SIGTERM, after --count frames, or when the reader of -w - goes away, and prints\n"
+    "its counts on stderr. One capture per fabric at a time. docs/capture.md has the\n"
+    "details.\n"
     "A SEND of fewer than 16 bytes shows as [Malformed Packet: RPCoRDMA] in Wireshark\n"
     "4.0, whose RPC-over-RDMA heuristic reads past such a payload; the frame is fine:\n"
     "tshark --disable-protocol rpcordma decodes it as a plain SEND.\n"
@@ -160,7 +171,8 @@ static const char usage_text[] =
     "                       stdout with '-', flushed frame by frame; without -w, one\n"
     "                       line of text per frame on stdout\n"
     "  --format F           pcap, pcapng or text, whatever FILE's name\n"
-    "  --host ADDR          only frames from or to this address\n"
+    "  --host ADDR          only frames from or to this address (the filters are\n"
+    "                       applied by the NICs' ports: other frames cost nothing)\n"
     "  --qp N               only frames to this destination QP (BTH DestQP)\n"
     "  --opcode NAME        only frames with this BTH opcode: a name as the text\n"
     "                       output prints it (RC_SEND_ONLY, RC_RDMA_WRITE_FIRST,\n"
@@ -168,9 +180,11 @@ static const char usage_text[] =
     "                       or a number\n"
     "  --snaplen N          keep at most N bytes of each frame (default 262144: all)\n"
     "  --count N            stop after writing N frames\n"
-    "  --cpu PCT            when the fabric outpaces the capture, take at most PCT\n"
-    "                       percent of a CPU (default 5): frames are left out\n"
-    "                       (counted), the NICs are not slowed down\n"
+    "  --lossy              never slow the NICs down: frames the capture cannot keep\n"
+    "                       up with are left out (counted); for measuring speed\n"
+    "                       with a capture running\n"
+    "  --cpu PCT            with --lossy, when the fabric outpaces the capture, take\n"
+    "                       at most PCT percent of a CPU (default 5)\n"
     "  --follow             wait for a fabric in D or in a directory directly below it,\n"
     "                       capture every one that appears, and carry on when one is\n"
     "                       removed or created again (test harnesses use this)\n"
@@ -312,6 +326,10 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 			o->follow = true;
 			continue;
 		}
+		if (!strcmp(arg, "--lossy")) {
+			o->lossy = true;
+			continue;
+		}
 		eq = arg[1] == '-' ? strchr(arg, '=') : NULL;
 		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
 		if (!takes_value(name))
@@ -333,7 +351,7 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 		} else if (!strcmp(name, "--format")) {
 			format = val;
 		} else if (!strcmp(name, "--host")) {
-			rc = fab_addr_parse(val, &o->host);
+			rc = fab_addr_parse(val, &o->filter.host);
 			if (rc)
 				return usage_error(
 				    "--host", val,
@@ -341,16 +359,16 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 					? "address outside 198.18.0.0/15, where nicsim "
 					  "NICs live"
 					: "expected an address such as 198.18.0.1");
-			o->host_set = true;
+			o->filter.host_set = true;
 		} else if (!strcmp(name, "--qp")) {
 			if (parse_number("--qp", val, 0, FAB_MASK24, &v))
 				return CLI_EXIT_USAGE;
-			o->qp = (uint32_t)v;
-			o->qp_set = true;
+			o->filter.qpn = (uint32_t)v;
+			o->filter.qpn_set = true;
 		} else if (!strcmp(name, "--opcode")) {
-			if (parse_opcode(val, &o->op))
+			if (parse_opcode(val, &o->filter.opcode))
 				return CLI_EXIT_USAGE;
-			o->op_set = true;
+			o->filter.opcode_set = true;
 		} else if (!strcmp(name, "--snaplen")) {
 			if (parse_number("--snaplen", val, 1, MAX_SNAPLEN, &v))
 				return CLI_EXIT_USAGE;
@@ -359,6 +377,7 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 			if (parse_number("--cpu", val, 1, 100, &v))
 				return CLI_EXIT_USAGE;
 			o->cpu = (uint32_t)v;
+			o->cpu_set = true;
 		} else if (!strcmp(name, "--count")) {
 			if (parse_number("--count", val, 1, UINT64_MAX, &o->count))
 				return CLI_EXIT_USAGE;
@@ -366,6 +385,12 @@ static int parse_args(int argc, char **argv, struct cap_opts *o, bool *help)
 			return usage_error("option", name, "does not apply to 'nicsim capture'");
 		}
 	}
+	/* Without --lossy the capture never rests: it must not be asked to. */
+	if (o->cpu_set && !o->lossy)
+		return usage_error(
+		    "--cpu", NULL,
+		    "applies with --lossy only (without it the capture takes what it "
+		    "needs and the NICs wait for it)");
 	if (format && !strcmp(format, "pcap"))
 		o->format = FMT_PCAP;
 	else if (format && !strcmp(format, "pcapng"))
@@ -520,17 +545,11 @@ static void out_close(struct capture *c)
 
 /* ---- One frame -------------------------------------------------------------------- */
 
+/* The ports filter before they write a record; the capture checks again,
+ * since anyone can write the filter in the segment. */
 static bool wanted(const struct cap_opts *o, const struct fab_cap_rec *r)
 {
-	const uint8_t *bth = r->data + BTH_OFF;
-
-	if (o->host_set && r->src != o->host && r->dst != o->host)
-		return false;
-	if ((o->qp_set || o->op_set) && r->caplen < FAB_HDR_BASE)
-		return false;
-	if (o->op_set && bth[0] != o->op)
-		return false;
-	return !o->qp_set || fab_get24(bth + 5) == o->qp;
+	return fab_cap_filter_match(&o->filter, r->data, r->caplen, r->src, r->dst);
 }
 
 /*
@@ -770,7 +789,10 @@ static int source_add(struct capture *c, const char *dir, const struct stat *st)
 	snprintf(s->dir, sizeof(s->dir), "%s", dir);
 	rc = fab_open(dir, &s->fab);
 	if (!rc) {
-		rc = fab_cap_attach(s->fab, c->o.snaplen, &s->cap);
+		const struct fab_cap_config cfg = {
+		    .copy_bytes = c->o.snaplen, .lossy = c->o.lossy, .filter = c->o.filter};
+
+		rc = fab_cap_attach_cfg(s->fab, &cfg, &s->cap);
 		if (rc == -EBUSY)
 			fab_cap_attached(s->fab, &pid);
 	}
@@ -808,6 +830,8 @@ static void source_end(struct capture *c, struct source *s)
 		} while (n);
 		fab_cap_get_stats(s->cap, &st);
 		c->not_captured += st.not_captured;
+		c->stalled += st.stalled;
+		c->filtered += st.filtered;
 		c->bad += st.bad;
 		if (c->out && c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
 			pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
@@ -919,8 +943,42 @@ static bool behind(struct capture *c, uint64_t *missed)
 	return more;
 }
 
+/*
+ * Lossless mode: whether the ports left frames out because the capture had
+ * stalled (made no pass for FAB_TAP_STALL_NS) since it last said so; if
+ * they did, it says so now that it runs again.  Looked at once a second.
+ */
+static void report_stall(struct capture *c, uint64_t now)
+{
+	struct fab_cap_stats st;
+	uint64_t total = c->stalled;
+	size_t i;
+
+	if (c->o.lossy || now - c->stall_check < 1000000000u)
+		return;
+	c->stall_check = now;
+	for (i = 0; i < c->nsrc; i++) {
+		if (!c->src[i].cap)
+			continue;
+		fab_cap_get_stats(c->src[i].cap, &st);
+		total += st.stalled;
+	}
+	if (total <= c->stall_told)
+		return;
+	fprintf(stderr,
+		"nicsim capture: fell behind: no progress for over %.1f s (the capture was "
+		"stopped, or its output blocked: a full disk, a reader that stopped); the NICs "
+		"stopped waiting for it and left %llu frames out so far\n",
+		(double)FAB_TAP_STALL_NS / 1e9, (unsigned long long)(total - c->stall_told));
+	c->stall_told = total;
+}
+
+/* The counts, and for frames not captured, why and how to get them all. */
 static void summary(const struct capture *c)
 {
+	uint64_t rest =
+	    c->not_captured - (c->stalled < c->not_captured ? c->stalled : c->not_captured);
+
 	fprintf(stderr, "nicsim capture: %llu frames captured, %llu not captured",
 		(unsigned long long)c->written, (unsigned long long)c->not_captured);
 	if (c->filtered)
@@ -928,6 +986,27 @@ static void summary(const struct capture *c)
 	if (c->bad)
 		fprintf(stderr, ", %llu ring records refused", (unsigned long long)c->bad);
 	fprintf(stderr, "\n");
+	if (c->stalled)
+		fprintf(stderr,
+			"nicsim capture: %llu not captured because the capture made no progress "
+			"for over %.1f s (stopped, or its output blocked: a full disk, a reader "
+			"that stopped) and the NICs stopped waiting for it; to get them all, keep "
+			"the capture running and its output flowing\n",
+			(unsigned long long)(c->not_captured < c->stalled ? c->not_captured
+									  : c->stalled),
+			(double)FAB_TAP_STALL_NS / 1e9);
+	if (rest && c->o.lossy)
+		fprintf(stderr,
+			"nicsim capture: %llu not captured because the capture fell behind and "
+			"--lossy lets the NICs leave frames out rather than wait; run without "
+			"--lossy to capture every frame\n",
+			(unsigned long long)rest);
+	else if (rest)
+		fprintf(stderr,
+			"nicsim capture: %llu not captured because the NICs found their capture "
+			"rings full (the rings' positions were written by something other than "
+			"nicsim); run the capture again to capture every frame\n",
+			(unsigned long long)rest);
 }
 
 static int run(struct capture *c)
@@ -967,6 +1046,7 @@ static int run(struct capture *c)
 				c->gone = !same_file(&c->src[0]);
 		}
 		n = read_all(c);
+		report_stall(c, now);
 		if (n) {
 			last_frame = now;
 			dirty = true;
@@ -975,12 +1055,14 @@ static int run(struct capture *c)
 				last_flush = now;
 				dirty = false;
 			}
-			/* Behind (the ports had to leave frames out): at most
-			 * --cpu percent of a CPU, a rest in proportion to the
-			 * work.  The NICs keep the CPU; what they send meanwhile
-			 * waits in the rings, or is counted as not captured. */
+			/* --lossy and behind (the ports had to leave frames
+			 * out): at most --cpu percent of a CPU, a rest in
+			 * proportion to the work.  The NICs keep the CPU; what
+			 * they send meanwhile waits in the rings, or is counted
+			 * as not captured.  Without --lossy the NICs wait for
+			 * the capture, which never rests while there is work. */
 			busy = clock_ns(CLOCK_MONOTONIC) - now;
-			if (c->o.cpu < 100 && behind(c, &missed))
+			if (c->o.lossy && c->o.cpu < 100 && behind(c, &missed))
 				pause_ns((long)(busy * (100 - c->o.cpu) / c->o.cpu % 1000000000u));
 			continue;
 		}

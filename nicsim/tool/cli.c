@@ -11,6 +11,8 @@
 #include "capture.h"
 #include "fab.h"
 #include "fab_addr.h"
+#include "fab_capture.h"
+#include "fab_wire.h"
 #include "log.h"
 #include "mgmt_client.h"
 #include "nicsim_abi_util.h"
@@ -139,8 +141,10 @@ static const struct cmd_spec cmd_specs[] = {
      "write, bind windows; lr when only the implied local read), the window's region\n"
      "and connection, and the owner's pid and program."},
     {"show faults", NULL, run_show_faults, QUERY_OPTS, "list recent TPT refusals, with reasons",
-     "The most recent accesses each NIC's TPT refused, oldest first: when, who, which\n"
-     "key, which rule refused it, what was asked, and what the entry holds now."},
+     "The most recent accesses each NIC's TPT refused, oldest first: when, the owner\n"
+     "of the connection it came on (pid, context, QP), for a remote access the\n"
+     "requester (\"from ADDR qpn N\", with the request's opcode and PSN), which key,\n"
+     "which rule refused it, what was asked, and what the entry holds now."},
     {"show hosts", NULL, run_show_hosts, QUERY_OPTS,
      "list host processes attached, with their registration caches",
      "One line per host context of each NIC: context, pid and program, QPs in use,\n"
@@ -1050,6 +1054,16 @@ static void print_fault_json(const struct nic_mgmt_fault_rec *f)
 	printf("\"access\":\"%s\",\"va\":%llu,\"len\":%llu,",
 	       access_str(f->access, acc, sizeof(acc)), (unsigned long long)f->va,
 	       (unsigned long long)f->len);
+	/* The remote requester, null for a local access. */
+	if (f->peer_qpn != NIC_QPN_NONE) {
+		char peer[FAB_ADDR_STRLEN];
+
+		printf("\"requester\":{\"addr\":\"%s\",\"qpn\":%u,\"psn\":%u,\"opcode\":\"%s\"},",
+		       fab_addr_format(f->peer_addr, peer, sizeof(peer)), f->peer_qpn, f->peer_psn,
+		       fab_opcode_name(f->peer_opcode));
+	} else {
+		printf("\"requester\":null,");
+	}
 	printf("\"entry\":{\"key\":%u,\"state\":\"%s\",\"ctx\":%u,\"qpn\":%u,\"va\":%llu,"
 	       "\"len\":%llu,\"access\":\"%s\",\"pid\":%u,\"changed_ns\":%llu}}",
 	       f->entry_key, state_str(f->entry_state), f->entry_ctx_id, f->entry_qpn,
@@ -1059,9 +1073,12 @@ static void print_fault_json(const struct nic_mgmt_fault_rec *f)
 }
 
 /*
- * One refusal in words: when, who, which key, the rule that refused it, what
- * was asked, and what the entry holds now, e.g.
- *   198.18.0.1 2026-11-21 14:02:03.123456 pid 4242 (ctx 3) key 0x000105: key
+ * One refusal in words: when, whose connection (and, for a remote access,
+ * the requester across the fabric: its address, QP, and the request's opcode
+ * and PSN), which key, the rule that refused it, what was asked, and what
+ * the entry holds now, e.g.
+ *   198.18.0.1 2026-11-21 14:02:03.123456 pid 4242 (ctx 3, qpn 17) from
+ *   198.18.0.2 qpn 18 (RDMA_WRITE_ONLY psn 8321) key 0x000105: key
  *   byte does not match the entry (stale or forged key); wanted rr va 0x...
  *   len 4096; entry now key 0x000106 state valid ctx 3 va 0x... len ...
  *   access lw,rr; key changed 14:01:59.000001 by pid 4242
@@ -1074,7 +1091,16 @@ static void print_fault_text(const char *addr, const struct nic_mgmt_fault_rec *
 	       f->ctx_id);
 	if (f->qpn != NIC_QPN_NONE)
 		printf(", qpn %u", f->qpn);
-	printf(") key 0x%06x: ", f->key);
+	printf(")");
+	/* A remote access: the peer that sent it, and which packet. */
+	if (f->peer_qpn != NIC_QPN_NONE) {
+		char peer[FAB_ADDR_STRLEN];
+
+		printf(" from %s qpn %u (%s psn %u)",
+		       fab_addr_format(f->peer_addr, peer, sizeof(peer)), f->peer_qpn,
+		       fab_opcode_name(f->peer_opcode), f->peer_psn);
+	}
+	printf(" key 0x%06x: ", f->key);
 	if (f->reason < NIC_TPT_R_MAX_)
 		printf("%s", reason_texts[f->reason]);
 	else
@@ -1233,7 +1259,7 @@ static bool link_shown(const struct fab_link_config *cfg, const struct fab_link_
 	return src != dst || st->tx.frames || fab_link_describe(cfg, text, sizeof(text))[0];
 }
 
-static void print_port_text(const struct fab_port_info *p)
+static void print_port_text(const struct fab_port_info *p, const struct fab_cap_port_counters *cc)
 {
 	char a[FAB_ADDR_STRLEN], when[64];
 	bool any = false;
@@ -1260,6 +1286,39 @@ static void print_port_text(const struct fab_port_info *p)
 #undef PORT_COUNTER
 	if (any)
 		putchar('\n');
+	/* The names nicsim capture's summary and docs/capture.md use. */
+	if (cc->records || cc->not_captured || cc->filtered)
+		printf("  capture: records %llu not_captured %llu (stalled %llu) filtered %llu\n",
+		       (unsigned long long)cc->records, (unsigned long long)cc->not_captured,
+		       (unsigned long long)cc->stalled, (unsigned long long)cc->filtered);
+}
+
+/* The fabric's capture, if one ever attached: who, how, and whether it
+ * keeps up (a lossless capture whose last pass is old holds no one back). */
+static void print_capture_text(const struct fab_cap_status *cs)
+{
+	char a[FAB_ADDR_STRLEN];
+
+	if (!cs->ever)
+		return;
+	if (!cs->attached) {
+		printf("capture: none attached (the last one was pid %u)\n", cs->pid);
+		return;
+	}
+	printf("capture: pid %u, %s", cs->pid,
+	       cs->lossy ? "lossy (the ports never wait for it)"
+			 : "lossless (the ports wait for it while it makes progress)");
+	if (cs->filter.host_set)
+		printf(", host %s", fab_addr_format(cs->filter.host, a, sizeof(a)));
+	if (cs->filter.qpn_set)
+		printf(", qp %u", cs->filter.qpn);
+	if (cs->filter.opcode_set)
+		printf(", opcode %s", fab_opcode_name(cs->filter.opcode));
+	printf("; last pass %.3f s ago%s\n", (double)cs->last_pass_ns / 1e9,
+	       !cs->lossy && cs->last_pass_ns >= FAB_TAP_STALL_NS
+		   ? ": stalled, the ports no longer wait for it and leave frames out "
+		     "(counted as stalled)"
+		   : "");
 }
 
 /*
@@ -1396,7 +1455,7 @@ stats:
 	printf("\"queued\":%u,\"nth_matched\":%u}}", st->queued, st->nth_matched);
 }
 
-static void print_port_json(const struct fab_port_info *p)
+static void print_port_json(const struct fab_port_info *p, const struct fab_cap_port_counters *cc)
 {
 	char a[FAB_ADDR_STRLEN];
 	const char *sep = "";
@@ -1411,12 +1470,17 @@ static void print_port_json(const struct fab_port_info *p)
 	sep = ",";
 	FAB_PORT_COUNTERS(PORT_COUNTER)
 #undef PORT_COUNTER
-	printf("}}");
+	printf("},\"capture\":{\"records\":%llu,\"not_captured\":%llu,\"stalled\":%llu,"
+	       "\"filtered\":%llu}}",
+	       (unsigned long long)cc->records, (unsigned long long)cc->not_captured,
+	       (unsigned long long)cc->stalled, (unsigned long long)cc->filtered);
 }
 
 static int run_link_show(struct cli_opts *o)
 {
 	struct fab_port_info *ports = NULL;
+	struct fab_cap_port_counters cc;
+	struct fab_cap_status cs;
 	struct fab_link_config cfg;
 	struct fab_link_stats st;
 	struct fab_info info;
@@ -1440,14 +1504,20 @@ static int run_link_show(struct cli_opts *o)
 		json_str(o->dir, sizeof(o->dir));
 		printf(",\"seed\":%llu,\"max_ports\":%u,\"ports_bound\":%u,\"frames\":%u,"
 		       "\"slot_bytes\":%u,\"ring_depth\":%u,\"frames_free\":%u,\"frames_held\":%u,"
-		       "\"frames_in_flight\":%u,\"created_ns\":%llu},\n\"ports\":[",
+		       "\"frames_in_flight\":%u,\"created_ns\":%llu},\n",
 		       (unsigned long long)info.seed, info.max_ports, info.ports_bound,
 		       info.nframes, info.slot_bytes, info.ring_depth, info.frames_free,
 		       info.frames_held, info.frames_in_flight,
 		       (unsigned long long)info.created_ns);
+		fab_cap_status(fab, &cs);
+		printf("\"capture\":{\"ever\":%s,\"attached\":%s,\"pid\":%u,\"lossy\":%s,"
+		       "\"last_pass_ns\":%llu},\n\"ports\":[",
+		       cs.ever ? "true" : "false", cs.attached ? "true" : "false", cs.pid,
+		       cs.lossy ? "true" : "false", (unsigned long long)cs.last_pass_ns);
 		for (i = 0; i < n; i++) {
 			printf("%s\n", i ? "," : "");
-			print_port_json(&ports[i]);
+			fab_cap_port_counters(fab, ports[i].addr, &cc);
+			print_port_json(&ports[i], &cc);
 		}
 		printf("],\n\"links\":[");
 	} else {
@@ -1456,9 +1526,14 @@ static int run_link_show(struct cli_opts *o)
 		       o->dir, (unsigned long long)info.seed, info.ports_bound, info.max_ports,
 		       info.nframes, info.slot_bytes, info.frames_free, info.frames_held,
 		       info.frames_in_flight);
-		for (i = 0; i < n; i++)
-			if (!o->nic_set || ports[i].addr == o->nic)
-				print_port_text(&ports[i]);
+		fab_cap_status(fab, &cs);
+		print_capture_text(&cs);
+		for (i = 0; i < n; i++) {
+			if (o->nic_set && ports[i].addr != o->nic)
+				continue;
+			fab_cap_port_counters(fab, ports[i].addr, &cc);
+			print_port_text(&ports[i], &cc);
+		}
 	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 enum msg_type { MSG_HELLO = 1, MSG_DESC, MSG_SUM_REQ, MSG_SUM, MSG_BYE };
@@ -76,7 +77,7 @@ static void *map(size_t n)
 
 static bool fail(const char *what, int err)
 {
-	fprintf(stderr, "nicsim-pingpong: %s: %s (%d)\n", what, prov_wsa_name(err), err);
+	fprintf(stderr, "nicsim-pingpong: %s: %s (%d)\n", what, nicsim_wsa_name(err), err);
 	return false;
 }
 
@@ -180,10 +181,10 @@ static void explain_bind(const char *addr, int err)
 
 	if (err != WSAEADDRNOTAVAIL) {
 		fprintf(stderr, "nicsim-pingpong: cannot bind to %s: %s (%d)\n", addr,
-			prov_wsa_name(err), err);
+			nicsim_wsa_name(err), err);
 		return;
 	}
-	if (prov_run_dir(dir, sizeof(dir)))
+	if (nicsim_run_dir(dir, sizeof(dir)))
 		snprintf(dir, sizeof(dir), "(unresolvable run directory)");
 	fprintf(stderr,
 		"nicsim-pingpong: no NIC%s%s in %s\n"

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define LOCAL_LEN (1u << 20)
@@ -50,14 +51,14 @@ static void usage(FILE *f)
 
 static void fail(const char *what, int wsa)
 {
-	fprintf(stderr, "nicsim-regdemo: %s failed: %s (%d)\n", what, prov_wsa_name(wsa), wsa);
+	fprintf(stderr, "nicsim-regdemo: %s failed: %s (%d)\n", what, nicsim_wsa_name(wsa), wsa);
 }
 
 static void explain_bind(const struct demo *d, int wsa)
 {
 	char dir[256];
 
-	if (prov_run_dir(dir, sizeof(dir)))
+	if (nicsim_run_dir(dir, sizeof(dir)))
 		snprintf(dir, sizeof(dir), "(unresolvable run directory)");
 	if (wsa == WSAEADDRNOTAVAIL)
 		fprintf(stderr,

@@ -1,6 +1,9 @@
 /*
- * ws2san.h for nicsim: the Windows Sockets Direct SAN service provider SPI on
- * Linux, as /work/shared/SPI.md collects it.
+ * ws2san.h for nicsim: the SAN service provider interface (SPI) of Windows
+ * Sockets Direct, as Microsoft's Windows Sockets Direct documentation and the
+ * Windows SDK's ws2san.h define it, on Linux.  Names, structures, constants
+ * and error codes keep Windows' values; what replaces Windows' own plumbing
+ * is listed below.  docs/spi-guide.md walks through a first program.
  *
  * Types.  Windows types map to fixed-width C types of the same size: BYTE =
  * uint8_t, WORD = uint16_t, DWORD = ULONG = uint32_t, INT = BOOL = int32_t,
@@ -32,7 +35,31 @@
  *     return value (SOCKET_ERROR, INVALID_SOCKET or NULL) still says "failed".
  *
  * The provider is process-wide (the SPI has no context parameter); every
- * function is thread-safe.
+ * function is thread-safe.  Linking libnicsimsp also interposes ten C
+ * library functions (free, realloc, reallocarray, mmap, mmap64, munmap,
+ * mremap, madvise, brk, sbrk) for its registration cache: nicsim_provider.h
+ * says why, and how to turn caching off.
+ *
+ * The rules for registered memory, as the comments below number them:
+ *   R1  a registration a transfer still uses cannot be deregistered;
+ *   R2  registering the same buffer again counts one more instance of the
+ *       same registration;
+ *   R3  a registration handle is valid only in the registering process, and
+ *       only with a socket that holds it;
+ *   R4  an RDMA descriptor is valid only for RDMA started by the peer of the
+ *       connection it was registered on, while registered and connected;
+ *   R5  no other process can reach registered memory;
+ *   R6  read-only registrations refuse writes, write-only ones refuse reads;
+ *   R7  deregistered buffers stay pinned and registered in a cache, found
+ *       again by address at no cost;
+ *   R8  deregistering an RDMA buffer takes the peer's access away at once;
+ *   R9  WSPMemoryRegistrationCacheCallback drops what the cache holds in a
+ *       range;
+ *   R10 the provider drops registrations before the application's memory
+ *       changes under them (unmap, free: see nicsim_provider.h);
+ *   R11 closing a socket releases what it registered and exposed.
+ * docs/transport.md (R3-R6) and docs/registration-cache.md (R7-R11) say
+ * how each is enforced.
  */
 #ifndef NICSIM_WS2SAN_H
 #define NICSIM_WS2SAN_H
@@ -403,7 +430,7 @@ typedef void (*WSPPROC_UNUSED)(void);
 
 /*
  * The procedure table WSPStartupEx fills, in Windows' member order.  Filled:
- * every call the switch needs (SPI.md): Accept, Bind, Cleanup, CloseSocket,
+ * every call the Winsock switch makes on a SAN provider: Accept, Bind, Cleanup, CloseSocket,
  * Connect, EnumNetworkEvents, EventSelect, GetOverlappedResult, GetSockOpt,
  * Ioctl, Listen, Recv, Send, SetSockOpt, Socket.  The other slots are NULL.
  */
@@ -508,9 +535,11 @@ struct nicsim_rdma_desc {
 	uint64_t va;
 	uint64_t len;
 };
+#ifndef __cplusplus /* C11's spelling; C++ has its own */
 _Static_assert(sizeof(struct nicsim_rdma_desc) == NICSIM_RDMA_DESC_SIZE, "descriptor is 32 bytes");
 _Static_assert(offsetof(struct nicsim_rdma_desc, rkey) == 12, "rkey at 12");
 _Static_assert(offsetof(struct nicsim_rdma_desc, va) == 16, "va at 16");
+#endif
 
 /* ---- Functions ------------------------------------------------------------ */
 
@@ -842,6 +871,12 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  *     retry limits (RETRY_EXC, RNR_RETRY_EXC) .......... WSAECONNABORTED
  * Any error other than a flush breaks the connection: the NIC flushes the
  * socket's other operations, and later posts fail at once with that error.
+ * WSAECONNRESET here does not mean the peer reset: nicsim_socket_error()
+ * (nicsim_provider.h) names the kind of refusal, both ends and QPs, and
+ * what to look at next; for a remote access error (a stale, forged or
+ * foreign key, a range or an access right the peer's NIC refused), run
+ * `nicsim show faults --nic PEER`, which shows the rule that refused it and
+ * this socket as the requester.  NICSIM_DEBUG=1 prints the same on stderr.
  * The peer closing (or its process dying) flushes the operations in flight
  * (WSA_OPERATION_ABORTED), and later posts fail with WSAECONNRESET; so does
  * the peer's connection failing (any error other than a flush on its side):
@@ -901,17 +936,7 @@ BOOL WSPAPI WSPGetOverlappedResult(SOCKET s, LPWSAOVERLAPPED lpOverlapped, LPDWO
  */
 int WSPAPI WSPMemoryRegistrationCacheCallback(PVOID lpvAddress, SIZE_T Size, LPINT lpErrno);
 
-/* ---- nicsim additions (not in Windows' ws2san.h) -------------------------- */
-
-/*
- * The run directory the provider searches for NICs (see WSPStartupEx), as it
- * would resolve it now: for messages such as "no NIC in D".  Returns 0, or
- * -ENAMETOOLONG when it does not fit in size bytes.
- */
-int prov_run_dir(char *buf, size_t size);
-
-/* Symbolic name of a WSA error code ("WSAEFAULT"), or "WSA error" if unknown. */
-const char *prov_wsa_name(int wsa_error);
+/* The nicsim extras (not in Windows' ws2san.h) are in nicsim_provider.h. */
 
 #ifdef __cplusplus
 }

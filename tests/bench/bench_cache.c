@@ -18,9 +18,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "nicsim_host.h"
 #include "nstest.h"
 #include "nstspi.h"
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define ADDR "198.18.0.1"
@@ -89,7 +89,7 @@ static void bench_cache_hits(void)
 	uint8_t *cold =
 	    mmap(NULL, 64 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	pid_t nic = nst_start_nic(dir, ADDR, extra, WAIT_MS);
-	struct nic_host_cache_stats c0, c1;
+	struct nicsim_cache_stats c0, c1;
 	size_t filled = 0;
 	double cold_med, hit100k = -1, worst_ratio = 1e30;
 	int err = 0;
@@ -103,7 +103,7 @@ static void bench_cache_hits(void)
 	s = nst_spi_bound(ADDR, 0);
 	NST_REQUIRE(s != INVALID_SOCKET);
 	NST_REQUIRE_EQ(nicsim_cache_stats(&c0), 0);
-	NST_REQUIRE(c0.flags & NIC_HOST_CACHE_ON);
+	NST_REQUIRE(c0.flags & NICSIM_CACHE_ON);
 
 	cold_med = cold_us(s, cold);
 	printf("\n\n  registration cache: WSPRegisterMemory + WSPDeregisterMemory of %u bytes\n",

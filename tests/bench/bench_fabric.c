@@ -13,7 +13,7 @@
  *     waits for it; half the round trip, median.  A and B are pinned to two
  *     different CPUs (when there are two).  "spin": both poll;
  *     "sleep": B sleeps on its bell before every frame, so every frame pays
- *     a wake-up (DESIGN.md: 2-30 us).
+ *     a wake-up (2-30 us on a typical Linux machine).
  *
  * Target (issue: the fabric): send + receive of a frame costs a few hundred
  * ns and makes no system call while the receiver is awake; checked on the
@@ -71,7 +71,7 @@ static int open_port(uint32_t addr, uint32_t *flag, uint32_t *peer_flag, struct 
 	uint64_t deadline = nst_now_ns() + 10000000000ull;
 
 	/* A on one core, B on another, so that the figures are those of two
-	 * cores, as DESIGN.md's table. */
+	 * cores. */
 	nst_pin(0, addr == a_addr ? 0 : 1);
 	if (fab_open(dir, fab) || fab_port_open(*fab, addr, port))
 		return -1;

@@ -70,7 +70,7 @@ static void bench_cold_registration(void)
 		double r, p, mc, pv;
 
 		NST_REQUIRE(buf != MAP_FAILED && dst != MAP_FAILED && reg && pin);
-		/* Prefaulted pages, as in the pinning cost DESIGN.md quotes. */
+		/* Prefaulted pages, as pinning costs are usually quoted. */
 		memset(buf, 1, len);
 		memset(dst, 2, len);
 		for (size_t k = 0; k < iters; k++) {

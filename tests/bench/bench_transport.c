@@ -103,14 +103,15 @@ static void nic_sample(const char *sock, pid_t pid, struct nic_sample *s)
 static void nic_report(const char *name, const struct nic_sample *a, const struct nic_sample *b,
 		       double wall_s)
 {
-	printf("      %s: cpu %3.0f%%, waited for a cpu %3.0f%%, tx %llu rx %llu frames, no_frame "
-	       "%llu, retransmits %llu, "
+	printf("      %s: cpu %3.0f%%, waited for a cpu %3.0f%%, tx %llu rx %llu frames, "
+	       "dest_ring_full %llu, frame_pool_empty %llu, retransmits %llu, "
 	       "timeouts %llu, doorbells %llu\n",
 	       name, wall_s > 0 ? 100.0 * (b->cpu_s - a->cpu_s) / wall_s : 0.0,
 	       wall_s > 0 ? 100.0 * (b->wait_s - a->wait_s) / wall_s : 0.0,
 	       (unsigned long long)(b->st.tx_frames - a->st.tx_frames),
 	       (unsigned long long)(b->st.rx_frames - a->st.rx_frames),
-	       (unsigned long long)(b->st.tx_no_frame - a->st.tx_no_frame),
+	       (unsigned long long)(b->st.dest_ring_full - a->st.dest_ring_full),
+	       (unsigned long long)(b->st.frame_pool_empty - a->st.frame_pool_empty),
 	       (unsigned long long)(b->st.retransmits - a->st.retransmits),
 	       (unsigned long long)(b->st.timeouts - a->st.timeouts),
 	       (unsigned long long)(b->st.doorbells - a->st.doorbells));

@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "mgmt_client.h"
-#include "nicsim_host.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
 #include "nstnic.h"
 #include "nstspi.h"
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -86,9 +86,9 @@ static struct nic_stats nic_stats(int nic)
 	return st;
 }
 
-static struct nic_host_cache_stats cache_stats(void)
+static struct nicsim_cache_stats cache_stats(void)
 {
-	struct nic_host_cache_stats c;
+	struct nicsim_cache_stats c;
 
 	memset(&c, 0, sizeof(c));
 	NST_EQ(nicsim_cache_stats(&c), 0);
@@ -103,7 +103,7 @@ static HANDLE reg(SOCKET s, void *buf, DWORD len, DWORD flags)
 
 	if (!(h = WSPRegisterMemory(s, buf, len, flags, &err)))
 		NST_CHECK_(false, CU_TRUE, "WSPRegisterMemory(%p, %u, %u): %s", buf, len, flags,
-			   prov_wsa_name(err));
+			   nicsim_wsa_name(err));
 	return h;
 }
 
@@ -111,7 +111,7 @@ static void dereg(SOCKET s, HANDLE h)
 {
 	int err = 0, rc = WSPDeregisterMemory(s, h, &err);
 
-	NST_CHECK_(rc == 0 && err == 0, CU_FALSE, "WSPDeregisterMemory: %s", prov_wsa_name(err));
+	NST_CHECK_(rc == 0 && err == 0, CU_FALSE, "WSPDeregisterMemory: %s", nicsim_wsa_name(err));
 }
 
 static void expose(SOCKET s, void *buf, DWORD len, DWORD flags, struct nicsim_rdma_desc *d)
@@ -206,7 +206,7 @@ static void test_r7_local_hit_does_no_nic_work(void)
 	long lck0 = locked_kib();
 	int base = tpt(NA), same = 0;
 	struct nic_stats n0, n1;
-	struct nic_host_cache_stats c0, c1;
+	struct nicsim_cache_stats c0, c1;
 	HANDLE h = reg(s, buf + 100, PAGE, MEM_READWRITE);
 
 	dereg(s, h);
@@ -230,7 +230,7 @@ static void test_r7_local_hit_does_no_nic_work(void)
 	NST_EQ(n1.cmd_dereg_mr - n0.cmd_dereg_mr, 0);
 	NST_EQ(c1.hits - c0.hits, 100);
 	NST_EQ(c1.misses - c0.misses, 0);
-	NST_TRUE(c1.flags & NIC_HOST_CACHE_ON);
+	NST_TRUE(c1.flags & NICSIM_CACHE_ON);
 	/* Other flags are another registration: a miss. */
 	h = reg(s, buf + 100, PAGE, MEM_READ);
 	NST_EQ(cache_stats().misses - c1.misses, 1);
@@ -324,7 +324,7 @@ static void test_r9_contained_overlapping_adjacent(void)
 	SOCKET s = bound(ADDR_A);
 	uint8_t *buf = map(6 * PAGE);
 	int base = tpt(NA);
-	struct nic_host_cache_stats c0 = cache_stats();
+	struct nicsim_cache_stats c0 = cache_stats();
 	/* a [0, 2P), b [2P, 4P) adjacent to a, c [P, 3P) over both, d inside a and c. */
 	HANDLE a = reg(s, buf, 2 * PAGE, MEM_READWRITE);
 	HANDLE b = reg(s, buf + 2 * PAGE, 2 * PAGE, MEM_READWRITE);
@@ -393,7 +393,7 @@ static void remap_case(void (*release)(uint8_t *buf, size_t len))
 	const size_t len = 4 * PAGE;
 	uint8_t *target = map(len), *src = map(len);
 	struct nicsim_rdma_desc d;
-	struct nic_host_cache_stats c0;
+	struct nicsim_cache_stats c0;
 	uint32_t old_key;
 	HANDLE hs;
 
@@ -477,7 +477,7 @@ static void test_r10_madvise_remove(void)
 	uint8_t *shm =
 	    mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int base = tpt(NA);
-	struct nic_host_cache_stats c0 = cache_stats();
+	struct nicsim_cache_stats c0 = cache_stats();
 
 	NST_REQUIRE(shm != MAP_FAILED);
 	memset(shm, 1, 2 * PAGE);
@@ -497,7 +497,7 @@ static void test_r10_brk_shrink(void)
 	uint8_t *buf = (uint8_t *)(((uintptr_t)top + PAGE - 1) & ~(uintptr_t)(PAGE - 1));
 	intptr_t incr = (intptr_t)(buf - top) + 4 * PAGE;
 	int base = tpt(NA);
-	struct nic_host_cache_stats c0 = cache_stats();
+	struct nicsim_cache_stats c0 = cache_stats();
 
 	grown = sbrk(incr);
 	NST_REQUIRE(grown == top);
@@ -519,7 +519,7 @@ static void test_r10_free_and_realloc_of_large_blocks(void)
 	size_t len = 1u << 20; /* served by mmap: free unmaps it */
 	uint8_t *blk = malloc(len), *blk2 = malloc(len);
 	int base = tpt(NA);
-	struct nic_host_cache_stats c0 = cache_stats();
+	struct nicsim_cache_stats c0 = cache_stats();
 
 	NST_REQUIRE(blk && blk2);
 	memset(blk, 1, len);
@@ -665,7 +665,7 @@ static void test_full_tpt_evicts_unused_entries(void)
 	SOCKET s = bound(ADDR_E);
 	uint8_t *buf = map(12 * PAGE);
 	int base = tpt(NE), fit = 8 - base;
-	struct nic_host_cache_stats c0 = cache_stats();
+	struct nicsim_cache_stats c0 = cache_stats();
 	HANDLE h[12];
 
 	NST_REQUIRE_GT(fit, 2);
@@ -702,7 +702,7 @@ static int limits_child(void *arg)
 {
 	uint8_t *buf =
 	    mmap(NULL, 16 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct nic_host_cache_stats c;
+	struct nicsim_cache_stats c;
 	int err = 0;
 	SOCKET s;
 
@@ -754,7 +754,7 @@ static uint8_t *fork_buf;
 static int fork_child(void *arg)
 {
 	int *base = arg, err = 0;
-	struct nic_host_cache_stats c;
+	struct nicsim_cache_stats c;
 	SOCKET s;
 	HANDLE h;
 
@@ -791,7 +791,7 @@ static void test_fork_child_does_not_use_parent_cache(void)
 	NST_EQ(nst_wait_tpt_in_use(socks[NA], base + 1, WAIT_MS), base + 1);
 	/* The parent's entry is still its own: a hit. */
 	{
-		struct nic_host_cache_stats c0 = cache_stats();
+		struct nicsim_cache_stats c0 = cache_stats();
 
 		dereg(s, reg(s, fork_buf, PAGE, MEM_READ));
 		NST_EQ(cache_stats().hits - c0.hits, 1);
@@ -808,14 +808,13 @@ static void test_stats_and_show_hosts(void)
 			      "hosts",           NULL};
 	const char *json[] = {nst_bin("nicsim"), "--dir",  dir, "--nic", ADDR_C, "show",
 			      "hosts",           "--json", NULL};
-	struct nic_host_cache_stats c;
+	struct nicsim_cache_stats c;
 	char out[16384], want[128];
 
 	dereg(s, reg(s, buf, 3 * PAGE, MEM_READWRITE));
 	dereg(s, reg(s, buf, 3 * PAGE, MEM_READWRITE));
 	c = cache_stats();
-	NST_TRUE(c.magic == NIC_HOST_CACHE_MAGIC);
-	NST_TRUE(c.flags & NIC_HOST_CACHE_MONITOR);
+	NST_TRUE(c.flags & NICSIM_CACHE_MONITOR);
 	NST_GE(c.bytes_pinned, 3 * PAGE);
 	NST_TRUE(c.entries >= 1 && c.unused >= 1 && c.bytes >= 3 * PAGE);
 	NST_EQ(nicsim_cache_stats(NULL), -EINVAL);
@@ -843,10 +842,10 @@ static int fail_closed_child(void *arg)
 	const char *copy = arg;
 	void *lib = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
 	int (*startup)(WORD, LPWSPDATA, LPWSAPROTOCOL_INFOW, LPWSPUPCALLTABLEEX, LPWSPPROC_TABLE);
-	int (*stats)(struct nic_host_cache_stats *);
+	int (*stats)(struct nicsim_cache_stats *);
 	WSPDATA data;
 	WSPPROC_TABLE t;
-	struct nic_host_cache_stats c;
+	struct nicsim_cache_stats c;
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	uint8_t *buf = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	int err = 0, base = nst_tpt_in_use(socks[NA]);
@@ -859,7 +858,7 @@ static int fail_closed_child(void *arg)
 	*(void **)&stats = dlsym(lib, "nicsim_cache_stats");
 	if (!startup || !stats || startup(MAKEWORD(2, 2), &data, NULL, NULL, &t))
 		return 2;
-	if (stats(&c) || (c.flags & (NIC_HOST_CACHE_ON | NIC_HOST_CACHE_MONITOR)))
+	if (stats(&c) || (c.flags & (NICSIM_CACHE_ON | NICSIM_CACHE_MONITOR)))
 		return 3;
 	s = t.lpWSPSocket(AF_INET, SOCK_STREAM, 0, NULL, 0, 0, &err);
 	inet_pton(AF_INET, ADDR_A, &sa.sin_addr);
@@ -881,7 +880,8 @@ static int fail_closed_child(void *arg)
 /*
  * Copy the provider's file to path under another soname (the loader would
  * otherwise hand back the library already loaded): one byte of its
- * DT_SONAME string changes.
+ * DT_SONAME string ("libnicsimsp.so.<major>", the first occurrence of the
+ * name: .dynstr comes before the code and the debugging sections) changes.
  */
 static void copy_provider(const char *path)
 {
@@ -906,9 +906,9 @@ static void copy_provider(const char *path)
 		}
 	}
 	close(in);
-	at = memmem(image, size, soname, sizeof(soname));
+	at = memmem(image, size, soname, sizeof(soname) - 1);
 	NST_REQUIRE(at != NULL);
-	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so */
+	at[sizeof(soname) - 5] = 'q'; /* libnicsimsq.so.<major> */
 	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0700);
 	NST_REQUIRE_GE(out, 0);
 	NST_REQUIRE(write(out, image, size) == (ssize_t)size);
@@ -1034,7 +1034,7 @@ static void test_threads_register_deregister_invalidate(void)
 	struct stress st[STRESS_THREADS];
 	pthread_t t[STRESS_THREADS];
 	uint8_t *pool = map(STRESS_PAGES * PAGE);
-	struct nic_host_cache_stats c0 = cache_stats(), c1;
+	struct nicsim_cache_stats c0 = cache_stats(), c1;
 	long lck0 = locked_kib();
 	uint64_t regs = 0;
 

@@ -798,7 +798,7 @@ static void test_fault_marks_in_pcapng(void)
 	NST_REQUIRE(lk && dmr && rkey);
 	nst_fill(src, len, 11);
 	snprintf(file, sizeof(file), "%s/faults.pcapng", dir);
-	cap = capture_start((const char *const[]){"-w", file, "--cpu", "100", NULL}, -1);
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
 	st0 = link_ab();
 	sent0 = sent_ab();
 	faults(30000000, 30000000, 20000000, 30000000); /* 3 %, 3 %, 2 %, 3 % */
@@ -937,6 +937,258 @@ static void test_pcap_filters_snaplen_count(void)
 	munmap(buf, 1 << 16);
 }
 
+/* ---- Bulk transfers: every frame, a stopped capture, filters ----------------------- */
+
+#define BULK (32u << 20) /* bytes of one bulk transfer */
+#define BULK_POST (1u << 20)
+
+static struct fab_link_stats link_of(uint32_t src, uint32_t dst)
+{
+	struct fab_link_stats st;
+	struct fab *f;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	NST_REQUIRE_EQ(fab_link_stats(f, src, dst, &st), 0);
+	fab_close(f);
+	return st;
+}
+
+/* Frames offered to the links between A and B, both ways: every frame a
+ * port sent or a rule dropped, each of which a capture records. */
+static uint64_t offered_ab(void)
+{
+	return link_of(addr_a, addr_b).tx.frames + link_of(addr_b, addr_a).tx.frames;
+}
+
+/* Frames in a pcap or pcapng file, and of them those with BTH opcode op
+ * (-1: none counted). */
+static size_t count_pcap(const char *path, int op, size_t *with_op)
+{
+	char err[PCAP_ERRBUF_SIZE] = "";
+	struct pcap_pkthdr *h;
+	const u_char *d;
+	size_t n = 0;
+	pcap_t *p;
+
+	*with_op = 0;
+	p = pcap_open_offline(path, err);
+	NST_CHECK_(p != NULL, CU_TRUE, "libpcap cannot read %s: %s", path, err);
+	while (pcap_next_ex(p, &h, &d) == 1) {
+		n++;
+		*with_op += op >= 0 && h->caplen > 42 && d[42] == op;
+	}
+	pcap_close(p);
+	return n;
+}
+
+/* A (registered) and B's window over bulk bytes, connected. */
+struct bulk {
+	struct pair p;
+	uint8_t *src, *dst;
+	uint32_t lk, rkey;
+};
+
+static void bulk_setup(struct bulk *b)
+{
+	uint32_t dmr;
+
+	b->src = map(BULK);
+	b->dst = map(BULK);
+	connect_pair(&b->p, sock_b, addr_b);
+	b->lk = nst_reg(b->p.ha, b->src, BULK, 0);
+	dmr = nst_reg(b->p.hb, b->dst, BULK, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
+	b->rkey = nst_window(b->p.hb, dmr, b->dst, BULK, NIC_ACCESS_REMOTE_WRITE, b->p.b.qpn);
+	NST_REQUIRE(b->lk && dmr && b->rkey);
+	nst_fill(b->src, BULK, 29);
+}
+
+/* BULK bytes from A to B by RDMA WRITE, BULK_POST at a time; checked. */
+static void bulk_write(struct bulk *b)
+{
+	memset(b->dst, 0, BULK);
+	for (uint32_t off = 0; off < BULK; off += BULK_POST) {
+		post(&b->p.a, NIC_WR_RDMA_WRITE, b->src + off, BULK_POST, b->lk,
+		     (uintptr_t)b->dst + off, b->rkey);
+		completes(&b->p.a, NIC_WC_SUCCESS);
+	}
+	NST_EQ(memcmp(b->dst, b->src, BULK), 0);
+}
+
+static void bulk_done(struct bulk *b)
+{
+	nic_host_detach(b->p.ha);
+	nic_host_detach(b->p.hb);
+	munmap(b->src, BULK);
+	munmap(b->dst, BULK);
+}
+
+/* The count after "text" in the capture's messages (0 if absent). */
+static unsigned long long count_before(const char *log, const char *text)
+{
+	const char *at = strstr(log, text);
+	const char *p = at;
+
+	if (!at)
+		return 0;
+	while (p > log && p[-1] == ' ')
+		p--;
+	while (p > log && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	return strtoull(p, NULL, 10);
+}
+
+static void test_bulk_transfer_every_frame(void)
+{
+	char file[600], log[8192];
+	uint64_t before, offered;
+	struct bulk b;
+	size_t n, ops;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/bulk.pcap", dir);
+	before = offered_ab();
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	/* 32 MiB as fast as the NICs go: far more than the capture's rings
+	 * hold (1 MiB a port), written to a file. */
+	bulk_write(&b);
+	offered = offered_ab() - before;
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	n = count_pcap(file, -1, &ops);
+	printf("\n    32 MiB by RDMA WRITE: %llu frames offered to the links, %zu in the capture; "
+	       "%.300s",
+	       (unsigned long long)offered, n, log);
+	NST_EQ(n, offered);
+	NST_EQ(count_before(log, " frames captured"), offered);
+	NST_CHECK_(strstr(log, " 0 not captured") != NULL, CU_FALSE, "summary: %.400s", log);
+	NST_GT(offered, BULK / MTU);
+	unlink(file);
+	bulk_done(&b);
+}
+
+static void test_stopped_capture_holds_back_for_the_bound(void)
+{
+	char file[600], log[8192];
+	uint64_t before, offered, t0, took;
+	unsigned long long captured, missed;
+	struct bulk b;
+	size_t n, ops;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/stopped.pcap", dir);
+	before = offered_ab();
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	NST_REQUIRE_EQ(kill(cap, SIGSTOP), 0);
+	/* The capture is stopped: the NICs wait for it for FAB_TAP_STALL_NS
+	 * (from its last pass), then leave frames out, and the transfer
+	 * completes. */
+	t0 = nst_now_ns();
+	bulk_write(&b);
+	took = nst_now_ns() - t0;
+	offered = offered_ab() - before;
+	NST_REQUIRE_EQ(kill(cap, SIGCONT), 0);
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	captured = count_before(log, " frames captured");
+	missed = count_before(log, " not captured,");
+	if (!missed)
+		missed = count_before(log, " not captured\n");
+	n = count_pcap(file, -1, &ops);
+	printf("\n    32 MiB with the capture stopped: %.0f ms; %llu frames offered, %zu in the "
+	       "capture; %.600s",
+	       (double)took / 1e6, (unsigned long long)offered, n, log);
+	NST_TRUE(took < FAB_TAP_STALL_NS + 8000000000ull);
+	NST_EQ(n, captured);
+	NST_GT(missed, 0);
+	NST_EQ(captured + missed, offered);
+	NST_CHECK_(strstr(log, "not captured because the capture made no progress") != NULL,
+		   CU_FALSE, "the summary says why and what to do: %.400s", log);
+	NST_EQ(count_before(log, " not captured because the capture made no progress"), missed);
+	unlink(file);
+	bulk_done(&b);
+}
+
+/* The capture counters of the ports of A and B, summed. */
+static struct fab_cap_port_counters cap_counts_ab(void)
+{
+	struct fab_cap_port_counters a, b;
+	struct fab *f;
+
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	NST_REQUIRE_EQ(fab_cap_port_counters(f, addr_a, &a), 0);
+	NST_REQUIRE_EQ(fab_cap_port_counters(f, addr_b, &b), 0);
+	fab_close(f);
+	return (struct fab_cap_port_counters){.records = a.records + b.records,
+					      .not_captured = a.not_captured + b.not_captured,
+					      .stalled = a.stalled + b.stalled};
+}
+
+static void test_killed_capture_holds_no_one(void)
+{
+	struct fab_cap_port_counters c0, c1;
+	struct fab_cap_status cs;
+	char file[600];
+	struct bulk b;
+	struct fab *f;
+	pid_t cap;
+	int st;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/killed.pcap", dir);
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	c0 = cap_counts_ab();
+	/* Killed within its second of grace: the ports must not wait that
+	 * second out, nor leave frames out as if it had stalled; they find
+	 * its lock gone and turn the tap off. */
+	NST_REQUIRE_EQ(kill(cap, SIGKILL), 0);
+	st = nst_wait(cap, WAIT_MS);
+	NST_TRUE(st >= 0 && WIFSIGNALED(st));
+	bulk_write(&b);
+	c1 = cap_counts_ab();
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_cap_status(f, &cs);
+	fab_close(f);
+	printf(
+	    "\n    a killed capture: %llu records written after, %llu left out, %llu as stalled; "
+	    "tap %s\n",
+	    (unsigned long long)(c1.records - c0.records),
+	    (unsigned long long)(c1.not_captured - c0.not_captured),
+	    (unsigned long long)(c1.stalled - c0.stalled), cs.attached ? "still attached" : "off");
+	NST_TRUE(!cs.attached);
+	NST_EQ(c1.stalled, c0.stalled);
+	NST_EQ(c1.not_captured, c0.not_captured);
+	unlink(file);
+	bulk_done(&b);
+}
+
+static void test_lossy_filter_before_drops(void)
+{
+	char file[600], log[8192];
+	struct bulk b;
+	size_t n, lasts;
+	pid_t cap;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/lasts.pcap", dir);
+	/* Lossy, and as little CPU as the capture can be given: the WRITE
+	 * Last frames alone (one per post) are few enough never to fill A's
+	 * ring, since the frames the filter turns away take no room in it. */
+	cap = capture_start((const char *const[]){"-w", file, "--lossy", "--cpu", "1", "--opcode",
+						  "RDMA_WRITE_LAST", NULL},
+			    -1);
+	bulk_write(&b);
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	n = count_pcap(file, OP_WRITE_LAST, &lasts);
+	printf("\n    32 MiB, --lossy --cpu 1 --opcode RDMA_WRITE_LAST: %zu frames; %.300s", n,
+	       log);
+	NST_EQ(lasts, n);
+	NST_GE(n, BULK / BULK_POST);
+	NST_CHECK_(strstr(log, " 0 not captured") != NULL, CU_FALSE, "summary: %.400s", log);
+	NST_GT(count_before(log, " filtered out"), BULK / MTU - BULK / BULK_POST);
+	unlink(file);
+	bulk_done(&b);
+}
+
 /* ---- Live into tshark --------------------------------------------------------------- */
 
 /* Whether text has a line that is exactly line. */
@@ -1061,6 +1313,11 @@ static void test_usage_and_errors(void)
 	NST_EQ(NICSIM("capture", "--dir", dir, "--format", "csv", "-w", "x"), 2);
 	NST_EQ(NICSIM("capture", "--dir", dir, "--hosts", "2"), 2);
 	NST_EQ(NICSIM("capture", "--dir", dir, "extra"), 2);
+	/* --cpu limits a capture that may leave frames out: --lossy only. */
+	NST_EQ(NICSIM("capture", "--dir", dir, "--cpu", "50", "-w", "/dev/null"), 2);
+	OUT_HAS("--lossy");
+	NST_EQ(NICSIM("capture", "--help"), 0);
+	OUT_HAS("--lossy");
 	/* No fabric there. */
 	snprintf(empty, sizeof(empty), "%s/empty", dir);
 	NST_REQUIRE_EQ(mkdir(empty, 0700), 0);
@@ -1082,6 +1339,108 @@ static void test_usage_and_errors(void)
 	NST_EQ(capture_end(cap, SIGTERM, log, sizeof(log)), 0);
 	NST_CHECK_(strstr(log, "0 frames captured, 0 not captured") != NULL, CU_FALSE,
 		   "log: %.400s", log);
+}
+
+/* ---- One name per counter ------------------------------------------------------------ */
+
+/* The number after the word name in text (name followed by spaces): the
+ * value a command printed for a counter; -1 if it printed none. */
+static long long value_after(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; (p = strstr(p, name)); p++) {
+		if ((p == text || p[-1] == ' ' || p[-1] == '\n') && p[n] == ' ') {
+			p += n;
+			while (*p == ' ')
+				p++;
+			if (*p >= '0' && *p <= '9')
+				return strtoll(p, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/* The two lines of link show's text from the one starting with head: the
+ * link's settings and its counters ("" if absent). */
+static const char *link_lines(const char *text, const char *head)
+{
+	static char lines[1024];
+	const char *at = strstr(text, head), *end;
+
+	lines[0] = '\0';
+	if (!at)
+		return lines;
+	end = strchr(at, '\n');
+	end = end ? strchr(end + 1, '\n') : NULL;
+	snprintf(lines, sizeof(lines), "%.*s", end ? (int)(end - at) : (int)strlen(at), at);
+	return lines;
+}
+
+/*
+ * The sends the fabric refuses for a full ring are dest_ring_full in both
+ * `nicsim stats` (per NIC) and `nicsim link show` (per link), with the same
+ * value: a fabric whose rings hold 4 frames, NIC B stopped while A writes.
+ */
+static void test_counter_names_agree(void)
+{
+	char sub[300], sa[400], sb[400], stats_out[sizeof(out)];
+	struct fab_config cfg = {.ring_depth = 4};
+	uint32_t a[2] = {addr_a, addr_b};
+	long long in_stats, in_link;
+	pid_t na, nb;
+	struct bulk b;
+
+	snprintf(sub, sizeof(sub), "%s/names", dir);
+	NST_REQUIRE_EQ(mkdir(sub, 0700), 0);
+	cfg.addrs = a;
+	cfg.naddrs = 2;
+	NST_REQUIRE_EQ(fab_create(sub, &cfg), 0);
+	na = nst_start_nic(sub, ADDR_A, NULL, WAIT_MS);
+	nb = nst_start_nic(sub, ADDR_B, NULL, WAIT_MS);
+	NST_REQUIRE(na > 0 && nb > 0);
+	snprintf(sa, sizeof(sa), "%s/nic-%s.sock", sub, ADDR_A);
+	snprintf(sb, sizeof(sb), "%s/nic-%s.sock", sub, ADDR_B);
+	b.src = map(BULK_POST);
+	b.dst = map(BULK_POST);
+	NST_REQUIRE_EQ(nic_host_attach(sa, &b.p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sb, &b.p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(b.p.ha, 0, &b.p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create(b.p.hb, 0, &b.p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&b.p.a, &b.p.b, addr_b, next_port++), 0);
+	b.lk = nst_reg(b.p.ha, b.src, BULK_POST, 0);
+	b.rkey = nst_window(
+	    b.p.hb, nst_reg(b.p.hb, b.dst, BULK_POST, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND),
+	    b.dst, BULK_POST, NIC_ACCESS_REMOTE_WRITE, b.p.b.qpn);
+	NST_REQUIRE(b.lk && b.rkey);
+	/* B stopped: A's ring towards it fills after 4 frames, and the fabric
+	 * refuses A's next sends until B drains it. */
+	NST_REQUIRE_EQ(kill(nb, SIGSTOP), 0);
+	post(&b.p.a, NIC_WR_RDMA_WRITE, b.src, BULK_POST, b.lk, (uintptr_t)b.dst, b.rkey);
+	NST_GE(nst_wait_nic_stat(sa, NST_STAT(dest_ring_full), 1, WAIT_MS), 1);
+	NST_REQUIRE_EQ(kill(nb, SIGCONT), 0);
+	completes(&b.p.a, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(b.dst, b.src, BULK_POST), 0);
+	/* Quiet now: both commands read the same refusals. */
+	NST_EQ(NICSIM("stats", "--dir", sub, "--nic", ADDR_A), 0);
+	snprintf(stats_out, sizeof(stats_out), "%s", out);
+	NST_EQ(NICSIM("link", "show", "--dir", sub, "--nic", ADDR_A), 0);
+	in_stats = value_after(stats_out, "dest_ring_full");
+	in_link = value_after(link_lines(out, "link " ADDR_A " -> " ADDR_B ":"), "dest_ring_full");
+	printf("\n    dest_ring_full: %lld in nicsim stats, %lld in nicsim link show\n", in_stats,
+	       in_link);
+	NST_GT(in_stats, 0);
+	NST_EQ(in_stats, in_link);
+	NST_EQ((uint64_t)in_stats, nst_nic_stat(sa, NST_STAT(dest_ring_full)));
+	/* The old names, which said "delayed" in one and "dropped" in the
+	 * other, are gone. */
+	NST_TRUE(!strstr(stats_out, "tx_no_frame") && !strstr(out, "dropped_full"));
+	nic_host_detach(b.p.ha);
+	nic_host_detach(b.p.hb);
+	munmap(b.src, BULK_POST);
+	munmap(b.dst, BULK_POST);
+	NST_TRUE(nst_stop_clean(na, WAIT_MS));
+	NST_TRUE(nst_stop_clean(nb, WAIT_MS));
 }
 
 /* ---- NICSIM_CAPTURE -------------------------------------------------------------------- */
@@ -1270,6 +1629,12 @@ int main(int argc, char **argv)
 	    {"two_hosts_every_kind_of_frame", test_two_hosts_every_kind_of_frame},
 	    {"fault_marks_in_pcapng", test_fault_marks_in_pcapng},
 	    {"pcap_filters_snaplen_count", test_pcap_filters_snaplen_count},
+	    {"bulk_transfer_every_frame", test_bulk_transfer_every_frame},
+	    {"stopped_capture_holds_back_for_the_bound",
+	     test_stopped_capture_holds_back_for_the_bound},
+	    {"killed_capture_holds_no_one", test_killed_capture_holds_no_one},
+	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
+	    {"counter_names_agree", test_counter_names_agree},
 	    {"live_into_tshark_and_reader_gone", test_live_into_tshark_and_reader_gone},
 	    {"usage_and_errors", test_usage_and_errors},
 	    {"nicsim_capture_env", test_nicsim_capture_env},

@@ -526,11 +526,21 @@ static void fake_serve(int fd, const struct fake_nic *f)
 	    .entry_changed_ns = 1700000000000001000ull,
 	    .entry_ctx_id = 3,
 	};
+	/* A remote access, naming its requester (198.18.0.7, QP 33). */
+	struct nic_mgmt_fault_rec remote[2];
 	struct nic_stats stats = {.tpt_capacity = 1024};
 	struct nic_hello hello;
 	struct nic_mgmt_req req;
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
+	remote[0] = fault;
+	remote[1] = fault;
+	remote[1].access = NIC_ACCESS_REMOTE_WRITE;
+	remote[1].qpn = 4098;
+	remote[1].peer_addr = htonl(0xc6120007u);
+	remote[1].peer_qpn = 33;
+	remote[1].peer_psn = 1234;
+	remote[1].peer_opcode = 10; /* RC_RDMA_WRITE_ONLY */
 	mw.key = 0x000203;
 	mw.type = NIC_TPT_MW;
 	mw.access = NIC_ACCESS_REMOTE_READ;
@@ -548,7 +558,7 @@ static void fake_serve(int fd, const struct fake_nic *f)
 			send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &mw, sizeof(mw));
 			break;
 		case NIC_MGMT_FAULTS:
-			send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &fault, sizeof(fault));
+			send_reply(fd, req.op, 2, NIC_MGMT_F_LAST, remote, sizeof(remote));
 			break;
 		default: send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &stats, 8); break;
 		}
@@ -609,11 +619,16 @@ static void test_fake_nic(void)
 		"entry now key 0x000106 state valid ctx 3");
 	OUT_HAS("access lw,rr; key changed ");
 	OUT_HAS(" by pid 4242");
+	OUT_HAS("pid 4242 (ctx 3, qpn 4098) from 198.18.0.7 qpn 33 (RC_RDMA_WRITE_ONLY psn 1234) "
+		"key 0x000105: ");
 
 	rc = NICSIM("show", "faults", "--json", "--dir", dir);
 	NST_EQ(rc, 0);
 	NST_TRUE(json_balanced(out));
 	OUT_HAS("\"reason\":\"STALE_KEY\"");
+	OUT_HAS("\"requester\":null");
+	OUT_HAS("\"requester\":{\"addr\":\"198.18.0.7\",\"qpn\":33,\"psn\":1234,"
+		"\"opcode\":\"RC_RDMA_WRITE_ONLY\"}");
 
 	/* The stats reply claims a record its length does not hold. */
 	rc = NICSIM("stats", "--dir", dir);

@@ -25,6 +25,7 @@
 #include "nstest.h"
 #include "nstnic.h"
 #include "nstspi.h"
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"
@@ -103,7 +104,7 @@ static pid_t open_peer_from(const char *mine, SOCKET *s)
 	*s = sock_on(mine, 0);
 	if (*s == INVALID_SOCKET ||
 	    WSPConnect(*s, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err)) {
-		fprintf(stderr, "connect to the peer: %s\n", prov_wsa_name(err));
+		fprintf(stderr, "connect to the peer: %s\n", nicsim_wsa_name(err));
 		nst_stop(pid, WAIT_MS);
 		return -ECONNREFUSED;
 	}

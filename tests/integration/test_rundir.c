@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "nstest.h"
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define RUN_MS 30000   /* bound on one nicsim command */
@@ -167,7 +168,7 @@ static void test_one_resolver(void)
 
 	rc = NICSIM("dir");
 	snprintf(line, sizeof(line), "%.*s", (int)strcspn(out, "\n"), out);
-	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
 	env_restore("NICSIM_DIR", old_dir, had_dir);
 	env_restore("XDG_RUNTIME_DIR", old_xdg, had_xdg);
 	/* /tmp/nicsim-UID may belong to someone else on a shared machine:
@@ -203,7 +204,7 @@ static void test_xdg_must_be_valid(void)
 	env_swap("XDG_RUNTIME_DIR", missing, old_xdg, sizeof(old_xdg), &had_xdg);
 	NICSIM("dir");
 	OUT_HAS(tmpdef);
-	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
 	NST_TRUE(strstr(prov, "/tmp/nicsim-") == prov);
 	NST_TRUE(!exists(missing));
 
@@ -211,7 +212,7 @@ static void test_xdg_must_be_valid(void)
 	snprintf(want, sizeof(want), "%s/nicsim\n", dir);
 	NST_EQ(NICSIM("dir"), 0);
 	NST_TRUE(strstr(out, want) != NULL);
-	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
 	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
 
 	/* Open to others: not valid either. */
@@ -239,7 +240,7 @@ static void test_relative_dir_made_absolute(void)
 	env_swap("NICSIM_DIR", "./rel/x/", old_dir, sizeof(old_dir), &had_dir);
 	NICSIM("dir");
 	NST_TRUE(strstr(out, want) != NULL);
-	NST_EQ(prov_run_dir(prov, sizeof(prov)), 0);
+	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
 	NST_EQ(strncmp(prov, want, strlen(want) - 1), 0);
 	NST_EQ(strlen(prov), strlen(want) - 1);
 	env_restore("NICSIM_DIR", old_dir, had_dir);

@@ -144,7 +144,7 @@ static void test_peer_killed_mid_transfer(void)
 	NST_TRUE(first_err == WSA_OPERATION_ABORTED || first_err == WSAECONNRESET ||
 		 first_err == WSAECONNABORTED);
 	NST_TRUE(failed != 0);
-	printf("\n    peer killed: %s after %.1f ms ", prov_wsa_name(first_err),
+	printf("\n    peer killed: %s after %.1f ms ", nicsim_wsa_name(first_err),
 	       (double)(failed - killed) / 1e6);
 	/* Everything in flight ends; later posts fail at once. */
 	NST_TRUE(ov_wait(pr.s, &ovr, NULL) != 0);

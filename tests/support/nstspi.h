@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 /* WSPStartupEx for version 2.2: 0 or the WSA error. */

@@ -130,7 +130,7 @@ HANDLE reg(SOCKET s, void *buf, DWORD len, DWORD flags)
 	int err = 0;
 	HANDLE h = WSPRegisterMemory(s, buf, len, flags, &err);
 
-	NST_CHECK_(h != NULL, CU_TRUE, "WSPRegisterMemory: %s", prov_wsa_name(err));
+	NST_CHECK_(h != NULL, CU_TRUE, "WSPRegisterMemory: %s", nicsim_wsa_name(err));
 	return h;
 }
 

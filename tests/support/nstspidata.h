@@ -27,6 +27,7 @@
 #include "nicsim_abi.h"
 #include "nstest.h"
 #include "nstnic.h"
+#include "nicsim_provider.h"
 #include "ws2san.h"
 
 #define ADDR_A "198.18.0.1"

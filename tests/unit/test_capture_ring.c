@@ -1,19 +1,26 @@
 /*
  * Unit tests of the capture tap (fabric/include/fab_capture.h) with real
- * ports on a real segment in one process: every frame a port sends or
- * drops, with its marks, reaches the capture whole and in order; a full
- * ring costs the sender nothing but a count and never blocks it; one
- * capture at a time, and a capture that dies releases the tap; snap
- * lengths; hostile ring contents never make the capture read outside the
- * ring or crash it.  (The pcapng writer is the tool's: test_pcapng.c.)
+ * ports on a real segment: every frame a port sends or drops, with its
+ * marks, reaches the capture whole and in order; by default a port whose
+ * ring is full waits for a capture in another process to make room, so
+ * every frame is captured, and waits for a stalled capture (stopped) for
+ * FAB_TAP_STALL_NS only, then counts what it leaves out; in lossy mode a
+ * full ring costs the sender nothing but a count and never blocks it;
+ * filters are applied by the ports, before a frame takes room; one capture
+ * at a time, and a capture that dies releases the tap at once; snap
+ * lengths; hostile ring contents and filters never make the capture read
+ * outside the ring or crash a port.  (The pcapng writer is the tool's:
+ * test_pcapng.c.)
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fab.h"
@@ -31,6 +38,7 @@ static int dir_no;
 static uint32_t a_addr, b_addr;
 static struct fab *fab, *cap_fab; /* the ports' mapping, the capture's own */
 static struct fab_port *pa, *pb;
+static uint32_t send_qpn = QPN; /* the destination QP of the SENDs A makes */
 
 /* ---- Helpers -------------------------------------------------------------------- */
 
@@ -45,7 +53,7 @@ static uint32_t make_send(void *frame, uint32_t psn, uint32_t n)
 	NST_REQUIRE_EQ(fab_pkt_init(&p, FAB_OP_SEND_ONLY), 0);
 	p.src_ip = a_addr;
 	p.dst_ip = b_addr;
-	p.dest_qpn = QPN;
+	p.dest_qpn = send_qpn;
 	p.psn = psn;
 	p.payload = payload;
 	p.payload_len = n;
@@ -310,17 +318,18 @@ static uint64_t median_send_ns(uint64_t *took, uint32_t n)
 	return (uint64_t)nst_median_u64(took, n);
 }
 
-static void test_full_ring_never_blocks(void)
+static void test_lossy_full_ring_never_blocks(void)
 {
 	enum { SENT = 20000 };
 	static uint64_t took[SENT];
+	const struct fab_cap_config lossy = {.copy_bytes = FAB_SLOT_BYTES, .lossy = true};
 	struct fab_cap_stats cs;
 	struct fab_cap *cap;
 	uint64_t off, full;
 	size_t first;
 
 	off = median_send_ns(took, 2000);
-	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	NST_REQUIRE_EQ(fab_cap_attach_cfg(cap_fab, &lossy, &cap), 0);
 	/* Nobody reads the capture: the ring (1 MiB here) fills after a few
 	 * hundred 4 KiB frames, and every send still succeeds at once, at the
 	 * cost of one without a capture (medians: a descheduled send does not
@@ -334,6 +343,7 @@ static void test_full_ring_never_blocks(void)
 	fab_cap_get_stats(cap, &cs);
 	NST_TRUE(first > 100 && first < SENT / 2);
 	NST_EQ(cs.not_captured, SENT - first);
+	NST_EQ(cs.stalled, 0);
 	NST_TRUE(fab_cap_attached(fab, NULL));
 	/* Room again: the next frame is captured, and says how many were
 	 * left out before it. */
@@ -422,7 +432,7 @@ static void test_dead_capture_releases_the_tap(void)
 	const struct fab_seg_hdr *h;
 	struct fab_cap *cap;
 	uint32_t i, pid = 0;
-	uint64_t ctl;
+	uint64_t ctl, t0, took, longest = 0;
 	pid_t child = nst_fork(attach_and_die, NULL);
 	size_t size;
 	void *base;
@@ -438,12 +448,19 @@ static void test_dead_capture_releases_the_tap(void)
 	NST_TRUE(!fab_cap_attached(fab, &pid));
 	NST_EQ(pid, child);
 	/* The port copies until its ring is full (1 MiB: 3971 records of 264
-	 * bytes here), then, 1024 frames left out later and once a check is
-	 * due, finds the capture gone and turns the tap off. */
+	 * bytes here); about to wait for room, it finds the capture gone and
+	 * turns the tap off: a dead capture holds no one back, not even for
+	 * the stall bound. */
 	for (i = 0; i < 6000; i++) {
+		t0 = nst_now_ns();
 		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		took = nst_now_ns() - t0;
+		longest = took > longest ? took : longest;
 		drain_b(0, 0);
 	}
+	printf("\n    6000 sends with a dead capture attached: the longest took %.1f ms\n",
+	       (double)longest / 1e6);
+	NST_TRUE(longest < FAB_TAP_STALL_NS / 2);
 	ctl = __atomic_load_n(&h->tap_ctl, __ATOMIC_ACQUIRE);
 	NST_EQ(FAB_TAP_CTL_SNAP(ctl), 0);
 	/* A new capture attaches, with a new generation, and starts clean. */
@@ -457,8 +474,6 @@ static void test_dead_capture_releases_the_tap(void)
 	fab_cap_detach(cap);
 	munmap(base, size);
 }
-
-/* ---- Hostile ring contents ------------------------------------------------------ */
 
 /* splitmix64: the scribbler's randomness, reproducible from its start. */
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -482,6 +497,289 @@ static uint64_t nasty(uint32_t ring_bytes)
 	}
 }
 
+/* ---- Lossless, stalled, filtered ------------------------------------------------- */
+
+/* What a capture in a child process saw, in a page shared with it. */
+struct child_cap {
+	uint32_t want;         /* frames A sends */
+	uint32_t stop;         /* the parent is done sending: read what is left, end */
+	uint32_t pause_us;     /* rest after each pass: a capture slower than A */
+	uint64_t records;      /* records read */
+	uint64_t got;          /* the highest PSN read, plus one */
+	uint64_t out_of_order; /* records whose PSN was not after the last one */
+	uint64_t not_captured, stalled;
+};
+
+static struct child_cap *child_page(void)
+{
+	struct child_cap *c =
+	    mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	NST_REQUIRE(c != MAP_FAILED);
+	memset(c, 0, sizeof(*c));
+	return c;
+}
+
+static int count_in_order(void *arg, const struct fab_cap_rec *r)
+{
+	struct child_cap *c = arg;
+	uint32_t psn = r->caplen >= FAB_HDR_BASE
+			   ? (uint32_t)r->data[51] << 16 | (uint32_t)r->data[52] << 8 | r->data[53]
+			   : UINT32_MAX;
+
+	/* The PSNs continue across a stall: what was left out is skipped. */
+	c->records++;
+	c->out_of_order += psn < c->got;
+	c->got = psn + 1 > c->got ? psn + 1 : c->got;
+	return 0;
+}
+
+/* A capture (lossless) in its own process: reads until the parent says
+ * stop and a pass finds nothing, or 60 s. */
+static int child_capture(void *arg, int ready_fd)
+{
+	struct child_cap *c = arg;
+	uint64_t deadline = nst_now_ns() + 60000000000ull;
+	struct fab_cap_stats st;
+	struct fab_cap *cap;
+	struct fab *f;
+	size_t n;
+
+	if (fab_open(dir, &f) || fab_cap_attach(f, FAB_SLOT_BYTES, &cap))
+		return 1;
+	if (write(ready_fd, "r", 1) != 1)
+		return 2;
+	while (nst_now_ns() < deadline) {
+		/* Read before the pass: a pass that began before the parent's
+		 * last frames were written may miss them. */
+		bool stopping = __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+
+		if (fab_cap_read(cap, count_in_order, c, &n))
+			return 3;
+		if (stopping && !n)
+			break;
+		if (c->pause_us) {
+			struct timespec ts = {0, (long)c->pause_us * 1000};
+
+			nanosleep(&ts, NULL); /* the capture is slow: what is tested */
+		}
+	}
+	fab_cap_get_stats(cap, &st);
+	c->not_captured = st.not_captured;
+	c->stalled = st.stalled;
+	fab_cap_detach(cap);
+	fab_close(f);
+	return nst_now_ns() < deadline ? 0 : 4;
+}
+
+/* Tell the child capture to finish and collect what it saw. */
+static void child_end(pid_t pid, struct child_cap *c)
+{
+	int st;
+
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	st = nst_wait(pid, 60000);
+	NST_CHECK_(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, CU_FALSE,
+		   "the capture process ended with status 0x%x", st);
+}
+
+static void test_lossless_waits_for_the_capture(void)
+{
+	enum { SENT = 3000 };
+	struct child_cap *c = child_page();
+	uint64_t t0, took;
+	pid_t pid;
+
+	/* A capture that rests 1 ms after each pass, far slower than A: 3000
+	 * frames of 4 KiB are 12 MiB through a ring of 1 MiB. */
+	c->want = SENT;
+	c->pause_us = 1000;
+	pid = nst_fork_ready(child_capture, c, 10000);
+	NST_REQUIRE(pid > 0);
+	t0 = nst_now_ns();
+	for (uint32_t i = 0; i < SENT; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	took = nst_now_ns() - t0;
+	drain_b(0, 0);
+	child_end(pid, c);
+	printf("\n    %d frames of 4 KiB through a 1 MiB ring, capture resting 1 ms per pass: "
+	       "%.0f ms, %llu captured, %llu not captured\n",
+	       SENT, (double)took / 1e6, (unsigned long long)c->records,
+	       (unsigned long long)c->not_captured);
+	NST_EQ(c->records, SENT);
+	NST_EQ(c->got, SENT);
+	NST_EQ(c->out_of_order, 0);
+	NST_EQ(c->not_captured, 0);
+	NST_EQ(c->stalled, 0);
+	munmap(c, sizeof(*c));
+}
+
+static const struct fab_seg_hdr *watched_hdr;
+
+/* Whether the capture has made a pass since *arg passes. */
+static bool passes_beyond(void *arg)
+{
+	return __atomic_load_n(&watched_hdr->tap_passes, __ATOMIC_ACQUIRE) > *(uint64_t *)arg;
+}
+
+static void test_stalled_capture_holds_back_for_the_bound_only(void)
+{
+	enum { SENT = 6000, AFTER = 2000 };
+	struct child_cap *c = child_page();
+	const struct fab_seg_hdr *h;
+	const struct fab_tap_ring *ra;
+	uint64_t t0, took, longest = 0, t, stalled, passes;
+	size_t size;
+	void *base;
+	pid_t pid;
+
+	pid = nst_fork_ready(child_capture, c, 10000);
+	NST_REQUIRE(pid > 0);
+	NST_REQUIRE_EQ(kill(pid, SIGSTOP), 0);
+	base = map_segment(&size);
+	h = watched_hdr = base;
+	ra = (const struct fab_tap_ring *)((const uint8_t *)base + h->tap_off) + 1; /* A: slot 1 */
+	/* The capture is stopped: the ring fills (about 250 frames), A waits
+	 * until the capture's last pass is FAB_TAP_STALL_NS old, then leaves
+	 * frames out without waiting. */
+	t0 = nst_now_ns();
+	for (uint32_t i = 0; i < SENT; i++) {
+		t = nst_now_ns();
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		t = nst_now_ns() - t;
+		longest = t > longest ? t : longest;
+		drain_b(0, 0);
+	}
+	took = nst_now_ns() - t0;
+	stalled = __atomic_load_n(&ra->stalled, __ATOMIC_RELAXED);
+	printf("\n    %d sends with the capture stopped: %.0f ms in all, the longest %.0f ms; "
+	       "%llu left out\n",
+	       SENT, (double)took / 1e6, (double)longest / 1e6, (unsigned long long)stalled);
+	/* Held back once, for about the bound (less the time since the
+	 * attach), and not per frame. */
+	NST_TRUE(longest >= FAB_TAP_STALL_NS / 2);
+	NST_TRUE(took < FAB_TAP_STALL_NS + 2000000000ull);
+	NST_TRUE(stalled > SENT / 2);
+	NST_EQ(__atomic_load_n(&ra->not_captured, __ATOMIC_RELAXED), stalled);
+	/* Going again: once the capture has made a pass, A waits for it
+	 * again (frames sent before that pass are still left out). */
+	passes = __atomic_load_n(&h->tap_passes, __ATOMIC_ACQUIRE);
+	NST_REQUIRE_EQ(kill(pid, SIGCONT), 0);
+	NST_REQUIRE(nst_wait_until(passes_beyond, &passes, 10000, 1));
+	stalled = __atomic_load_n(&ra->stalled, __ATOMIC_RELAXED);
+	for (uint32_t i = SENT; i < SENT + AFTER; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	child_end(pid, c);
+	NST_EQ(c->stalled, stalled);
+	NST_EQ(c->not_captured, stalled);
+	NST_EQ(c->got, SENT + AFTER);
+	NST_EQ(c->records + stalled, SENT + AFTER);
+	NST_EQ(c->out_of_order, 0);
+	munmap(base, size);
+	munmap(c, sizeof(*c));
+}
+
+static void test_lossless_hostile_never_hangs(void)
+{
+	enum { ROUNDS = 300, BURST = 20 };
+	struct child_cap *c = child_page();
+	struct fab_tap_ring *ra;
+	struct fab_seg_hdr *h;
+	uint64_t t, longest = 0, now;
+	uint32_t round, i;
+	size_t size;
+	void *base;
+	pid_t pid;
+
+	/* A slow capture in another process, so that A's ring fills and A
+	 * waits; meanwhile this process scribbles on what a waiting port
+	 * reads: the capture's progress, its pass count, the wake word, the
+	 * waiting flag, the capture's position, the mode and the filter. */
+	c->pause_us = 1000;
+	pid = nst_fork_ready(child_capture, c, 10000);
+	NST_REQUIRE(pid > 0);
+	base = map_segment(&size);
+	h = base;
+	ra = (struct fab_tap_ring *)((uint8_t *)base + h->tap_off) + 1; /* A: slot 1 */
+	for (round = 0; round < ROUNDS; round++) {
+		for (i = 0; i < BURST; i++) {
+			t = nst_now_ns();
+			NST_REQUIRE_EQ(send_one(round * BURST + i, 4000, NULL), 0);
+			t = nst_now_ns() - t;
+			longest = t > longest ? t : longest;
+			drain_b(0, 0);
+		}
+		now = nst_now_ns();
+		switch (xrand() % 8) {
+		case 0: /* progress from the future, near or far */
+			__atomic_store_n(&h->tap_beat_ns,
+					 now + (xrand() % 2 ? 1000 : 2 * FAB_TAP_STALL_NS),
+					 __ATOMIC_RELAXED);
+			break;
+		case 1: __atomic_store_n(&h->tap_passes, xrand(), __ATOMIC_RELAXED); break;
+		case 2: __atomic_store_n(&ra->wake, (uint32_t)xrand(), __ATOMIC_RELAXED); break;
+		case 3: __atomic_store_n(&ra->waiting, (uint32_t)xrand(), __ATOMIC_RELAXED); break;
+		case 4:
+			__atomic_store_n(&ra->cons, nasty(h->tap_ring_bytes), __ATOMIC_RELAXED);
+			break;
+		case 5:
+			__atomic_store_n(&h->tap_flags, (uint32_t)xrand() & ~FAB_TAP_F_LOSSY,
+					 __ATOMIC_RELAXED);
+			break;
+		case 6: __atomic_store_n(&h->tap_flags, 0, __ATOMIC_RELAXED); break;
+		default: __atomic_store_n(&h->tap_beat_ns, 0, __ATOMIC_RELAXED); break;
+		}
+	}
+	child_end(pid, c);
+	printf("\n    %d sends of 4 KiB to a slow capture, its state scribbled on: the longest "
+	       "took %.0f ms; %llu captured, %llu left out\n",
+	       ROUNDS * BURST, (double)longest / 1e6, (unsigned long long)c->records,
+	       (unsigned long long)c->not_captured);
+	/* No send waits longer than the stall bound (and a little). */
+	NST_TRUE(longest < FAB_TAP_STALL_NS + 500000000ull);
+	NST_GT(c->records, 0);
+	munmap(base, size);
+	munmap(c, sizeof(*c));
+}
+
+static void test_lossy_filter_before_drops(void)
+{
+	enum { SENT = 20000, EVERY = 100 };
+	const struct fab_cap_config cfg = {
+	    .copy_bytes = FAB_SLOT_BYTES,
+	    .lossy = true,
+	    .filter = {
+		.qpn_set = true, .qpn = QPN + 1, .opcode_set = true, .opcode = FAB_OP_SEND_ONLY}};
+	struct fab_cap_stats cs;
+	struct fab_cap *cap;
+	size_t other_qp = 0;
+
+	/* Nobody reads while A sends 20,000 frames of 4 KiB: the ring holds
+	 * about 250.  The 200 to the QP the filter names all fit, since the
+	 * others never take room. */
+	NST_REQUIRE_EQ(fab_cap_attach_cfg(cap_fab, &cfg, &cap), 0);
+	for (uint32_t i = 0; i < SENT; i++) {
+		send_qpn = i % EVERY ? QPN : QPN + 1;
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	send_qpn = QPN;
+	NST_EQ(read_until_empty(cap, kept), SENT / EVERY);
+	for (size_t k = 0; k < kept->n; k++)
+		other_qp += kept->bytes[k][FAB_HDR_BASE - 5] != ((QPN + 1) & 0xff);
+	NST_EQ(other_qp, 0);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.not_captured, 0);
+	NST_EQ(cs.filtered, SENT - SENT / EVERY);
+	fab_cap_detach(cap);
+}
+
+/* ---- Hostile ring contents ------------------------------------------------------ */
+
 static int count_only(void *arg, const struct fab_cap_rec *r)
 {
 	size_t *n = arg;
@@ -494,6 +792,7 @@ static int count_only(void *arg, const struct fab_cap_rec *r)
 
 static void test_hostile_ring_contents(void)
 {
+	const struct fab_cap_config lossy = {.copy_bytes = FAB_SLOT_BYTES, .lossy = true};
 	struct fab_cap_stats cs;
 	struct fab_tap_ring *rings;
 	struct fab_seg_hdr *h;
@@ -501,8 +800,12 @@ static void test_hostile_ring_contents(void)
 	uint32_t ring_bytes, round, i, s;
 	uint8_t *base, *data;
 	size_t handed = 0, n, size;
+	bool garbled = false;
 
-	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	/* Lossy: a scribbled position makes a ring look full, and a port of
+	 * this process would otherwise wait for this same thread to read
+	 * (bounded, by FAB_TAP_STALL_NS, in every such round). */
+	NST_REQUIRE_EQ(fab_cap_attach_cfg(cap_fab, &lossy, &cap), 0);
 	/* A mapping of our own, as a hostile process would have. */
 	base = map_segment(&size);
 	h = (struct fab_seg_hdr *)base;
@@ -513,11 +816,15 @@ static void test_hostile_ring_contents(void)
 			if (send_one(round * 10 + i, (uint32_t)(xrand() % 4000), NULL))
 				break;
 		}
+		/* A garbled filter lasts one round of sends. */
+		if (garbled)
+			__atomic_store_n(&h->tap_flags, FAB_TAP_F_LOSSY, __ATOMIC_RELAXED);
+		garbled = false;
 		drain_b(0, 0);
 		/* Scribble on A's ring (slot 1): positions, then record bytes. */
 		s = 1 + (uint32_t)(xrand() % 2);
 		data = base + h->tap_off + fab_tap_data_off(h->max_ports) + (size_t)s * ring_bytes;
-		switch (xrand() % 7) {
+		switch (xrand() % 8) {
 		case 0:
 			__atomic_store_n(&rings[s].prod, nasty(ring_bytes), __ATOMIC_RELEASE);
 			break;
@@ -535,6 +842,17 @@ static void test_hostile_ring_contents(void)
 			}
 			break;
 		case 3: __atomic_store_n(&rings[s].not_captured, xrand(), __ATOMIC_RELAXED); break;
+		case 6: /* a garbled filter (the ports keep the lossy mode) */
+			__atomic_store_n(&h->tap_flags, (uint32_t)xrand() | FAB_TAP_F_LOSSY,
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&h->tap_host, (uint32_t)nasty(ring_bytes),
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&h->tap_qpn, (uint32_t)xrand(), __ATOMIC_RELAXED);
+			__atomic_store_n(&h->tap_opcode, (uint32_t)xrand(), __ATOMIC_RELAXED);
+			__atomic_store_n(&rings[s].wake, (uint32_t)xrand(), __ATOMIC_RELAXED);
+			__atomic_store_n(&rings[s].filtered, xrand(), __ATOMIC_RELAXED);
+			garbled = true;
+			break;
 		case 5: /* a copy length out of range in the switch */
 			__atomic_store_n(&h->tap_ctl,
 					 FAB_TAP_CTL(FAB_TAP_CTL_GEN(h->tap_ctl),
@@ -612,7 +930,12 @@ int main(int argc, char **argv)
 	    {"every_frame_with_its_marks", test_every_frame_with_its_marks},
 	    {"dropped_on_delivery_recorded_by_receiver",
 	     test_dropped_on_delivery_recorded_by_receiver},
-	    {"full_ring_never_blocks", test_full_ring_never_blocks},
+	    {"lossy_full_ring_never_blocks", test_lossy_full_ring_never_blocks},
+	    {"lossless_waits_for_the_capture", test_lossless_waits_for_the_capture},
+	    {"stalled_capture_holds_back_for_the_bound_only",
+	     test_stalled_capture_holds_back_for_the_bound_only},
+	    {"lossless_hostile_never_hangs", test_lossless_hostile_never_hangs},
+	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"snap_length", test_snap_length},
 	    {"one_capture_at_a_time", test_one_capture_at_a_time},
 	    {"dead_capture_releases_the_tap", test_dead_capture_releases_the_tap},

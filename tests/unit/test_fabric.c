@@ -850,7 +850,7 @@ static void test_ring_full(void)
 		rc = send_seq(pa, d_addr, i);
 	NST_EQ(rc, -ENOBUFS);
 	NST_TRUE(i > 8);
-	NST_EQ(stats(a_addr, d_addr).tx.dropped_full, 1);
+	NST_EQ(stats(a_addr, d_addr).tx.dest_ring_full, 1);
 	fab_port_close(pd);
 	NST_EQ(frames_free(), 4096);
 	NST_EQ(collect(pb, g, 8), 0);

@@ -256,7 +256,7 @@ static int seg_racer(void *arg, int ready_fd)
 		m = &meta[idx];
 		fr = frames + (size_t)idx * FAB_SLOT_BYTES;
 		ctl->actions++;
-		switch (xrand() % 24) {
+		switch (xrand() % 25) {
 		case 0:
 		case 1:
 		case 2:
@@ -358,6 +358,16 @@ static int seg_racer(void *arg, int ready_fd)
 				     256);
 			else
 				FLIP(&t->cons, q, q + (xrand() % 2 ? ringb : xrand()), 256);
+			break;
+		}
+		case 22: { /* The capture's filter, and a waiting port's wake word. */
+			uint32_t f0 = h->tap_flags;
+
+			h->tap_host = (uint32_t)xrand();
+			h->tap_qpn = (uint32_t)xrand();
+			h->tap_opcode = (uint32_t)xrand();
+			taps[src].wake = (uint32_t)xrand();
+			FLIP(&h->tap_flags, f0, (uint32_t)xrand() | FAB_TAP_F_LOSSY, 64);
 			break;
 		}
 		default: { /* Capture records: a word of a record header near the producer. */
@@ -559,7 +569,14 @@ static void test_ports_against_racing_writer(void)
 	NST_REQUIRE_EQ(fab_open(dir, &fab), 0);
 	NST_REQUIRE_EQ(fab_port_open(fab, a_addr, &pa), 0);
 	NST_REQUIRE_EQ(fab_port_open(fab, b_addr, &pb), 0);
-	NST_REQUIRE_EQ(fab_cap_attach(fab, FAB_SLOT_BYTES, &cap), 0);
+	/* Lossy: the racer's positions make rings look full, and a port
+	 * would wait for this thread's next read (test_capture_ring has the
+	 * waiting port and a capture in another process). */
+	NST_REQUIRE_EQ(
+	    fab_cap_attach_cfg(
+		fab, &(const struct fab_cap_config){.copy_bytes = FAB_SLOT_BYTES, .lossy = true},
+		&cap),
+	    0);
 	/* Where the pool and the capture records lie in this process's map. */
 	fd = open(path, O_RDONLY);
 	NST_REQUIRE(fd >= 0);

@@ -981,6 +981,17 @@ static void test_fault_record_names_key_rule_and_who_changed_the_entry(void)
 	NST_EQ_U(rec[0].entry_changed_ns, v.changed_ns);
 	NST_EQ_U(rec[0].entry_ctx_id, owner_b.ctx_id);
 	NST_EQ_U(rec[0].entry_qpn, NIC_QPN_NONE);
+	/* Nobody named a remote requester. */
+	NST_EQ_U(rec[0].peer_qpn, NIC_QPN_NONE);
+	NST_EQ_U(rec[0].peer_addr, 0);
+
+	/* The NIC names the requester of the refusal just recorded, and only of it. */
+	tpt_fault_set_peer(t, 0x020012c6u, 77, 0x123456, 0x0a);
+	NST_REQUIRE_EQ(tpt_faults(t, rec, 4), 1);
+	NST_EQ_U(rec[0].peer_addr, 0x020012c6u);
+	NST_EQ_U(rec[0].peer_qpn, 77);
+	NST_EQ_U(rec[0].peer_psn, 0x123456);
+	NST_EQ_U(rec[0].peer_opcode, 0x0a);
 
 	/* No entry behind the index: entry fields are zero, entry key 0. */
 	NST_EQ(tpt_check(t, &owner_b, NIC_KEY_MAKE(99, 3), 0, NIC_QPN_NONE, 1, 2, &g, NULL),
@@ -993,6 +1004,8 @@ static void test_fault_record_names_key_rule_and_who_changed_the_entry(void)
 	NST_EQ_U(rec[1].entry_va, 0);
 	NST_EQ_U(rec[1].entry_pid, 0);
 	NST_EQ_U(rec[1].pid, owner_b.pid);
+	NST_EQ_U(rec[1].peer_qpn, NIC_QPN_NONE);
+	NST_EQ_U(rec[0].peer_qpn, 77);
 
 	/*
 	 * A window refused shows its bound connection and who last changed it:

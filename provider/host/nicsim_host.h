@@ -3,7 +3,9 @@
  * context's command ring and wait for their completions.
  *
  * This is the layer the provider (ws2san.h) is built on; tests and benchmarks
- * use it directly to talk to a NIC without the provider's own checks.
+ * use it directly to talk to a NIC without the provider's own checks.  It is
+ * internal: libnicsimsp does not export it and it is not installed; tests
+ * link the driver library (nicsim_host) themselves.
  *
  * One struct nic_host is one attachment: one context, one protection domain.
  * nic_host_cmd() may be called from several threads; it serialises posting
@@ -48,7 +50,8 @@ struct nic_host;
  * given back as nic_host_info()->nic_pid) lets the NIC reach this process's
  * memory.  Returns 0, or -ENOENT/-ECONNREFUSED (no NIC there), -EACCES (the
  * listener runs as another user: nothing was sent to it), -EPROTO (the NIC
- * answered something malformed or a different ABI), -ENOMEM, or the NIC's
+ * answered something malformed), -EPROTONOSUPPORT (the NIC speaks another
+ * ABI version), -ENOMEM, or the NIC's
  * refusal mapped with nic_status_errno() (-EACCES too: it refused this
  * process's user).
  */
@@ -147,19 +150,6 @@ void nic_host_shutdown(struct nic_host *h);
  */
 int nic_host_notify_fd(const struct nic_host *h);
 int nic_host_notify_drain(struct nic_host *h);
-
-/* ---- The provider's registration cache ------------------------------------- */
-
-/*
- * The provider's registration-cache counters, summed over every NIC of this
- * process (docs/registration-cache.md): hits, misses, evictions,
- * invalidations, entries tracked and unused, bytes covered, bytes pinned,
- * and in flags whether caching and the memory monitor are on
- * (NIC_HOST_CACHE_*).  The same counters, per NIC, are in each context
- * header for `nicsim show hosts`.  0, -EINVAL (out is NULL), -ENXIO (the
- * provider is not started).
- */
-int nicsim_cache_stats(struct nic_host_cache_stats *out);
 
 /*
  * Raw access for tests that play a hostile host: the mapped context segment,
