@@ -207,12 +207,7 @@ static void untrack(struct prov *p, struct prov_mr *mr)
 	prov_hash_remove(&p->mr_hash, &mr->hnode);
 	prov_iv_remove(&p->cache.index, &mr->ivn);
 	prov_mon_del(mr->va, mr->len);
-	/* Under the NIC's lock too: a receive the provider completes itself
-	 * (hold.c) checks it there before writing into these pages, so once
-	 * this returns no such copy is under way or to come (R10). */
-	pthread_mutex_lock(&mr->nic->lock);
 	mr->tracked = false;
-	pthread_mutex_unlock(&mr->nic->lock);
 	STAT_ADD(p, mr->nic, entries, -1);
 	STAT_ADD(p, mr->nic, bytes, -(int64_t)mr->len);
 }

@@ -184,7 +184,6 @@ static void nic_free(struct prov_nic *nic)
 	nic_host_detach(nic->host);
 	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++)
 		free(nic->qp[i].sq);
-	prov_hold_free(nic);
 	pthread_mutex_destroy(&nic->lock);
 	pthread_cond_destroy(&nic->cond);
 	free(nic);

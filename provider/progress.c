@@ -61,6 +61,8 @@
 #include "driver.h"
 #include "prov.h"
 
+/* wr_id of a receive: bit 63 set; the low 32 bits are the request's index. */
+#define WR_ID_RECV (1ull << 63)
 #define EV_CONN_BITS (FD_ACCEPT | FD_CONNECT | FD_CLOSE)
 
 static void signal_event(int fd)
@@ -167,18 +169,6 @@ static void qp_dead(struct prov_nic *nic, struct prov_qp *qp, int err, int close
 		sk->state = PROV_SK_DEAD;
 		sk->err = err;
 		prov_sock_notify(nic, sk, FD_CLOSE_BIT, close_err);
-	}
-}
-
-void prov_qp_break(struct prov_nic *nic, struct prov_qp *qp, int err)
-{
-	if (qp->state != PROV_QP_DEAD)
-		qp_dead(nic, qp, err, err);
-	/* The NIC's QP is still RTS: its DISCONNECT flushes what is posted on
-	 * it and tells the peer, as after a QP error. */
-	if (!qp->peer_gone) {
-		qp->disc_want = true;
-		prov_nic_bg_next(nic);
 	}
 }
 
@@ -324,7 +314,7 @@ static void dispatch_event(struct prov_nic *nic, const struct nic_event *ev)
 /* 0, or -EPROTO when the completion names no request the QP has outstanding. */
 static int dispatch_cqe(struct prov_nic *nic, struct prov_qp *qp, const struct nic_cqe *c)
 {
-	bool recv = (c->wr_id & PROV_WR_RECV) != 0;
+	bool recv = (c->wr_id & WR_ID_RECV) != 0;
 	uint32_t idx = (uint32_t)c->wr_id;
 	uint32_t *done = recv ? &qp->rq_done : &qp->sq_done;
 	uint32_t post = recv ? qp->rq_post : qp->sq_post;
@@ -335,7 +325,7 @@ static int dispatch_cqe(struct prov_nic *nic, struct prov_qp *qp, const struct n
 	/* Operations of a closing socket were aborted already. */
 	if (qp->closing)
 		return 0;
-	if ((c->wr_id & ~PROV_WR_RECV) >> 32 || idx != *done || *done == post)
+	if ((c->wr_id & ~WR_ID_RECV) >> 32 || idx != *done || *done == post)
 		return -EPROTO;
 	op = recv ? &qp->rq[idx & (NIC_RQ_DEPTH - 1)] : &qp->sq[idx & (NIC_SQ_DEPTH - 1)];
 	(*done)++;
@@ -343,18 +333,13 @@ static int dispatch_cqe(struct prov_nic *nic, struct prov_qp *qp, const struct n
 	/* A failure breaks the connection (a flush follows one): say why. */
 	if (err)
 		prov_sock_broke(qp, err, c->status, op->kind);
-	if (!op->ov && op->kind != PROV_OP_HOLD)
+	if (!op->ov)
 		return 0;
-	if (err && err != -ECANCELED && qp->state != PROV_QP_DEAD)
-		qp_dead(nic, qp, err, err);
-	/* The connection's first message: kept, or handed to the first WSPRecv. */
-	if (op->kind == PROV_OP_HOLD) {
-		prov_hold_cqe(nic, qp, op, c);
-		return 0;
-	}
 	/* A receive reports what arrived (never more than was posted); the
 	 * other operations what they asked for. */
 	bytes = recv && c->byte_len < op->bytes ? c->byte_len : op->bytes;
+	if (err && err != -ECANCELED && qp->state != PROV_QP_DEAD)
+		qp_dead(nic, qp, err, err);
 	prov_op_complete(nic, qp, op, err, bytes);
 	return 0;
 }

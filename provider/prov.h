@@ -114,11 +114,7 @@ enum prov_op_kind {
 	PROV_OP_RECV = 2,
 	PROV_OP_WRITE = 3,
 	PROV_OP_READ = 4,
-	PROV_OP_HOLD = 5, /* the internal receive of the first message (hold.c) */
 };
-
-/* wr_id of a receive: bit 63 set; the low 32 bits are the request's index. */
-#define PROV_WR_RECV (1ull << 63)
 
 /* One posted work request and the overlapped operation it completes. */
 struct prov_op {
@@ -128,31 +124,6 @@ struct prov_op {
 	uint8_t kind;   /* enum prov_op_kind */
 	uint8_t nref;
 	struct prov_inst *ref[NIC_MAX_SGE]; /* registrations whose in-flight count it holds */
-};
-
-/*
- * The first message of a connection (hold.c; ws2san.h, WSPRecv).  A
- * connection's first receive request on the NIC is the provider's own, of
- * PROV_HOLD_LEN bytes, posted before the QP can receive, so that a message
- * the peer sends before the application's first WSPRecv is taken at once
- * (no RNR NAK) and handed to that receive.  Guarded by nic->lock.
- */
-#define PROV_HOLD_LEN NICSIM_FIRST_MESSAGE_MAX
-
-enum prov_hold_state {
-	PROV_HOLD_NONE = 0,    /* nothing held: receives go straight to the NIC */
-	PROV_HOLD_POSTED = 1,  /* the internal receive (rq[0]) waits, nobody claimed it */
-	PROV_HOLD_CLAIMED = 2, /* the first WSPRecv waits for it: rq[0] is that operation */
-	PROV_HOLD_ARRIVED = 3, /* it completed before the first WSPRecv: cqe is kept */
-};
-
-struct prov_hold {
-	uint32_t state;     /* enum prov_hold_state */
-	uint32_t key;       /* the buffer's local key while registered, else 0 (prov.lock) */
-	struct nic_cqe cqe; /* ARRIVED: the internal receive's completion */
-	/* CLAIMED: the first WSPRecv's buffers, which the message is copied into. */
-	uint8_t nsge;
-	struct nic_sge sge[NIC_MAX_SGE];
 };
 
 enum prov_qp_state {
@@ -181,7 +152,6 @@ struct prov_qp {
 	uint32_t reads;     /* RDMA reads outstanding: sends are fenced behind them */
 	struct prov_op *sq; /* NIC_SQ_DEPTH operations, then NIC_RQ_DEPTH for rq */
 	struct prov_op *rq;
-	struct prov_hold hold;
 };
 
 struct prov_nic {
@@ -216,9 +186,6 @@ struct prov_nic {
 	bool ev_started, ev_stop;
 	int ev_kick; /* eventfd: wakes the event thread while it watches, -1: none */
 	pthread_t ev_thread;
-	/* The buffers of the first messages (hold.c): PROV_HOLD_LEN bytes per QP
-	 * slot, mapped at the first connection, unmapped when the NIC is let go. */
-	uint8_t *hold_area;
 };
 
 enum prov_sock_state {
@@ -299,7 +266,7 @@ struct prov_mr {
 	uint32_t access; /* NIC_ACCESS_* */
 	uint32_t key;    /* TPT key while registered */
 	uint32_t users;  /* LOCAL: instances; RDMA: windows; PRIVATE: 1 while exposed */
-	bool tracked;    /* the cache's reference; cleared under nic->lock too (hold.c) */
+	bool tracked;    /* the cache's reference */
 	bool registered; /* key is live at the NIC */
 	bool pinned;     /* holds one pin of each of its pages */
 	bool lru;        /* on the LRU */
@@ -574,41 +541,9 @@ void prov_ev_op_add(struct prov_nic *nic);
 /* Stop and join the event thread and close its descriptor (nic->lock not held). */
 void prov_ev_stop(struct prov_nic *nic);
 
-/*
- * A receive the provider completed itself (hold.c) failed where the NIC's
- * would have put the QP in error: the socket's connection breaks with err
- * as on a NIC error, and the peer is told (a DISCONNECT, as for a QP
- * error).  nic->lock held.
- */
-void prov_qp_break(struct prov_nic *nic, struct prov_qp *qp, int err);
-
 /* conn.c */
 /* Destroy sk's QP, if any, and free its slot (prov.lock held). */
 void prov_qp_release(struct prov *p, struct prov_sock *sk);
-
-/* hold.c: the first message of a connection (struct prov_hold above). */
-/*
- * Register the slot's buffer of sk's new QP (still INIT) and post it as the
- * QP's first receive (prov.lock held, nic->lock not).  0, -ENOBUFS (no
- * memory or TPT entry, after evicting unused cache entries), -ENETDOWN.
- */
-int prov_hold_open(struct prov *p, struct prov_sock *sk);
-/* Deregister the buffer of qp, a QP of nic destroyed now (prov.lock held). */
-void prov_hold_close(struct prov_nic *nic, struct prov_qp *qp);
-/* Unmap nic's buffers (the NIC let go: no registration left). */
-void prov_hold_free(struct prov_nic *nic);
-/*
- * The first WSPRecv of qp while a message may be held (state POSTED or
- * ARRIVED): op is the receive, made as for the NIC (ov, event, bytes, its
- * registrations counted in flight), and sge/nsge its buffers.  ARRIVED: the
- * receive completes now, as the NIC would have completed it.  POSTED: it
- * becomes rq[0] and completes with the internal receive.  nic->lock held.
- */
-void prov_hold_claim(struct prov_nic *nic, struct prov_qp *qp, const struct prov_op *op,
-		     const struct nic_sge *sge, uint8_t nsge);
-/* The internal receive op (rq[0]) completed with c (nic->lock held). */
-void prov_hold_cqe(struct prov_nic *nic, struct prov_qp *qp, struct prov_op *op,
-		   const struct nic_cqe *c);
 
 /* mr.c: regions (see the top of mr.c). */
 /* Checks shared by both registration calls: 0, -ENOTCONN, -EINVAL, -EFAULT, -ENETDOWN. */

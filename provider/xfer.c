@@ -37,6 +37,8 @@
 
 #include "prov.h"
 
+#define WR_ID_RECV (1ull << 63)
+
 /* One operation being assembled. */
 struct xfer {
 	uint8_t kind; /* enum prov_op_kind */
@@ -172,47 +174,8 @@ static int sock_ready(const struct prov_sock *sk)
 }
 
 /*
- * Does this receive go to the connection's first message (hold.c) rather
- * than to the NIC?  The first WSPRecv does while the internal receive waits
- * (the socket connected), or once the message arrived: a message that came
- * before the connection ended is still given (its sender saw its send
- * complete), a failed one only while connected.  nic->lock held; err is
- * what sock_ready() said.
- */
-static bool hold_takes(const struct prov_qp *qp, int err)
-{
-	switch (qp->hold.state) {
-	case PROV_HOLD_POSTED: return !err;
-	case PROV_HOLD_ARRIVED: return !err || qp->hold.cqe.status == NIC_WC_SUCCESS;
-	default: return false;
-	}
-}
-
-/* Make op the operation of x for ov, counted in flight (nic->lock held). */
-static void op_start(struct prov_nic *nic, struct prov_op *op, const struct xfer *x,
-		     LPWSAOVERLAPPED ov, int event)
-{
-	op->ov = ov;
-	op->event = event;
-	op->bytes = (uint32_t)x->total;
-	op->kind = x->kind;
-	op->nref = x->nsge;
-	for (uint32_t i = 0; i < x->nsge; i++) {
-		op->ref[i] = x->ref[i];
-		__atomic_fetch_add(&x->ref[i]->inflight, 1, __ATOMIC_RELAXED);
-	}
-	ov->InternalHigh = 0;
-	ov->Offset = 0;
-	ov->OffsetHigh = 0;
-	__atomic_store_n(&ov->Internal, (ULONG_PTR)WSA_STATUS_PENDING, __ATOMIC_RELAXED);
-	if (event >= 0)
-		prov_ev_op_add(nic);
-}
-
-/*
  * Post x on sk's QP for ov (prov.lock held).  0 with the operation in
- * flight (or, for the receive a held first message goes to, completed
- * already), or an error with nothing changed.
+ * flight, or an error with nothing changed.
  */
 static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int event)
 {
@@ -225,22 +188,9 @@ static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int ev
 
 	pthread_mutex_lock(&nic->lock);
 	err = sock_ready(sk);
-	qp = sk->qp;
-	if (recv && qp && qp->hold.state == PROV_HOLD_POSTED && !err) {
-		/* Take what the NIC has completed: the message may be there. */
-		prov_progress(nic);
-		err = sock_ready(sk);
-	}
-	if (recv && qp && hold_takes(qp, err)) {
-		struct prov_op first = {.ov = NULL};
-
-		op_start(nic, &first, x, ov, event);
-		prov_hold_claim(nic, qp, &first, x->sge, x->nsge);
-		err = 0;
-		goto out;
-	}
 	if (err)
 		goto out;
+	qp = sk->qp;
 	posted = recv ? &qp->rq_post : &qp->sq_post;
 	/* One completion per request: never more outstanding than the queue holds. */
 	if (recv ? qp->rq_post - qp->rq_done >= NIC_RQ_DEPTH
@@ -257,7 +207,7 @@ static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int ev
 	}
 	idx = *posted;
 	if (recv) {
-		struct nic_recv_wqe w = {.wr_id = PROV_WR_RECV | idx, .num_sge = x->nsge};
+		struct nic_recv_wqe w = {.wr_id = WR_ID_RECV | idx, .num_sge = x->nsge};
 
 		memcpy(w.sge, x->sge, sizeof(x->sge[0]) * x->nsge);
 		err = nic_host_post_recv(nic->host, qp->slot, &w);
@@ -287,10 +237,24 @@ static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int ev
 	}
 	/* Nobody can complete the request before this lock is released. */
 	op = recv ? &qp->rq[idx & (NIC_RQ_DEPTH - 1)] : &qp->sq[idx & (NIC_SQ_DEPTH - 1)];
-	op_start(nic, op, x, ov, event);
+	op->ov = ov;
+	op->event = event;
+	op->bytes = (uint32_t)x->total;
+	op->kind = x->kind;
+	op->nref = x->nsge;
+	for (uint32_t i = 0; i < x->nsge; i++) {
+		op->ref[i] = x->ref[i];
+		__atomic_fetch_add(&x->ref[i]->inflight, 1, __ATOMIC_RELAXED);
+	}
 	if (x->kind == PROV_OP_READ)
 		qp->reads++;
 	(*posted)++;
+	ov->InternalHigh = 0;
+	ov->Offset = 0;
+	ov->OffsetHigh = 0;
+	__atomic_store_n(&ov->Internal, (ULONG_PTR)WSA_STATUS_PENDING, __ATOMIC_RELAXED);
+	if (event >= 0)
+		prov_ev_op_add(nic);
 out:
 	pthread_mutex_unlock(&nic->lock);
 	return err;

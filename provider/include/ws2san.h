@@ -769,7 +769,11 @@ int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength,
 int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
 				   DWORD dwDescriptorLength, LPINT lpErrno);
 
-/* The largest first message of a connection the provider holds (see WSPRecv below). */
+/*
+ * A first message up to this size is held if it arrives before the first
+ * receive; a larger one waits, with RNR NAKs, for a receive (see WSPRecv
+ * below).
+ */
 #define NICSIM_FIRST_MESSAGE_MAX 256u
 
 /*
@@ -797,40 +801,37 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * The first message: each side of a new connection may send at once, up to
  * 256 bytes (NICSIM_FIRST_MESSAGE_MAX; Winsock Direct's negotiation
  * message), before the peer could post a receive: WSPRecv needs a connected
- * socket, so an accepting side posts only after WSPAccept returns.  The provider holds that message: it
- * posts a 256-byte receive of its own on every connection before the
- * connection can receive, so the NIC takes the first message at once (no
- * RNR NAK) and the sender's send completes.  The socket's first WSPRecv
- * takes it: if it has arrived, it is copied into lpBuffers and the receive
- * completes before WSPRecv returns (overlapped: still SOCKET_ERROR with
- * WSA_IO_PENDING, with lpOverlapped already complete and hEvent signalled;
- * blocking: 0 with the byte count), and otherwise it completes when the
- * message comes, as any receive.  Later receives take later messages, in
- * order.  A first message that arrived before the connection ended (the
- * peer closed after sending) is still given to the first WSPRecv; the
- * calls after fail as below.  Rules:
- *   - The first message on a connection must be at most 256 bytes.  A
- *     longer one does not fit: the connection breaks, the sender's send
- *     completes with WSAECONNRESET, and the receiver's first WSPRecv fails
- *     (or completes) with WSAEMSGSIZE, as do its later posts (FD_CLOSE says
- *     WSAEMSGSIZE too).  Messages after the first may be of any size the
- *     receives posted for them hold.
+ * socket, so an accepting side posts only after WSPAccept returns.  The
+ * NIC holds that message (the provider asks it to for every connection):
+ * a first message of up to 256 bytes that arrives while no receive is
+ * posted is kept by the receiving NIC and acknowledged, so the sender's
+ * send completes and no RNR NAK is drawn, and the socket's first WSPRecv
+ * completes with it as soon as the NIC sees it posted, exactly as if the
+ * message had arrived then.  Later receives take later messages, in order.
+ * Rules:
+ *   - A receive posted before the first message takes it, whatever its
+ *     size, as any receive.
+ *   - A first message over 256 bytes that finds no receive posted is not
+ *     held: the sender's NIC sends it again after each RNR NAK (every 0.64
+ *     ms by default, docs/transport.md) until a receive is posted, and the
+ *     send completes then, as for any message.  So is a second message
+ *     that finds no receive: only the first is held.
  *   - A first WSPRecv shorter than the held message completes with
- *     WSAEMSGSIZE and breaks the connection, as any receive too short does.
- *   - A first WSPRecv whose memory the application gave back before the
- *     message came (R10) completes with WSAEFAULT and breaks the connection,
- *     as the NIC's refused DMA does; nothing is written there.
- *   - Closing the socket completes a first WSPRecv still waiting with
- *     WSA_OPERATION_ABORTED, like any receive, and drops a held message.
- *   - The provider's buffer is registered with the NIC while the socket has
- *     a connection (or a connection attempt): one TPT entry per such socket,
- *     a 256-byte local-write region that `nicsim show tpt` lists under the
- *     process like the application's own; it is not in the registration
- *     cache and goes with the socket's close.
+ *     WSAEMSGSIZE and breaks the connection, as any receive too short
+ *     does; one whose memory was given back (R10) completes with WSAEFAULT.
+ *     The sender's send had completed: it learns that the connection broke
+ *     as after any error of its peer (WSAECONNRESET on its next call).
+ *   - A held message that no receive took when the connection ends (either
+ *     side closes, or it fails) is lost, although its sender's send
+ *     completed: a protocol whose first message matters waits for an answer
+ *     to it before closing.  The NIC counts such messages in
+ *     first_msg_dropped (`nicsim stats`).
+ *   - Holding costs no TPT entry and no receive of the socket: the buffer
+ *     is the NIC's own, 256 bytes per connection.
  *   - The provider sends no immediate data and gives none to receives; a
  *     first message that is an RDMA write with immediate data (from another
- *     kind of host) completes the first WSPRecv with its length, as any
- *     receive reports one.
+ *     kind of host) is not held: it waits for a receive as above, and
+ *     completes it with its length, as any receive reports one.
  *
  * Completion: with lpOverlapped, the call returns SOCKET_ERROR with
  * WSA_IO_PENDING once posted (Internal WSA_STATUS_PENDING) and completes

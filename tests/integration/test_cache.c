@@ -544,13 +544,10 @@ static void test_r9_r10_invalidate_while_in_use(void)
 	uint8_t *target = map(PAGE), *src = map(PAGE);
 	struct nicsim_rdma_desc d;
 	long lck0 = locked_kib();
-	int base_a, base_b;
+	int base_a = tpt(NA), base_b = tpt(NB);
 	HANDLE hs;
 
 	pair(ADDR_B, ADDR_A, &ss, &cs);
-	/* With the connection's own entries (the first-message buffers). */
-	base_a = tpt(NA);
-	base_b = tpt(NB);
 	hs = reg(cs, src, PAGE, MEM_READ);
 	expose(ss, target, PAGE, MEM_WRITE, &d);
 	NST_EQ(callback(src, PAGE), 0);

@@ -62,9 +62,9 @@ static SOCKET sock_on(const char *addr, uint16_t port)
 /*
  * The peer, in a child: its own provider, a listener on NIC B, one accepted
  * connection, then nothing until it is killed.  It posts no receive: its
- * provider holds the connection's first message (ws2san.h, WSPRecv), and a
- * send after that waits for a receive (receiver not ready) until the
- * connection dies.
+ * NIC holds the connection's first message (ws2san.h, WSPRecv), and a send
+ * after that waits for a receive (receiver not ready) until the connection
+ * dies.
  */
 static int peer_main(void *arg, int ready)
 {
@@ -130,7 +130,7 @@ static int post(SOCKET s, bool send, void *buf, DWORD len, WSAOVERLAPPED *ov, WS
 }
 
 /*
- * Send the connection's first message, which the peer's provider holds, and
+ * Send the connection's first message, which the peer's NIC holds, and
  * wait for it: a send after it waits for a receive the peer never posts.
  * 0, or the WSA error (the socket is closed if the send did not end).
  */

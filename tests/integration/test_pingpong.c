@@ -1,7 +1,7 @@
 /*
  * nicsim-pingpong, the example, end to end: a short run between two NICs
  * succeeds without a single RNR NAK (the client's hello, sent as soon as it
- * is connected, is held by the server's provider until the server posts its
+ * is connected, is held by the server's NIC until the server posts its
  * first receive), and a run whose server is killed in the middle ends with a
  * clear error and exit status 1, having left no overlapped operation
  * pending on memory it no longer owns and nothing leaked (under
@@ -144,7 +144,7 @@ static void test_short_run(void)
 	NST_EQ(nst_wait(srv, WAIT_MS), 0);
 	if (!strstr(out, "checksum matches"))
 		fprintf(stderr, "\nclient:\n%s\nserver:\n%s\n", out, sout);
-	/* Every message found its receive: the first one the provider's. */
+	/* Every message found its receive, or (the first) the NIC's hold. */
 	NST_EQ_U(rnr_naks(), rnr0);
 }
 
