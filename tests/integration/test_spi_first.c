@@ -348,20 +348,26 @@ static void test_close_with_message_held(void)
 	WSAOVERLAPPED ov;
 	DWORD n = 0;
 	int a0 = nst_tpt_in_use(sock_a), b0 = nst_tpt_in_use(sock_b);
+	int ev = eventfd(0, EFD_CLOEXEC), err = 0;
 	uint64_t disc = nst_nic_stat(sock_b, NST_STAT(disconnects)), drop0 = dropped();
 
 	/* The peer closes after sending. */
+	NST_REQUIRE(ev >= 0);
 	pair_open(&acc, &con);
 	/* Each socket's registered page, nothing more. */
 	NST_EQ(nst_tpt_in_use(sock_a), a0 + 1);
 	NST_EQ(nst_tpt_in_use(sock_b), b0 + 1);
 	send_unanswered(&con, 64, 6);
+	NST_REQUIRE_EQ(WSPEventSelect(acc.s, ev, FD_CLOSE, &err), 0);
 	close_socket(con.s);
 	con.s = INVALID_SOCKET;
 	NST_REQUIRE_GE(nst_wait_nic_stat(sock_b, NST_STAT(disconnects), disc + 1, WAIT_MS),
 		       disc + 1);
 	NST_EQ_U(dropped(), drop0 + 1);
+	/* Once the provider saw the close (FD_CLOSE), the receive fails. */
+	NST_TRUE(event_fires(ev, WAIT_MS));
 	NST_EQ(post_recv(acc.s, acc.buf, PAGE, &ov), WSAECONNRESET);
+	close(ev);
 	pair_close(&acc, &con);
 	NST_EQ(nst_wait_tpt_in_use(sock_a, a0, WAIT_MS), a0);
 	NST_EQ(nst_wait_tpt_in_use(sock_b, b0, WAIT_MS), b0);
