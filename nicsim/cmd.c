@@ -95,10 +95,13 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 		return NIC_STATUS_OK;
 	}
 	case NIC_CMD_CREATE_QP:
-		if (cmd->u.qp.qpn)
+		if (cmd->u.qp.qpn || cmd->u.qp.reserved || (cmd->u.qp.flags & ~NIC_QP_F_ALL))
 			return NIC_STATUS_BAD_FIELD;
 		return cmd->u.qp.slot < NIC_QP_SLOTS ? NIC_STATUS_OK : NIC_STATUS_BAD_QP;
-	case NIC_CMD_DESTROY_QP: return cmd->u.qp.slot ? NIC_STATUS_BAD_FIELD : NIC_STATUS_OK;
+	case NIC_CMD_DESTROY_QP:
+		return cmd->u.qp.slot || cmd->u.qp.flags || cmd->u.qp.reserved
+			   ? NIC_STATUS_BAD_FIELD
+			   : NIC_STATUS_OK;
 	case NIC_CMD_LISTEN:
 	case NIC_CMD_UNLISTEN: {
 		const struct nic_cmd_listen *l = &cmd->u.listen;

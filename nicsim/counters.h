@@ -94,11 +94,14 @@
 	X(mgmt_dropped)           \
 	X(mgmt_evicted)           \
 	X(fabric_damaged)         \
-	X(frame_pool_empty)
+	X(frame_pool_empty)       \
+	X(first_msg_held)         \
+	X(first_msg_dropped)
 
 /*
- * retransmits, timeouts, rnr_naks and naks_sent hold what the QPs that are
- * gone counted; a live QP keeps its own until it ends (qpio_account).
+ * retransmits, timeouts, rnr_naks, naks_sent, first_msg_held and
+ * first_msg_dropped hold what the QPs that are gone counted; a live QP keeps
+ * its own until it ends (qpio_account).
  */
 struct nic_counters {
 #define NIC_COUNTER_FIELD(name) uint64_t name;

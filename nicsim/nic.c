@@ -60,6 +60,7 @@ void nic_opts_default(struct nic_opts *o)
 					.rnr_retry = RC_RNR_RETRY_DEFAULT,
 					.cm_timeout = NIC_DEFAULT_CM_TIMEOUT,
 					.cm_retries = NIC_DEFAULT_CM_RETRIES};
+	o->rnr_timer = RC_RNR_TIMER_DEFAULT;
 	o->log_level = NIC_LOG_INFO;
 	o->hello_timeout_ms = NIC_HELLO_TIMEOUT_MS;
 }

@@ -57,6 +57,9 @@ struct nic_opts {
 	uint32_t caps;         /* NIC_CAP_* */
 	uint32_t spin_us;      /* idle polling before sleeping */
 	struct nic_timers timers;
+	/* The RNR NAK timer code this NIC's responders send (IBTA encoding,
+	 * 0..31): a responder's own, not negotiated in the REQ. */
+	uint8_t rnr_timer;
 	enum nic_log_level log_level;
 	uint32_t hello_timeout_ms; /* NIC_HELLO_TIMEOUT_MS */
 };

@@ -185,6 +185,8 @@ struct nic {
 	/* The frame being dispatched (port.c), which qpio.c may keep. */
 	struct nic_rx_batch rxb;
 	uint32_t rx_idx;
+	const uint8_t *rx_data; /* its bytes: only payloads inside may be kept */
+	uint32_t rx_len;
 	bool rx_keepable, rx_kept;
 };
 

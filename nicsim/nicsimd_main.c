@@ -8,6 +8,7 @@
 
 #include "fab_addr.h"
 #include "fab_cm.h"
+#include "fab_wire.h"
 #include "nic.h"
 #include "opts.h"
 #include "nicsim_rundir.h"
@@ -46,6 +47,12 @@ static void usage(FILE *f)
 		"  --cm-retries N     CM REQ, REP and DREQ retransmissions, 0..15 (default %u:\n"
 		"                     a CONNECT to a dead NIC fails after %.2f s)\n"
 		"\n"
+		"This NIC's own, as a receiver:\n"
+		"  --rnr-timer C      RNR NAK timer code, 0..31: how long a sender waits after\n"
+		"                     an RNR NAK (no receive posted) before it sends again\n"
+		"                     (IBTA table: 1 = 0.01 ms, 12 = 0.64 ms, 31 = 491.52 ms,\n"
+		"                     0 = 655.36 ms; default %u: %.2f ms)\n"
+		"\n"
 		"  --help             this text\n"
 		"  --version          version\n",
 		NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US,
@@ -58,7 +65,8 @@ static void usage(FILE *f)
 		(double)fab_ib_timeout_ns(NIC_DEFAULT_CM_TIMEOUT) / 1e6, NIC_DEFAULT_CM_RETRIES,
 		(double)rc_retry_budget_ns(fab_ib_timeout_ns(NIC_DEFAULT_CM_TIMEOUT),
 					   NIC_DEFAULT_CM_RETRIES) /
-		    1e9);
+		    1e9,
+		RC_RNR_TIMER_DEFAULT, (double)fab_rnr_timer_us(RC_RNR_TIMER_DEFAULT) / 1e3);
 }
 
 /*
@@ -94,6 +102,7 @@ int main(int argc, char **argv)
 	    {"rnr-retry", required_argument, NULL, 'N'},
 	    {"cm-timeout", required_argument, NULL, 'T'},
 	    {"cm-retries", required_argument, NULL, 'M'},
+	    {"rnr-timer", required_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -184,6 +193,11 @@ int main(int argc, char **argv)
 		case 'M':
 			if (!timer_opt("cm-retries", optarg, 0, 15, "a retry count",
 				       &o.timers.cm_retries))
+				return 2;
+			break;
+		case 'r':
+			if (!timer_opt("rnr-timer", optarg, 0, 31, "an RNR timer code",
+				       &o.rnr_timer))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;

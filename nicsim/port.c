@@ -203,6 +203,8 @@ unsigned port_poll(struct nic *nic)
 		/* The data path may keep the frame to write its payload to
 		 * host memory in a batch (qpio.c); it gives it back then. */
 		nic->rx_idx = rx.idx;
+		nic->rx_data = rx.data;
+		nic->rx_len = rx.len;
 		nic->rx_keepable = true;
 		nic->rx_kept = false;
 		dispatch(nic, &rx, now);

@@ -56,6 +56,7 @@ struct qp {
 	void *nic;        /* the struct nic that owns it */
 	bool ring_broken; /* the host's receive ring index went wild */
 	bool cq_overrun;  /* a completion found the CQ full */
+	bool hold_first;  /* NIC_QP_F_HOLD_FIRST: the engine holds a first message */
 	/* Connection (conn.c). */
 	uint32_t peer_addr; /* network byte order */
 	uint32_t peer_qpn;

@@ -259,8 +259,10 @@ static int op_place(void *arg, const struct rc_mem *mem, uint64_t off, const voi
 		qp->dma_fault = false;
 		return -EFAULT;
 	}
-	if (!nic->rx_keepable || nic->rx_kept) {
-		/* Not a frame this pass may keep: write it now. */
+	if (!nic->rx_keepable || nic->rx_kept || (const uint8_t *)buf < nic->rx_data ||
+	    (const uint8_t *)buf + len > nic->rx_data + nic->rx_len) {
+		/* Not a frame this pass may keep (or not from the frame being
+		 * received: a held first message): write it now. */
 		nic->stats.dma_calls++;
 		nic->stats.dma_frames++;
 		if (dma_write((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, buf, len)) {
@@ -448,7 +450,9 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	cfg.timeout_ns = rc_ack_timeout_ns(qp->ack_timeout);
 	cfg.retry_cnt = qp->retry_cnt;
 	cfg.rnr_retry = qp->rnr_retry;
+	cfg.rnr_timer = nic->opts.rnr_timer;
 	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
+	cfg.hold_first = qp->hold_first;
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;
 	qp->peer_qpn = peer_qpn;
@@ -530,12 +534,15 @@ void qpio_account(struct nic *nic, const struct qp *qp, struct nic_counters *st)
 	st->timeouts += qp->rc.st.timeouts;
 	st->rnr_naks += qp->rc.st.rnr_naks_rcvd;
 	st->naks_sent += qp->rc.st.naks_sent;
+	st->first_msg_held += qp->rc.st.first_held;
+	st->first_msg_dropped += qp->rc.st.first_dropped;
 }
 
 unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadline)
 {
 	uint32_t prod, pending, taken = 0;
 	uint64_t sent;
+	bool held;
 
 	if (qp->state == NIC_QPS_ERROR || qp->state == NIC_QPS_CLOSED) {
 		flush_rings(qp);
@@ -588,8 +595,12 @@ unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadl
 	if (taken)
 		ring_publish(&qp->hdr->sq.cons, qp->sq_cons);
 	sent = qp->rc.st.pkts_sent;
+	held = qp->rc.hold == RC_HOLD_FULL;
 	fab_port_hold_kicks(nic->port);
 	rc_progress(&qp->rc, now);
+	/* A held first message given to a receive posted since is work. */
+	if (held && qp->rc.hold != RC_HOLD_FULL)
+		taken++;
 	ahead_drop_all(qp);
 	settle(qp);
 	fab_port_release_kicks(nic->port);

@@ -18,7 +18,7 @@ void rc_config_default(struct rc_config *cfg)
 				  .timeout_ns = rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT),
 				  .retry_cnt = RC_RETRY_CNT_DEFAULT,
 				  .rnr_retry = RC_RNR_RETRY_DEFAULT,
-				  .rnr_timer = 1};
+				  .rnr_timer = RC_RNR_TIMER_DEFAULT};
 }
 
 void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *ops, uint32_t qpn,
@@ -40,6 +40,7 @@ void rc_init(struct rc *rc, const struct rc_config *cfg, const struct rc_ops *op
 	rc->dst_addr = dst_addr;
 	rc->post_psn = rc->next_psn = rc->max_psn = rc->una_psn = sq_psn & FAB_MASK24;
 	rc->epsn = rq_psn & FAB_MASK24;
+	rc->hold = rc->cfg.hold_first ? RC_HOLD_ARMED : RC_HOLD_OFF;
 }
 
 uint32_t rc_npkts(const struct rc *rc, uint64_t len)
@@ -91,6 +92,11 @@ void rc_fail(struct rc *rc, uint16_t status)
 	}
 	while (rc->rd_head != rc->rd_tail)
 		rc_release(rc, &rc->reads[rc->rd_head++ & RC_RD_MASK].mem);
+	/* A first message nobody will receive now: its sender saw it
+	 * acknowledged, so it is counted. */
+	if (rc->hold == RC_HOLD_FULL)
+		rc->st.first_dropped++;
+	rc->hold = RC_HOLD_OFF;
 }
 
 void rc_recv(struct rc *rc, const struct fab_pkt *pkt, uint64_t now)
@@ -121,6 +127,11 @@ void rc_progress(struct rc *rc, uint64_t now)
 	rc_req_timers(rc, now);
 	if (rc->dead)
 		return;
+	if (rc->hold == RC_HOLD_FULL) {
+		rc_resp_deliver_held(rc);
+		if (rc->dead)
+			return;
+	}
 	/* Read responses first, so that an ACK never overtakes them. */
 	while (!rc->dead && rc_resp_send_read_response(rc))
 		;

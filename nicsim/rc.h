@@ -34,6 +34,19 @@
  * Acknowledgements are coalesced: one ACK answers every packet that asked
  * since the last one, sent after any pending read responses.
  *
+ * The first message (cfg.hold_first, NIC_QP_F_HOLD_FIRST): until a message
+ * has taken a receive work request, a SEND in one packet of at most
+ * NIC_HOLD_MAX bytes that finds no receive posted is copied into the
+ * engine's own buffer and accepted (acknowledged, the PSN moves on) instead
+ * of drawing an RNR NAK.  The first receive taken afterwards -- as soon as
+ * the host posts it (rc_progress looks), and always before any later
+ * message takes one -- completes with it, placed with the usual checks: a
+ * receive too short completes with LOC_LEN_ERR, one whose keys fail with
+ * LOC_PROT_ERR, and the QP goes to error, as for a message arriving then
+ * (no NAK: the sender saw its SEND acknowledged).  Only one message is ever
+ * held: a later one without a receive gets RNR NAKs.  A held message is
+ * dropped when the QP fails or closes (counted).
+ *
  * Every packet handed to rc_recv() has been decoded and its ICRC checked, but
  * its fields are still the peer's: the engine validates opcode sequences,
  * lengths and PSNs and never trusts them.
@@ -103,6 +116,15 @@ struct rc_ops {
 #define RC_RETRY_CNT_DEFAULT 7u
 #define RC_RNR_RETRY_DEFAULT 7u
 #define RC_RNR_FOREVER 7u
+/*
+ * The RNR NAK timer code a responder sends (IBTA's encoding, the "minimum
+ * RNR NAK timer" of the responder's QP; fab_rnr_timer_us() gives the
+ * delay): how long the requester waits before it sends again.  Code 12,
+ * 0.64 ms, as rdma-core's verbs examples use: a host that posts its
+ * receive a millisecond late then costs its peer one or two NAKs, where the
+ * 10 us of code 1 cost a hundred and kept both NICs busy with them.
+ */
+#define RC_RNR_TIMER_DEFAULT 12u
 
 /* The retransmission timer doubles with each timeout in a row, up to
  * 2^RC_BACKOFF_SHIFT_MAX times its base. */
@@ -117,11 +139,13 @@ struct rc_config {
 	uint32_t rnr_retry;  /* RNR NAKs before RNR_RETRY_EXC_ERR; 7 = no limit */
 	uint8_t rnr_timer;   /* RNR NAK timer code this responder sends (IBTA table 45) */
 	bool no_reads;       /* the responder refuses RDMA READ (NIC without the capability) */
+	bool hold_first;     /* hold a first message that finds no receive (above) */
 };
 
 /* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, the timers of
  * RC_ACK_TIMEOUT_DEFAULT (67.1 ms), RC_RETRY_CNT_DEFAULT (7) and
- * RC_RNR_RETRY_DEFAULT (7: unlimited), RNR timer code 1 (10 us). */
+ * RC_RNR_RETRY_DEFAULT (7: unlimited), RNR timer RC_RNR_TIMER_DEFAULT
+ * (code 12, 0.64 ms). */
 void rc_config_default(struct rc_config *cfg);
 
 /* A local ACK timeout code (0..31) in ns: 0 for code 0 (no timer). */
@@ -160,6 +184,7 @@ struct rc_stats {
 	uint64_t retransmits; /* go-back-N restarts */
 	uint64_t timeouts, rnr_naks_rcvd, rnr_naks_sent, seq_naks_rcvd, seq_naks_sent;
 	uint64_t duplicates, out_of_seq, acks_sent, acks_rcvd, bad_pkts, naks_sent;
+	uint64_t first_held, first_dropped; /* first messages held, dropped held */
 };
 
 struct rc_swqe {
@@ -224,6 +249,13 @@ struct rc {
 	bool ack_due;
 	struct rc_read reads[RC_MAX_READS];
 	uint32_t rd_head, rd_tail;
+	/* The first message (cfg.hold_first): OFF (not held, nor to be),
+	 * ARMED (no message took a receive yet), FULL (held in hold_buf). */
+	enum { RC_HOLD_OFF, RC_HOLD_ARMED, RC_HOLD_FULL } hold;
+	uint32_t hold_len;
+	uint32_t hold_imm;
+	bool hold_has_imm;
+	uint8_t hold_buf[NIC_HOLD_MAX];
 };
 
 /*
@@ -244,7 +276,8 @@ int rc_post_send(struct rc *rc, const struct nic_send_wqe *wqe);
 /* Handle one received packet addressed to this QP. */
 void rc_recv(struct rc *rc, const struct fab_pkt *pkt, uint64_t now);
 
-/* Transmit what the window allows, answer, and run the timers. */
+/* Transmit what the window allows, answer, run the timers, and give a
+ * held first message to a receive the host posted since. */
 void rc_progress(struct rc *rc, uint64_t now);
 
 /* When rc_progress must run again at the latest (0: only on new work). */

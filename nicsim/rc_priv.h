@@ -58,6 +58,10 @@ int rc_send_aeth(struct rc *rc, uint8_t syndrome, uint32_t psn);
 /* Send the next queued RDMA READ response: 1 if one was sent. */
 int rc_resp_send_read_response(struct rc *rc);
 
+/* Give the held first message to the first receive posted, if there is
+ * one now (rc.h). */
+void rc_resp_deliver_held(struct rc *rc);
+
 /* A request packet (SEND, RDMA WRITE, RDMA READ request) for the responder. */
 void rc_resp_recv_request(struct rc *rc, const struct fab_pkt *pkt, uint8_t flags);
 

@@ -71,19 +71,34 @@ static void complete_recv(struct rc *rc, uint16_t status, uint8_t opcode, const 
 	rc->ops.complete(rc->ops.arg, &cqe);
 }
 
-/* Take the receive work request a message needs: 0, or -EAGAIN (RNR NAK sent). */
-static int need_rwqe(struct rc *rc, bool check)
+/*
+ * Take the receive work request a message needs: 0, 1 (none posted, but the
+ * message may be held: nothing sent), -EAGAIN (RNR NAK sent), or -EPROTO
+ * (the QP failed).  A held first message takes the first receive posted
+ * before this message can.
+ */
+static int need_rwqe(struct rc *rc, bool check, bool holdable)
 {
 	enum nic_tpt_reason why = NIC_TPT_R_NONE;
 
 	if (rc->have_rwqe)
 		return 0;
-	if (rc->ops.take_recv(rc->ops.arg, &rc->rwqe) < 0) {
+	if (rc->hold == RC_HOLD_FULL) {
+		rc_resp_deliver_held(rc);
+		if (rc->dead)
+			return -EPROTO;
+	}
+	if (rc->hold == RC_HOLD_FULL || rc->ops.take_recv(rc->ops.arg, &rc->rwqe) < 0) {
+		if (holdable && rc->hold == RC_HOLD_ARMED)
+			return 1;
 		rc_send_aeth(rc, fab_aeth_rnr_nak(rc->cfg.rnr_timer), rc->epsn);
 		rc->st.rnr_naks_sent++;
 		return -EAGAIN;
 	}
 	rc->have_rwqe = true;
+	/* A message took a receive: no later one is the first. */
+	if (rc->hold == RC_HOLD_ARMED)
+		rc->hold = RC_HOLD_OFF;
 	if (!check)
 		return 0;
 	if (rc->rwqe.num_sge > NIC_MAX_SGE ||
@@ -92,10 +107,65 @@ static int need_rwqe(struct rc *rc, bool check)
 		rc->rx_off = 0;
 		complete_recv(rc, NIC_WC_LOC_PROT_ERR, NIC_WC_RECV, NULL, why);
 		responder_fatal(rc, FAB_NAK_REMOTE_OP_ERROR, NIC_WC_LOC_PROT_ERR);
-		return -EACCES;
+		return -EPROTO;
 	}
 	rc->rmem_held = true;
 	return 0;
+}
+
+/*
+ * Keep a SEND in one packet as the connection's first message: accepted
+ * (the caller moves the PSN on and acknowledges it) and completed later, by
+ * rc_resp_deliver_held.
+ */
+static void hold_message(struct rc *rc, const struct fab_pkt *pkt)
+{
+	if (pkt->payload_len)
+		memcpy(rc->hold_buf, pkt->payload, pkt->payload_len);
+	rc->hold_len = pkt->payload_len;
+	rc->hold_has_imm = pkt->has_imm;
+	rc->hold_imm = pkt->has_imm ? pkt->imm : 0;
+	rc->hold = RC_HOLD_FULL;
+	rc->st.first_held++;
+	rc->msn = (rc->msn + 1) & FAB_MASK24;
+}
+
+void rc_resp_deliver_held(struct rc *rc)
+{
+	enum nic_tpt_reason why = NIC_TPT_R_NONE;
+	struct nic_cqe cqe = {.opcode = NIC_WC_RECV, .qpn = rc->qpn};
+	struct nic_recv_wqe w;
+	struct rc_mem m;
+
+	if (rc->dead || rc->hold != RC_HOLD_FULL || rc->ops.take_recv(rc->ops.arg, &w) < 0)
+		return;
+	rc->hold = RC_HOLD_OFF;
+	memset(&m, 0, sizeof(m));
+	cqe.wr_id = w.wr_id;
+	/* The checks of a receive that a message arrives for, in their order
+	 * (need_rwqe, then place_payload). */
+	if (w.num_sge > NIC_MAX_SGE ||
+	    rc->ops.check_local(rc->ops.arg, w.sge, w.num_sge, true, &m, &why) < 0) {
+		cqe.status = NIC_WC_LOC_PROT_ERR;
+		cqe.detail = why;
+	} else if (rc->hold_len > m.len) {
+		cqe.status = NIC_WC_LOC_LEN_ERR;
+	} else if (rc->hold_len &&
+		   rc->ops.place(rc->ops.arg, &m, 0, rc->hold_buf, rc->hold_len) < 0) {
+		cqe.status = NIC_WC_LOC_PROT_ERR;
+	} else {
+		cqe.byte_len = rc->hold_len;
+		if (rc->hold_has_imm) {
+			cqe.flags = NIC_WC_F_IMM;
+			cqe.imm = rc->hold_imm;
+		}
+	}
+	rc->ops.complete(rc->ops.arg, &cqe);
+	rc_release(rc, &m);
+	/* A failed receive puts the QP in error as for a message arriving
+	 * now; no NAK, since the sender's SEND was acknowledged already. */
+	if (cqe.status != NIC_WC_SUCCESS)
+		rc_fail(rc, cqe.status);
 }
 
 static void end_message(struct rc *rc)
@@ -132,8 +202,18 @@ static int recv_send(struct rc *rc, const struct fab_pkt *pkt, uint8_t flags)
 		responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
 		return -EPROTO;
 	}
-	if ((flags & FAB_OPF_FIRST) && (err = need_rwqe(rc, true)) < 0)
-		return err == -EAGAIN ? -EAGAIN : -EPROTO;
+	if (flags & FAB_OPF_FIRST) {
+		/* One packet that fits the buffer of a first message. */
+		bool holdable = (flags & FAB_OPF_LAST) && pkt->payload_len <= NIC_HOLD_MAX;
+
+		err = need_rwqe(rc, true, holdable);
+		if (err == 1) {
+			hold_message(rc, pkt);
+			return 0;
+		}
+		if (err < 0)
+			return err;
+	}
 	/* Every packet but the last carries exactly one MTU. */
 	if (!(flags & FAB_OPF_LAST) && pkt->payload_len != rc->cfg.mtu) {
 		responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
@@ -167,8 +247,8 @@ static int recv_write(struct rc *rc, const struct fab_pkt *pkt, uint8_t flags)
 	}
 	/* With immediate data the last packet consumes a receive work
 	 * request: make sure there is one before placing anything. */
-	if ((flags & FAB_OPF_LAST) && pkt->has_imm && need_rwqe(rc, false) < 0)
-		return -EAGAIN;
+	if ((flags & FAB_OPF_LAST) && pkt->has_imm && (err = need_rwqe(rc, false, false)) < 0)
+		return err;
 	if (flags & FAB_OPF_FIRST) {
 		enum nic_tpt_reason why = NIC_TPT_R_NONE;
 

@@ -6,9 +6,13 @@
  * its NIC context's NIC_QP_SLOTS (32) and creates its QP there; the slot and
  * the QP stay the socket's until it closes, also across a failed connect (the
  * QP is back in INIT and a retry uses it again).  With every slot taken, a
- * connect or an accept fails with WSAENOBUFS.  Memory windows the socket
- * exposed before it had a QP were bound to no connection; they are bound to
- * the new QP as soon as it exists, which changes their keys (ws2san.h).
+ * connect or an accept fails with WSAENOBUFS.  Each QP is created with
+ * NIC_QP_F_HOLD_FIRST: its NIC holds a first message of up to
+ * NICSIM_FIRST_MESSAGE_MAX bytes that arrives before the first WSPRecv, at
+ * no cost to the socket (no TPT entry, no receive of the provider's own).
+ * Memory windows the socket exposed before it had a QP were bound to no
+ * connection; they are bound to the new QP as soon as it exists, which
+ * changes their keys (ws2san.h).
  *
  * State that the progress engine changes (the socket's connection state, its
  * QP's state, a listener's queue of requests) is set to its "in progress"
@@ -69,6 +73,10 @@ static int qp_create(struct prov *p, struct prov_sock *sk)
 	pthread_mutex_unlock(&nic->lock);
 
 	cmd.u.qp.slot = qp->slot;
+	/* The NIC keeps a first message that comes before the first WSPRecv,
+	 * which cannot be posted before WSPAccept or WSPConnect returns
+	 * (ws2san.h, WSPRecv). */
+	cmd.u.qp.flags = NIC_QP_F_HOLD_FIRST;
 	err = prov_nic_exec(nic, &cmd, &qpn);
 	pthread_mutex_lock(&nic->lock);
 	if (err) {

@@ -209,9 +209,23 @@ struct nic_cmd_bind_mw {
 	uint32_t qpn;    /* connection allowed to use it; NIC_QPN_NONE = none yet */
 };
 
+/*
+ * QP flags (CREATE_QP, ABI 5).  NIC_QP_F_HOLD_FIRST: a SEND (with or without
+ * immediate data) of at most NIC_HOLD_MAX bytes, in one packet, that
+ * arrives while no receive has been posted and no message has yet taken a
+ * receive on the QP, is kept by the NIC, acknowledged as delivered, and
+ * completes the first receive the host posts (with the usual checks of
+ * that receive).  Any other message without a receive gets RNR NAKs.
+ */
+#define NIC_QP_F_HOLD_FIRST 0x1u
+#define NIC_QP_F_ALL 0x1u
+#define NIC_HOLD_MAX 256u
+
 struct nic_cmd_qp {
-	uint32_t slot; /* CREATE_QP: slot index, 0 .. NIC_QP_SLOTS - 1 */
-	uint32_t qpn;  /* DESTROY_QP: the QP number CREATE_QP returned */
+	uint32_t slot;  /* CREATE_QP: slot index, 0 .. NIC_QP_SLOTS - 1 */
+	uint32_t qpn;   /* DESTROY_QP: the QP number CREATE_QP returned */
+	uint32_t flags; /* CREATE_QP: NIC_QP_F_* (ABI 5); DESTROY_QP: 0 */
+	uint32_t reserved;
 };
 
 /* LISTEN, UNLISTEN. */
@@ -520,7 +534,8 @@ _Static_assert(sizeof(struct nic_host_cache_stats) == 128, "host cache stats: tw
 _Static_assert(offsetof(struct nic_ctx_hdr, host_cache) == NIC_CTX_HOST_CACHE_OFF,
 	       "host cache stats at 640");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");
-_Static_assert(sizeof(struct nic_cmd_qp) == 8, "cmd qp is 8 bytes");
+_Static_assert(sizeof(struct nic_cmd_qp) == 16, "cmd qp is 16 bytes");
+_Static_assert(offsetof(struct nic_cmd_qp, flags) == 8, "qp flags at 8");
 _Static_assert(sizeof(struct nic_cmd_listen) == 8, "cmd listen is 8 bytes");
 _Static_assert(sizeof(struct nic_cmd_conn) == 24, "cmd conn is 24 bytes");
 _Static_assert(offsetof(struct nic_cmd_conn, conn_id) == 16, "conn_id at 16");

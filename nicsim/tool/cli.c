@@ -36,11 +36,12 @@ enum opt_id {
 	OPT_MAX_REG,
 	OPT_NO_MW,
 	OPT_NO_RDMA_READ,
-	OPT_ACK_TIMEOUT, /* the five timer options, in the order of cli_timer_opts */
+	OPT_ACK_TIMEOUT, /* the timer options, in the order of cli_timer_opts */
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
 	OPT_CM_TIMEOUT,
 	OPT_CM_RETRIES,
+	OPT_RNR_TIMER,
 	OPT_LOG_LEVEL,
 	OPT_TIMEOUT,
 	OPT_SEED,
@@ -60,7 +61,7 @@ struct opt_spec {
 
 const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS] = {
     {"ack-timeout", 1, 31}, {"retry-count", 0, 7}, {"rnr-retry", 0, 7},
-    {"cm-timeout", 0, 31},  {"cm-retries", 0, 15},
+    {"cm-timeout", 0, 31},  {"cm-retries", 0, 15}, {"rnr-timer", 0, 31},
 };
 
 static const struct opt_spec opt_specs[] = {
@@ -79,6 +80,8 @@ static const struct opt_spec opt_specs[] = {
     {"rnr-retry", OPT_RNR_RETRY, "N", "RNR NAKs before a request fails, 0..7 (7: no limit)"},
     {"cm-timeout", OPT_CM_TIMEOUT, "C", "CM response timeout code, 0..31"},
     {"cm-retries", OPT_CM_RETRIES, "N", "CM REQ, REP and DREQ retransmissions, 0..15"},
+    {"rnr-timer", OPT_RNR_TIMER, "C",
+     "RNR NAK timer code a receiving NIC sends, 0..31 (12: 0.64 ms; default: nicsimd's)"},
     {"log-level", OPT_LOG_LEVEL, "L", "nicsimd log level: error, warn, info or debug"},
     {"timeout-ms", OPT_TIMEOUT, "T", "bound on each wait for a NIC, in ms"},
     {"seed", OPT_SEED, "N",
@@ -112,8 +115,8 @@ static const struct cmd_spec cmd_specs[] = {
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ACK_TIMEOUT) |
 	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
-	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
-	 OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
+	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) |
+	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"

@@ -40,14 +40,16 @@
 
 /*
  * The connection timers `nicsim up` passes on to each nicsimd, with the
- * ranges nicsimd accepts (its --help says what each means).  An ACK timeout
- * code of 0 would turn the timer off, so neither program offers it.
+ * ranges nicsimd accepts (its --help says what each means): the five a
+ * connecting NIC puts in its REQ, then the RNR NAK timer a receiving NIC
+ * sends.  An ACK timeout code of 0 would turn the timer off, so neither
+ * program offers it.
  */
 struct cli_timer_opt {
 	const char *name; /* spelled --name, for both programs */
 	unsigned min, max;
 };
-#define CLI_TIMER_OPTS 5
+#define CLI_TIMER_OPTS 6
 extern const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS];
 
 /* The parsed command line.  Values passed on to nicsimd stay text; they are

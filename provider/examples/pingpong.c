@@ -14,8 +14,10 @@
  * worked and every checksum matched, 1 otherwise, 2 on a usage error.
  *
  * Receives are posted before the peer can send, as the switch's protocol
- * does: the first message each way answers one the other side sent after
- * posting its receive.
+ * does, but for the client's hello, sent as soon as it is connected: the
+ * server cannot post a receive before WSPAccept returns, and its NIC holds
+ * the hello (up to 256 bytes, ws2san.h, WSPRecv) for its first receive.
+ * So no message draws an RNR NAK.
  */
 #include <arpa/inet.h>
 #include <getopt.h>

@@ -622,8 +622,9 @@ int WSPAPI WSPListen(SOCKET s, int backlog, LPINT lpErrno);
  * large enough *addrlen), WSAEINVAL (not listening, or a condition function
  * returned something else), WSAEWOULDBLOCK, WSAEINTR (the listener was
  * closed), WSAENOBUFS (every one of the 32 QP slots of this process's NIC
- * context is in use, or no memory), WSAECONNRESET (the peer gave up before
- * the connection was established), WSAENETDOWN.
+ * context is in use, no memory, or no TPT entry left for the first-message
+ * buffer: see WSPRecv), WSAECONNRESET (the peer gave up before the
+ * connection was established), WSAENETDOWN.
  */
 SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
 			LPCONDITIONPROC lpfnCondition, DWORD_PTR dwCallbackData, LPINT lpErrno);
@@ -645,8 +646,8 @@ SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
  * (listening), WSAEALREADY (a non-blocking connect in progress), WSAEISCONN,
  * WSAECONNREFUSED (nobody listens there, or the peer refused),
  * WSAEHOSTUNREACH (no NIC with that address on the fabric), WSAETIMEDOUT
- * (no answer, and every unknown failure), WSAENOBUFS, WSAEINTR (closed by
- * another thread), WSAENETDOWN.
+ * (no answer, and every unknown failure), WSAENOBUFS (as for WSPAccept),
+ * WSAEINTR (closed by another thread), WSAENETDOWN.
  */
 int WSPAPI WSPConnect(SOCKET s, const struct sockaddr *name, int namelen, LPWSABUF lpCallerData,
 		      LPWSABUF lpCalleeData, LPQOS lpSQOS, LPQOS lpGQOS, LPINT lpErrno);
@@ -769,6 +770,13 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
 				   DWORD dwDescriptorLength, LPINT lpErrno);
 
 /*
+ * A first message up to this size is held if it arrives before the first
+ * receive; a larger one waits, with RNR NAKs, for a receive (see WSPRecv
+ * below).
+ */
+#define NICSIM_FIRST_MESSAGE_MAX 256u
+
+/*
  * Data transfer on a connected socket: WSPSend sends one message made of
  * lpBuffers; WSPRecv posts lpBuffers to receive the next message (the
  * switch's model: a message lands in the receive posted for it, and its
@@ -789,6 +797,41 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * Ordering (reliable connection): operations of one socket execute in the
  * order posted, and a send posted after an RDMA read waits for the read to
  * complete (fenced), so a "read done" message follows the data.
+ *
+ * The first message: each side of a new connection may send at once, up to
+ * 256 bytes (NICSIM_FIRST_MESSAGE_MAX; Winsock Direct's negotiation
+ * message), before the peer could post a receive: WSPRecv needs a connected
+ * socket, so an accepting side posts only after WSPAccept returns.  The
+ * NIC holds that message (the provider asks it to for every connection):
+ * a first message of up to 256 bytes that arrives while no receive is
+ * posted is kept by the receiving NIC and acknowledged, so the sender's
+ * send completes and no RNR NAK is drawn, and the socket's first WSPRecv
+ * completes with it as soon as the NIC sees it posted, exactly as if the
+ * message had arrived then.  Later receives take later messages, in order.
+ * Rules:
+ *   - A receive posted before the first message takes it, whatever its
+ *     size, as any receive.
+ *   - A first message over 256 bytes that finds no receive posted is not
+ *     held: the sender's NIC sends it again after each RNR NAK (every 0.64
+ *     ms by default, docs/transport.md) until a receive is posted, and the
+ *     send completes then, as for any message.  So is a second message
+ *     that finds no receive: only the first is held.
+ *   - A first WSPRecv shorter than the held message completes with
+ *     WSAEMSGSIZE and breaks the connection, as any receive too short
+ *     does; one whose memory was given back (R10) completes with WSAEFAULT.
+ *     The sender's send had completed: it learns that the connection broke
+ *     as after any error of its peer (WSAECONNRESET on its next call).
+ *   - A held message that no receive took when the connection ends (either
+ *     side closes, or it fails) is lost, although its sender's send
+ *     completed: a protocol whose first message matters waits for an answer
+ *     to it before closing.  The NIC counts such messages in
+ *     first_msg_dropped (`nicsim stats`).
+ *   - Holding costs no TPT entry and no receive of the socket: the buffer
+ *     is the NIC's own, 256 bytes per connection.
+ *   - The provider sends no immediate data and gives none to receives; a
+ *     first message that is an RDMA write with immediate data (from another
+ *     kind of host) is not held: it waits for a receive as above, and
+ *     completes it with its length, as any receive reports one.
  *
  * Completion: with lpOverlapped, the call returns SOCKET_ERROR with
  * WSA_IO_PENDING once posted (Internal WSA_STATUS_PENDING) and completes
@@ -818,7 +861,8 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  *   flushed: socket closed, connection ended, or an
  *     earlier operation failed (WR_FLUSH_ERR) .......... WSA_OPERATION_ABORTED
  *   the NIC died (no answer, socket hung up) ........... WSAENETDOWN (within 1 s)
- *   the message is longer than the receive (LOC_LEN) ... WSAEMSGSIZE
+ *   the message is longer than the receive (LOC_LEN),
+ *     or a first message longer than 256 bytes ......... WSAEMSGSIZE
  *   a local key or local DMA failed (LOC_PROT) ......... WSAEFAULT
  *   a malformed request (LOC_QP_OP) .................... WSAEINVAL
  *   the peer refused it: remote key, access or range

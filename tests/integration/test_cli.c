@@ -420,13 +420,16 @@ static void test_up_daemon_exits(void)
 						       "11",
 						       "--cm-retries",
 						       "2",
+						       "--rnr-timer",
+						       "3",
 						       NULL});
 	NST_EQ(rc, 1);
 	OUT_HAS("nicsimd for 198.18.0.1");
 	OUT_HAS("exited with status 3");
 	OUT_HAS("fake nicsimd: cannot start: --addr 198.18.0.1 --dir ");
 	OUT_HAS("--tpt-capacity 128 --max-reg 64K --no-mw --no-rdma-read --log-level debug "
-		"--ack-timeout 12 --retry-count 3 --rnr-retry 5 --cm-timeout 11 --cm-retries 2");
+		"--ack-timeout 12 --retry-count 3 --rnr-retry 5 --cm-timeout 11 --cm-retries 2 "
+		"--rnr-timer 3");
 }
 
 /* A daemon that never answers: `up` gives up after --timeout-ms, names the

@@ -61,8 +61,10 @@ static SOCKET sock_on(const char *addr, uint16_t port)
 
 /*
  * The peer, in a child: its own provider, a listener on NIC B, one accepted
- * connection, then nothing until it is killed.  It posts no receive, so a
- * send to it waits for one (receiver not ready) until the connection dies.
+ * connection, then nothing until it is killed.  It posts no receive: its
+ * NIC holds the connection's first message (ws2san.h, WSPRecv), and a send
+ * after that waits for a receive (receiver not ready) until the connection
+ * dies.
  */
 static int peer_main(void *arg, int ready)
 {
@@ -127,6 +129,33 @@ static int post(SOCKET s, bool send, void *buf, DWORD len, WSAOVERLAPPED *ov, WS
 	return rc == 0 ? 0 : err;
 }
 
+/*
+ * Send the connection's first message, which the peer's NIC holds, and
+ * wait for it: a send after it waits for a receive the peer never posts.
+ * 0, or the WSA error (the socket is closed if the send did not end).
+ */
+static int send_held(SOCKET s, uint8_t *m)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	WSAOVERLAPPED ov;
+	DWORD n = 0, flags = 0;
+	int err = post(s, true, m + 200, 16, &ov, WSA_INVALID_EVENT);
+
+	if (err != WSA_IO_PENDING)
+		return err;
+	while (!WSPGetOverlappedResult(s, &ov, &n, FALSE, &flags, &err)) {
+		if (err != WSA_IO_INCOMPLETE)
+			return err;
+		if (nst_now_ns() >= deadline) {
+			/* Closing completes it before ov goes. */
+			WSPCloseSocket(s, &err);
+			return WSAETIMEDOUT;
+		}
+		nst_sleep_ms(1);
+	}
+	return 0;
+}
+
 /* Done, as HasOverlappedIoCompleted() tells it: Internal no longer pending. */
 static bool ov_done(const WSAOVERLAPPED *ov)
 {
@@ -159,6 +188,7 @@ static void test_peer_killed_event(void)
 	NST_REQUIRE(peer > 0 && evr >= 0 && evs >= 0);
 	m = nst_spi_registered(s, PAGE);
 	NST_REQUIRE(m != NULL);
+	NST_REQUIRE_EQ(send_held(s, m), 0);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, evr), WSA_IO_PENDING);
 	NST_REQUIRE_EQ(post(s, true, m + 100, 100, &ovs, evs), WSA_IO_PENDING);
 	NST_EQ(kill(peer, SIGKILL), 0);
@@ -198,6 +228,7 @@ static void test_peer_killed_no_call(void)
 	NST_REQUIRE(peer > 0);
 	m = nst_spi_registered(s, PAGE);
 	NST_REQUIRE(m != NULL);
+	NST_REQUIRE_EQ(send_held(s, m), 0);
 	NST_REQUIRE_EQ(post(s, false, m, 100, &ovr, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_REQUIRE_EQ(post(s, true, m + 100, 100, &ovs, WSA_INVALID_EVENT), WSA_IO_PENDING);
 	NST_EQ(kill(peer, SIGKILL), 0);

@@ -1,6 +1,8 @@
 /*
  * nicsim-pingpong, the example, end to end: a short run between two NICs
- * succeeds, and a run whose server is killed in the middle ends with a
+ * succeeds without a single RNR NAK (the client's hello, sent as soon as it
+ * is connected, is held by the server's NIC until the server posts its
+ * first receive), and a run whose server is killed in the middle ends with a
  * clear error and exit status 1, having left no overlapped operation
  * pending on memory it no longer owns and nothing leaked (under
  * AddressSanitizer, a receive completed by WSPCleanup into a returned stack
@@ -17,13 +19,14 @@
 #include <unistd.h>
 
 #include "nstest.h"
+#include "nicsim_mgmt.h"
 #include "nstnic.h"
 
 #define ADDR_A "198.18.0.1"
 #define ADDR_B "198.18.0.2"
 #define WAIT_MS 20000
 
-static char dir[256];
+static char dir[256], sock_a[300], sock_b[300];
 static pid_t nic_a = -1, nic_b = -1;
 static unsigned next_port = 7500;
 
@@ -98,12 +101,19 @@ static bool read_until(int fd, char *buf, size_t size, size_t *len, const char *
 	}
 }
 
+/* RNR NAKs received by either NIC so far. */
+static uint64_t rnr_naks(void)
+{
+	return nst_nic_stat(sock_a, NST_STAT(rnr_naks)) + nst_nic_stat(sock_b, NST_STAT(rnr_naks));
+}
+
 static void test_short_run(void)
 {
 	char port[16], out[8192] = "", sout[8192] = "";
 	size_t len = 0, slen = 0;
 	int fd, sfd;
 	pid_t srv, cli;
+	uint64_t rnr0 = rnr_naks();
 
 	snprintf(port, sizeof(port), "%u", next_port++);
 	srv = start_pingpong(
@@ -134,6 +144,8 @@ static void test_short_run(void)
 	NST_EQ(nst_wait(srv, WAIT_MS), 0);
 	if (!strstr(out, "checksum matches"))
 		fprintf(stderr, "\nclient:\n%s\nserver:\n%s\n", out, sout);
+	/* Every message found its receive, or (the first) the NIC's hold. */
+	NST_EQ_U(rnr_naks(), rnr0);
 }
 
 static void test_server_killed(void)
@@ -222,6 +234,8 @@ static int init(void)
 
 	if (nst_tmpdir(dir, sizeof(dir), "pingpong") < 0 || nst_make_fabric(dir, addrs) < 0)
 		return -1;
+	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
+	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
 	nic_a = nst_start_nic(dir, ADDR_A, NULL, WAIT_MS);
 	nic_b = nst_start_nic(dir, ADDR_B, NULL, WAIT_MS);
 	return nic_a > 0 && nic_b > 0 ? 0 : -1;

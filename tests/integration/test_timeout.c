@@ -342,6 +342,7 @@ static void test_bad_timer_options_refused(void)
 	    {"--rnr-retry", "-1", "--rnr-retry -1: want an RNR retry count"},
 	    {"--cm-timeout", "x", "--cm-timeout x: want a timeout code, 0..31"},
 	    {"--cm-retries", "16", "--cm-retries 16: want a retry count, 0..15"},
+	    {"--rnr-timer", "32", "--rnr-timer 32: want an RNR timer code, 0..31"},
 	};
 	char out[4096];
 

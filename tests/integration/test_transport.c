@@ -21,6 +21,7 @@
 #include "nstest.h"
 #include "nstnic.h"
 #include "nstverbs.h"
+#include "nicsim_mgmt.h"
 
 #define ADDR_A "198.18.0.1"
 #define ADDR_B "198.18.0.2"
@@ -610,6 +611,52 @@ static void test_malformed_request_in_order(void)
 	munmap(src, 4096);
 }
 
+/*
+ * A SEND with no receive posted draws RNR NAKs, each asking the requester
+ * to wait the responder's RNR timer (0.64 ms by default, code 12) before it
+ * sends again: 20 of them take at least 12.8 ms, where the 10 us of code 1
+ * took about one.  The receive posted at last completes the SEND.
+ */
+static void test_rnr_wait_is_the_responders_timer(void)
+{
+	const uint64_t naks = 20, wait_ns = 640000;
+	struct pair p;
+	uint8_t *src = map(4096), *dst = map(4096);
+	uint32_t lk, rk;
+	uint64_t v1, v2, t1, t2;
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	struct nic_cqe c;
+
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, 4096, 0);
+	rk = nst_reg(p.hb, dst, 4096, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(lk && rk);
+	v1 = nst_nic_stat(sock_a, NST_STAT(rnr_naks));
+	w = swqe(1, NIC_WR_SEND, src, 64, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	v1 = nst_wait_nic_stat(sock_a, NST_STAT(rnr_naks), v1 + 1, WAIT_MS);
+	t1 = nst_now_ns();
+	v2 = nst_wait_nic_stat(sock_a, NST_STAT(rnr_naks), v1 + naks, WAIT_MS);
+	t2 = nst_now_ns();
+	NST_REQUIRE_GE(v2, v1 + naks);
+	/* Each NAK after the first came at least one wait after the one
+	 * before; t1 was read at most one poll (2 ms) after NAK v1 came. */
+	printf("\n    %llu RNR NAKs in %.2f ms ", (unsigned long long)(v2 - v1),
+	       (double)(t2 - t1) / 1e6);
+	NST_GE(t2 - t1 + 3000000u, (v2 - v1) * wait_ns);
+	r = rwqe(2, dst, 4096, rk);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(dst, src, 64), 0);
+	pair_close(&p);
+	munmap(src, 4096);
+	munmap(dst, 4096);
+}
+
 static void test_connect_refused_and_unreachable(void)
 {
 	struct nic_host *h;
@@ -914,6 +961,7 @@ int main(int argc, char **argv)
 	    {"rc_over_a_lossy_link", test_rc_over_a_lossy_link},
 	    {"dereg_waits_for_dma_in_flight", test_dereg_waits_for_dma_in_flight},
 	    {"malformed_request_in_order", test_malformed_request_in_order},
+	    {"rnr_wait_is_the_responders_timer", test_rnr_wait_is_the_responders_timer},
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {NULL, NULL},
 	};

@@ -333,6 +333,12 @@ static void test_queue_pair_commands(void)
 	c.u.qp.qpn = 5; /* CREATE_QP takes no number */
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
 	c.u.qp.qpn = 0;
+	c.u.qp.flags = NIC_QP_F_ALL + 1; /* a flag this NIC does not know */
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.qp.flags = NIC_QP_F_HOLD_FIRST;
+	c.u.qp.reserved = 1;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.qp.reserved = 0;
 	NST_EQ(run(&me, &c, &cpl), NIC_STATUS_OK);
 	NST_EQ(cpl.key, 0x1002);
 	NST_EQ(fake_slot, 3);
@@ -344,10 +350,13 @@ static void test_queue_pair_commands(void)
 	c.u.qp.qpn = 0x1002;
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
 	c.u.qp.slot = 0;
+	c.u.qp.flags = NIC_QP_F_HOLD_FIRST; /* DESTROY_QP takes no flags */
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c.u.qp.flags = 0;
 	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
 	NST_EQ(fake_slot, UINT32_MAX);
-	NST_EQ(stats.cmd_create_qp, 4);
-	NST_EQ(stats.cmd_destroy_qp, 3);
+	NST_EQ(stats.cmd_create_qp, 6);
+	NST_EQ(stats.cmd_destroy_qp, 4);
 	NST_EQ(stats.err_bad_qp, 3);
 }
 

@@ -710,6 +710,259 @@ static void test_held_receive_flushed_on_error(void)
 	NST_EQ(B.cqe[0].opcode, NIC_WC_RECV);
 }
 
+/* ---- The first message (cfg.hold_first) ---------------------------------- */
+
+static void setup_hold(uint32_t mtu)
+{
+	struct rc_config cfg;
+
+	rc_config_default(&cfg);
+	cfg.hold_first = true;
+	cfg.timeout_ns = 1000000; /* 1 ms: retransmissions come quickly */
+	if (mtu)
+		cfg.mtu = mtu;
+	setup_with(&cfg);
+}
+
+static bool a_done(void)
+{
+	return A.ncqe >= want_a;
+}
+
+static bool a_errored(void);
+
+static bool b_errored(void)
+{
+	return B.errored;
+}
+
+/*
+ * A first SEND of up to NIC_HOLD_MAX bytes with no receive posted is held:
+ * acknowledged at once, no RNR NAK, nothing completed at the responder
+ * until the first receive is posted, which then completes with it (its
+ * immediate data too).  A second message with no receive draws RNR NAKs as
+ * before, and goes to the second receive.
+ */
+static void test_first_message_held(void)
+{
+	static uint8_t src[1000], dst[2][1000];
+	uint32_t lk, rk;
+
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	nst_fill(src, sizeof(src), 7);
+	memset(dst, 0xee, sizeof(dst));
+	NST_EQ(post(&A, 1, NIC_WR_SEND_IMM, src, NIC_HOLD_MAX, lk, 0, 0), 0);
+	want_a = 1;
+	NST_REQUIRE(run_until(a_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.ncqe, 0);
+	NST_EQ(B.rc.st.first_held, 1);
+	NST_EQ(B.rc.st.rnr_naks_sent, 0);
+	/* The second: RNR NAKs while no receive is posted. */
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src + 300, 500, lk, 0, 0), 0);
+	want_a = 2;
+	NST_TRUE(!run_until(a_done, 20000000));
+	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
+	NST_EQ(B.rc.st.first_held, 1);
+	NST_EQ(B.ncqe, 0);
+	/* The first receive gets the held message, the second the second. */
+	post_recv(&B, 10, dst[0], sizeof(dst[0]), rk);
+	post_recv(&B, 11, dst[1], sizeof(dst[1]), rk);
+	want_a = 2;
+	want_b = 2;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[1].status, NIC_WC_SUCCESS);
+	NST_EQ_U(B.cqe[0].wr_id, 10);
+	NST_EQ(B.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.cqe[0].byte_len, NIC_HOLD_MAX);
+	NST_EQ(B.cqe[0].flags, NIC_WC_F_IMM);
+	NST_EQ_U(B.cqe[0].imm, 0xabcd0001u);
+	NST_EQ(memcmp(dst[0], src, NIC_HOLD_MAX), 0);
+	NST_EQ(dst[0][NIC_HOLD_MAX], 0xee);
+	NST_EQ_U(B.cqe[1].wr_id, 11);
+	NST_EQ(B.cqe[1].byte_len, 500);
+	NST_EQ(B.cqe[1].flags, 0);
+	NST_EQ(memcmp(dst[1], src + 300, 500), 0);
+	NST_TRUE(!A.errored && !B.errored);
+}
+
+/* Posted in the same step as a later message arrives: the held message
+ * still takes the first receive, the later one the second. */
+static void test_first_message_before_later_ones(void)
+{
+	static uint8_t src[100], dst[2][100];
+	uint32_t lk, rk;
+
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	nst_fill(src, sizeof(src), 8);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 10, lk, 0, 0), 0);
+	want_a = 1;
+	NST_REQUIRE(run_until(a_done, 100000000));
+	/* The second reaches B before B's engine looks at its receives. */
+	post_recv(&B, 20, dst[0], sizeof(dst[0]), rk);
+	post_recv(&B, 21, dst[1], sizeof(dst[1]), rk);
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src + 10, 20, lk, 0, 0), 0);
+	rc_progress(&A.rc, now_ns);
+	now_ns += ab.latency;
+	deliver(&ab, &B);
+	NST_EQ(B.ncqe, 2);
+	NST_EQ_U(B.cqe[0].wr_id, 20);
+	NST_EQ(B.cqe[0].byte_len, 10);
+	NST_EQ_U(B.cqe[1].wr_id, 21);
+	NST_EQ(B.cqe[1].byte_len, 20);
+	NST_EQ(memcmp(dst[0], src, 10), 0);
+	NST_EQ(memcmp(dst[1], src + 10, 20), 0);
+	NST_EQ(B.rc.st.rnr_naks_sent, 0);
+}
+
+/*
+ * What is not held: a first message over NIC_HOLD_MAX draws RNR NAKs and
+ * goes to the receive posted later; a receive posted first takes a first
+ * message of any size; a message after one that took a receive is not the
+ * first.  At an MTU of 256 a message of NIC_HOLD_MAX bytes is one packet,
+ * and held.
+ */
+static void test_what_is_not_held(void)
+{
+	static uint8_t src[5000], dst[5000];
+	uint32_t lk, rk;
+
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	nst_fill(src, sizeof(src), 9);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, NIC_HOLD_MAX + 1, lk, 0, 0), 0);
+	want_a = 1;
+	want_b = 1;
+	NST_TRUE(!run_until(a_done, 20000000));
+	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
+	post_recv(&B, 30, dst, sizeof(dst), rk);
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(B.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.cqe[0].byte_len, NIC_HOLD_MAX + 1);
+	NST_EQ(memcmp(dst, src, NIC_HOLD_MAX + 1), 0);
+	NST_EQ(B.rc.st.first_held, 0);
+	/* The first message took a receive: the next small one is not held. */
+	NST_EQ(post(&A, 2, NIC_WR_SEND, src, 10, lk, 0, 0), 0);
+	want_a = 2;
+	NST_TRUE(!run_until(a_done, 20000000));
+	NST_EQ(B.rc.st.first_held, 0);
+
+	/* A receive posted first: a first message of several packets. */
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	post_recv(&B, 31, dst, sizeof(dst), rk);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, sizeof(src), lk, 0, 0), 0);
+	want_a = 1;
+	want_b = 1;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(B.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.cqe[0].byte_len, sizeof(src));
+	NST_EQ(B.rc.st.first_held + B.rc.st.rnr_naks_sent, 0);
+
+	/* The smallest MTU: NIC_HOLD_MAX bytes are one packet. */
+	setup_hold(256);
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, NIC_HOLD_MAX, lk, 0, 0), 0);
+	want_a = 1;
+	NST_REQUIRE(run_until(a_done, 100000000));
+	NST_EQ(B.rc.st.first_held, 1);
+
+	/* Without the flag, nothing is held. */
+	setup();
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 10, lk, 0, 0), 0);
+	want_a = 1;
+	NST_TRUE(!run_until(a_done, 20000000));
+	NST_EQ(B.rc.st.first_held, 0);
+	NST_TRUE(B.rc.st.rnr_naks_sent > 0);
+}
+
+/*
+ * The held SEND is retransmitted (its ACKs lost): the copies are duplicates,
+ * acknowledged again, and the first receive completes once.
+ */
+static void test_held_message_duplicates(void)
+{
+	static uint8_t src[100], dst[2][100];
+	uint32_t lk, rk;
+
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+	nst_fill(src, sizeof(src), 10);
+	ba.loss_ppm = 1000000;
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 64, lk, 0, 0), 0);
+	want_a = 1;
+	NST_TRUE(!run_until(a_done, 5000000));
+	NST_TRUE(A.rc.st.timeouts > 0);
+	NST_TRUE(B.rc.st.duplicates > 0);
+	ba.loss_ppm = 0;
+	NST_REQUIRE(run_until(a_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(B.rc.st.first_held, 1);
+	post_recv(&B, 40, dst[0], sizeof(dst[0]), rk);
+	post_recv(&B, 41, dst[1], sizeof(dst[1]), rk);
+	want_b = 1;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_TRUE(!run_until(a_errored, 5000000));
+	NST_EQ(B.ncqe, 1);
+	NST_EQ(B.cqe[0].byte_len, 64);
+	NST_EQ(memcmp(dst[0], src, 64), 0);
+}
+
+/*
+ * The first receive is checked as for a message arriving then: too short,
+ * LOC_LEN_ERR; a bad key, LOC_PROT_ERR; and the QP goes to error without a
+ * NAK (the sender's SEND was acknowledged).  A QP that fails or closes
+ * with a message held drops it, counted.
+ */
+static void test_held_message_receive_refused(void)
+{
+	static uint8_t src[300], dst[300];
+	uint32_t lk, rk;
+
+	for (int bad_key = 0; bad_key < 2; bad_key++) {
+		uint64_t naks;
+
+		setup_hold(0);
+		lk = reg(&A, src, sizeof(src), 0);
+		rk = reg(&B, dst, sizeof(dst), NIC_ACCESS_LOCAL_WRITE);
+		NST_EQ(post(&A, 1, NIC_WR_SEND, src, 200, lk, 0, 0), 0);
+		want_a = 1;
+		NST_REQUIRE(run_until(a_done, 100000000));
+		naks = B.rc.st.naks_sent;
+		memset(dst, 0xee, sizeof(dst));
+		post_recv(&B, 50, dst, bad_key ? sizeof(dst) : 199, bad_key ? rk ^ 0x80 : rk);
+		NST_REQUIRE(run_until(b_errored, 100000000));
+		NST_EQ(B.ncqe, 1);
+		NST_EQ(B.cqe[0].status, bad_key ? NIC_WC_LOC_PROT_ERR : NIC_WC_LOC_LEN_ERR);
+		NST_EQ(B.cqe[0].byte_len, 0);
+		NST_EQ(B.error, B.cqe[0].status);
+		NST_EQ(dst[0], 0xee);
+		NST_EQ(B.rc.st.naks_sent, naks);
+		NST_EQ(B.rc.st.first_dropped, 0);
+		NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	}
+
+	/* Failed with the message held: dropped, nothing completed. */
+	setup_hold(0);
+	lk = reg(&A, src, sizeof(src), 0);
+	NST_EQ(post(&A, 1, NIC_WR_SEND, src, 20, lk, 0, 0), 0);
+	want_a = 1;
+	NST_REQUIRE(run_until(a_done, 100000000));
+	rc_fail(&B.rc, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(B.rc.st.first_dropped, 1);
+	NST_EQ(B.ncqe, 0);
+	rc_fail(&B.rc, NIC_WC_WR_FLUSH_ERR);
+	NST_EQ(B.rc.st.first_dropped, 1);
+}
+
 /* A responder on a NIC without RDMA READ refuses reads. */
 static void test_reads_refused_without_the_capability(void)
 {
@@ -1172,6 +1425,11 @@ int main(int argc, char **argv)
 	    {"reads_refused_without_the_capability", test_reads_refused_without_the_capability},
 	    {"late_acks_after_go_back", test_late_acks_after_go_back},
 	    {"rnr_then_receive_posted", test_rnr_then_receive_posted},
+	    {"first_message_held", test_first_message_held},
+	    {"first_message_before_later_ones", test_first_message_before_later_ones},
+	    {"what_is_not_held", test_what_is_not_held},
+	    {"held_message_duplicates", test_held_message_duplicates},
+	    {"held_message_receive_refused", test_held_message_receive_refused},
 	    {"rnr_retry_exhausted", test_rnr_retry_exhausted},
 	    {"retry_exceeded_when_link_down", test_retry_exceeded_when_link_down},
 	    {"default_budget", test_default_budget},
