@@ -11,6 +11,7 @@
 #include "fab_wire.h"
 #include "nic.h"
 #include "opts.h"
+#include "timer_opts.h"
 #include "nicsim_rundir.h"
 #include "rc.h"
 #include "tpt.h"
@@ -73,13 +74,14 @@ static void usage(FILE *f)
  * One timer option: a whole number in lo..hi into *out, or a message and
  * false.  what says what the number is, for the message.
  */
-static bool timer_opt(const char *name, const char *text, unsigned lo, unsigned hi,
-		      const char *what, uint8_t *out)
+static bool timer_opt(enum nic_timer_opt which, const char *text, uint8_t *out)
 {
+	const struct nic_timer_opt_spec *t = &nic_timer_opts[which];
 	uint64_t v;
 
-	if (opts_parse_u64(text, &v) < 0 || v < lo || v > hi) {
-		fprintf(stderr, "nicsimd: --%s %s: want %s, %u..%u\n", name, text, what, lo, hi);
+	if (opts_parse_u64(text, &v) < 0 || v < t->min || v > t->max) {
+		fprintf(stderr, "nicsimd: --%s %s: want %s, %u..%u\n", t->name, text, t->what,
+			t->min, t->max);
 		return false;
 	}
 	*out = (uint8_t)v;
@@ -170,34 +172,27 @@ int main(int argc, char **argv)
 		 * packet with nothing after it would never be sent again and a
 		 * dead peer never noticed, so the option does not offer it. */
 		case 'A':
-			if (!timer_opt("ack-timeout", optarg, 1, 31,
-				       "a timeout code (not 0, which would turn the timer off)",
-				       &o.timers.ack_timeout))
+			if (!timer_opt(NIC_TOPT_ACK_TIMEOUT, optarg, &o.timers.ack_timeout))
 				return 2;
 			break;
 		case 'C':
-			if (!timer_opt("retry-count", optarg, 0, 7, "a retry count",
-				       &o.timers.retry_cnt))
+			if (!timer_opt(NIC_TOPT_RETRY_COUNT, optarg, &o.timers.retry_cnt))
 				return 2;
 			break;
 		case 'N':
-			if (!timer_opt("rnr-retry", optarg, 0, 7, "an RNR retry count (7: forever)",
-				       &o.timers.rnr_retry))
+			if (!timer_opt(NIC_TOPT_RNR_RETRY, optarg, &o.timers.rnr_retry))
 				return 2;
 			break;
 		case 'T':
-			if (!timer_opt("cm-timeout", optarg, 0, 31, "a timeout code",
-				       &o.timers.cm_timeout))
+			if (!timer_opt(NIC_TOPT_CM_TIMEOUT, optarg, &o.timers.cm_timeout))
 				return 2;
 			break;
 		case 'M':
-			if (!timer_opt("cm-retries", optarg, 0, 15, "a retry count",
-				       &o.timers.cm_retries))
+			if (!timer_opt(NIC_TOPT_CM_RETRIES, optarg, &o.timers.cm_retries))
 				return 2;
 			break;
 		case 'r':
-			if (!timer_opt("rnr-timer", optarg, 0, 31, "an RNR timer code",
-				       &o.rnr_timer))
+			if (!timer_opt(NIC_TOPT_RNR_TIMER, optarg, &o.rnr_timer))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;

@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "timer_opts.h"
+
 /* ---- Limits --------------------------------------------------------------- */
 
 #define SCN_NAME_MAX 64       /* a name or word, with its NUL: at most 63 bytes */
@@ -318,12 +320,10 @@ struct scn_nic {
 	bool no_rdma_read;     /* no-rdma-read */
 	uint32_t tpt_capacity; /* tpt-capacity N; 0: nicsimd's default */
 	uint64_t max_reg;      /* max-reg SIZE in bytes; 0: nicsimd's default */
-	/* Timer options, as nicsimd takes them (nicsimd --help); -1: its default. */
-	int ack_timeout; /* ack-timeout C (1..31) */
-	int retry_count; /* retry-count N (0..7) */
-	int rnr_retry;   /* rnr-retry N (0..7) */
-	int cm_timeout;  /* cm-timeout C (0..31) */
-	int cm_retries;  /* cm-retries N (0..15) */
+	/* Timer options, as nicsimd takes them (nicsimd --help), indexed by
+	 * enum nic_timer_opt (timer_opts.h: ack-timeout, retry-count,
+	 * rnr-retry, cm-timeout, cm-retries, rnr-timer); -1: its default. */
+	int timer[NIC_TIMER_OPTS];
 };
 
 struct scn_link {

@@ -29,7 +29,7 @@
  *             | "capture" ( "on" | "off" ) ;
  *   nicopt    = "no-windows" | "no-rdma-read" | "tpt-capacity" N | "max-reg" SIZE
  *             | ( "ack-timeout" | "retry-count" | "rnr-retry" | "cm-timeout"
- *               | "cm-retries" ) N ;
+ *               | "cm-retries" | "rnr-timer" ) N ;
  *   ends      = NAME ( "->" | "<->" ) NAME ;
  *   linkword  = ( "latency" | "jitter" | "reorder-gap" | "delay" ) T
  *             | ( "loss" | "dup" | "reorder" | "corrupt" | "delay-pct" ) PCT
@@ -985,19 +985,6 @@ static int parse_param(struct parser *p, const struct keyword *k)
 	return stmt_keep(p, st);
 }
 
-/* The nicsimd options a `nic` line takes, with nicsimd's ranges. */
-static const struct {
-	const char *word;
-	unsigned min, max;
-	size_t off; /* of the int in struct scn_nic */
-} nic_timers[] = {
-    {"ack-timeout", 1, 31, offsetof(struct scn_nic, ack_timeout)},
-    {"retry-count", 0, 7, offsetof(struct scn_nic, retry_count)},
-    {"rnr-retry", 0, 7, offsetof(struct scn_nic, rnr_retry)},
-    {"cm-timeout", 0, 31, offsetof(struct scn_nic, cm_timeout)},
-    {"cm-retries", 0, 15, offsetof(struct scn_nic, cm_retries)},
-};
-
 static int parse_nic(struct parser *p, const struct keyword *k)
 {
 	struct scn_stmt *st = stmt_new(p, k->kind);
@@ -1005,12 +992,13 @@ static int parse_nic(struct parser *p, const struct keyword *k)
 	const struct scn_tok *t;
 	uint64_t v;
 	size_t i;
-	int rc, *slot;
+	int rc;
 
 	if (!st)
 		return -ENOMEM;
 	n = &st->u.nic;
-	n->ack_timeout = n->retry_count = n->rnr_retry = n->cm_timeout = n->cm_retries = -1;
+	for (i = 0; i < NIC_TIMER_OPTS; i++)
+		n->timer[i] = -1;
 	rc = get_name(p, "the NIC's name", st->name, &st->name_loc);
 	if (rc)
 		return rc;
@@ -1050,15 +1038,21 @@ static int parse_nic(struct parser *p, const struct keyword *k)
 				rc = err_at(p, t, "max-reg 0: leave it out for nicsimd's default");
 			continue;
 		}
-		for (i = 0; i < ARRAY_SIZE(nic_timers); i++)
-			if (is_word(t, nic_timers[i].word))
+		for (i = 0; i < NIC_TIMER_OPTS; i++)
+			if (is_word(t, nic_timer_opts[i].name))
 				break;
-		if (i == ARRAY_SIZE(nic_timers)) {
-			static const char *const opts[] = {"no-windows",   "no-rdma-read",
-							   "tpt-capacity", "max-reg",
-							   "ack-timeout",  "retry-count",
-							   "rnr-retry",    "cm-timeout",
-							   "cm-retries",   NULL};
+		if (i == NIC_TIMER_OPTS) {
+			static const char *const opts[] = {"no-windows",
+							   "no-rdma-read",
+							   "tpt-capacity",
+							   "max-reg",
+							   "ack-timeout",
+							   "retry-count",
+							   "rnr-retry",
+							   "cm-timeout",
+							   "cm-retries",
+							   "rnr-timer",
+							   NULL};
 			const char *near =
 			    t->type == SCN_TOK_WORD ? scn_nearest(t->text, opts, 0) : NULL;
 			char buf[64];
@@ -1066,18 +1060,17 @@ static int parse_nic(struct parser *p, const struct keyword *k)
 			return err_at(p, t,
 				      "unknown NIC option %s%s%s%s (no-windows, no-rdma-read, "
 				      "tpt-capacity N, max-reg SIZE, ack-timeout, retry-count, "
-				      "rnr-retry, cm-timeout, cm-retries)",
+				      "rnr-retry, cm-timeout, cm-retries, rnr-timer)",
 				      tok_desc(t, buf, sizeof(buf)), near ? "; did you mean '" : "",
 				      near ? near : "", near ? "'?" : "");
 		}
 		p->ti++;
 		t = peek(p);
-		rc = get_u64(p, nic_timers[i].word, nic_timers[i].max, &v);
-		if (!rc && v < nic_timers[i].min)
-			rc = err_at(p, t, "%s %llu: at least %u", nic_timers[i].word,
-				    (unsigned long long)v, nic_timers[i].min);
-		slot = (int *)((char *)n + nic_timers[i].off);
-		*slot = (int)v;
+		rc = get_u64(p, nic_timer_opts[i].name, nic_timer_opts[i].max, &v);
+		if (!rc && v < nic_timer_opts[i].min)
+			rc = err_at(p, t, "%s %llu: at least %u", nic_timer_opts[i].name,
+				    (unsigned long long)v, nic_timer_opts[i].min);
+		n->timer[i] = (int)v;
 	}
 	return rc ? rc : stmt_keep(p, st);
 }

@@ -1343,15 +1343,10 @@ static int topo_setup(struct scn_runner *r)
 				 (unsigned long long)st->u.nic.max_reg);
 		n->no_mw = st->u.nic.no_windows;
 		n->no_rdma_read = st->u.nic.no_rdma_read;
-		{
-			const int timers[CLI_TIMER_OPTS] = {
-			    st->u.nic.ack_timeout, st->u.nic.retry_count, st->u.nic.rnr_retry,
-			    st->u.nic.cm_timeout, st->u.nic.cm_retries};
-
-			for (size_t k = 0; k < CLI_TIMER_OPTS; k++)
-				if (timers[k] >= 0)
-					snprintf(n->timer[k], sizeof(n->timer[k]), "%d", timers[k]);
-		}
+		for (size_t k = 0; k < NIC_TIMER_OPTS; k++)
+			if (st->u.nic.timer[k] >= 0)
+				snprintf(n->timer[k], sizeof(n->timer[k]), "%d",
+					 st->u.nic.timer[k]);
 		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);

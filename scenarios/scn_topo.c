@@ -119,7 +119,7 @@ int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t
 	o.max_reg = n->max_reg[0] ? n->max_reg : NULL;
 	o.no_mw = n->no_mw;
 	o.no_rdma_read = n->no_rdma_read;
-	for (size_t i = 0; i < CLI_TIMER_OPTS; i++)
+	for (size_t i = 0; i < NIC_TIMER_OPTS; i++)
 		o.timer[i] = n->timer[i][0] ? n->timer[i] : NULL;
 	o.seed_set = true;
 	o.seed = t->seed;

@@ -35,6 +35,7 @@
 #include <sys/types.h>
 
 #include "nicsim_mgmt.h"
+#include "timer_opts.h"
 
 #define SCN_WHY_MAX 512
 
@@ -47,9 +48,10 @@ struct scn_nicd {
 	char max_reg[24];      /* nicsimd --max-reg in bytes, "" if not given */
 	bool no_mw;            /* the scenario's no-windows: nicsimd --no-mw */
 	bool no_rdma_read;
-	char timer[5][12]; /* nicsimd's timer options (cli_timer_opts order), "" if not given */
-	pid_t pid;         /* 0 when not running */
-	int pidfd;         /* -1 when not running */
+	char timer[NIC_TIMER_OPTS]
+		  [12]; /* nicsimd's timer options (timer_opts.h order), "" if not given */
+	pid_t pid;      /* 0 when not running */
+	int pidfd;      /* -1 when not running */
 	bool stopped;
 };
 

@@ -36,7 +36,7 @@ enum opt_id {
 	OPT_MAX_REG,
 	OPT_NO_MW,
 	OPT_NO_RDMA_READ,
-	OPT_ACK_TIMEOUT, /* the timer options, in the order of cli_timer_opts */
+	OPT_ACK_TIMEOUT, /* the timer options, in the order of nic_timer_opts */
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
 	OPT_CM_TIMEOUT,
@@ -57,11 +57,6 @@ struct opt_spec {
 	enum opt_id id;
 	const char *arg; /* what the value is, NULL for a flag */
 	const char *help;
-};
-
-const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS] = {
-    {"ack-timeout", 1, 31}, {"retry-count", 0, 7}, {"rnr-retry", 0, 7},
-    {"cm-timeout", 0, 31},  {"cm-retries", 0, 15}, {"rnr-timer", 0, 31},
 };
 
 static const struct opt_spec opt_specs[] = {
@@ -516,8 +511,8 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 		}
 		o->log_level = cl->val[OPT_LOG_LEVEL];
 	}
-	for (i = 0; i < CLI_TIMER_OPTS; i++) {
-		const struct cli_timer_opt *t = &cli_timer_opts[i];
+	for (i = 0; i < NIC_TIMER_OPTS; i++) {
+		const struct nic_timer_opt_spec *t = &nic_timer_opts[i];
 		const char *text = cl->val[OPT_ACK_TIMEOUT + i];
 
 		if (!text)

@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "timer_opts.h"
+
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
@@ -37,20 +39,6 @@
 #define CLI_DOWN_TERM_MS 5000   /* `nicsim down`: SIGTERM to exit */
 #define CLI_DEFAULT_HOSTS 2u
 #define CLI_MAX_HOSTS 256u /* FAB_MAX_PORTS: one fabric port per NIC */
-
-/*
- * The connection timers `nicsim up` passes on to each nicsimd, with the
- * ranges nicsimd accepts (its --help says what each means): the five a
- * connecting NIC puts in its REQ, then the RNR NAK timer a receiving NIC
- * sends.  An ACK timeout code of 0 would turn the timer off, so neither
- * program offers it.
- */
-struct cli_timer_opt {
-	const char *name; /* spelled --name, for both programs */
-	unsigned min, max;
-};
-#define CLI_TIMER_OPTS 6
-extern const struct cli_timer_opt cli_timer_opts[CLI_TIMER_OPTS];
 
 /* The parsed command line.  Values passed on to nicsimd stay text; they are
  * checked here with the parsers nicsimd uses (opts.h, log.h). */
@@ -65,7 +53,7 @@ struct cli_opts {
 	const char *log_level;
 	bool no_mw;
 	bool no_rdma_read;
-	const char *timer[CLI_TIMER_OPTS]; /* as typed, NULL when not given */
+	const char *timer[NIC_TIMER_OPTS]; /* as typed, NULL when not given */
 	int timeout_ms;                    /* --timeout-ms, or 0 for the command's default */
 	bool seed_set;                     /* --seed given */
 	uint64_t seed;                     /* the fabric's seed */

@@ -478,8 +478,8 @@ exec_daemon(const char *daemon, char *const *argv, int null_fd, int log_fd)
 static int spawn(const struct cli_opts *o, const char *daemon, struct started *s)
 {
 	char log[PATH_MAX];
-	char *argv[16 + 2 * CLI_TIMER_OPTS];
-	char timer_opt[CLI_TIMER_OPTS][24];
+	char *argv[16 + 2 * NIC_TIMER_OPTS];
+	char timer_opt[NIC_TIMER_OPTS][24];
 	int argc = 0, null_fd, log_fd;
 	pid_t pid;
 
@@ -504,10 +504,10 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 		argv[argc++] = (char *)"--log-level";
 		argv[argc++] = (char *)o->log_level;
 	}
-	for (size_t i = 0; i < CLI_TIMER_OPTS; i++) {
+	for (size_t i = 0; i < NIC_TIMER_OPTS; i++) {
 		if (!o->timer[i])
 			continue;
-		snprintf(timer_opt[i], sizeof(timer_opt[i]), "--%s", cli_timer_opts[i].name);
+		snprintf(timer_opt[i], sizeof(timer_opt[i]), "--%s", nic_timer_opts[i].name);
 		argv[argc++] = timer_opt[i];
 		argv[argc++] = (char *)o->timer[i];
 	}
