@@ -26,57 +26,15 @@ static pid_t nic_a = -1, nic_b = -1;
  * and stderr) comes through *out_fd.  The pid, or a negative errno. */
 static pid_t start_push(const char *const *args, int *out_fd)
 {
+	static char env_dir[300];
 	const char *argv[8] = {nst_bin("nicsim-push")};
 	size_t n = 1;
-	int fds[2];
-	pid_t pid;
 
 	for (; *args && n < 7; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		setenv("NICSIM_DIR", dir, 1);
-		dup2(fds[1], STDOUT_FILENO);
-		dup2(fds[1], STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	if (pid < 0) {
-		close(fds[0]);
-		return -errno;
-	}
-	*out_fd = fds[0];
-	return pid;
-}
-
-/* Read fd into buf until what appears in it (what NULL: until the end of
- * fd), for at most ms; true if it did. */
-static bool read_until(int fd, char *buf, size_t size, size_t *len, const char *what, int ms)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u;
-
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		uint64_t now = nst_now_ns();
-		ssize_t r;
-
-		buf[*len] = '\0';
-		if (what && strstr(buf, what))
-			return true;
-		if (now >= deadline || *len + 1 >= size)
-			return false;
-		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
-			continue;
-		r = read(fd, buf + *len, size - *len - 1);
-		if (r <= 0)
-			return !what;
-		*len += (size_t)r;
-	}
+	snprintf(env_dir, sizeof(env_dir), "NICSIM_DIR=%s", dir);
+	return nst_spawn_output(argv, (const char *const[]){env_dir, NULL}, out_fd);
 }
 
 static void expect(const char *who, const char *out, const char *what)
@@ -104,12 +62,12 @@ static void test_push_write_then_read(void)
 	srv = start_push((const char *const[]){"server", ADDR_B, "7000", NULL}, &sfd);
 	NST_REQUIRE(srv > 0);
 	/* The client would retry while nobody listens; the test waits anyway. */
-	NST_CHECK_(read_until(sfd, sout, sizeof(sout), &slen, "listening on", WAIT_MS), CU_TRUE,
+	NST_CHECK_(nst_read_until(sfd, sout, sizeof(sout), &slen, "listening on", WAIT_MS), CU_TRUE,
 		   "the server did not listen; its output:\n%s", sout);
 	cli = start_push((const char *const[]){"client", ADDR_A, ADDR_B, "7000", NULL}, &cfd);
 	NST_REQUIRE(cli > 0);
-	NST_TRUE(read_until(cfd, cout, sizeof(cout), &clen, NULL, WAIT_MS));
-	NST_TRUE(read_until(sfd, sout, sizeof(sout), &slen, NULL, WAIT_MS));
+	NST_TRUE(nst_read_until(cfd, cout, sizeof(cout), &clen, NULL, WAIT_MS));
+	NST_TRUE(nst_read_until(sfd, sout, sizeof(sout), &slen, NULL, WAIT_MS));
 	close(cfd);
 	close(sfd);
 	NST_EQ(nst_wait(cli, WAIT_MS), 0);
@@ -137,7 +95,7 @@ static void test_no_nic_names_the_call(void)
 	pid_t pid = start_push((const char *const[]){"server", "198.18.0.9", "7001", NULL}, &fd);
 
 	NST_REQUIRE(pid > 0);
-	NST_TRUE(read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS));
+	NST_TRUE(nst_read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS));
 	close(fd);
 	status = nst_wait(pid, WAIT_MS);
 	NST_TRUE(WIFEXITED(status));

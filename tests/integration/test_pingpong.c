@@ -36,10 +36,10 @@ static unsigned next_port = 7500;
  */
 static pid_t start_pingpong(const char *const *args, int *out_fd)
 {
+	static char asan_opts[600];
+	const char *asan = getenv("ASAN_OPTIONS");
 	const char *argv[16];
-	int fds[2];
 	size_t n = 0;
-	pid_t pid;
 
 	argv[n++] = nst_bin("nicsim-pingpong");
 	argv[n++] = "--dir";
@@ -47,58 +47,12 @@ static pid_t start_pingpong(const char *const *args, int *out_fd)
 	for (; *args && n < 15; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		const char *asan = getenv("ASAN_OPTIONS");
-		char opts[512];
-
-		/* An AddressSanitizer report must not pass for the example's own
-		 * failure; an operation completed into a returned frame is one. */
-		snprintf(opts, sizeof(opts), "%s%sexitcode=86:detect_stack_use_after_return=1",
-			 asan ? asan : "", asan ? ":" : "");
-		setenv("ASAN_OPTIONS", opts, 1);
-		dup2(fds[1], STDOUT_FILENO);
-		dup2(fds[1], STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	if (pid < 0) {
-		close(fds[0]);
-		return -errno;
-	}
-	*out_fd = fds[0];
-	return pid;
-}
-
-/*
- * Read fd into buf (NUL-terminated) until what appears in it or fd ends,
- * for up to ms; true if what appeared.
- */
-static bool read_until(int fd, char *buf, size_t size, size_t *len, const char *what, int ms)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u;
-
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		uint64_t now = nst_now_ns();
-		ssize_t r;
-
-		buf[*len] = '\0';
-		if (what && strstr(buf, what))
-			return true;
-		if (now >= deadline || *len + 1 >= size)
-			return false;
-		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
-			continue;
-		r = read(fd, buf + *len, size - *len - 1);
-		if (r <= 0)
-			return false;
-		*len += (size_t)r;
-	}
+	/* An AddressSanitizer report must not pass for the example's own
+	 * failure; an operation completed into a returned frame is one. */
+	snprintf(asan_opts, sizeof(asan_opts),
+		 "ASAN_OPTIONS=%s%sexitcode=86:detect_stack_use_after_return=1", asan ? asan : "",
+		 asan ? ":" : "");
+	return nst_spawn_output(argv, (const char *const[]){asan_opts, NULL}, out_fd);
 }
 
 /* RNR NAKs received by either NIC so far. */
@@ -129,7 +83,7 @@ static void test_short_run(void)
 				     &fd);
 		NST_REQUIRE(cli > 0);
 		len = 0;
-		read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS);
+		nst_read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS);
 		close(fd);
 		status = nst_wait(cli, WAIT_MS);
 		if (!strstr(out, "WSAECONNREFUSED")) {
@@ -139,7 +93,7 @@ static void test_short_run(void)
 		poll(NULL, 0, 10);
 	}
 	NST_TRUE(strstr(out, "RDMA write checksum matches") != NULL);
-	read_until(sfd, sout, sizeof(sout), &slen, NULL, WAIT_MS);
+	nst_read_until(sfd, sout, sizeof(sout), &slen, NULL, WAIT_MS);
 	close(sfd);
 	NST_EQ(nst_wait(srv, WAIT_MS), 0);
 	if (!strstr(out, "checksum matches"))
@@ -167,7 +121,7 @@ static void test_server_killed(void)
 				     &fd);
 		NST_REQUIRE(cli > 0);
 		len = 0;
-		connected = read_until(fd, out, sizeof(out), &len, "connected to", WAIT_MS);
+		connected = nst_read_until(fd, out, sizeof(out), &len, "connected to", WAIT_MS);
 		if (!connected) {
 			close(fd);
 			nst_wait(cli, WAIT_MS);
@@ -178,7 +132,7 @@ static void test_server_killed(void)
 	/* Mid-run (ten million round trips take minutes): the server goes. */
 	NST_EQ(kill(srv, SIGKILL), 0);
 	nst_wait(srv, WAIT_MS);
-	read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS);
+	nst_read_until(fd, out, sizeof(out), &len, NULL, WAIT_MS);
 	close(fd);
 	close(sfd);
 	status = nst_wait(cli, WAIT_MS);

@@ -670,6 +670,56 @@ int nst_stop_nics_clean(const char *dir, const pid_t *pids, size_t n, int timeou
 	return 0;
 }
 
+pid_t nst_spawn_output(const char *const *argv, const char *const *env, int *out_fd)
+{
+	pid_t pid, parent = getpid();
+	int fds[2];
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		die_with_parent(parent);
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		dup2(fds[1], STDOUT_FILENO);
+		dup2(fds[1], STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return -errno;
+	}
+	*out_fd = fds[0];
+	return pid;
+}
+
+bool nst_read_until(int fd, char *buf, size_t size, size_t *len, const char *what, int ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)ms * 1000000u;
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t now = nst_now_ns();
+		ssize_t r;
+
+		buf[*len] = '\0';
+		if (what && strstr(buf, what))
+			return true;
+		if (now >= deadline || *len + 1 >= size)
+			return false;
+		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
+			continue;
+		r = read(fd, buf + *len, size - *len - 1);
+		if (r <= 0)
+			return !what;
+		*len += (size_t)r;
+	}
+}
+
 int nst_run(const char *const *argv, char *out, size_t size, int timeout_ms)
 {
 	int pipefd[2], status;

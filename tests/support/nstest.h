@@ -262,6 +262,22 @@ int nst_run_shown(const char *bin, const char *name, const char *const *args, ch
 		  size_t size, int timeout_ms);
 
 /*
+ * Start argv (argv[0] a path) in the background with env's "NAME=VALUE"
+ * entries (NULL-terminated; env itself may be NULL) added to its
+ * environment; its stdout and stderr both go to a pipe whose read end is
+ * *out_fd.  Returns the pid (end it with nst_wait or nst_stop), or a
+ * negative errno.
+ */
+pid_t nst_spawn_output(const char *const *argv, const char *const *env, int *out_fd);
+
+/*
+ * Read fd into buf (kept NUL-terminated; *len counts what it holds) until
+ * what appears in it or, with what NULL, until fd ends; true then.  False
+ * when ms pass first, buf fills, or fd ends before what appeared.
+ */
+bool nst_read_until(int fd, char *buf, size_t size, size_t *len, const char *what, int ms);
+
+/*
  * Fork a child that runs fn(arg) and exits with its return value; the
  * child's exit status is collected with nst_wait.  Returns the pid.
  */
