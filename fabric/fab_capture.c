@@ -403,6 +403,7 @@ struct fab_cap {
 	struct fab *fab;
 	int lock_fd; /* our own open file description: the lock's holder */
 	uint32_t gen, copy, ring_bytes;
+	uint32_t flags, host, qpn, opcode; /* what it wrote in tap_flags, tap_host, ... */
 	bool stopped;
 	uint64_t passes;         /* passes made: the header's tap_passes */
 	uint64_t *cons;          /* [max_ports] our read positions */
@@ -446,6 +447,40 @@ static int reopen(const struct fab *fab)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fab->fd);
 	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+/* The capture's mode and filter into the header, where the ports read them. */
+static void write_requests(struct fab_cap *cap)
+{
+	struct fab_seg_hdr *h = cap->fab->hdr;
+
+	__atomic_store_n(&h->tap_flags, cap->flags, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_host, cap->host, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_qpn, cap->qpn, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_opcode, cap->opcode, __ATOMIC_RELAXED);
+}
+
+/*
+ * Before a pass: whether the capture's mode and filter are still what it
+ * wrote.  Anything else was written by another process: it is counted
+ * (the mode apart from the filter, since only a mode made lossy makes the
+ * ports leave frames out) and written back.
+ */
+static void check_requests(struct fab_cap *cap)
+{
+	const struct fab_seg_hdr *h = cap->fab->hdr;
+	uint32_t flags = FAB_READ_ONCE(h->tap_flags);
+	bool mode = (flags & FAB_TAP_F_LOSSY) != (cap->flags & FAB_TAP_F_LOSSY);
+	bool filter = (flags & ~FAB_TAP_F_LOSSY) != (cap->flags & ~FAB_TAP_F_LOSSY) ||
+		      FAB_READ_ONCE(h->tap_host) != cap->host ||
+		      FAB_READ_ONCE(h->tap_qpn) != cap->qpn ||
+		      FAB_READ_ONCE(h->tap_opcode) != cap->opcode;
+
+	if (!mode && !filter)
+		return;
+	cap->st.mode_written += mode;
+	cap->st.filter_written += filter;
+	write_requests(cap);
 }
 
 int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **out)
@@ -523,14 +558,12 @@ int fab_cap_attach_cfg(struct fab *fab, const struct fab_cap_config *cfg, struct
 	__atomic_store_n(&fab->hdr->tap_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
 	/* The mode and the filter, then the switch: a port that sees the tap
 	 * on (acquire) sees these too. */
-	__atomic_store_n(&fab->hdr->tap_flags,
-			 (cfg->lossy ? FAB_TAP_F_LOSSY : 0) | (flt->host_set ? FAB_TAP_F_HOST : 0) |
-			     (flt->qpn_set ? FAB_TAP_F_QPN : 0) |
-			     (flt->opcode_set ? FAB_TAP_F_OPCODE : 0),
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_host, flt->host, __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_qpn, flt->qpn & FAB_MASK24, __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_opcode, flt->opcode, __ATOMIC_RELAXED);
+	cap->flags = (cfg->lossy ? FAB_TAP_F_LOSSY : 0) | (flt->host_set ? FAB_TAP_F_HOST : 0) |
+		     (flt->qpn_set ? FAB_TAP_F_QPN : 0) | (flt->opcode_set ? FAB_TAP_F_OPCODE : 0);
+	cap->host = flt->host;
+	cap->qpn = flt->qpn & FAB_MASK24;
+	cap->opcode = flt->opcode;
+	write_requests(cap);
 	__atomic_store_n(&fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&fab->hdr->tap_ctl, FAB_TAP_CTL(cap->gen, cap->copy), __ATOMIC_SEQ_CST);
 	*out = cap;
@@ -601,6 +634,9 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 	uint32_t off, tail;
 
 	cap->next[s] = pos;
+	/* The position is the capture's to write: it left it at pos. */
+	if (__atomic_load_n(&r->cons, __ATOMIC_RELAXED) != pos)
+		cap->st.pos_written++;
 	if (prod == pos)
 		return;
 	if (prod - pos > cap->ring_bytes || pos % FAB_TAP_ALIGN) {
@@ -744,6 +780,7 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 
 	if (count)
 		*count = 0;
+	check_requests(cap);
 	/* From another ring each pass: when a pass is full (BATCH_RECS), the
 	 * rings it did not reach come first in a later one. */
 	for (i = 0; i < cap->fab->max_ports; i++) {

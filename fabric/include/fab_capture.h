@@ -169,6 +169,11 @@ struct fab_cap_stats {
 	uint64_t stalled;      /* of not_captured: the capture had stalled (lossless mode) */
 	uint64_t filtered;     /* frames the ports' copy of the filter turned away */
 	uint64_t bad;          /* rings or records refused (hostile or broken writers) */
+	/* What other processes wrote in the capture's own fields, found by its
+	 * passes (each is written back or resynced): */
+	uint64_t mode_written;   /* its mode (FAB_TAP_F_LOSSY): the one that leaves frames out */
+	uint64_t filter_written; /* its filter */
+	uint64_t pos_written;    /* a ring's consumer position */
 };
 
 void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st);

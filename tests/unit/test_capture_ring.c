@@ -795,6 +795,50 @@ static void test_fresh_stamp_without_progress_holds_back_for_the_bound_only(void
 	munmap(stop, sizeof(*stop));
 }
 
+static void test_written_fields_named(void)
+{
+	struct fab_tap_ring *ra;
+	struct fab_cap_stats cs;
+	struct fab_seg_hdr *h;
+	struct fab_cap *cap;
+	uint32_t i;
+	size_t size;
+	void *base;
+
+	/* A lossless capture whose mode another process turns lossy: the port
+	 * leaves frames out without waiting, and the capture's next pass finds
+	 * its mode written (and writes it back), not its positions. */
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	base = map_segment(&size);
+	h = base;
+	ra = (struct fab_tap_ring *)((uint8_t *)base + h->tap_off) + 1; /* A: slot 1 */
+	__atomic_store_n(&h->tap_flags, FAB_TAP_F_LOSSY, __ATOMIC_RELAXED);
+	for (i = 0; i < 600; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	read_until_empty(cap, kept);
+	fab_cap_get_stats(cap, &cs);
+	NST_GT(cs.not_captured, 0);
+	NST_EQ(cs.stalled, 0);
+	NST_EQ(cs.mode_written, 1);
+	NST_EQ(cs.filter_written, 0);
+	NST_EQ(cs.pos_written, 0);
+	NST_EQ(__atomic_load_n(&h->tap_flags, __ATOMIC_RELAXED), 0);
+	/* Then its ring's position and its filter: each found by the next
+	 * pass, the mode left alone. */
+	__atomic_store_n(&ra->cons, nasty(h->tap_ring_bytes) | 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_qpn, 7, __ATOMIC_RELAXED);
+	read_until_empty(cap, kept);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.mode_written, 1);
+	NST_EQ(cs.filter_written, 1);
+	NST_EQ(cs.pos_written, 1);
+	NST_EQ(__atomic_load_n(&h->tap_qpn, __ATOMIC_RELAXED), 0);
+	fab_cap_detach(cap);
+	munmap(base, size);
+}
+
 static void test_lossless_hostile_never_hangs(void)
 {
 	enum { ROUNDS = 300, BURST = 20 };
@@ -1049,6 +1093,7 @@ int main(int argc, char **argv)
 	     test_stalled_capture_holds_back_for_the_bound_only},
 	    {"fresh_stamp_without_progress_holds_back_for_the_bound_only",
 	     test_fresh_stamp_without_progress_holds_back_for_the_bound_only},
+	    {"written_fields_named", test_written_fields_named},
 	    {"lossless_hostile_never_hangs", test_lossless_hostile_never_hangs},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"snap_length", test_snap_length},
