@@ -808,8 +808,8 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * length or format, of another NIC than the peer's, or without the access
  * asked for); WSAEMSGSIZE (longer than SO_MAX_RDMA_SIZE); WSAENOBUFS (128
  * sends/RDMA operations, or 128 receives, already in flight on s);
- * WSAEOPNOTSUPP (flags, a completion routine, or WSPRdmaRead on a NIC
- * without RDMA read).
+ * WSAEOPNOTSUPP (a completion routine, WSPSend's or WSPRecv's flags, or
+ * WSPRdmaRead on a NIC without RDMA read).
  *
  * Errors of the completion (OffsetHigh, and WSPGetOverlappedResult's error),
  * from the NIC's completion status:
