@@ -409,12 +409,12 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out)
 	int err = 0;
 
 	if (!out)
-		return -EINVAL;
+		return WSAEFAULT;
 	p = prov_lock();
 	if (p->starts)
 		s = p->cache.stats;
 	else
-		err = -PROV_ENOTINIT;
+		err = WSANOTINITIALISED;
 	prov_unlock(p);
 	if (err)
 		return err;

@@ -114,7 +114,12 @@ __attribute__((constructor)) static void prov_load(void)
 
 int nicsim_run_dir(char *buf, size_t size)
 {
-	return nic_run_dir(buf, size, NULL);
+	int err;
+
+	if (!buf || !size)
+		return WSAEFAULT;
+	err = nic_run_dir(buf, size, NULL);
+	return !err ? 0 : err == -ENAMETOOLONG ? WSAENOBUFS : WSAEINVAL;
 }
 
 /*
@@ -128,7 +133,7 @@ static void find_run_dir(struct prov *p)
 	char why[NIC_RUN_WHY_MAX];
 	int err;
 
-	if (nicsim_run_dir(p->dir, sizeof(p->dir))) {
+	if (nic_run_dir(p->dir, sizeof(p->dir), NULL)) {
 		p->dir[0] = '\0';
 		PROV_DBG("the run directory does not fit %zu bytes", sizeof(p->dir));
 		if (prov_debug)

@@ -57,11 +57,17 @@ struct nicsim_cache_stats {
 };
 
 /*
+ * The extras return 0 or a WSA code, as the SPI does: WSANOTINITIALISED
+ * (the provider is not started: call them between WSPStartupEx and the last
+ * WSPCleanup), WSAEFAULT (a NULL pointer or an empty buffer), WSAENOBUFS (a
+ * buffer too small for what it should hold); nicsim_wsa_name() names them.
+ */
+
+/*
  * The registration cache's counters, summed over every NIC of this process
  * (docs/registration-cache.md, "Statistics"); `nicsim show hosts` lists the
- * same counters per NIC and process.  0, -EINVAL (out is NULL), -ENXIO (the
- * provider is not started: call it between WSPStartupEx and the last
- * WSPCleanup).
+ * same counters per NIC and process.  0, WSAEFAULT (out is NULL),
+ * WSANOTINITIALISED (the provider is not started).
  */
 int nicsim_cache_stats(struct nicsim_cache_stats *out);
 
@@ -122,8 +128,10 @@ int nicsim_socket_error(SOCKET s, struct nicsim_socket_error *out);
 
 /*
  * The run directory the provider searches for NICs (see WSPStartupEx), as it
- * would resolve it now: for messages such as "no NIC in D".  Returns 0, or
- * -ENAMETOOLONG when it does not fit in size bytes.
+ * would resolve it now: for messages such as "no NIC in D".  Works before
+ * WSPStartupEx too.  Returns 0, WSAEFAULT (buf NULL or size 0), WSAENOBUFS
+ * (it does not fit in size bytes: PATH_MAX always suffices), or WSAEINVAL
+ * (a relative $NICSIM_DIR and a working directory that cannot be read).
  */
 int nicsim_run_dir(char *buf, size_t size);
 

@@ -158,7 +158,8 @@ static int suite_clean(void)
  * $XDG_RUNTIME_DIR is ignored by both, as the XDG specification says. */
 static void test_one_resolver(void)
 {
-	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[64], prov[PATH_MAX], line[PATH_MAX];
+	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[64], prov[PATH_MAX], line[PATH_MAX],
+	    small[4];
 	bool had_dir, had_xdg;
 	int rc;
 
@@ -169,6 +170,9 @@ static void test_one_resolver(void)
 	rc = NICSIM("dir");
 	snprintf(line, sizeof(line), "%.*s", (int)strcspn(out, "\n"), out);
 	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
+	/* WSA codes, as every extra of nicsim_provider.h returns. */
+	NST_EQ(nicsim_run_dir(small, sizeof(small)), WSAENOBUFS);
+	NST_EQ(nicsim_run_dir(NULL, 4), WSAEFAULT);
 	env_restore("NICSIM_DIR", old_dir, had_dir);
 	env_restore("XDG_RUNTIME_DIR", old_xdg, had_xdg);
 	/* /tmp/nicsim-UID may belong to someone else on a shared machine:
