@@ -78,9 +78,10 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out);
  * (see the data transfer calls in ws2san.h); that code says what kind of
  * thing happened, and this record says which: the NIC's completion status,
  * both ends of the connection, and a sentence naming the refusal and where
- * to look next.  The WSA codes of the NIC's completion statuses:
+ * to look next.  The WSA codes of the NIC's completion statuses
+ * (NICSIM_STATUS_*, the values of the NIC's own NIC_WC_* codes):
  *
- *   nic_status (NIC_WC_*, nicsim_abi.h)     wsa_error               what names
+ *   nic_status (NICSIM_STATUS_*)            wsa_error               what names
  *   LOC_LEN_ERR (1)                         WSAEMSGSIZE             local length error
  *   LOC_QP_OP_ERR (2)                       WSAEINVAL               malformed work request
  *   LOC_PROT_ERR (3)                        WSAEFAULT               local protection error
@@ -102,9 +103,22 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out);
  * disconnected (WSAECONNRESET), its connection failed and its provider
  * disconnected (WSAECONNRESET), or this NIC stopped answering (WSAENETDOWN).
  */
+/* struct nicsim_socket_error.nic_status: the NIC's completion status. */
+#define NICSIM_STATUS_NONE 0u /* no NIC error: the connection ended otherwise */
+#define NICSIM_STATUS_LOC_LEN_ERR 1u
+#define NICSIM_STATUS_LOC_QP_OP_ERR 2u
+#define NICSIM_STATUS_LOC_PROT_ERR 3u
+#define NICSIM_STATUS_WR_FLUSH_ERR 4u
+#define NICSIM_STATUS_BAD_RESP_ERR 5u
+#define NICSIM_STATUS_REM_INV_REQ_ERR 6u
+#define NICSIM_STATUS_REM_ACCESS_ERR 7u
+#define NICSIM_STATUS_REM_OP_ERR 8u
+#define NICSIM_STATUS_RETRY_EXC_ERR 9u
+#define NICSIM_STATUS_RNR_RETRY_EXC_ERR 10u
+
 struct nicsim_socket_error {
 	int32_t wsa_error;   /* the WSA code the failed operation completed with */
-	uint32_t nic_status; /* the NIC's completion status (NIC_WC_* in nicsim_abi.h), 0 if none */
+	uint32_t nic_status; /* the NIC's completion status (NICSIM_STATUS_*), 0 if none */
 	uint32_t local_addr, peer_addr; /* IPv4, network order */
 	uint32_t local_qp, peer_qp;
 	char what[160]; /* one sentence: which refusal, and where to look next */

@@ -109,7 +109,7 @@ static void stale_key(bool write)
 	memset(&e, 0xa5, sizeof(e));
 	NST_REQUIRE_EQ(nicsim_socket_error(a, &e), 0);
 	NST_EQ(e.wsa_error, WSAECONNRESET);
-	NST_EQ_U(e.nic_status, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ_U(e.nic_status, NICSIM_STATUS_REM_ACCESS_ERR);
 	NST_EQ_U(e.local_addr, addr_n(ADDR_A));
 	NST_EQ_U(e.peer_addr, addr_n(ADDR_B));
 	NST_NE(e.local_qp, 0);
@@ -135,7 +135,7 @@ static void stale_key(bool write)
 	NST_TRUE(nst_wait_until(broke, &peer, WAIT_MS, 1));
 	printf("  b: %s\n", peer.e.what);
 	NST_EQ(peer.e.wsa_error, WSAECONNRESET);
-	NST_EQ_U(peer.e.nic_status, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ_U(peer.e.nic_status, NICSIM_STATUS_REM_ACCESS_ERR);
 	NST_EQ_U(peer.e.local_addr, addr_n(ADDR_B));
 	NST_EQ_U(peer.e.peer_addr, addr_n(ADDR_A));
 	NST_EQ_U(peer.e.local_qp, e.peer_qp);
@@ -201,7 +201,7 @@ static void test_nothing_failed_and_bad_arguments(void)
 		close_socket(b);
 		NST_TRUE(nst_wait_until(broke, &survivor, WAIT_MS, 1));
 		NST_EQ(survivor.e.wsa_error, WSAECONNRESET);
-		NST_EQ_U(survivor.e.nic_status, 0);
+		NST_EQ_U(survivor.e.nic_status, NICSIM_STATUS_NONE);
 		NST_EQ_U(survivor.e.local_addr, addr_n(ADDR_A));
 		NST_EQ_U(survivor.e.peer_addr, addr_n(ADDR_B));
 		HAS(survivor.e.what, "the peer (" ADDR_B ") closed the connection");
