@@ -209,14 +209,16 @@ static const struct cmd_spec cmd_specs[] = {
 
 void cli_err(const char *fmt, ...)
 {
+	char text[NIC_RUN_WHY_MAX], shown[NIC_RUN_WHY_MAX];
 	va_list ap;
 
 	fflush(stdout);
-	fputs("nicsim: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* One line, whatever the paths in it hold (they come from the
+	 * environment and the command line). */
+	fprintf(stderr, "nicsim: %s\n", nic_escape(shown, sizeof(shown), text));
 }
 
 int cli_dir_check(const struct cli_opts *o)
