@@ -513,6 +513,12 @@ static void test_two_ups_at_once(void)
 		snprintf(log, sizeof(log), "%s/nic-198.18.0.%d.log", dir, i);
 		NST_TRUE(read_line(log, line, sizeof(line))[0] != '\0');
 	}
+	/* The demo's host program works in it, every step (it connects before
+	 * it exposes a buffer). */
+	NST_EQ(run_in("nicsim-regdemo", (const char *const[]){"--dir", dir, "--addr", NIC1, NULL},
+		      out, sizeof(out)),
+	       0);
+	OUT_HAS("exposed RDMA buffer");
 	NST_EQ(NICSIM("--dir", dir, "down"), 0);
 	free(u);
 }
