@@ -21,6 +21,17 @@
  * sees the new cons or the consumer sees waiting (Dekker, as the fabric's
  * bells): no wake-up is lost, and if one were (a scribbled word), the sleep
  * ends after FAB_CAP_WAIT_NS anyway.
+ *
+ * How long a port waits.  The only progress a port trusts is its own
+ * ring's consumer position moving on: it remembers, in its own memory
+ * (struct fab_tap_wait), where cons stood when it found the ring full and
+ * since when, and stops waiting once cons has not moved on for
+ * FAB_TAP_STALL_NS.  The capture's stamp (tap_beat_ns) and pass count only
+ * cut a wait short (a stamp a second old, eight passes without room): a
+ * stamp kept fresh by something that frees no room holds no one.  So that
+ * an honest capture that is merely slow keeps its ports waiting (and
+ * loses nothing), it gives each ring back what it has handed out every
+ * BEAT_EVERY records of a long pass, not only when the pass ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,8 +62,12 @@ _Static_assert(FAB_CAP_COPY_MIN == FAB_HDR_BASE, "ports keep the headers through
 #define BTH_OFF (FAB_HDR_BASE - FAB_BTH_LEN)
 /* Records one pass gathers at most. */
 #define BATCH_RECS 32768u
-/* Records handed out between two stamps of the capture's progress. */
+/* A long pass gives the rings back what it handed out, and stamps its
+ * progress, after this many records, or after FAB_CAP_WAIT_NS (the clock
+ * read every CLOCK_EVERY records): far more often than FAB_TAP_STALL_NS
+ * even when each record takes the output long to write. */
 #define BEAT_EVERY 256u
+#define CLOCK_EVERY 8u
 
 static uint32_t align8(uint32_t v)
 {
@@ -191,6 +206,32 @@ static uint64_t beat_age(const struct fab *fab, uint64_t now)
 
 enum wait_result { WAIT_ROOM, WAIT_STALLED, WAIT_NO_ROOM, WAIT_OFF };
 
+/*
+ * The port finds its ring full with the consumer at cons, at now: whether
+ * the capture made progress on this ring is recorded in w.  The first look
+ * of a wait, a recorded position that is no longer a possible one (the
+ * port wrote since), and a position further on than the recorded one (the
+ * capture gave room back) restart the clock.  An impossible cons (written
+ * by something other than nicsim) counts as a full ring: no progress.
+ */
+static void ring_progress(struct fab_tap_wait *w, const struct ring_pos *p, uint64_t cons,
+			  uint64_t now)
+{
+	uint64_t seen = p->prod - cons <= p->size ? cons : p->prod - p->size;
+
+	if (!w->since_ns || p->prod - w->cons > p->size || p->prod - seen < p->prod - w->cons) {
+		w->cons = seen;
+		w->since_ns = now;
+	}
+}
+
+/* Whether the port should stop waiting at now: its ring's position has
+ * not moved for the bound, or the capture's own stamp says it stalled. */
+static bool wait_over(const struct fab *fab, const struct fab_tap_wait *w, uint64_t now)
+{
+	return now - w->since_ns >= FAB_TAP_STALL_NS || beat_age(fab, now) >= FAB_TAP_STALL_NS;
+}
+
 static void futex_sleep(uint32_t *word, uint32_t expect, uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
@@ -204,19 +245,24 @@ static void futex_sleep(uint32_t *word, uint32_t expect, uint64_t ns)
 /*
  * Lossless mode, no room: wait until the capture makes some.  WAIT_ROOM
  * with *cons the consumer position that gives it; WAIT_STALLED when the
- * capture has made no pass for FAB_TAP_STALL_NS (the frame is left out and
- * counted); WAIT_NO_ROOM when WAIT_PASSES passes brought no room (positions
- * someone scribbled on: left out and counted); WAIT_OFF when the tap was turned off or taken over meanwhile,
- * or the capture is dead (the frame is not the capture's business).
+ * ring's consumer position has not moved on for FAB_TAP_STALL_NS (w, kept
+ * across frames: a stalled capture costs the first frame the bound and the
+ * next ones nothing), or the capture's stamp is that old (the frame is
+ * left out and counted); WAIT_NO_ROOM when WAIT_PASSES passes brought no
+ * room (positions someone scribbled on: left out and counted); WAIT_OFF
+ * when the tap was turned off or taken over meanwhile, or the capture is
+ * dead (the frame is not the capture's business).  *cons is the position
+ * the caller found no room with.
  */
-static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, uint64_t ctl,
-				  const struct ring_pos *p, uint64_t *cons)
+static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, struct fab_tap_wait *w,
+				  uint64_t ctl, const struct ring_pos *p, uint64_t *cons)
 {
-	uint64_t now, age, ns, passes0;
+	uint64_t now = fab_now_ns(), ns, passes0;
 	uint32_t i, seq;
 	bool room;
 
-	if (beat_age(fab, fab_now_ns()) >= FAB_TAP_STALL_NS)
+	ring_progress(w, p, *cons, now);
+	if (wait_over(fab, w, now))
 		return WAIT_STALLED;
 	/* Spin briefly, yielding: the capture may be on this CPU. */
 	for (i = 0; i < WAIT_YIELDS; i++) {
@@ -230,8 +276,8 @@ static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, uint6
 	passes0 = FAB_READ_ONCE(fab->hdr->tap_passes);
 	for (;;) {
 		now = fab_now_ns();
-		age = beat_age(fab, now);
-		if (age >= FAB_TAP_STALL_NS)
+		ring_progress(w, p, *cons, now);
+		if (wait_over(fab, w, now))
 			return WAIT_STALLED;
 		if (FAB_READ_ONCE(fab->hdr->tap_passes) - passes0 >= WAIT_PASSES)
 			return WAIT_NO_ROOM;
@@ -243,7 +289,7 @@ static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, uint6
 		*cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
 		room = has_room(p, *cons);
 		if (!room && __atomic_load_n(&fab->hdr->tap_ctl, __ATOMIC_ACQUIRE) == ctl) {
-			ns = FAB_TAP_STALL_NS - age;
+			ns = FAB_TAP_STALL_NS - (now - w->since_ns);
 			futex_sleep(&r->wake, seq, ns < FAB_CAP_WAIT_NS ? ns : FAB_CAP_WAIT_NS);
 			*cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
 			room = has_room(p, *cons);
@@ -256,8 +302,8 @@ static enum wait_result wait_room(struct fab *fab, struct fab_tap_ring *r, uint6
 	}
 }
 
-void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct fab_tap_frame *f,
-		      bool rx)
+void fab_tap_ring_put(struct fab *fab, uint32_t slot, struct fab_tap_wait *w, uint64_t ctl,
+		      const struct fab_tap_frame *f, bool rx)
 {
 	uint32_t snap = FAB_TAP_CTL_SNAP(ctl), caplen, flags, off;
 	struct fab_tap_ring *r = tap_ring(fab, slot);
@@ -292,7 +338,7 @@ void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct
 			ring_full(fab, r, ctl);
 			return;
 		}
-		switch (wait_room(fab, r, ctl, &p, &cons)) {
+		switch (wait_room(fab, r, w, ctl, &p, &cons)) {
 		case WAIT_ROOM: break;
 		case WAIT_STALLED:
 			fab_count(&r->stalled, 1);
@@ -302,6 +348,8 @@ void fab_tap_ring_put(struct fab *fab, uint32_t slot, uint64_t ctl, const struct
 		case WAIT_OFF: return;
 		}
 	}
+	/* Room: the next full ring starts a wait of its own. */
+	w->since_ns = 0;
 	prod = p.prod;
 	off = p.off;
 	if (p.need > p.tail) {
@@ -355,6 +403,7 @@ struct fab_cap {
 	struct fab *fab;
 	int lock_fd; /* our own open file description: the lock's holder */
 	uint32_t gen, copy, ring_bytes;
+	uint32_t flags, host, qpn, opcode; /* what it wrote in tap_flags, tap_host, ... */
 	bool stopped;
 	uint64_t passes;         /* passes made: the header's tap_passes */
 	uint64_t *cons;          /* [max_ports] our read positions */
@@ -362,6 +411,14 @@ struct fab_cap {
 	struct ring_base *base0; /* [max_ports] each ring's counters at the attach */
 	uint64_t *nocap;         /* [max_ports] not_captured in the ring's last record read */
 	struct batch_ent *ents;  /* BATCH_RECS */
+	/* A pass's records by gather order (ring by ring, each ring's in ring
+	 * order): where each ends in its ring, and whether it was handed out.
+	 * Ring s's are [first[s], lim[s]); those before upto[s] are given back. */
+	uint64_t *ends;  /* BATCH_RECS */
+	bool *done;      /* BATCH_RECS */
+	uint32_t *first; /* [max_ports] */
+	uint32_t *lim;   /* [max_ports] */
+	uint32_t *upto;  /* [max_ports] */
 	struct fab_cap_stats st;
 };
 
@@ -374,6 +431,11 @@ static void cap_free(struct fab_cap *cap)
 	free(cap->base0);
 	free(cap->nocap);
 	free(cap->ents);
+	free(cap->ends);
+	free(cap->done);
+	free(cap->first);
+	free(cap->lim);
+	free(cap->upto);
 	free(cap);
 }
 
@@ -385,6 +447,40 @@ static int reopen(const struct fab *fab)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fab->fd);
 	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+/* The capture's mode and filter into the header, where the ports read them. */
+static void write_requests(struct fab_cap *cap)
+{
+	struct fab_seg_hdr *h = cap->fab->hdr;
+
+	__atomic_store_n(&h->tap_flags, cap->flags, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_host, cap->host, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_qpn, cap->qpn, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_opcode, cap->opcode, __ATOMIC_RELAXED);
+}
+
+/*
+ * Before a pass: whether the capture's mode and filter are still what it
+ * wrote.  Anything else was written by another process: it is counted
+ * (the mode apart from the filter, since only a mode made lossy makes the
+ * ports leave frames out) and written back.
+ */
+static void check_requests(struct fab_cap *cap)
+{
+	const struct fab_seg_hdr *h = cap->fab->hdr;
+	uint32_t flags = FAB_READ_ONCE(h->tap_flags);
+	bool mode = (flags & FAB_TAP_F_LOSSY) != (cap->flags & FAB_TAP_F_LOSSY);
+	bool filter = (flags & ~FAB_TAP_F_LOSSY) != (cap->flags & ~FAB_TAP_F_LOSSY) ||
+		      FAB_READ_ONCE(h->tap_host) != cap->host ||
+		      FAB_READ_ONCE(h->tap_qpn) != cap->qpn ||
+		      FAB_READ_ONCE(h->tap_opcode) != cap->opcode;
+
+	if (!mode && !filter)
+		return;
+	cap->st.mode_written += mode;
+	cap->st.filter_written += filter;
+	write_requests(cap);
 }
 
 int fab_cap_attach(struct fab *fab, uint32_t copy_bytes, struct fab_cap **out)
@@ -433,8 +529,14 @@ int fab_cap_attach_cfg(struct fab *fab, const struct fab_cap_config *cfg, struct
 	cap->base0 = calloc(fab->max_ports, sizeof(*cap->base0));
 	cap->nocap = calloc(fab->max_ports, sizeof(*cap->nocap));
 	cap->ents = malloc(BATCH_RECS * sizeof(*cap->ents));
+	cap->ends = malloc(BATCH_RECS * sizeof(*cap->ends));
+	cap->done = malloc(BATCH_RECS * sizeof(*cap->done));
+	cap->first = calloc(fab->max_ports, sizeof(*cap->first));
+	cap->lim = calloc(fab->max_ports, sizeof(*cap->lim));
+	cap->upto = calloc(fab->max_ports, sizeof(*cap->upto));
 	rc = -ENOMEM;
-	if (!cap->cons || !cap->next || !cap->base0 || !cap->nocap || !cap->ents)
+	if (!cap->cons || !cap->next || !cap->base0 || !cap->nocap || !cap->ents || !cap->ends ||
+	    !cap->done || !cap->first || !cap->lim || !cap->upto)
 		goto fail;
 	/* Whatever an earlier capture left unread is not ours. */
 	for (s = 0; s < fab->max_ports; s++) {
@@ -456,14 +558,12 @@ int fab_cap_attach_cfg(struct fab *fab, const struct fab_cap_config *cfg, struct
 	__atomic_store_n(&fab->hdr->tap_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
 	/* The mode and the filter, then the switch: a port that sees the tap
 	 * on (acquire) sees these too. */
-	__atomic_store_n(&fab->hdr->tap_flags,
-			 (cfg->lossy ? FAB_TAP_F_LOSSY : 0) | (flt->host_set ? FAB_TAP_F_HOST : 0) |
-			     (flt->qpn_set ? FAB_TAP_F_QPN : 0) |
-			     (flt->opcode_set ? FAB_TAP_F_OPCODE : 0),
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_host, flt->host, __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_qpn, flt->qpn & FAB_MASK24, __ATOMIC_RELAXED);
-	__atomic_store_n(&fab->hdr->tap_opcode, flt->opcode, __ATOMIC_RELAXED);
+	cap->flags = (cfg->lossy ? FAB_TAP_F_LOSSY : 0) | (flt->host_set ? FAB_TAP_F_HOST : 0) |
+		     (flt->qpn_set ? FAB_TAP_F_QPN : 0) | (flt->opcode_set ? FAB_TAP_F_OPCODE : 0);
+	cap->host = flt->host;
+	cap->qpn = flt->qpn & FAB_MASK24;
+	cap->opcode = flt->opcode;
+	write_requests(cap);
 	__atomic_store_n(&fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&fab->hdr->tap_ctl, FAB_TAP_CTL(cap->gen, cap->copy), __ATOMIC_SEQ_CST);
 	*out = cap;
@@ -534,6 +634,9 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 	uint32_t off, tail;
 
 	cap->next[s] = pos;
+	/* The position is the capture's to write: it left it at pos. */
+	if (__atomic_load_n(&r->cons, __ATOMIC_RELAXED) != pos)
+		cap->st.pos_written++;
 	if (prod == pos)
 		return;
 	if (prod - pos > cap->ring_bytes || pos % FAB_TAP_ALIGN) {
@@ -570,6 +673,8 @@ static void gather_ring(struct fab_cap *cap, uint32_t s, size_t *n)
 		e->data = ring + off + sizeof(e->rec);
 		e->order = (uint32_t)*n;
 		e->slot = s;
+		cap->ends[*n] = pos;
+		cap->done[*n] = false;
 		(*n)++;
 	}
 	cap->next[s] = pos;
@@ -585,37 +690,80 @@ static int ent_cmp(const void *a, const void *b)
 }
 
 /*
+ * Give ring s back up to pos (the consumer half of the handshake described
+ * at the top): whether cons moved.  Stored only when it changed (or was
+ * scribbled on): the producer reads this line for every record.
+ */
+static bool give_back(struct fab_cap *cap, uint32_t s, uint64_t pos)
+{
+	struct fab_tap_ring *r = tap_ring(cap->fab, s);
+
+	if (__atomic_load_n(&r->cons, __ATOMIC_RELAXED) == pos)
+		return false;
+	__atomic_store_n(&r->cons, pos, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* After give_back: wake the producers of the rings that moved and wait. */
+static void wake_moved(struct fab_cap *cap, const bool *moved)
+{
+	struct fab_tap_ring *r;
+	uint32_t s;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (s = 0; s < cap->fab->max_ports; s++) {
+		r = tap_ring(cap->fab, s);
+		if (!moved[s] || !__atomic_load_n(&r->waiting, __ATOMIC_RELAXED))
+			continue;
+		__atomic_fetch_add(&r->wake, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+/*
+ * During a long pass: give each ring back the records of it handed out so
+ * far, up to the first one that is not (a ring's records come out in time
+ * order, which is not always its own order), so that a port waiting for
+ * room sees its ring's position move while the pass goes on; and stamp the
+ * capture's progress.
+ */
+static void give_back_handed(struct fab_cap *cap)
+{
+	bool moved[FAB_MAX_PORTS], any = false;
+	uint32_t s, u;
+
+	for (s = 0; s < cap->fab->max_ports; s++) {
+		moved[s] = false;
+		for (u = cap->upto[s]; u < cap->lim[s] && cap->done[u]; u++)
+			;
+		if (u == cap->upto[s])
+			continue;
+		cap->upto[s] = u;
+		moved[s] = give_back(cap, s, cap->ends[u - 1]);
+		any |= moved[s];
+	}
+	if (any)
+		wake_moved(cap, moved);
+	__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELEASE);
+}
+
+/*
  * The pass is over: the producers may reuse what it read.  A producer
- * waiting for room is woken (the wake half of the handshake described at
- * the top), and the pass is stamped: the capture makes progress.
+ * waiting for room is woken, and the pass is stamped: the capture makes
+ * progress.
  */
 static void release_rings(struct fab_cap *cap)
 {
 	bool moved[FAB_MAX_PORTS], any = false;
-	struct fab_tap_ring *r;
 	uint32_t s;
 
 	for (s = 0; s < cap->fab->max_ports; s++) {
 		cap->cons[s] = cap->next[s];
-		r = tap_ring(cap->fab, s);
-		/* Stored only when it changed (or was scribbled on): the
-		 * producer reads this line for every record. */
-		moved[s] = __atomic_load_n(&r->cons, __ATOMIC_RELAXED) != cap->cons[s];
-		if (moved[s]) {
-			__atomic_store_n(&r->cons, cap->cons[s], __ATOMIC_RELEASE);
-			any = true;
-		}
+		moved[s] = give_back(cap, s, cap->cons[s]);
+		any |= moved[s];
 	}
-	if (any) {
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		for (s = 0; s < cap->fab->max_ports; s++) {
-			r = tap_ring(cap->fab, s);
-			if (!moved[s] || !__atomic_load_n(&r->waiting, __ATOMIC_RELAXED))
-				continue;
-			__atomic_fetch_add(&r->wake, 1, __ATOMIC_SEQ_CST);
-			syscall(SYS_futex, &r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-		}
-	}
+	if (any)
+		wake_moved(cap, moved);
 	__atomic_store_n(&cap->fab->hdr->tap_passes, ++cap->passes, __ATOMIC_RELAXED);
 	__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(), __ATOMIC_RELEASE);
 }
@@ -624,17 +772,23 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 {
 	const struct fab_tap_rec *rec;
 	struct fab_cap_rec out;
-	size_t n = 0, i;
+	size_t n = 0, i, since = 0;
+	uint64_t given = fab_now_ns();
 	bool sorted = true;
 	uint32_t s;
 	int rc = 0;
 
 	if (count)
 		*count = 0;
+	check_requests(cap);
 	/* From another ring each pass: when a pass is full (BATCH_RECS), the
 	 * rings it did not reach come first in a later one. */
-	for (s = 0; s < cap->fab->max_ports; s++)
-		gather_ring(cap, (uint32_t)((s + cap->passes) % cap->fab->max_ports), &n);
+	for (i = 0; i < cap->fab->max_ports; i++) {
+		s = (uint32_t)((i + cap->passes) % cap->fab->max_ports);
+		cap->first[s] = cap->upto[s] = (uint32_t)n;
+		gather_ring(cap, s, &n);
+		cap->lim[s] = (uint32_t)n;
+	}
 	for (i = 1; i < n && sorted; i++)
 		sorted = cap->ents[i - 1].rec.ts_ns <= cap->ents[i].rec.ts_ns;
 	if (!sorted)
@@ -664,11 +818,15 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 		if (count)
 			(*count)++;
 		rc = fn(arg, &out);
+		cap->done[cap->ents[i].order] = true;
 		/* A long pass (a slow reader of the output) is progress too:
-		 * the ports waiting for its end must not take it for a stall. */
-		if (i % BEAT_EVERY == BEAT_EVERY - 1)
-			__atomic_store_n(&cap->fab->hdr->tap_beat_ns, fab_now_ns(),
-					 __ATOMIC_RELEASE);
+		 * the ports waiting for room see their rings' positions move. */
+		if (++since == BEAT_EVERY ||
+		    (since % CLOCK_EVERY == 0 && fab_now_ns() - given >= FAB_CAP_WAIT_NS)) {
+			give_back_handed(cap);
+			given = fab_now_ns();
+			since = 0;
+		}
 	}
 	release_rings(cap);
 	return rc;

@@ -33,7 +33,7 @@ uint64_t fab_now_ns(void)
 
 /* ---- Tap ------------------------------------------------------------------------- */
 
-void fab_port_tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
+void fab_port_tap(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
 		  uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx)
 {
 	uint64_t ctl = fab_tap_ctl(p->fab);
@@ -53,7 +53,7 @@ void fab_port_tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t
 	    .link_seq = link_seq,
 	};
 	if (FAB_TAP_CTL_SNAP(ctl))
-		fab_tap_ring_put(p->fab, p->slot, ctl, &f, rx);
+		fab_tap_ring_put(p->fab, p->slot, &p->tap_wait, ctl, &f, rx);
 	if (p->tap)
 		p->tap(p->tap_arg, &f);
 }

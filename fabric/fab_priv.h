@@ -66,6 +66,18 @@ struct fab_heap_ent {
 
 #define FAB_HELD_MAX 8u
 
+/*
+ * A port's own view of its capture ring's progress (fab_capture.c), kept in
+ * the process, where nothing in the segment can change it: the consumer
+ * position at which the port found its ring full, and since when.  A
+ * position that has not moved for FAB_TAP_STALL_NS is a stalled capture,
+ * whatever else the segment says.
+ */
+struct fab_tap_wait {
+	uint64_t cons;     /* the furthest consumer position seen with the ring full */
+	uint64_t since_ns; /* when it was first seen; 0: not waiting */
+};
+
 struct fab_port {
 	struct fab *fab;
 	struct fab_seg_port *seg;
@@ -89,6 +101,7 @@ struct fab_port {
 	uint64_t wakeups;
 	fab_tap_fn tap;
 	void *tap_arg;
+	struct fab_tap_wait tap_wait;
 	/* fab_port_hold_kicks: destinations not yet told of their frames. */
 	bool holding;
 	uint32_t held_frames; /* sent since holding began */
@@ -190,7 +203,7 @@ static inline void fab_port_release(struct fab_port *p, uint32_t idx)
  * receiver drops it on delivery.  Without either, one load of the
  * header's tap_ctl.
  */
-void fab_port_tap(const struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
+void fab_port_tap(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
 		  uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx);
 
 /* fab_port_rx.c: read what the bell holds (the wake-ups it stands for are

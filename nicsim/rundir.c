@@ -277,3 +277,31 @@ int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const c
 		return -EINVAL;
 	return put_path(size, snprintf(buf, size, "%s/" NIC_SOCK_PREFIX "%s%s", dir, a, suffix));
 }
+
+char *nic_escape(char *dst, size_t size, const char *src)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	if (!size)
+		return dst;
+	for (; *src; src++) {
+		unsigned char c = (unsigned char)*src;
+		size_t need = c < 0x20 || c == 0x7f ? 4 : c == '\\' ? 2 : 1;
+
+		if (n + need >= size)
+			break;
+		if (need == 4) {
+			dst[n++] = '\\';
+			dst[n++] = 'x';
+			dst[n++] = hex[c >> 4];
+			dst[n++] = hex[c & 0xf];
+		} else {
+			if (need == 2)
+				dst[n++] = '\\';
+			dst[n++] = (char)c;
+		}
+	}
+	dst[n] = '\0';
+	return dst;
+}

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nicsim_rundir.h"
 #include "prov.h"
 
 #define CACHE_MAX_ENTRIES_DEFAULT 262144u
@@ -113,9 +114,12 @@ void prov_cache_start(struct prov *p)
 	c->max_bytes = CACHE_MAX_BYTES_DEFAULT;
 	if (on && (!strcmp(on, "0") || !strcmp(on, "off")))
 		want = false;
-	else if (on && *on && strcmp(on, "1") && strcmp(on, "on"))
+	else if (on && *on && strcmp(on, "1") && strcmp(on, "on")) {
+		char shown[256];
+
 		fprintf(stderr, "nicsim: NICSIM_CACHE=\"%s\": expected on or off; caching on\n",
-			on);
+			nic_escape(shown, sizeof(shown), on));
+	}
 	if (!env_size("NICSIM_CACHE_MAX_ENTRIES", &v) && getenv("NICSIM_CACHE_MAX_ENTRIES"))
 		c->max_entries = v;
 	if (!env_size("NICSIM_CACHE_MAX_BYTES", &v) && getenv("NICSIM_CACHE_MAX_BYTES"))
@@ -409,12 +413,12 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out)
 	int err = 0;
 
 	if (!out)
-		return -EINVAL;
+		return WSAEFAULT;
 	p = prov_lock();
 	if (p->starts)
 		s = p->cache.stats;
 	else
-		err = -PROV_ENOTINIT;
+		err = WSANOTINITIALISED;
 	prov_unlock(p);
 	if (err)
 		return err;

@@ -44,11 +44,10 @@ static uint64_t deadline_ms(int ms)
 }
 
 /*
- * Reserve a free slot of sk's NIC, create a QP in it, and bind sk's windows
- * to it (prov.lock held).  0, -ENOBUFS (no slot, or the NIC has no QP
- * number left), -ENETDOWN.
+ * Reserve a free slot of sk's NIC and create a QP in it (prov.lock held).
+ * 0, -ENOBUFS (no slot, or the NIC has no QP number left), -ENETDOWN.
  */
-static int qp_create(struct prov *p, struct prov_sock *sk)
+static int qp_create(struct prov_sock *sk)
 {
 	struct prov_nic *nic = sk->nic;
 	struct nic_cmd cmd = {.opcode = NIC_CMD_CREATE_QP};
@@ -96,10 +95,7 @@ static int qp_create(struct prov *p, struct prov_sock *sk)
 	nic->slots_used |= 1u << qp->slot;
 	sk->qp = qp;
 	pthread_mutex_unlock(&nic->lock);
-	err = prov_sock_bind_wins(p, sk, qpn);
-	if (err)
-		prov_qp_release(p, sk);
-	return err;
+	return 0;
 }
 
 void prov_qp_release(struct prov *p, struct prov_sock *sk)
@@ -328,7 +324,7 @@ static int sock_connect(struct prov *p, struct prov_sock *sk, const struct socka
 	if (qp && qp->state != PROV_QP_INIT)
 		prov_qp_release(p, sk);
 	if (!sk->qp) {
-		err = qp_create(p, sk);
+		err = qp_create(sk);
 		if (err)
 			return err;
 	}
@@ -533,7 +529,7 @@ static int sock_accept(struct prov *p, struct prov_sock *sk, struct sockaddr_in 
 		conn_cmd(nic, NIC_CMD_REJECT, 0, r.conn_id);
 		return -ENOBUFS;
 	}
-	err = qp_create(p, ns);
+	err = qp_create(ns);
 	if (err) {
 		conn_cmd(nic, NIC_CMD_REJECT, 0, r.conn_id);
 		goto fail;

@@ -41,19 +41,21 @@ __attribute__((constructor)) static void debug_load(void)
 
 void prov_dbg_print(const char *fmt, ...)
 {
-	char line[1024];
+	char text[1024], line[1024];
 	va_list ap;
-	int n;
+	size_t n;
 
-	memcpy(line, "nicsimsp: ", 10);
 	va_start(ap, fmt);
-	n = vsnprintf(line + 10, sizeof(line) - 11, fmt, ap);
+	n = (size_t)vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if ((int)n < 0)
 		return;
-	n = n + 10 < (int)sizeof(line) - 1 ? n + 10 : (int)sizeof(line) - 2;
+	/* One line, whatever the paths and names in it hold. */
+	memcpy(line, "nicsimsp: ", 10);
+	nic_escape(line + 10, sizeof(line) - 11, text);
+	n = strlen(line);
 	line[n++] = '\n';
-	fwrite(line, 1, (size_t)n, stderr);
+	fwrite(line, 1, n, stderr);
 }
 
 const char *prov_addr_str(uint32_t addr, char buf[16])

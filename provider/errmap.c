@@ -6,6 +6,21 @@
  */
 #include "prov.h"
 
+/* The public names of the NIC's completion statuses (nicsim_provider.h) are
+ * the NIC's own codes (nicsim_abi.h), which applications do not see. */
+_Static_assert(NICSIM_STATUS_NONE == NIC_WC_SUCCESS, "status names");
+_Static_assert(NICSIM_STATUS_LOC_LEN_ERR == NIC_WC_LOC_LEN_ERR, "status names");
+_Static_assert(NICSIM_STATUS_LOC_QP_OP_ERR == NIC_WC_LOC_QP_OP_ERR, "status names");
+_Static_assert(NICSIM_STATUS_LOC_PROT_ERR == NIC_WC_LOC_PROT_ERR, "status names");
+_Static_assert(NICSIM_STATUS_WR_FLUSH_ERR == NIC_WC_WR_FLUSH_ERR, "status names");
+_Static_assert(NICSIM_STATUS_BAD_RESP_ERR == NIC_WC_BAD_RESP_ERR, "status names");
+_Static_assert(NICSIM_STATUS_REM_INV_REQ_ERR == NIC_WC_REM_INV_REQ_ERR, "status names");
+_Static_assert(NICSIM_STATUS_REM_ACCESS_ERR == NIC_WC_REM_ACCESS_ERR, "status names");
+_Static_assert(NICSIM_STATUS_REM_OP_ERR == NIC_WC_REM_OP_ERR, "status names");
+_Static_assert(NICSIM_STATUS_RETRY_EXC_ERR == NIC_WC_RETRY_EXC_ERR, "status names");
+_Static_assert(NICSIM_STATUS_RNR_RETRY_EXC_ERR == NIC_WC_RNR_RETRY_EXC_ERR, "status names");
+_Static_assert(NIC_WC_MAX_ == NIC_WC_RNR_RETRY_EXC_ERR + 1, "every status has a public name");
+
 int prov_wsa_error(int err)
 {
 	switch (-err) {

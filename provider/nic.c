@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "driver.h"
+#include "nicsim_rundir.h"
 #include "prov.h"
 
 /* Address of a socket file named "nic-<dotted quad>.sock", or -EINVAL. */
@@ -229,11 +230,14 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 		if (prov_debug)
 			dbg_attach(path, err);
 		nic_free(nic);
-		if (err == -EACCES)
+		if (err == -EACCES) {
+			char shown[512];
+
 			fprintf(stderr,
 				"nicsim: %s is served by a process of another user, or refused "
 				"this one: not attached (a NIC must run as this user or root)\n",
-				path);
+				nic_escape(shown, sizeof(shown), path));
+		}
 		return err == -ENOMEM ? -ENOBUFS : -ENETDOWN;
 	}
 	info = nic_host_info(nic->host);

@@ -589,11 +589,6 @@ void prov_inst_unlink(struct prov *p, struct prov_inst *i);
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
 		  struct nicsim_rdma_desc *desc);
 int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rdma_desc *desc);
-/*
- * Bind every window sk exposes to the QP qpn (its new connection): each gets
- * a new key, so descriptors handed out before are no longer valid.
- */
-int prov_sock_bind_wins(struct prov *p, struct prov_sock *sk, uint32_t qpn);
 /* Release everything a closing socket holds, whatever the NIC says. */
 void prov_sock_release_regs(struct prov *p, struct prov_sock *sk);
 void prov_sock_release_wins(struct prov *p, struct prov_sock *sk);

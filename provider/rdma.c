@@ -8,11 +8,11 @@
  *     (NIC, buffer, length, flags) as a shared region with NIC_ACCESS_MW_BIND
  *     and no remote bits of its own (prov_mr kind RDMA), and each exposure
  *     is a window: ALLOC_MW, then BIND_MW over the whole buffer with the
- *     remote access, bound to the socket's QP, or to no connection while the
- *     socket has none (NIC_QPN_NONE); when the socket gets its QP (connect,
- *     accept), every window is bound again to it, which gives it a new key.
- *     The window's key is the rkey, and it works only for the peer of that
- *     one connection (R4).
+ *     remote access, bound to the socket's QP.  The window's key is the
+ *     rkey, and it works only for the peer of that one connection (R4).
+ * Only a connected socket exposes buffers: before it connects there is no
+ * connection to bind a window to (and no peer to use it), after its
+ * connection ended there never will be (WSAENOTCONN either way).
  *   - NIC without windows: each exposure registers a region of its own
  *     (prov_mr kind PRIVATE) with the remote access bits; its key is the
  *     rkey.  The per-page pin counts keep the shared pages pinned once.
@@ -165,21 +165,21 @@ static int bind_window(struct prov *p, struct prov_mr *mr, uint32_t flags, uint3
 }
 
 /*
- * Was sk connected, and is the connection gone (the peer disconnected, the
- * transport gave up, a request broke it)?  A socket that never connected may
- * expose buffers ahead of its connection; one whose connection died never
- * gets another peer to use them, so it is not connected (ws2san.h:
- * WSAENOTCONN), whatever error ended the connection.
+ * Whether sk is connected: only then has it a peer to expose buffers to.
+ * Not yet (a window bound now would belong to no connection: no descriptor
+ * made before connecting can ever work), or not any more (the peer
+ * disconnected, the transport gave up, a request broke it): ws2san.h's
+ * WSAENOTCONN, whatever error ended the connection.
  */
-static bool conn_gone(const struct prov_sock *sk)
+static bool connected(const struct prov_sock *sk)
 {
-	bool gone;
+	bool yes;
 
 	/* The progress engine moves the state, under the NIC's lock. */
 	pthread_mutex_lock(&sk->nic->lock);
-	gone = sk->state == PROV_SK_DEAD;
+	yes = sk->state == PROV_SK_CONNECTED && sk->qp;
 	pthread_mutex_unlock(&sk->nic->lock);
-	return gone;
+	return yes;
 }
 
 int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len, uint32_t flags,
@@ -191,7 +191,7 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 	int err;
 
 	err = prov_check_buffer(sk, buf, len, flags);
-	if (!err && conn_gone(sk))
+	if (!err && !connected(sk))
 		err = -ENOTCONN;
 	if (err)
 		return err;
@@ -209,8 +209,7 @@ int prov_reg_rdma(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len,
 		return -ENOBUFS;
 	err = region_get(p, sk, va, len, flags, &mr);
 	if (!err && (sk->nic->caps & NIC_CAP_MW)) {
-		err = bind_window(p, mr, flags, sk->qp ? sk->qp->qpn : NIC_QPN_NONE, &w->mw_key,
-				  &w->rkey);
+		err = bind_window(p, mr, flags, sk->qp->qpn, &w->mw_key, &w->rkey);
 		if (err)
 			region_put(p, mr);
 	} else if (!err) {
@@ -297,32 +296,6 @@ int prov_dereg_rdma(struct prov *p, struct prov_sock *sk, const struct nicsim_rd
 		return 0;
 	}
 	return win_release(p, w, false) ? -EINVAL : 0;
-}
-
-int prov_sock_bind_wins(struct prov *p, struct prov_sock *sk, uint32_t qpn)
-{
-	(void)p;
-	for (struct prov_win *w = sk->wins; w; w = w->sk_next) {
-		struct nic_cmd bind = {.opcode = NIC_CMD_BIND_MW};
-		uint32_t key;
-		int err;
-
-		if (!w->mw_key)
-			continue; /* a region of its own (no windows): nothing to bind */
-		bind.u.bind_mw.mw_key = w->mw_key;
-		bind.u.bind_mw.mr_key = w->mr->key;
-		bind.u.bind_mw.va = w->va;
-		bind.u.bind_mw.len = w->len;
-		bind.u.bind_mw.access =
-		    remote_access(w->flags) & (NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE);
-		bind.u.bind_mw.qpn = qpn;
-		err = prov_nic_exec(w->mr->nic, &bind, &key);
-		if (err)
-			return err == -ENOSPC || err == -ENOMEM ? -ENOBUFS : err;
-		w->mw_key = key;
-		w->rkey = key;
-	}
-	return 0;
 }
 
 void prov_sock_release_wins(struct prov *p, struct prov_sock *sk)

@@ -18,6 +18,7 @@
  * way through changing the state being copied.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,12 @@ __attribute__((constructor)) static void prov_load(void)
 
 int nicsim_run_dir(char *buf, size_t size)
 {
-	return nic_run_dir(buf, size, NULL);
+	int err;
+
+	if (!buf || !size)
+		return WSAEFAULT;
+	err = nic_run_dir(buf, size, NULL);
+	return !err ? 0 : err == -ENAMETOOLONG ? WSAENOBUFS : WSAEINVAL;
 }
 
 /*
@@ -125,12 +131,19 @@ int nicsim_run_dir(char *buf, size_t size)
  */
 static void find_run_dir(struct prov *p)
 {
+	char shown[NIC_RUN_WHY_MAX];
 	char why[NIC_RUN_WHY_MAX];
 	int err;
 
-	if (nicsim_run_dir(p->dir, sizeof(p->dir))) {
+	if (nic_run_dir(p->dir, sizeof(p->dir), NULL)) {
+		char origin[PATH_MAX];
+
 		p->dir[0] = '\0';
-		PROV_DBG("the run directory does not fit %zu bytes", sizeof(p->dir));
+		nic_run_dir_origin(origin, sizeof(origin));
+		PROV_DBG(
+		    "the run directory (%s) does not fit %zu bytes, a socket path's limit with "
+		    "the NICs' file names: choose a shorter one with NICSIM_DIR",
+		    origin, sizeof(p->dir));
 		if (prov_debug)
 			prov_dbg_run_dir(p->dir, NULL);
 		return;
@@ -145,7 +158,7 @@ static void find_run_dir(struct prov *p)
 	}
 	/* The program's own name: the provider runs inside an application. */
 	fprintf(stderr, "%s: nicsim provider: %s; not searching it for NICs\n",
-		program_invocation_short_name, why);
+		program_invocation_short_name, nic_escape(shown, sizeof(shown), why));
 	p->dir[0] = '\0';
 	if (prov_debug)
 		prov_dbg_run_dir(p->dir, why);

@@ -17,11 +17,14 @@
  * while the port says it waits: Dekker, as the fabric's bells), each sleep
  * at most FAB_CAP_WAIT_NS.  So the fabric runs at the capture's pace and
  * the capture misses nothing.  It waits only while the capture makes
- * progress: the capture stamps tap_beat_ns after each pass (and every 256
- * records it hands out during a long one), and a port that
- * finds the stamp older than FAB_TAP_STALL_NS (the capture stopped, or its
- * output blocks) leaves the frame out and counts it (not_captured, and
- * stalled), until the capture reads again.  The bound is the consumer's
+ * progress on its ring: the capture gives each ring back what it read at
+ * the end of each pass (and, during a long one, what it has handed out,
+ * every 256 records and every FAB_CAP_WAIT_NS), and a port whose ring's
+ * consumer position has not moved for FAB_TAP_STALL_NS (the capture
+ * stopped, its output blocks, or whatever holds its lock does not read)
+ * leaves the frame out and counts it (not_captured, and stalled), until the
+ * capture reads again.  The capture's stamp of its passes (tap_beat_ns)
+ * only cuts a wait short when it is that old.  The bound is the consumer's
  * progress, not a port's patience per frame: a stalled capture costs the
  * fabric one FAB_TAP_STALL_NS, not one per frame.  A port never waits for
  * another port.  In lossy mode (FAB_TAP_F_LOSSY, for measuring speed with a
@@ -166,6 +169,11 @@ struct fab_cap_stats {
 	uint64_t stalled;      /* of not_captured: the capture had stalled (lossless mode) */
 	uint64_t filtered;     /* frames the ports' copy of the filter turned away */
 	uint64_t bad;          /* rings or records refused (hostile or broken writers) */
+	/* What other processes wrote in the capture's own fields, found by its
+	 * passes (each is written back or resynced): */
+	uint64_t mode_written;   /* its mode (FAB_TAP_F_LOSSY): the one that leaves frames out */
+	uint64_t filter_written; /* its filter */
+	uint64_t pos_written;    /* a ring's consumer position */
 };
 
 void fab_cap_get_stats(const struct fab_cap *cap, struct fab_cap_stats *st);

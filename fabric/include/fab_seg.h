@@ -140,8 +140,9 @@ struct fab_seg_hdr {
 	uint32_t tap_qpn;    /* FAB_TAP_F_QPN: only frames to this destination QP */
 	uint32_t tap_opcode; /* FAB_TAP_F_OPCODE: only this BTH opcode */
 	/* CLOCK_MONOTONIC of the capture's last progress (the end of a pass
-	 * over the rings, or 256 more records handed out during a long one),
-	 * by which a port waiting for room judges it stalled. */
+	 * over the rings, or more records handed out during a long one): a
+	 * port waiting for room stops when it is FAB_TAP_STALL_NS old (it
+	 * waits no longer than its own ring's position stands still anyway). */
 	uint64_t tap_beat_ns;
 	uint64_t tap_passes; /* passes the capture has made: its progress, counted */
 	uint64_t reserved[11];
@@ -306,7 +307,7 @@ struct fab_seg_frame {
  * records per port slot: its port's owner is the only producer, the
  * attached capture the only consumer, so a port that dies or stalls holds
  * up no other port; a port waits for the capture only while it makes
- * progress (FAB_TAP_STALL_NS) and never in --lossy mode.  Positions count bytes
+ * progress on its ring (FAB_TAP_STALL_NS) and never in --lossy mode.  Positions count bytes
  * since the segment was created; a record lies whole at position % bytes,
  * 8-byte aligned, and a record that would cross the end of the ring is
  * preceded by a pad record (flags FAB_TAP_REC_PAD, 8 bytes read) that
@@ -329,8 +330,9 @@ struct fab_seg_frame {
 #define FAB_TAP_F_QPN (1u << 2)
 #define FAB_TAP_F_OPCODE (1u << 3)
 #define FAB_TAP_F_ALL 0xfu
-/* A capture whose last pass is older than this is stalled: the ports stop
- * waiting for it and leave frames out (counted in stalled). */
+/* A capture that has given a full ring no room back for this long (or
+ * whose last pass is older) is stalled: the port stops waiting for it and
+ * leaves frames out (counted in stalled). */
 #define FAB_TAP_STALL_NS 1000000000ull
 /* The byte of fabric.shm on which the attached capture holds an OFD write
  * lock while it lives (the kernel drops it when the capture dies). */

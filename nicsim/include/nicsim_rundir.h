@@ -99,4 +99,13 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size);
  */
 int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const char *suffix);
 
+/*
+ * src for a message, into dst (size bytes, always terminated when size is
+ * not 0, cut if it does not fit): each control character (below 0x20, and
+ * DEL) as \xHH, a backslash as \\.  Paths come from the environment and may
+ * hold anything: printed raw, a newline in one would start a line that
+ * looks like another program's message.  Returns dst.
+ */
+char *nic_escape(char *dst, size_t size, const char *src);
+
 #endif /* NICSIM_RUNDIR_H */

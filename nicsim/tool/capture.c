@@ -106,6 +106,8 @@ struct capture {
 	struct flow *flows; /* [FLOWS] */
 	int64_t mono_to_real;
 	uint64_t seen, written, filtered, not_captured, stalled, bad;
+	/* What other processes wrote in the capture's fields (fab_cap_stats). */
+	uint64_t mode_written, filter_written, pos_written;
 	uint64_t stall_told;  /* frames left out while stalled, as last reported */
 	uint64_t stall_check; /* CLOCK_MONOTONIC of the last look at them */
 	int werr;             /* errno of a failed write */
@@ -833,6 +835,9 @@ static void source_end(struct capture *c, struct source *s)
 		c->stalled += st.stalled;
 		c->filtered += st.filtered;
 		c->bad += st.bad;
+		c->mode_written += st.mode_written;
+		c->filter_written += st.filter_written;
+		c->pos_written += st.pos_written;
 		if (c->out && c->o.format == FMT_PCAPNG && !c->werr && !c->reader_gone)
 			pcapng_stats(c->out, s->ifid, s->start_ns, clock_ns(CLOCK_REALTIME),
 				     st.read + st.not_captured, st.not_captured, s->written);
@@ -973,6 +978,20 @@ static void report_stall(struct capture *c, uint64_t now)
 	c->stall_told = total;
 }
 
+/* What, of the capture's fields another process wrote, made the ports
+ * leave frames out without waiting in lossless mode: as true as the
+ * capture's passes found it. */
+static const char *written_cause(const struct capture *c)
+{
+	if (c->mode_written && c->pos_written)
+		return "the capture's mode and the rings' positions were";
+	if (c->mode_written)
+		return "the capture's mode (lossless) was";
+	if (c->pos_written)
+		return "the rings' positions were";
+	return "the capture's control fields were";
+}
+
 /* The counts, and for frames not captured, why and how to get them all. */
 static void summary(const struct capture *c)
 {
@@ -1004,9 +1023,15 @@ static void summary(const struct capture *c)
 	else if (rest)
 		fprintf(stderr,
 			"nicsim capture: %llu not captured because the NICs found their capture "
-			"rings full (the rings' positions were written by something other than "
-			"nicsim); run the capture again to capture every frame\n",
-			(unsigned long long)rest);
+			"rings full and did not wait (%s written by something other than nicsim); "
+			"run the capture again to capture every frame\n",
+			(unsigned long long)rest, written_cause(c));
+	if (c->filter_written)
+		fprintf(stderr,
+			"nicsim capture: the capture's filter was written by something other than "
+			"nicsim (%llu times found and written back): frames may have been filtered "
+			"out or kept wrongly meanwhile\n",
+			(unsigned long long)c->filter_written);
 }
 
 static int run(struct capture *c)

@@ -208,14 +208,16 @@ static const struct cmd_spec cmd_specs[] = {
 
 void cli_err(const char *fmt, ...)
 {
+	char text[NIC_RUN_WHY_MAX], shown[NIC_RUN_WHY_MAX];
 	va_list ap;
 
 	fflush(stdout);
-	fputs("nicsim: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* One line, whatever the paths in it hold (they come from the
+	 * environment and the command line). */
+	fprintf(stderr, "nicsim: %s\n", nic_escape(shown, sizeof(shown), text));
 }
 
 int cli_dir_check(const struct cli_opts *o)
@@ -1391,8 +1393,12 @@ static void print_link_text(uint32_t src, uint32_t dst, const struct fab_link_co
 	printf("  frames %llu bytes %llu delivered %llu queued %u",
 	       (unsigned long long)st->tx.frames, (unsigned long long)st->tx.bytes,
 	       (unsigned long long)st->rx.delivered, st->queued);
-#define TX_COUNTER(name, desc)                                                \
-	if (st->tx.name && strcmp(#name, "frames") && strcmp(#name, "bytes")) \
+	/* The counters the docs name (docs/fabric.md, docs/capture.md) are
+	 * always printed, so that a 0 can be read; the others when not 0. */
+	printf(" dest_ring_full %llu", (unsigned long long)st->tx.dest_ring_full);
+#define TX_COUNTER(name, desc)                                                  \
+	if (st->tx.name && strcmp(#name, "frames") && strcmp(#name, "bytes") && \
+	    strcmp(#name, "dest_ring_full"))                                    \
 		printf(" %s %llu", #name, (unsigned long long)st->tx.name);
 #define RX_COUNTER(name, desc)                         \
 	if (st->rx.name && strcmp(#name, "delivered")) \

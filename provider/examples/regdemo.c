@@ -3,13 +3,16 @@
  *
  * Starts the provider, binds a socket to a NIC, asks WSPIoctl for the
  * extension functions (as a switch does), registers a 1 MiB buffer for local
- * use and exposes a 64 KiB buffer for remote reads, optionally holds them so
- * that `nicsim show tpt` can list them, then releases everything.  Exits 0
+ * use, connects the socket to a listener of the same NIC (a buffer is
+ * exposed to a connection's peer, so exposing needs one) and exposes a
+ * 64 KiB buffer for remote reads, optionally holds them so that `nicsim
+ * show tpt` can list them, then releases everything.  Exits 0
  * when every step worked, 1 otherwise, 2 on a usage error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +98,73 @@ static int get_ext(struct demo *d, GUID guid, void *fn, const char *name)
 	return 0;
 }
 
+/* The accepting side of connect_to_self, on a thread of its own: the
+ * connection is made while both calls are under way. */
+struct acceptor {
+	const WSPPROC_TABLE *procs;
+	SOCKET l, s;
+	int err;
+};
+
+static void *accept_main(void *arg)
+{
+	struct acceptor *a = arg;
+
+	a->s = a->procs->lpWSPAccept(a->l, NULL, NULL, NULL, 0, &a->err);
+	return NULL;
+}
+
+/* Connect d->s to a listener of its own NIC; *peer gets the accepted socket. */
+static int connect_to_self(struct demo *d, SOCKET *peer)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct acceptor a;
+	pthread_t t;
+	SOCKET l;
+	uint16_t port;
+	int err = 0, rc = 1;
+
+	*peer = INVALID_SOCKET;
+	inet_pton(AF_INET, d->addr, &sin.sin_addr);
+	l = d->procs.lpWSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &err);
+	if (l == INVALID_SOCKET) {
+		fail("WSPSocket", err);
+		return 1;
+	}
+	for (port = 7100; port < 7164; port++) {
+		sin.sin_port = htons(port);
+		if (!d->procs.lpWSPBind(l, (struct sockaddr *)&sin, sizeof(sin), &err))
+			break;
+	}
+	if (port == 7164 || d->procs.lpWSPListen(l, 1, &err)) {
+		fail(port == 7164 ? "WSPBind (listener)" : "WSPListen", err);
+		goto out;
+	}
+	a = (struct acceptor){.procs = &d->procs, .l = l, .s = INVALID_SOCKET};
+	if (pthread_create(&t, NULL, accept_main, &a)) {
+		fprintf(stderr, "nicsim-regdemo: no thread to accept the connection\n");
+		goto out;
+	}
+	if (d->procs.lpWSPConnect(d->s, (struct sockaddr *)&sin, sizeof(sin), NULL, NULL, NULL,
+				  NULL, &err)) {
+		/* The acceptor may wait for good: the process ends soon. */
+		pthread_detach(t);
+		fail("WSPConnect", err);
+		return 1;
+	}
+	pthread_join(t, NULL);
+	*peer = a.s;
+	if (*peer == INVALID_SOCKET) {
+		fail("WSPAccept", a.err);
+		goto out;
+	}
+	printf("connected to %s port %u\n", d->addr, (unsigned)port);
+	rc = 0;
+out:
+	d->procs.lpWSPCloseSocket(l, &err);
+	return rc;
+}
+
 static int run(struct demo *d)
 {
 	const GUID g_reg = WSAID_REGISTERMEMORY, g_dereg = WSAID_DEREGISTERMEMORY;
@@ -104,6 +174,7 @@ static int run(struct demo *d)
 	struct nicsim_rdma_desc desc;
 	void *local = MAP_FAILED, *remote = MAP_FAILED;
 	HANDLE handle = NULL;
+	SOCKET peer = INVALID_SOCKET;
 	DWORD desc_len = 0;
 	int err = 0, rc = 1;
 	bool exposed = false;
@@ -146,6 +217,8 @@ static int run(struct demo *d)
 	printf("registered local buffer %p, %u bytes, MEM_READWRITE: handle 0x%jx\n", local,
 	       LOCAL_LEN, (uintmax_t)(uintptr_t)handle);
 
+	if (connect_to_self(d, &peer))
+		goto out;
 	/* A switch learns the descriptor size by asking with a short buffer. */
 	if (d->reg_rdma(d->s, remote, RDMA_LEN, MEM_READ, &desc, &desc_len, &err) == 0 ||
 	    err != WSAEFAULT) {
@@ -186,6 +259,10 @@ out:
 	if (rc == 0)
 		printf("deregistered both buffers\n");
 	if (d->procs.lpWSPCloseSocket(d->s, &err)) {
+		fail("WSPCloseSocket", err);
+		rc = 1;
+	}
+	if (peer != INVALID_SOCKET && d->procs.lpWSPCloseSocket(peer, &err)) {
 		fail("WSPCloseSocket", err);
 		rc = 1;
 	}

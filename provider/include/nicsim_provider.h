@@ -57,11 +57,17 @@ struct nicsim_cache_stats {
 };
 
 /*
+ * The extras return 0 or a WSA code, as the SPI does: WSANOTINITIALISED
+ * (the provider is not started: call them between WSPStartupEx and the last
+ * WSPCleanup), WSAEFAULT (a NULL pointer or an empty buffer), WSAENOBUFS (a
+ * buffer too small for what it should hold); nicsim_wsa_name() names them.
+ */
+
+/*
  * The registration cache's counters, summed over every NIC of this process
  * (docs/registration-cache.md, "Statistics"); `nicsim show hosts` lists the
- * same counters per NIC and process.  0, -EINVAL (out is NULL), -ENXIO (the
- * provider is not started: call it between WSPStartupEx and the last
- * WSPCleanup).
+ * same counters per NIC and process.  0, WSAEFAULT (out is NULL),
+ * WSANOTINITIALISED (the provider is not started).
  */
 int nicsim_cache_stats(struct nicsim_cache_stats *out);
 
@@ -72,9 +78,10 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out);
  * (see the data transfer calls in ws2san.h); that code says what kind of
  * thing happened, and this record says which: the NIC's completion status,
  * both ends of the connection, and a sentence naming the refusal and where
- * to look next.  The WSA codes of the NIC's completion statuses:
+ * to look next.  The WSA codes of the NIC's completion statuses
+ * (NICSIM_STATUS_*, the values of the NIC's own NIC_WC_* codes):
  *
- *   nic_status (NIC_WC_*, nicsim_abi.h)     wsa_error               what names
+ *   nic_status (NICSIM_STATUS_*)            wsa_error               what names
  *   LOC_LEN_ERR (1)                         WSAEMSGSIZE             local length error
  *   LOC_QP_OP_ERR (2)                       WSAEINVAL               malformed work request
  *   LOC_PROT_ERR (3)                        WSAEFAULT               local protection error
@@ -96,9 +103,22 @@ int nicsim_cache_stats(struct nicsim_cache_stats *out);
  * disconnected (WSAECONNRESET), its connection failed and its provider
  * disconnected (WSAECONNRESET), or this NIC stopped answering (WSAENETDOWN).
  */
+/* struct nicsim_socket_error.nic_status: the NIC's completion status. */
+#define NICSIM_STATUS_NONE 0u /* no NIC error: the connection ended otherwise */
+#define NICSIM_STATUS_LOC_LEN_ERR 1u
+#define NICSIM_STATUS_LOC_QP_OP_ERR 2u
+#define NICSIM_STATUS_LOC_PROT_ERR 3u
+#define NICSIM_STATUS_WR_FLUSH_ERR 4u
+#define NICSIM_STATUS_BAD_RESP_ERR 5u
+#define NICSIM_STATUS_REM_INV_REQ_ERR 6u
+#define NICSIM_STATUS_REM_ACCESS_ERR 7u
+#define NICSIM_STATUS_REM_OP_ERR 8u
+#define NICSIM_STATUS_RETRY_EXC_ERR 9u
+#define NICSIM_STATUS_RNR_RETRY_EXC_ERR 10u
+
 struct nicsim_socket_error {
 	int32_t wsa_error;   /* the WSA code the failed operation completed with */
-	uint32_t nic_status; /* the NIC's completion status (NIC_WC_* in nicsim_abi.h), 0 if none */
+	uint32_t nic_status; /* the NIC's completion status (NICSIM_STATUS_*), 0 if none */
 	uint32_t local_addr, peer_addr; /* IPv4, network order */
 	uint32_t local_qp, peer_qp;
 	char what[160]; /* one sentence: which refusal, and where to look next */
@@ -122,8 +142,10 @@ int nicsim_socket_error(SOCKET s, struct nicsim_socket_error *out);
 
 /*
  * The run directory the provider searches for NICs (see WSPStartupEx), as it
- * would resolve it now: for messages such as "no NIC in D".  Returns 0, or
- * -ENAMETOOLONG when it does not fit in size bytes.
+ * would resolve it now: for messages such as "no NIC in D".  Works before
+ * WSPStartupEx too.  Returns 0, WSAEFAULT (buf NULL or size 0), WSAENOBUFS
+ * (it does not fit in size bytes: PATH_MAX always suffices), or WSAEINVAL
+ * (a relative $NICSIM_DIR and a working directory that cannot be read).
  */
 int nicsim_run_dir(char *buf, size_t size);
 

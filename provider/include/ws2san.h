@@ -514,10 +514,8 @@ typedef int(WSPAPI *LPFN_WSPMEMORYREGISTRATIONCACHECALLBACK)(PVOID lpvAddress, S
  *
  * A descriptor is valid only for the peer of the socket that registered it
  * (R4), only while that socket is connected, and only until it is
- * deregistered: re-registering gives a new rkey.  A descriptor obtained
- * before the socket connected is NOT valid on the connection: connecting
- * binds every window the socket exposes to the new connection, which gives
- * each a new key; register (again) after WSPConnect or WSPAccept returned.
+ * deregistered: re-registering gives a new rkey.  Only a connected socket
+ * can register one (WSAENOTCONN before WSPConnect or WSPAccept returned).
  * On a NIC without memory windows the rkey is the region's own key: the
  * NIC cannot tie it to one connection, so any peer of this process on that
  * NIC that learns it may use it until it is deregistered.
@@ -749,9 +747,10 @@ int WSPAPI WSPDeregisterMemory(SOCKET s, HANDLE handle, LPINT lpErrno);
  * The same buffer again on the same socket gives the same descriptor and one
  * more reference; on another socket a descriptor of its own.  Errors as
  * WSPRegisterMemory, and WSAEFAULT for a NULL lpdwDescriptorLength or
- * lpRdmaBufferDescriptor.  A socket not yet connected may expose buffers
- * (the peer can use them once it is); one whose connection ended (closed
- * by the peer, failed, or aborted) gives WSAENOTCONN: no peer can use them.
+ * lpRdmaBufferDescriptor.  The socket must be connected: one not yet
+ * connected (WSPConnect or WSPAccept has not returned it connected), and
+ * one whose connection ended (closed by the peer, failed, or aborted),
+ * give WSAENOTCONN and register nothing, as no peer could use the buffer.
  */
 int WSPAPI WSPRegisterRdmaMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, DWORD dwFlags,
 				 LPVOID lpRdmaBufferDescriptor, LPDWORD lpdwDescriptorLength,
@@ -852,8 +851,8 @@ int WSPAPI WSPDeregisterRdmaMemory(SOCKET s, LPVOID lpRdmaBufferDescriptor,
  * length or format, of another NIC than the peer's, or without the access
  * asked for); WSAEMSGSIZE (longer than SO_MAX_RDMA_SIZE); WSAENOBUFS (128
  * sends/RDMA operations, or 128 receives, already in flight on s);
- * WSAEOPNOTSUPP (flags, a completion routine, or WSPRdmaRead on a NIC
- * without RDMA read).
+ * WSAEOPNOTSUPP (a completion routine, WSPSend's or WSPRecv's flags, or
+ * WSPRdmaRead on a NIC without RDMA read).
  *
  * Errors of the completion (OffsetHigh, and WSPGetOverlappedResult's error),
  * from the NIC's completion status:

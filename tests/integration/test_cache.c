@@ -630,12 +630,18 @@ static void test_r10_transfer_in_flight(void)
 
 static void test_r11_close_releases_cached_buffers(void)
 {
-	SOCKET s = bound(ADDR_A), other = bound(ADDR_A), dead = bound(ADDR_D);
+	SOCKET s, ps, other = bound(ADDR_A), dead, pd;
 	uint8_t *buf = map(8 * PAGE);
 	struct nicsim_rdma_desc d;
-	long lck0 = locked_kib();
-	int base_a = tpt(NA);
+	long lck0;
+	int base_a;
 
+	/* Exposing needs a connection: s and dead are connected, to peers on
+	 * other NICs. */
+	pair(ADDR_B, ADDR_A, &ps, &s);
+	pair(ADDR_C, ADDR_D, &pd, &dead);
+	lck0 = locked_kib();
+	base_a = tpt(NA);
 	for (int i = 0; i < 4; i++)
 		dereg(s, reg(s, buf + i * PAGE, PAGE, MEM_READWRITE));
 	expose(s, buf + 4 * PAGE, PAGE, MEM_READ, &d);
@@ -654,6 +660,8 @@ static void test_r11_close_releases_cached_buffers(void)
 	close_socket(other);
 	NST_EQ(tpt(NA), base_a);
 	NST_EQ(locked_kib(), lck0);
+	close_socket(ps);
+	close_socket(pd);
 	munmap(buf, 8 * PAGE);
 }
 
@@ -756,7 +764,7 @@ static int fork_child(void *arg)
 	HANDLE h;
 
 	/* The parent's provider is not the child's. */
-	if (nicsim_cache_stats(&c) != -ENXIO)
+	if (nicsim_cache_stats(&c) != WSANOTINITIALISED || nicsim_cache_stats(NULL) != WSAEFAULT)
 		return 1;
 	if (nst_spi_startup())
 		return 2;
@@ -814,7 +822,7 @@ static void test_stats_and_show_hosts(void)
 	NST_TRUE(c.flags & NICSIM_CACHE_MONITOR);
 	NST_GE(c.bytes_pinned, 3 * PAGE);
 	NST_TRUE(c.entries >= 1 && c.unused >= 1 && c.bytes >= 3 * PAGE);
-	NST_EQ(nicsim_cache_stats(NULL), -EINVAL);
+	NST_EQ(nicsim_cache_stats(NULL), WSAEFAULT);
 	/* NIC C's host record: this process, one hit, one miss, one entry cached. */
 	NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
 	snprintf(want, sizeof(want),

@@ -24,6 +24,7 @@
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +35,7 @@
 #include "fab.h"
 #include "fab_addr.h"
 #include "fab_capture.h"
+#include "fab_seg.h"
 #include "fab_wire.h"
 #include "nicsim_mgmt.h"
 #include "nstcapture.h"
@@ -1108,6 +1110,43 @@ static void test_stopped_capture_holds_back_for_the_bound(void)
 	bulk_done(&b);
 }
 
+static void test_written_mode_named_in_summary(void)
+{
+	uint32_t lossy = FAB_TAP_F_LOSSY;
+	char file[600], path[600], log[8192];
+	unsigned long long missed;
+	struct bulk b;
+	pid_t cap;
+	int fd;
+
+	bulk_setup(&b);
+	snprintf(file, sizeof(file), "%s/mode.pcap", dir);
+	snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
+	cap = capture_start((const char *const[]){"-w", file, NULL}, -1);
+	NST_REQUIRE_EQ(kill(cap, SIGSTOP), 0);
+	/* Another process turns the lossless capture's mode lossy while it is
+	 * stopped: the NICs leave frames out without waiting, and the summary
+	 * must say that the mode was written, not the rings' positions. */
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(pwrite(fd, &lossy, sizeof(lossy), offsetof(struct fab_seg_hdr, tap_flags)),
+		       (ssize_t)sizeof(lossy));
+	close(fd);
+	bulk_write(&b);
+	NST_REQUIRE_EQ(kill(cap, SIGCONT), 0);
+	NST_EQ(capture_end(cap, SIGINT, log, sizeof(log)), 0);
+	printf("\n    %.600s", log);
+	missed = count_before(log, " not captured because the NICs found their capture rings full");
+	NST_GT(missed, 0);
+	NST_CHECK_(strstr(log, "(the capture's mode (lossless) was written by something other "
+			       "than nicsim)") != NULL,
+		   CU_FALSE, "the summary names the mode: %.400s", log);
+	NST_CHECK_(strstr(log, "positions") == NULL, CU_FALSE,
+		   "the summary blames no position: %.400s", log);
+	unlink(file);
+	bulk_done(&b);
+}
+
 /* The capture counters of the ports of A and B, summed. */
 static struct fab_cap_port_counters cap_counts_ab(void)
 {
@@ -1633,6 +1672,7 @@ int main(int argc, char **argv)
 	    {"stopped_capture_holds_back_for_the_bound",
 	     test_stopped_capture_holds_back_for_the_bound},
 	    {"killed_capture_holds_no_one", test_killed_capture_holds_no_one},
+	    {"written_mode_named_in_summary", test_written_mode_named_in_summary},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"counter_names_agree", test_counter_names_agree},
 	    {"live_into_tshark_and_reader_gone", test_live_into_tshark_and_reader_gone},

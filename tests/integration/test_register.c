@@ -49,6 +49,17 @@ static struct nst_nic nics[] = {
 #define nic_b (nics[1].pid)
 static int base_a = -1, base_b = -1; /* occupancy before each test */
 
+/* A socket on addr connected to another on addr, *peer (exposing a buffer
+ * needs a connection). */
+static SOCKET connected_socket(const char *addr, SOCKET *peer)
+{
+	static uint16_t port = 6000;
+	SOCKET s = INVALID_SOCKET;
+
+	NST_REQUIRE_EQ(nst_spi_pair(addr, addr, port++, peer, &s), 0);
+	return s;
+}
+
 static SOCKET bound_socket(const char *addr)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(5000)};
@@ -183,7 +194,8 @@ static void test_overlapping_pins_are_counted(void)
 
 static void test_rdma_descriptor(void)
 {
-	SOCKET s = bound_socket(ADDR_A), other = bound_socket(ADDR_A);
+	SOCKET ps, po, s = connected_socket(ADDR_A, &ps), other = connected_socket(ADDR_A, &po);
+	SOCKET unconnected = bound_socket(ADDR_A);
 	char *buf = map(2 * PAGE);
 	unsigned char desc[64], again[64], forged[64];
 	DWORD len = 0;
@@ -197,7 +209,14 @@ static void test_rdma_descriptor(void)
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, desc, NULL, &err), SOCKET_ERROR);
 	NST_EQ(err, WSAEFAULT);
 
+	/* A socket not connected yet has no peer to expose to: nothing done. */
 	len = sizeof(desc);
+	NST_EQ(WSPRegisterRdmaMemory(unconnected, buf, PAGE, MEM_WRITE, desc, &len, &err),
+	       SOCKET_ERROR);
+	NST_EQ(err, WSAENOTCONN);
+	NST_EQ(nst_tpt_in_use(sock_a), base);
+	close_socket(unconnected);
+
 	NST_EQ(WSPRegisterRdmaMemory(s, buf, PAGE, MEM_WRITE, desc, &len, &err), 0);
 	NST_EQ(len, NICSIM_RDMA_DESC_SIZE);
 	/* A window over a region on a NIC with windows. */
@@ -242,11 +261,13 @@ static void test_rdma_descriptor(void)
 	munmap(buf, 2 * PAGE);
 	close_socket(s);
 	close_socket(other);
+	close_socket(ps);
+	close_socket(po);
 }
 
 static void test_rdma_without_windows(void)
 {
-	SOCKET s = bound_socket(ADDR_B);
+	SOCKET peer, s = connected_socket(ADDR_B, &peer);
 	char *buf = map(PAGE);
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD len = sizeof(desc);
@@ -258,12 +279,16 @@ static void test_rdma_without_windows(void)
 	NST_EQ(nst_tpt_in_use(sock_b), base);
 	munmap(buf, PAGE);
 	close_socket(s);
+	close_socket(peer);
 }
 
-/* Register buf/len with flags and expect failure with code; nothing changes. */
+/* Register buf/len with flags and expect failure with code; nothing changes.
+ * The RDMA registration is tried on a connected socket of the same NIC (on
+ * any other it fails as not connected first). */
 static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len, DWORD flags,
 			   int code)
 {
+	SOCKET peer, c = connected_socket(sock_path == sock_a ? ADDR_A : ADDR_B, &peer);
 	int base = nst_tpt_in_use(sock_path), err = 0;
 	long lck0 = nst_proc_status_kib(0, "VmLck");
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
@@ -272,10 +297,12 @@ static void expect_refused(SOCKET s, const char *sock_path, void *buf, DWORD len
 	NST_TRUE(WSPRegisterMemory(s, buf, len, flags, &err) == NULL);
 	NST_EQ(err, code);
 	err = 0;
-	NST_EQ(WSPRegisterRdmaMemory(s, buf, len, flags, desc, &dlen, &err), SOCKET_ERROR);
+	NST_EQ(WSPRegisterRdmaMemory(c, buf, len, flags, desc, &dlen, &err), SOCKET_ERROR);
 	NST_EQ(err, code);
 	NST_EQ(nst_tpt_in_use(sock_path), base);
 	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
+	close_socket(c);
+	close_socket(peer);
 }
 
 static void test_bad_buffers(void)
@@ -528,7 +555,7 @@ static void test_pages_that_cannot_be_pinned(void)
 
 static void test_close_releases(void)
 {
-	SOCKET s = bound_socket(ADDR_A);
+	SOCKET peer, s = connected_socket(ADDR_A, &peer);
 	char *m = map(4 * PAGE);
 	unsigned char desc[NICSIM_RDMA_DESC_SIZE];
 	DWORD dlen = sizeof(desc);
@@ -542,6 +569,7 @@ static void test_close_releases(void)
 	NST_EQ(nst_tpt_in_use(sock_a), base);
 	NST_EQ(nst_proc_status_kib(0, "VmLck"), lck0);
 	munmap(m, 4 * PAGE);
+	close_socket(peer);
 }
 
 static void test_extension_pointers(void)
@@ -732,7 +760,10 @@ static int init(void)
 	WSPDATA data;
 	WSPPROC_TABLE table;
 
-	if (nst_tmpdir(dir, sizeof(dir), "reg") < 0)
+	static const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
+
+	/* A fabric: exposing a buffer needs a connected socket. */
+	if (nst_tmpdir(dir, sizeof(dir), "reg") < 0 || nst_make_fabric(dir, addrs))
 		return -1;
 	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
 	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);

@@ -158,7 +158,8 @@ static int suite_clean(void)
  * $XDG_RUNTIME_DIR is ignored by both, as the XDG specification says. */
 static void test_one_resolver(void)
 {
-	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[64], prov[PATH_MAX], line[PATH_MAX];
+	char old_dir[PATH_MAX], old_xdg[PATH_MAX], want[64], prov[PATH_MAX], line[PATH_MAX],
+	    small[4];
 	bool had_dir, had_xdg;
 	int rc;
 
@@ -169,6 +170,9 @@ static void test_one_resolver(void)
 	rc = NICSIM("dir");
 	snprintf(line, sizeof(line), "%.*s", (int)strcspn(out, "\n"), out);
 	NST_EQ(nicsim_run_dir(prov, sizeof(prov)), 0);
+	/* WSA codes, as every extra of nicsim_provider.h returns. */
+	NST_EQ(nicsim_run_dir(small, sizeof(small)), WSAENOBUFS);
+	NST_EQ(nicsim_run_dir(NULL, 4), WSAEFAULT);
 	env_restore("NICSIM_DIR", old_dir, had_dir);
 	env_restore("XDG_RUNTIME_DIR", old_xdg, had_xdg);
 	/* /tmp/nicsim-UID may belong to someone else on a shared machine:
@@ -509,6 +513,12 @@ static void test_two_ups_at_once(void)
 		snprintf(log, sizeof(log), "%s/nic-198.18.0.%d.log", dir, i);
 		NST_TRUE(read_line(log, line, sizeof(line))[0] != '\0');
 	}
+	/* The demo's host program works in it, every step (it connects before
+	 * it exposes a buffer). */
+	NST_EQ(run_in("nicsim-regdemo", (const char *const[]){"--dir", dir, "--addr", NIC1, NULL},
+		      out, sizeof(out)),
+	       0);
+	OUT_HAS("exposed RDMA buffer");
 	NST_EQ(NICSIM("--dir", dir, "down"), 0);
 	free(u);
 }

@@ -109,7 +109,7 @@ static void stale_key(bool write)
 	memset(&e, 0xa5, sizeof(e));
 	NST_REQUIRE_EQ(nicsim_socket_error(a, &e), 0);
 	NST_EQ(e.wsa_error, WSAECONNRESET);
-	NST_EQ_U(e.nic_status, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ_U(e.nic_status, NICSIM_STATUS_REM_ACCESS_ERR);
 	NST_EQ_U(e.local_addr, addr_n(ADDR_A));
 	NST_EQ_U(e.peer_addr, addr_n(ADDR_B));
 	NST_NE(e.local_qp, 0);
@@ -135,7 +135,7 @@ static void stale_key(bool write)
 	NST_TRUE(nst_wait_until(broke, &peer, WAIT_MS, 1));
 	printf("  b: %s\n", peer.e.what);
 	NST_EQ(peer.e.wsa_error, WSAECONNRESET);
-	NST_EQ_U(peer.e.nic_status, NIC_WC_REM_ACCESS_ERR);
+	NST_EQ_U(peer.e.nic_status, NICSIM_STATUS_REM_ACCESS_ERR);
 	NST_EQ_U(peer.e.local_addr, addr_n(ADDR_B));
 	NST_EQ_U(peer.e.peer_addr, addr_n(ADDR_A));
 	NST_EQ_U(peer.e.local_qp, e.peer_qp);
@@ -201,7 +201,7 @@ static void test_nothing_failed_and_bad_arguments(void)
 		close_socket(b);
 		NST_TRUE(nst_wait_until(broke, &survivor, WAIT_MS, 1));
 		NST_EQ(survivor.e.wsa_error, WSAECONNRESET);
-		NST_EQ_U(survivor.e.nic_status, 0);
+		NST_EQ_U(survivor.e.nic_status, NICSIM_STATUS_NONE);
 		NST_EQ_U(survivor.e.local_addr, addr_n(ADDR_A));
 		NST_EQ_U(survivor.e.peer_addr, addr_n(ADDR_B));
 		HAS(survivor.e.what, "the peer (" ADDR_B ") closed the connection");
@@ -318,6 +318,32 @@ static void test_debug_bind_to_missing_address(void)
 	for (const char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
 		NST_CHECK_(!strncmp(l, "nicsimsp: ", 10), CU_FALSE, "line \"%.60s\" is nicsimsp's",
 			   l);
+	free(out);
+}
+
+static void test_debug_paths_escaped(void)
+{
+	char here[200], odd[400], longer[420], *out = malloc(OUT_MAX);
+
+	NST_REQUIRE(out != NULL);
+	NST_REQUIRE_EQ(nst_tmpdir(here, sizeof(here), "spi-errors"), 0);
+	/* A run directory whose name holds a newline cannot add a line of its
+	 * own to the provider's messages. */
+	snprintf(odd, sizeof(odd), "%s/x\nnicsimsp: forged\t", here);
+	NST_EQ(run_debug_child("bind", odd, out), 0);
+	NST_CHECK_(strstr(out, "\nnicsimsp: forged") == NULL &&
+		       strncmp(out, "nicsimsp: forged", 16),
+		   CU_FALSE, "no forged line in: %.400s", out);
+	HAS(out, "/x\\x0anicsimsp: forged\\x09");
+	for (const char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+		NST_CHECK_(!strncmp(l, "nicsimsp: ", 10), CU_FALSE, "line \"%.60s\" is nicsimsp's",
+			   l);
+	/* One too long for a socket path: where it came from, and what to do. */
+	snprintf(longer, sizeof(longer), "%s/%0200d", here, 0);
+	NST_EQ(run_debug_child("bind", longer, out), 0);
+	HAS(out, "nicsimsp: the run directory (from $NICSIM_DIR) does not fit");
+	HAS(out, "choose a shorter one with NICSIM_DIR");
+	nst_rmtree(here);
 	free(out);
 }
 
@@ -447,6 +473,7 @@ int main(int argc, char **argv)
 	    {"stale_key_rdma_read", test_stale_key_rdma_read},
 	    {"nothing_failed_and_bad_arguments", test_nothing_failed_and_bad_arguments},
 	    {"debug_bind_to_missing_address", test_debug_bind_to_missing_address},
+	    {"debug_paths_escaped", test_debug_paths_escaped},
 	    {"debug_registration_refused", test_debug_registration_refused},
 	    {"debug_refusal_by_peer_nic", test_debug_refusal_by_peer_nic},
 	    {"debug_run_dir_and_attach_refused", test_debug_run_dir_and_attach_refused},

@@ -504,6 +504,7 @@ struct child_cap {
 	uint32_t want;         /* frames A sends */
 	uint32_t stop;         /* the parent is done sending: read what is left, end */
 	uint32_t pause_us;     /* rest after each pass: a capture slower than A */
+	uint32_t rec_pause_us; /* rest after each record: an output slow to write */
 	uint64_t records;      /* records read */
 	uint64_t got;          /* the highest PSN read, plus one */
 	uint64_t out_of_order; /* records whose PSN was not after the last one */
@@ -528,6 +529,11 @@ static int count_in_order(void *arg, const struct fab_cap_rec *r)
 			   : UINT32_MAX;
 
 	/* The PSNs continue across a stall: what was left out is skipped. */
+	if (c->rec_pause_us) {
+		struct timespec ts = {0, (long)c->rec_pause_us * 1000};
+
+		nanosleep(&ts, NULL); /* the output is slow: what is tested */
+	}
 	c->records++;
 	c->out_of_order += psn < c->got;
 	c->got = psn + 1 > c->got ? psn + 1 : c->got;
@@ -616,6 +622,39 @@ static void test_lossless_waits_for_the_capture(void)
 	munmap(c, sizeof(*c));
 }
 
+static void test_slow_output_loses_nothing(void)
+{
+	enum { SENT = 400 };
+	struct child_cap *c = child_page();
+	uint64_t t0, took;
+	pid_t pid;
+
+	/* A capture whose output takes 5 ms a record: a ring full of 4 KiB
+	 * frames (about 250) is a pass of over a second, longer than the stall
+	 * bound.  The capture gives the ring back what it has written as the
+	 * pass goes on, so A waits for it and nothing is left out. */
+	c->want = SENT;
+	c->rec_pause_us = 5000;
+	pid = nst_fork_ready(child_capture, c, 10000);
+	NST_REQUIRE(pid > 0);
+	t0 = nst_now_ns();
+	for (uint32_t i = 0; i < SENT; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	took = nst_now_ns() - t0;
+	child_end(pid, c);
+	printf("\n    %d frames of 4 KiB to a capture writing 200 frames/s: %.0f ms, %llu "
+	       "captured, %llu not captured\n",
+	       SENT, (double)took / 1e6, (unsigned long long)c->records,
+	       (unsigned long long)c->not_captured);
+	NST_EQ(c->records, SENT);
+	NST_EQ(c->not_captured, 0);
+	NST_EQ(c->stalled, 0);
+	NST_EQ(c->out_of_order, 0);
+	munmap(c, sizeof(*c));
+}
+
 static const struct fab_seg_hdr *watched_hdr;
 
 /* Whether the capture has made a pass since *arg passes. */
@@ -681,6 +720,123 @@ static void test_stalled_capture_holds_back_for_the_bound_only(void)
 	NST_EQ(c->out_of_order, 0);
 	munmap(base, size);
 	munmap(c, sizeof(*c));
+}
+
+/* A process that keeps the capture's progress stamp fresh and does nothing
+ * else: until the parent says stop, or 5 s. */
+static int child_stamp_beat(void *arg, int ready_fd)
+{
+	const uint32_t *stop = arg;
+	uint64_t deadline = nst_now_ns() + 5000000000ull;
+	struct fab_seg_hdr *h;
+	size_t size;
+
+	h = (struct fab_seg_hdr *)map_segment(&size);
+	if (write(ready_fd, "r", 1) != 1)
+		return 2;
+	while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE) && nst_now_ns() < deadline) {
+		struct timespec ts = {0, 10000000};
+
+		__atomic_store_n(&h->tap_beat_ns, nst_now_ns(), __ATOMIC_RELEASE);
+		nanosleep(&ts, NULL); /* the pace of the forgery, not a synchronisation */
+	}
+	munmap(h, size);
+	return 0;
+}
+
+static void test_fresh_stamp_without_progress_holds_back_for_the_bound_only(void)
+{
+	enum { SENT = 600 };
+	uint32_t *stop =
+	    mmap(NULL, sizeof(*stop), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	uint64_t t, longest = 0, passes0;
+	struct fab_cap_port_counters pc;
+	const struct fab_seg_hdr *h;
+	struct fab_cap *cap;
+	size_t size;
+	void *base;
+	pid_t pid;
+	int st;
+
+	/* A capture that is attached (it holds the lock) and never reads, and
+	 * a process that stamps its progress every 10 ms: neither the ring's
+	 * position nor the pass count moves, so a port whose ring is full must
+	 * stop waiting after the bound, whatever the stamp says. */
+	NST_REQUIRE(stop != MAP_FAILED);
+	*stop = 0;
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	base = map_segment(&size);
+	h = base;
+	passes0 = __atomic_load_n(&h->tap_passes, __ATOMIC_ACQUIRE);
+	pid = nst_fork_ready(child_stamp_beat, stop, 10000);
+	NST_REQUIRE(pid > 0);
+	for (uint32_t i = 0; i < SENT; i++) {
+		t = nst_now_ns();
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		t = nst_now_ns() - t;
+		longest = t > longest ? t : longest;
+		drain_b(0, 0);
+	}
+	__atomic_store_n(stop, 1, __ATOMIC_RELEASE);
+	st = nst_wait(pid, 10000);
+	NST_CHECK_(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, CU_FALSE,
+		   "the stamping process ended with status 0x%x", st);
+	NST_REQUIRE_EQ(fab_cap_port_counters(fab, a_addr, &pc), 0);
+	printf("\n    %d sends, the capture's stamp fresh and nothing read: the longest took "
+	       "%.0f ms; %llu captured, %llu left out as stalled\n",
+	       SENT, (double)longest / 1e6, (unsigned long long)pc.records,
+	       (unsigned long long)pc.stalled);
+	NST_EQ(__atomic_load_n(&h->tap_passes, __ATOMIC_ACQUIRE), passes0);
+	NST_TRUE(longest < FAB_TAP_STALL_NS + 500000000ull);
+	NST_GT(pc.stalled, 0);
+	NST_EQ(pc.records + pc.not_captured, SENT);
+	fab_cap_detach(cap);
+	munmap(base, size);
+	munmap(stop, sizeof(*stop));
+}
+
+static void test_written_fields_named(void)
+{
+	struct fab_tap_ring *ra;
+	struct fab_cap_stats cs;
+	struct fab_seg_hdr *h;
+	struct fab_cap *cap;
+	uint32_t i;
+	size_t size;
+	void *base;
+
+	/* A lossless capture whose mode another process turns lossy: the port
+	 * leaves frames out without waiting, and the capture's next pass finds
+	 * its mode written (and writes it back), not its positions. */
+	NST_REQUIRE_EQ(fab_cap_attach(cap_fab, FAB_SLOT_BYTES, &cap), 0);
+	base = map_segment(&size);
+	h = base;
+	ra = (struct fab_tap_ring *)((uint8_t *)base + h->tap_off) + 1; /* A: slot 1 */
+	__atomic_store_n(&h->tap_flags, FAB_TAP_F_LOSSY, __ATOMIC_RELAXED);
+	for (i = 0; i < 600; i++) {
+		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
+		drain_b(0, 0);
+	}
+	read_until_empty(cap, kept);
+	fab_cap_get_stats(cap, &cs);
+	NST_GT(cs.not_captured, 0);
+	NST_EQ(cs.stalled, 0);
+	NST_EQ(cs.mode_written, 1);
+	NST_EQ(cs.filter_written, 0);
+	NST_EQ(cs.pos_written, 0);
+	NST_EQ(__atomic_load_n(&h->tap_flags, __ATOMIC_RELAXED), 0);
+	/* Then its ring's position and its filter: each found by the next
+	 * pass, the mode left alone. */
+	__atomic_store_n(&ra->cons, nasty(h->tap_ring_bytes) | 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tap_qpn, 7, __ATOMIC_RELAXED);
+	read_until_empty(cap, kept);
+	fab_cap_get_stats(cap, &cs);
+	NST_EQ(cs.mode_written, 1);
+	NST_EQ(cs.filter_written, 1);
+	NST_EQ(cs.pos_written, 1);
+	NST_EQ(__atomic_load_n(&h->tap_qpn, __ATOMIC_RELAXED), 0);
+	fab_cap_detach(cap);
+	munmap(base, size);
 }
 
 static void test_lossless_hostile_never_hangs(void)
@@ -932,8 +1088,12 @@ int main(int argc, char **argv)
 	     test_dropped_on_delivery_recorded_by_receiver},
 	    {"lossy_full_ring_never_blocks", test_lossy_full_ring_never_blocks},
 	    {"lossless_waits_for_the_capture", test_lossless_waits_for_the_capture},
+	    {"slow_output_loses_nothing", test_slow_output_loses_nothing},
 	    {"stalled_capture_holds_back_for_the_bound_only",
 	     test_stalled_capture_holds_back_for_the_bound_only},
+	    {"fresh_stamp_without_progress_holds_back_for_the_bound_only",
+	     test_fresh_stamp_without_progress_holds_back_for_the_bound_only},
+	    {"written_fields_named", test_written_fields_named},
 	    {"lossless_hostile_never_hangs", test_lossless_hostile_never_hangs},
 	    {"lossy_filter_before_drops", test_lossy_filter_before_drops},
 	    {"snap_length", test_snap_length},
