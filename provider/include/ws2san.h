@@ -620,8 +620,7 @@ int WSPAPI WSPListen(SOCKET s, int backlog, LPINT lpErrno);
  * large enough *addrlen), WSAEINVAL (not listening, or a condition function
  * returned something else), WSAEWOULDBLOCK, WSAEINTR (the listener was
  * closed), WSAENOBUFS (every one of the 32 QP slots of this process's NIC
- * context is in use, no memory, or no TPT entry left for the first-message
- * buffer: see WSPRecv), WSAECONNRESET (the peer gave up before the
+ * context is in use, or no memory), WSAECONNRESET (the peer gave up before the
  * connection was established), WSAENETDOWN.
  */
 SOCKET WSPAPI WSPAccept(SOCKET s, struct sockaddr *addr, LPINT addrlen,
