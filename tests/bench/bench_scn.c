@@ -11,7 +11,18 @@
  * alone, `nicsim up --hosts 2` then `nicsim down` in a fresh directory,
  * which the runner cannot do without.  Medians of RUNS runs each, and
  * their ratio.  Target: the runner's median at most TARGET_MS.
+ *
+ * The repository's scenario set: every scenario of scenarios/rules and
+ * scenarios/faults (what label scenario runs), `nicsim scenario run` of
+ * both folders at -j 2, SET_RUNS times.  Beside it, measured in the same run
+ * just before each, the fixed cost again: the set can take no less than its
+ * scenarios' fixed costs shared between two workers, so the ratio of the
+ * set's time to that reference says how much of the set is the scenarios'
+ * own work (their transfers, their faults' timeouts) rather than start-up
+ * and teardown.  Target: the set's median at most SET_TARGET_S.
  */
+#include <dirent.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +35,14 @@
 #define RUNS 9
 #define RUN_MS 60000
 #define TARGET_MS 150.0
+#define SET_RUNS 3
+#define SET_RUN_MS 600000
+#define SET_TARGET_S 60.0
+#define SET_JOBS 2
 
 static char tmp[128];
-static char out[16384];
+static char out[1 << 17];
+static char fixed_path[256];
 
 static const char scenario[] = "# the runner's fixed cost\n"
 			       "seed 1\n"
@@ -50,19 +66,13 @@ static double run_ms(const char *const *argv)
 
 static void test_fixed_cost(void)
 {
-	char path[256], dir[256];
+	char dir[256];
 	const char *nicsim = nst_bin("nicsim");
 	double scn[RUNS], nics[RUNS], m_scn, m_nics;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/fixed.scn", tmp);
-	f = fopen(path, "w");
-	NST_REQUIRE(f != NULL);
-	fputs(scenario, f);
-	fclose(f);
 	for (int i = 0; i < RUNS; i++) {
 		snprintf(dir, sizeof(dir), "%s/up%d", tmp, i);
-		scn[i] = run_ms((const char *const[]){nicsim, "scenario", "run", path, NULL});
+		scn[i] = run_ms((const char *const[]){nicsim, "scenario", "run", fixed_path, NULL});
 		nics[i] =
 		    run_ms((const char *const[]){nicsim, "up", "--dir", dir, "--hosts", "2", NULL});
 		nics[i] += run_ms((const char *const[]){nicsim, "down", "--dir", dir, NULL});
@@ -79,9 +89,74 @@ static void test_fixed_cost(void)
 	NST_TRUE(m_scn <= TARGET_MS);
 }
 
+/* The *.scn files of dir (one level: the folders of label scenario). */
+static int count_scn(const char *dir)
+{
+	struct dirent *e;
+	int n = 0;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+
+		n += len > 4 && !strcmp(e->d_name + len - 4, ".scn");
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_scenario_set(void)
+{
+	char rules[256], faults[256], jobs[8];
+	const char *nicsim = nst_bin("nicsim");
+	double set[SET_RUNS], fixed[SET_RUNS], m_set, m_fixed, reference;
+	int n;
+
+	snprintf(rules, sizeof(rules), "%s/rules", NICSIM_SCENARIOS_DIR);
+	snprintf(faults, sizeof(faults), "%s/faults", NICSIM_SCENARIOS_DIR);
+	snprintf(jobs, sizeof(jobs), "%d", SET_JOBS);
+	n = count_scn(rules) + count_scn(faults);
+	NST_REQUIRE_GT(n, 0);
+	for (int i = 0; i < SET_RUNS; i++) {
+		fixed[i] =
+		    run_ms((const char *const[]){nicsim, "scenario", "run", fixed_path, NULL});
+		set[i] = run_ms((const char *const[]){nicsim, "scenario", "run", rules, faults,
+						      "-j", jobs, NULL});
+	}
+	m_set = nst_median(set, SET_RUNS) / 1e3;
+	m_fixed = nst_median(fixed, SET_RUNS);
+	/* Every scenario's fixed cost, shared between the workers. */
+	reference = m_fixed * n / SET_JOBS / 1e3;
+	printf(
+	    "\n\n  the scenario set (scenarios/rules and scenarios/faults, %d scenarios, -j %d), "
+	    "median of %d:\n",
+	    n, SET_JOBS, SET_RUNS);
+	printf("  %-44s %9.2f s\n", "nicsim scenario run rules faults -j 2", m_set);
+	printf("  %-44s %9.2f s\n", "fixed cost x scenarios / 2 (reference)", reference);
+	printf("  %-44s %9.2fx\n", "ratio", m_set / reference);
+	printf("  target: the set's median at most %.0f s\n", SET_TARGET_S);
+	NST_TRUE(m_set <= SET_TARGET_S);
+}
+
 static int suite_init(void)
 {
+	char bin[PATH_MAX], path[2 * PATH_MAX];
+	const char *old = getenv("PATH");
+	FILE *f;
+
 	if (nst_tmpdir(tmp, sizeof(tmp), "bench-scn"))
+		return -1;
+	snprintf(fixed_path, sizeof(fixed_path), "%s/fixed.scn", tmp);
+	f = fopen(fixed_path, "w");
+	if (!f)
+		return -1;
+	fputs(scenario, f);
+	fclose(f);
+	/* The programs the scenarios start (nicsim-pingpong): this build's. */
+	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
+	snprintf(path, sizeof(path), "%s:%s", dirname(bin), old ? old : "/usr/bin:/bin");
+	if (setenv("PATH", path, 1))
 		return -1;
 	return setenv("TMPDIR", tmp, 1);
 }
@@ -96,6 +171,7 @@ int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"fixed_cost", test_fixed_cost},
+	    {"scenario_set", test_scenario_set},
 	    {NULL, NULL},
 	};
 
