@@ -12,6 +12,11 @@
  * and the file:line of the failing step.  Run directories go below this
  * suite's private directory (TMPDIR), kept there by the failures and
  * removed with it.
+ *
+ * And the shape of the repository's scenarios, which label scenario runs:
+ * every rule R1-R11 has a scenario scenarios/rules/rNN-*.scn whose first
+ * line states the rule ("# RN: ..."), and every scenario there and in
+ * scenarios/faults starts with its intent, a comment.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -87,6 +92,53 @@ static void test_every_kind_present(void)
 	}
 }
 
+/* The first line of path into line (without its newline); false if none. */
+static bool first_line(const char *path, char *line, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	bool ok = f && fgets(line, (int)size, f);
+
+	if (f)
+		fclose(f);
+	if (ok)
+		line[strcspn(line, "\n")] = '\0';
+	return ok;
+}
+
+static void test_rules_and_intents(void)
+{
+	static const char *const dirs[] = {"rules", "faults"};
+	bool rule[12] = {false};
+	char dir[512], path[1024], line[256], want[16];
+
+	for (size_t k = 0; k < sizeof(dirs) / sizeof(dirs[0]); k++) {
+		char *names[MAX_FILES];
+		size_t n;
+
+		snprintf(dir, sizeof(dir), "%s/%s", NICSIM_SCENARIOS_DIR, dirs[k]);
+		n = list_scn(dir, names, MAX_FILES);
+		NST_CHECK_(n > 0, CU_FALSE, "%.400s holds scenarios", dir);
+		for (size_t i = 0; i < n; i++) {
+			unsigned r;
+
+			snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+			NST_CHECK_(first_line(path, line, sizeof(line)) &&
+				       !strncmp(line, "# ", 2) && strlen(line) > 12,
+				   CU_FALSE, "%.400s starts with its intent, a comment", path);
+			if (k == 0 && sscanf(names[i], "r%2u-", &r) == 1 && r >= 1 && r <= 11) {
+				snprintf(want, sizeof(want), "# R%u: ", r);
+				NST_CHECK_(!strncmp(line, want, strlen(want)), CU_FALSE,
+					   "%.400s starts with \"%s\"", path, want);
+				rule[r] = true;
+			}
+			free(names[i]);
+		}
+	}
+	for (unsigned r = 1; r <= 11; r++)
+		NST_CHECK_(rule[r], CU_FALSE, "scenarios/rules has a scenario r%02u-*.scn for R%u",
+			   r, r);
+}
+
 static void test_each_fails_as_stated(void)
 {
 	char dir[512], path[1024], text[1024], at[1100];
@@ -140,6 +192,7 @@ int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"every_kind_present", test_every_kind_present},
+	    {"rules_and_intents", test_rules_and_intents},
 	    {"each_fails_as_stated", test_each_fails_as_stated},
 	    {NULL, NULL},
 	};
