@@ -21,30 +21,31 @@
 
 /* ---- Patterns ------------------------------------------------------------------ */
 
-static const char *pattern_name(enum scn_pattern_kind k)
-{
-	return k == SCN_PAT_SEQ      ? "seq"
-	       : k == SCN_PAT_RANDOM ? "random"
-	       : k == SCN_PAT_BYTE   ? "byte"
-				     : "zero";
-}
-
 /* The argument the agent and the runner use: random data follows the
  * scenario's seed too, so that another seed gives other data. */
 static uint64_t pattern_arg(const struct scn_runner *r, const struct scn_pattern *p)
 {
-	if (p->kind == SCN_PAT_RANDOM)
-		return p->value ^ r->topo.seed * 0x9e3779b97f4a7c15ull;
-	return p->value;
+	if (p->kind == SCN_PATTERN_RANDOM)
+		return p->arg ^ r->topo.seed * 0x9e3779b97f4a7c15ull;
+	return p->arg;
+}
+
+/* Bytes first .. first + len - 1 of pattern p as the host agent fills them. */
+static void pattern_fill(const struct scn_runner *r, const struct scn_pattern *p, uint64_t first,
+			 void *buf, size_t len)
+{
+	struct scn_pattern as_filled = {.kind = p->kind, .arg = pattern_arg(r, p)};
+
+	scn_pattern_fill(&as_filled, first, buf, len);
 }
 
 void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
 		       size_t size)
 {
-	if (p->kind == SCN_PAT_ZERO)
+	if (p->kind == SCN_PATTERN_ZERO)
 		snprintf(buf, size, "zero");
 	else
-		snprintf(buf, size, "%s %llu", pattern_name(p->kind),
+		snprintf(buf, size, "%s %llu", scn_pattern_name(p->kind),
 			 (unsigned long long)pattern_arg(r, p));
 }
 
@@ -210,14 +211,12 @@ static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
 		b = scn_rt_buf(r, m->range.name);
 		pat = b->fill;
 		scn_pattern_words(r, &pat, words, sizeof(words));
-		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), off, want,
-					  len);
+		pattern_fill(r, &pat, off, want, len);
 		break;
 	default:
 		pat = m->pattern;
 		scn_pattern_words(r, &pat, words, sizeof(words));
-		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), 0, want,
-					  len);
+		pattern_fill(r, &pat, 0, want, len);
 		break;
 	}
 	/* The agent's checksum first: a range that holds what is expected

@@ -494,21 +494,21 @@ static int get_range(struct parser *p, const char *what, bool at_ok, struct scn_
 static int get_pattern(struct parser *p, struct scn_pattern *pat)
 {
 	if (accept_word(p, "zero")) {
-		pat->kind = SCN_PAT_ZERO;
-		pat->value = 0;
+		pat->kind = SCN_PATTERN_ZERO;
+		pat->arg = 0;
 		return 0;
 	}
 	if (accept_word(p, "seq")) {
-		pat->kind = SCN_PAT_SEQ;
-		return get_u64(p, "the first byte of the sequence", UINT64_MAX, &pat->value);
+		pat->kind = SCN_PATTERN_SEQ;
+		return get_u64(p, "the sequence's number (0..0xffffffff)", UINT32_MAX, &pat->arg);
 	}
 	if (accept_word(p, "random")) {
-		pat->kind = SCN_PAT_RANDOM;
-		return get_u64(p, "the generator's seed", UINT64_MAX, &pat->value);
+		pat->kind = SCN_PATTERN_RANDOM;
+		return get_u64(p, "the generator's seed", UINT64_MAX, &pat->arg);
 	}
 	if (accept_word(p, "byte")) {
-		pat->kind = SCN_PAT_BYTE;
-		return get_u64(p, "a byte value (0..255, e.g. 0xAB)", 0xff, &pat->value);
+		pat->kind = SCN_PATTERN_BYTE;
+		return get_u64(p, "a byte value (0..255, e.g. 0xAB)", 0xff, &pat->arg);
 	}
 	return expected(p, "a pattern: zero, seq N, random N or byte B");
 }

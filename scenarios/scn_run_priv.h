@@ -216,12 +216,6 @@ int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st);
 void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
 		       size_t size);
 
-/* Bytes first .. first + len - 1 of the pattern called name ("zero",
- * "byte", "seq", "random") with argument arg, as the host agent fills them
- * (scn_pattern.h, kept out of the headers that use the script's own
- * pattern type).  0 or -EINVAL. */
-int scn_run_pattern_fill(const char *name, uint64_t arg, uint64_t first, void *buf, size_t len);
-
 /* Read len bytes at off of host h's buffer b into out (peek in chunks).  0,
  * or -EIO with the agent's answer in why. */
 int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint64_t off,
