@@ -157,7 +157,7 @@ enum scn_verb {
 	SCN_V_CLOSE,          /* close SOCK                          sock */
 	SCN_V_CLEANUP,        /* cleanup                             WSPCleanup */
 	SCN_V_CACHE_CALLBACK, /* cache-callback RANGE                local */
-	SCN_V_MUNMAP,         /* munmap RANGE                        local */
+	SCN_V_MUNMAP,         /* munmap NAME (a whole buffer)        local */
 	SCN_V_MMAP,           /* mmap BUF: a new mapping at the same address   local */
 	SCN_V_MREMAP,         /* mremap BUF SIZE                     local, size */
 	SCN_V_MADVISE,        /* madvise RANGE ADVICE                local, advice */

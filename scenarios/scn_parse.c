@@ -54,7 +54,7 @@
  *             | ( "deregister" | "deregister-rdma" ) NAME NAME
  *             | "write" NAME range range | "read" NAME range range [ "len" SIZE ]
  *             | ( "send" | "recv" ) NAME range | "close" NAME | "cleanup"
- *             | "cache-callback" range | "munmap" range | "mmap" NAME
+ *             | "cache-callback" range | "munmap" NAME | "mmap" NAME
  *             | ( "mremap" | "realloc" ) NAME SIZE | "madvise" range advice
  *             | "free" NAME | "fork" | "exit" N ;
  *   range     = NAME [ "[" SIZE ".." [ SIZE ] "]" | "[" SIZE "]" ] ;
@@ -1251,8 +1251,18 @@ static int parse_call(struct parser *p)
 			 ? -EINVAL
 			 : 0;
 		break;
-	case SCN_V_CACHE_CALLBACK:
-	case SCN_V_MUNMAP: rc = get_range(p, "a buffer", false, &c->local); break;
+	case SCN_V_CACHE_CALLBACK: rc = get_range(p, "a buffer", false, &c->local); break;
+	case SCN_V_MUNMAP:
+		/* The agent unmaps a buffer whole: a buffer is one mapping, and
+		 * madvise drops the pages of a part of it. */
+		t = peek(p);
+		rc = get_range(p, "a buffer", false, &c->local);
+		if (!rc && c->local.form != SCN_RANGE_WHOLE)
+			rc = err_at(p, t,
+				    "munmap unmaps a whole buffer: write 'munmap %s' (to drop "
+				    "the pages of a part, 'madvise %s[...] dontneed')",
+				    c->local.name, c->local.name);
+		break;
 	case SCN_V_MMAP:
 	case SCN_V_FREE: rc = get_name(p, "a buffer", c->local.name, NULL); break;
 	case SCN_V_MREMAP:

@@ -562,6 +562,9 @@ static const struct bad bads[] = {
      "bad.scn:1:6: number too large: 18446744073709551616 (at most 18446744073709551615)"},
     {"seq over 32 bits", SETUP "h1: buffer x 4KiB fill seq 0x100000000\n",
      "bad.scn:5:28: bad number '0x100000000': expected the sequence's number (0..0xffffffff)"},
+    {"munmap of a range", SETUP "h1: buffer x 8KiB\nh1: munmap x[0..4KiB]\n",
+     "bad.scn:6:12: munmap unmaps a whole buffer: write 'munmap x' (to drop the pages of a "
+     "part, 'madvise x[...] dontneed')"},
     {"size overflow", SETUP "h1: buffer x 17179869184GiB\n",
      "bad.scn:5:14: number too large: 17179869184GiB (at most 18446744073709551615)"},
     {"time without unit", "timeout 1000\n",
