@@ -1056,6 +1056,7 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct scn_nicd *n = scn_rt_nic(r, st->u.target);
 	char why[SCN_WHY_MAX];
+	unsigned renewals;
 	int rc;
 
 	if (!n) {
@@ -1072,11 +1073,15 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 				 n->name);
 			return -EBUSY;
 		}
+		renewals = r->topo.fab_renewals;
+		scn_fault_rebase(r, false);
 		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;
 		}
+		if (r->topo.fab_renewals != renewals)
+			scn_fault_rebase(r, true);
 		return 0;
 	}
 	if (rc)

@@ -121,6 +121,7 @@ struct scn_rt_fault {
 	uint64_t frames0[2];             /* FOR_FRAMES: link frames when armed */
 	uint64_t hits0[2];               /* the rule's counters when armed */
 	uint64_t hits;                   /* the rule's counter moves while armed */
+	uint64_t frames_before;          /* FOR_FRAMES: frames counted on an earlier fabric */
 	struct fab_link_config saved[2]; /* each link's configuration before arming */
 	bool ever_armed;
 };
@@ -204,6 +205,13 @@ uint64_t scn_fault_tick(struct scn_runner *r, uint64_t now, uint64_t *poll_ns);
 void scn_fault_finish(struct scn_runner *r, bool check);
 /* Apply the `link` statements of the set-up. */
 int scn_links_setup(struct scn_runner *r);
+/*
+ * Around a NIC's restart, which may replace the fabric (scn_topo_nic_start):
+ * before it (renewed false), add what the armed faults' link counters moved
+ * so far to their tallies and count from there; after a fabric was renewed
+ * (renewed true), count from zero, the new fabric's start.
+ */
+void scn_fault_rebase(struct scn_runner *r, bool renewed);
 
 /* ---- scn_expect.c -------------------------------------------------------- */
 

@@ -243,6 +243,53 @@ static void test_programs_and_nics(void)
 	OUT_HAS("prog-cli.log prog-srv.log");
 }
 
+/*
+ * Every NIC killed, then started again: the first to start makes a new
+ * fabric.  The runner maps it, sets its links as they were (a `link` line
+ * and a fault armed before the kills), and captures from it: both rules
+ * drop a frame of the new fabric, which decisions.log records, and the
+ * frames are seen on the wire.
+ */
+static void test_every_nic_restarted(void)
+{
+	char path[P], text[2048], dir[D], file[2 * D], log[4096];
+	const char *pp = nst_bin("nicsim-pingpong");
+
+	snprintf(text, sizeof(text),
+		 "# every NIC restarted\n"
+		 "seed 8\n"
+		 "nic a 198.18.0.1\n"
+		 "nic b 198.18.0.2\n"
+		 "link b -> a drop-nth 2\n"
+		 "program srv on a \"%s --server --addr ${a.addr} --port 7610\"\n"
+		 "program cli on b \"%s --client --peer ${a.addr} --addr ${b.addr} --port 7610 "
+		 "--iters 20\"\n"
+		 "fault f1 a -> b drop-nth 3\n"
+		 "kill nic a\n"
+		 "kill nic b\n"
+		 "restart nic a\n"
+		 "restart nic b\n"
+		 "start srv\n"
+		 "start cli\n"
+		 "wait cli exit 0 within 30s\n"
+		 "wait srv exit 0 within 10s\n"
+		 "expect frames a -> b count >= 3\n"
+		 "expect frames b -> a count >= 2\n",
+		 pp, pp);
+	write_file("renewed.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path, "-v", "--keep"), 0);
+	OUT_HAS("ok   line 12   restart nic b");
+	OUT_HAS("ok   line 18   expect frames b -> a count >= 2");
+	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
+	snprintf(file, sizeof(file), "%s/decisions.log", dir);
+	NST_REQUIRE(read_all(file, log, sizeof(log)));
+	NST_CHECK_(strstr(log, "198.18.0.2 -> 198.18.0.1 frame 1: dropped") != NULL, CU_FALSE,
+		   "decisions.log: %.400s", log);
+	NST_CHECK_(strstr(log, "198.18.0.1 -> 198.18.0.2 frame 2: dropped") != NULL, CU_FALSE,
+		   "decisions.log: %.400s", log);
+	nst_rmtree(dir);
+}
+
 /* Every process whose environment names dir (the agents), and the NICs of
  * dir's pid files. */
 static size_t pids_of(const char *dir, pid_t *pids, size_t max)
@@ -501,6 +548,7 @@ int main(int argc, char **argv)
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
+	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
