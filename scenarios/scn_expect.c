@@ -118,6 +118,77 @@ static int agent_sum(struct scn_rt_host *h, const char *buf, uint64_t off, uint6
 	return 0;
 }
 
+void scn_mem_forget(struct scn_rt_buf *b)
+{
+	for (size_t i = 0; i < b->nsnaps; i++)
+		free(b->snaps[i].bytes);
+	free(b->snaps);
+	b->snaps = NULL;
+	b->nsnaps = 0;
+	b->snap_lost = NULL;
+}
+
+void scn_mem_snapshot(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_buf *b,
+		      uint64_t off, uint64_t len)
+{
+	struct scn_rt_snap *grown, *sn;
+	char why[SCN_WHY_MAX];
+	uint8_t *bytes;
+	size_t keep = 0;
+
+	if (len > MEM_MAX || !b->host->agent || b->host->gone) {
+		b->snap_lost = st;
+		return;
+	}
+	bytes = malloc(len ? len : 1);
+	grown = bytes ? realloc(b->snaps, (b->nsnaps + 1) * sizeof(*grown)) : NULL;
+	if (!grown || scn_peek(r, b->host, b->name, off, len, bytes, why, sizeof(why))) {
+		free(bytes);
+		if (grown)
+			b->snaps = grown;
+		b->snap_lost = st;
+		return;
+	}
+	b->snaps = grown;
+	/* Older copies that the new one covers whole are of no more use. */
+	for (size_t i = 0; i < b->nsnaps; i++) {
+		sn = &b->snaps[i];
+		if (sn->off >= off && sn->off + sn->len <= off + len)
+			free(sn->bytes);
+		else
+			b->snaps[keep++] = *sn;
+	}
+	b->snaps[keep] = (struct scn_rt_snap){.st = st, .off = off, .len = len, .bytes = bytes};
+	b->nsnaps = keep + 1;
+}
+
+/*
+ * What b[off..off+len) should hold: its fill, overlaid by the copies taken
+ * after its host's writing steps, oldest first.  words names it: the fill
+ * pattern, or the line of the last step whose copy the range overlaps.
+ */
+static void mem_expected(const struct scn_runner *r, const struct scn_rt_buf *b, uint64_t off,
+			 uint64_t len, uint8_t *want, char *words, size_t size)
+{
+	const struct scn_rt_snap *sn, *last = NULL;
+	uint64_t from, to;
+
+	pattern_fill(r, &b->fill, off, want, len);
+	for (size_t i = 0; i < b->nsnaps; i++) {
+		sn = &b->snaps[i];
+		from = sn->off > off ? sn->off : off;
+		to = sn->off + sn->len < off + len ? sn->off + sn->len : off + len;
+		if (from >= to)
+			continue;
+		memcpy(want + (from - off), sn->bytes + (from - sn->off), to - from);
+		last = sn;
+	}
+	if (last)
+		snprintf(words, size, "what it held after line %u", last->st->loc.line);
+	else
+		scn_pattern_words(r, &b->fill, words, size);
+}
+
 static int mem_range(struct scn_runner *r, const struct scn_stmt *st, const char *host,
 		     const struct scn_range *rg, struct scn_rt_host **h, uint64_t *off,
 		     uint64_t *len)
@@ -209,9 +280,16 @@ static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
 		break;
 	case SCN_MEM_UNCHANGED:
 		b = scn_rt_buf(r, m->range.name);
-		pat = b->fill;
-		scn_pattern_words(r, &pat, words, sizeof(words));
-		pattern_fill(r, &pat, off, want, len);
+		if (b->snap_lost) {
+			scn_fail(r, st,
+				 "cannot tell whether %s changed: the runner could not keep a copy "
+				 "of it after line %u (over %llu bytes, or host %s gone)",
+				 m->range.name, b->snap_lost->loc.line, (unsigned long long)MEM_MAX,
+				 b->host->name);
+			rc = -EIO;
+			goto out;
+		}
+		mem_expected(r, b, off, len, want, words, sizeof(words));
 		break;
 	default:
 		pat = m->pattern;

@@ -82,12 +82,27 @@ struct scn_rt_desc {
 	size_t len;
 };
 
-/* A buffer of a host. */
+/* A copy of part of a buffer, taken right after a step of its host wrote
+ * there (scn_mem_snapshot). */
+struct scn_rt_snap {
+	const struct scn_stmt *st; /* the step */
+	uint64_t off, len;
+	uint8_t *bytes;
+};
+
+/*
+ * A buffer of a host, and what the runner expects it to hold: its fill,
+ * overlaid by the copies taken after the host's own steps that wrote into
+ * it, oldest first (what `unchanged` compares with).
+ */
 struct scn_rt_buf {
 	char name[SCN_NAME_MAX];
 	struct scn_rt_host *host;
 	uint64_t size;
 	struct scn_pattern fill; /* what it was filled with */
+	struct scn_rt_snap *snaps;
+	size_t nsnaps;
+	const struct scn_stmt *snap_lost; /* a step after which no copy could be taken */
 };
 
 /* A registration handle, by value: passed as a number to another host. */
@@ -223,6 +238,19 @@ int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st);
  * ones, as the agent fills it ("seq 7"). */
 void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
 		       size_t size);
+
+/*
+ * Host b->host's step st has written (or may have) b[off..off+len): a
+ * recv or read into it, madvise, mmap, mremap, realloc.  Keep a copy of
+ * those bytes as they are now, read through the agent, for `unchanged`.
+ * When no copy can be taken (too large, the host gone) later `unchanged`
+ * steps on b fail and say why.
+ */
+void scn_mem_snapshot(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_buf *b,
+		      uint64_t off, uint64_t len);
+
+/* Forget b's copies (a new fill, the runner's end). */
+void scn_mem_forget(struct scn_rt_buf *b);
 
 /* Read len bytes at off of host h's buffer b into out (peek in chunks).  0,
  * or -EIO with the agent's answer in why. */

@@ -4,11 +4,12 @@
  * suite's private directory (TMPDIR points there, so the suite's guard ends
  * anything left behind).  Each test checks the runner's exit status and the
  * words of its report: a passing RDMA write, a memory expectation that
- * fails with a hex diff, a fault that never fired, a timeout that names the
- * wait, programs as hosts with a NIC restarted, SIGTERM mid-scenario leaving no process and no run directory, the
- * process of a scenario killed outright leaving no process either, the
- * shapes of TAP and JUnit, and two runs with one seed making the same fault
- * decisions.
+ * fails with a hex diff, `unchanged` after the host's own writes, a fault
+ * that never fired, a timeout that names the wait, programs as hosts with
+ * a NIC restarted, every NIC restarted (a new fabric), SIGTERM
+ * mid-scenario leaving no process and no run directory, the process of a
+ * scenario killed outright leaving no process either, the shapes of TAP
+ * and JUnit, and two runs with one seed making the same fault decisions.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -126,6 +127,39 @@ static void test_write_passes(void)
 	OUT_HAS("PASS ");
 	OUT_HAS("h2: write t y[0..64KiB] d[0] -> w1");
 	OUT_HAS("1 scenario: 1 passed, 0 failed");
+}
+
+/*
+ * `unchanged` wants what the host's own steps left: the bytes a recv and a
+ * madvise wrote count as written, while a peer's RDMA write outside what
+ * the script expects is a change.
+ */
+static void test_unchanged_follows_own_writes(void)
+{
+	char path[P], at[W];
+
+	write_file("unchanged.scn",
+		   "# unchanged follows the host's own writes\n"
+		   "seed 3\n" TWO_HOSTS "h1: register c1 x -> hx\n"
+		   "h1: recv c1 x[0..100] -> r1 &\n"
+		   "h2: send t y[0..100]\n"
+		   "wait r1\n"
+		   "expect h1 x unchanged\n"
+		   "expect h1 x[0..100] == h2 y[0..100]\n"
+		   "h1: buffer z 64KiB fill seq 5\n"
+		   "h1: madvise z[60KiB..64KiB] dontneed\n"
+		   "expect h1 z unchanged\n"
+		   "h2: write t y[0..4KiB] d[4KiB]\n"
+		   "expect h1 x[8KiB..] unchanged\n"
+		   "expect h1 x[4KiB..8KiB] unchanged\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 1);
+	OUT_HAS("ok   line 25   expect h1 x unchanged");
+	OUT_HAS("ok   line 29   expect h1 z unchanged");
+	OUT_HAS("ok   line 31   expect h1 x[8KiB..] unchanged");
+	snprintf(at, sizeof(at), "%s:32: expect h1 x[4KiB..8KiB] unchanged\n", path);
+	OUT_HAS(at);
+	OUT_HAS("h1 x[4096..8192] does not hold zero");
 }
 
 static void test_memory_diff(void)
@@ -545,6 +579,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"write_passes", test_write_passes},
 	    {"memory_diff", test_memory_diff},
+	    {"unchanged_follows_own_writes", test_unchanged_follows_own_writes},
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
