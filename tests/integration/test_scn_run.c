@@ -247,6 +247,7 @@ static void test_programs_and_nics(void)
 		 "--iters 100 --rdma-size 64K\"\n"
 		 "host h1 on a\n"
 		 "start srv\n"
+		 "wait counter a.cmd_conn >= 1 within 10s\n" /* it listens */
 		 "h1: startup\n"
 		 "start cli\n"
 		 "wait cli exit 0 within 30s\n"
@@ -265,12 +266,12 @@ static void test_programs_and_nics(void)
 		 pp, pp);
 	write_file("programs.scn", text, path, sizeof(path));
 	NST_EQ(SCN(path, "-v"), 1);
-	OUT_HAS("ok   line 12   wait cli exit 0 within 30s");
-	OUT_HAS("ok   line 17   wait h3 exit 3 within 5s");
-	OUT_HAS("ok   line 21   restart nic b");
+	OUT_HAS("ok   line 13   wait cli exit 0 within 30s");
+	OUT_HAS("ok   line 18   wait h3 exit 3 within 5s");
+	OUT_HAS("ok   line 22   restart nic b");
 	/* A NIC started again counts from zero. */
-	OUT_HAS("ok   line 22   expect counter b.conn_established == 0");
-	snprintf(want, sizeof(want), "%s:24: wait srv output \"never printed\" within 300ms\n",
+	OUT_HAS("ok   line 23   expect counter b.conn_established == 0");
+	snprintf(want, sizeof(want), "%s:25: wait srv output \"never printed\" within 300ms\n",
 		 path);
 	OUT_HAS(want);
 	OUT_HAS("program srv wrote no line containing \"never printed\"");
@@ -304,6 +305,7 @@ static void test_every_nic_restarted(void)
 		 "restart nic a\n"
 		 "restart nic b\n"
 		 "start srv\n"
+		 "wait counter a.cmd_conn >= 1 within 10s\n" /* it listens */
 		 "start cli\n"
 		 "wait cli exit 0 within 30s\n"
 		 "wait srv exit 0 within 10s\n"
@@ -313,7 +315,7 @@ static void test_every_nic_restarted(void)
 	write_file("renewed.scn", text, path, sizeof(path));
 	NST_EQ(SCN(path, "-v", "--keep"), 0);
 	OUT_HAS("ok   line 12   restart nic b");
-	OUT_HAS("ok   line 18   expect frames b -> a count >= 2");
+	OUT_HAS("ok   line 19   expect frames b -> a count >= 2");
 	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
 	snprintf(file, sizeof(file), "%s/decisions.log", dir);
 	NST_REQUIRE(read_all(file, log, sizeof(log)));
