@@ -647,7 +647,6 @@ static size_t unhex_blob(const char *text, uint8_t *b, size_t size)
 	return n;
 }
 
-/* Resolve a buffer range: offset and length, or fail the step. */
 /* The bytes range rg names in its buffer: 0, or an error after failing
  * step st (or quietly when st is NULL). */
 static int range_of(struct scn_runner *r, const struct scn_stmt *st, const struct scn_range *rg,
@@ -934,8 +933,8 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 }
 
 /*
- * After a call of host h ended: when it was one that writes into a buffer
- * of h (recv, read, madvise, mmap, mremap, realloc), keep a copy of what
+ * After a call ended: when it was one that writes into a buffer of its own
+ * host (recv, read, madvise, mmap, mremap, realloc), keep a copy of what
  * it may have written, which `unchanged` wants from then on.
  */
 static void snapshot_written(struct scn_runner *r, const struct scn_rt_op *op)
@@ -1027,7 +1026,8 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 		return 0;
 	}
 	rc = op_check(r, st, op, &st->result);
-	snapshot_written(r, op);
+	if (!rc)
+		snapshot_written(r, op);
 	return rc;
 }
 
@@ -1163,7 +1163,8 @@ static int wait_op_step(struct scn_runner *r, const struct scn_stmt *st)
 	if (rc)
 		return rc;
 	rc = op_check(r, st, &r->ops[i], &st->result);
-	snapshot_written(r, &r->ops[i]);
+	if (!rc)
+		snapshot_written(r, &r->ops[i]);
 	return rc;
 }
 
