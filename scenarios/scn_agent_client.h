@@ -67,7 +67,10 @@
  *                                      sock=NAME peer=ADDR:PORT | done err
  *   connect SOCK ADDR PORT             WSPConnect on a thread    pending,
  *                                      done ok | done err
- *   close SOCK                         WSPCloseSocket            ok | err
+ *   close SOCK                         WSPCloseSocket            ok | err;
+ *                                      an accept or connect pending on SOCK
+ *                                      then ends with done err WSAEINTR (so
+ *                                      does every one at the last cleanup)
  *   buffer NAME SIZE mmap|malloc [PATTERN]
  *                                      SIZE bytes (1 .. 1 GiB) from an
  *                                      anonymous private mmap or malloc,

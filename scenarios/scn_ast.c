@@ -214,44 +214,6 @@ const char *scn_wsa_name(int code)
 	return NULL;
 }
 
-/* splitmix64's output function: a well-mixed 64 bits of x. */
-static uint64_t mix64(uint64_t x)
-{
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-void scn_pattern_bytes(const struct scn_pattern *p, uint64_t seed, uint64_t off, void *out,
-		       size_t len)
-{
-	unsigned char *b = out;
-	uint64_t key, word = 0, block = UINT64_MAX;
-	size_t i;
-
-	switch (p->kind) {
-	case SCN_PAT_ZERO: memset(b, 0, len); return;
-	case SCN_PAT_BYTE: memset(b, (int)(p->value & 0xff), len); return;
-	case SCN_PAT_SEQ:
-		for (i = 0; i < len; i++)
-			b[i] = (unsigned char)(p->value + off + i);
-		return;
-	case SCN_PAT_RANDOM:
-		/* Eight bytes per block, each block from (N, seed, its index). */
-		key = mix64(p->value ^ mix64(seed ^ 0x9e3779b97f4a7c15ull));
-		for (i = 0; i < len; i++) {
-			uint64_t at = off + i;
-
-			if (at / 8 != block) {
-				block = at / 8;
-				word = mix64(key + block * 0x9e3779b97f4a7c15ull);
-			}
-			b[i] = (unsigned char)(word >> (8 * (at % 8)));
-		}
-		return;
-	}
-}
-
 static bool word_char(char c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||

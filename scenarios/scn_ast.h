@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "scn_pattern.h" /* the patterns of fill and ==: the host agent's generator */
 #include "timer_opts.h"
 
 /* ---- Limits --------------------------------------------------------------- */
@@ -156,7 +157,7 @@ enum scn_verb {
 	SCN_V_CLOSE,          /* close SOCK                          sock */
 	SCN_V_CLEANUP,        /* cleanup                             WSPCleanup */
 	SCN_V_CACHE_CALLBACK, /* cache-callback RANGE                local */
-	SCN_V_MUNMAP,         /* munmap RANGE                        local */
+	SCN_V_MUNMAP,         /* munmap NAME (a whole buffer)        local */
 	SCN_V_MMAP,           /* mmap BUF: a new mapping at the same address   local */
 	SCN_V_MREMAP,         /* mremap BUF SIZE                     local, size */
 	SCN_V_MADVISE,        /* madvise RANGE ADVICE                local, advice */
@@ -193,30 +194,6 @@ struct scn_range {
 	uint64_t off; /* SPAN, FROM, AT: first byte */
 	uint64_t end; /* SPAN: one past the last byte (end >= off, checked by the parser) */
 };
-
-/* A memory pattern: fill and compare. */
-enum scn_pattern_kind {
-	SCN_PAT_ZERO = 0, /* zero */
-	SCN_PAT_SEQ,      /* seq N: byte i is (N + i) & 0xff */
-	SCN_PAT_RANDOM,   /* random N: a generator seeded with N (and the scenario's seed) */
-	SCN_PAT_BYTE,     /* byte B: every byte B */
-};
-
-struct scn_pattern {
-	enum scn_pattern_kind kind;
-	uint64_t value; /* N or B (B <= 0xff) */
-};
-
-/*
- * The bytes of a pattern, for filling a buffer (the agent) and comparing
- * one (the runner) alike: len bytes into out, starting at byte off of the
- * pattern (a pattern starts at the first byte of the range it is written
- * against: `x[4KiB..] == seq 9` wants 9 at x[4KiB]).  random N depends on
- * N, the scenario's seed and the byte's offset only, so any piece of it can
- * be made on its own.
- */
-void scn_pattern_bytes(const struct scn_pattern *p, uint64_t seed, uint64_t off, void *out,
-		       size_t len);
 
 /* Access of a registration (WSPRegisterMemory / WSPRegisterRdmaMemory). */
 enum scn_access {

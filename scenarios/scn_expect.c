@@ -21,30 +21,31 @@
 
 /* ---- Patterns ------------------------------------------------------------------ */
 
-static const char *pattern_name(enum scn_pattern_kind k)
-{
-	return k == SCN_PAT_SEQ      ? "seq"
-	       : k == SCN_PAT_RANDOM ? "random"
-	       : k == SCN_PAT_BYTE   ? "byte"
-				     : "zero";
-}
-
 /* The argument the agent and the runner use: random data follows the
  * scenario's seed too, so that another seed gives other data. */
 static uint64_t pattern_arg(const struct scn_runner *r, const struct scn_pattern *p)
 {
-	if (p->kind == SCN_PAT_RANDOM)
-		return p->value ^ r->topo.seed * 0x9e3779b97f4a7c15ull;
-	return p->value;
+	if (p->kind == SCN_PATTERN_RANDOM)
+		return p->arg ^ r->topo.seed * 0x9e3779b97f4a7c15ull;
+	return p->arg;
+}
+
+/* Bytes first .. first + len - 1 of pattern p as the host agent fills them. */
+static void pattern_fill(const struct scn_runner *r, const struct scn_pattern *p, uint64_t first,
+			 void *buf, size_t len)
+{
+	struct scn_pattern as_filled = {.kind = p->kind, .arg = pattern_arg(r, p)};
+
+	scn_pattern_fill(&as_filled, first, buf, len);
 }
 
 void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
 		       size_t size)
 {
-	if (p->kind == SCN_PAT_ZERO)
+	if (p->kind == SCN_PATTERN_ZERO)
 		snprintf(buf, size, "zero");
 	else
-		snprintf(buf, size, "%s %llu", pattern_name(p->kind),
+		snprintf(buf, size, "%s %llu", scn_pattern_name(p->kind),
 			 (unsigned long long)pattern_arg(r, p));
 }
 
@@ -115,6 +116,77 @@ static int agent_sum(struct scn_rt_host *h, const char *buf, uint64_t off, uint6
 	}
 	*crc = (uint32_t)strtoul(val, NULL, 0);
 	return 0;
+}
+
+void scn_mem_forget(struct scn_rt_buf *b)
+{
+	for (size_t i = 0; i < b->nsnaps; i++)
+		free(b->snaps[i].bytes);
+	free(b->snaps);
+	b->snaps = NULL;
+	b->nsnaps = 0;
+	b->snap_lost = NULL;
+}
+
+void scn_mem_snapshot(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_buf *b,
+		      uint64_t off, uint64_t len)
+{
+	struct scn_rt_snap *grown, *sn;
+	char why[SCN_WHY_MAX];
+	uint8_t *bytes;
+	size_t keep = 0;
+
+	if (len > MEM_MAX || !b->host->agent || b->host->gone) {
+		b->snap_lost = st;
+		return;
+	}
+	bytes = malloc(len ? len : 1);
+	grown = bytes ? realloc(b->snaps, (b->nsnaps + 1) * sizeof(*grown)) : NULL;
+	if (!grown || scn_peek(r, b->host, b->name, off, len, bytes, why, sizeof(why))) {
+		free(bytes);
+		if (grown)
+			b->snaps = grown;
+		b->snap_lost = st;
+		return;
+	}
+	b->snaps = grown;
+	/* Older copies that the new one covers whole are of no more use. */
+	for (size_t i = 0; i < b->nsnaps; i++) {
+		sn = &b->snaps[i];
+		if (sn->off >= off && sn->off + sn->len <= off + len)
+			free(sn->bytes);
+		else
+			b->snaps[keep++] = *sn;
+	}
+	b->snaps[keep] = (struct scn_rt_snap){.st = st, .off = off, .len = len, .bytes = bytes};
+	b->nsnaps = keep + 1;
+}
+
+/*
+ * What b[off..off+len) should hold: its fill, overlaid by the copies taken
+ * after its host's writing steps, oldest first.  words names it: the fill
+ * pattern, or the line of the last step whose copy the range overlaps.
+ */
+static void mem_expected(const struct scn_runner *r, const struct scn_rt_buf *b, uint64_t off,
+			 uint64_t len, uint8_t *want, char *words, size_t size)
+{
+	const struct scn_rt_snap *sn, *last = NULL;
+	uint64_t from, to;
+
+	pattern_fill(r, &b->fill, off, want, len);
+	for (size_t i = 0; i < b->nsnaps; i++) {
+		sn = &b->snaps[i];
+		from = sn->off > off ? sn->off : off;
+		to = sn->off + sn->len < off + len ? sn->off + sn->len : off + len;
+		if (from >= to)
+			continue;
+		memcpy(want + (from - off), sn->bytes + (from - sn->off), to - from);
+		last = sn;
+	}
+	if (last)
+		snprintf(words, size, "what it held after line %u", last->st->loc.line);
+	else
+		scn_pattern_words(r, &b->fill, words, size);
 }
 
 static int mem_range(struct scn_runner *r, const struct scn_stmt *st, const char *host,
@@ -208,16 +280,21 @@ static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
 		break;
 	case SCN_MEM_UNCHANGED:
 		b = scn_rt_buf(r, m->range.name);
-		pat = b->fill;
-		scn_pattern_words(r, &pat, words, sizeof(words));
-		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), off, want,
-					  len);
+		if (b->snap_lost) {
+			scn_fail(r, st,
+				 "cannot tell whether %s changed: the runner could not keep a copy "
+				 "of it after line %u (over %llu bytes, or host %s gone)",
+				 m->range.name, b->snap_lost->loc.line, (unsigned long long)MEM_MAX,
+				 b->host->name);
+			rc = -EIO;
+			goto out;
+		}
+		mem_expected(r, b, off, len, want, words, sizeof(words));
 		break;
 	default:
 		pat = m->pattern;
 		scn_pattern_words(r, &pat, words, sizeof(words));
-		rc = scn_run_pattern_fill(pattern_name(pat.kind), pattern_arg(r, &pat), 0, want,
-					  len);
+		pattern_fill(r, &pat, 0, want, len);
 		break;
 	}
 	/* The agent's checksum first: a range that holds what is expected

@@ -262,7 +262,7 @@ uint64_t scn_fault_tick(struct scn_runner *r, uint64_t now, uint64_t *poll_ns)
 				next = f->heal_at_ns;
 		}
 		if (f->state == SCN_RF_ARMED && f->st->u.fault.end == SCN_FAULT_FOR_FRAMES) {
-			frames = 0;
+			frames = f->frames_before;
 			for (size_t k = 0; k < f->nlinks; k++) {
 				memset(&ls, 0, sizeof(ls));
 				scn_topo_link_stats(&r->topo, f->src[k], f->dst[k], &ls);
@@ -275,6 +275,33 @@ uint64_t scn_fault_tick(struct scn_runner *r, uint64_t now, uint64_t *poll_ns)
 		}
 	}
 	return next;
+}
+
+void scn_fault_rebase(struct scn_runner *r, bool renewed)
+{
+	struct fab_link_stats ls;
+	struct scn_rt_fault *f;
+	uint64_t hits;
+
+	for (size_t i = 0; i < r->nfaults; i++) {
+		f = &r->faults[i];
+		if (f->state != SCN_RF_ARMED)
+			continue;
+		for (size_t k = 0; k < f->nlinks; k++) {
+			if (renewed) {
+				f->hits0[k] = f->frames0[k] = 0;
+				continue;
+			}
+			memset(&ls, 0, sizeof(ls));
+			if (scn_topo_link_stats(&r->topo, f->src[k], f->dst[k], &ls))
+				continue;
+			hits = rule_hits(&ls, fault_fields(f));
+			f->hits += hits >= f->hits0[k] ? hits - f->hits0[k] : 0;
+			f->hits0[k] = hits;
+			f->frames_before += ls.tx.frames - f->frames0[k];
+			f->frames0[k] = ls.tx.frames;
+		}
+	}
 }
 
 void scn_fault_finish(struct scn_runner *r, bool check)

@@ -54,7 +54,7 @@
  *             | ( "deregister" | "deregister-rdma" ) NAME NAME
  *             | "write" NAME range range | "read" NAME range range [ "len" SIZE ]
  *             | ( "send" | "recv" ) NAME range | "close" NAME | "cleanup"
- *             | "cache-callback" range | "munmap" range | "mmap" NAME
+ *             | "cache-callback" range | "munmap" NAME | "mmap" NAME
  *             | ( "mremap" | "realloc" ) NAME SIZE | "madvise" range advice
  *             | "free" NAME | "fork" | "exit" N ;
  *   range     = NAME [ "[" SIZE ".." [ SIZE ] "]" | "[" SIZE "]" ] ;
@@ -494,21 +494,21 @@ static int get_range(struct parser *p, const char *what, bool at_ok, struct scn_
 static int get_pattern(struct parser *p, struct scn_pattern *pat)
 {
 	if (accept_word(p, "zero")) {
-		pat->kind = SCN_PAT_ZERO;
-		pat->value = 0;
+		pat->kind = SCN_PATTERN_ZERO;
+		pat->arg = 0;
 		return 0;
 	}
 	if (accept_word(p, "seq")) {
-		pat->kind = SCN_PAT_SEQ;
-		return get_u64(p, "the first byte of the sequence", UINT64_MAX, &pat->value);
+		pat->kind = SCN_PATTERN_SEQ;
+		return get_u64(p, "the sequence's number (0..0xffffffff)", UINT32_MAX, &pat->arg);
 	}
 	if (accept_word(p, "random")) {
-		pat->kind = SCN_PAT_RANDOM;
-		return get_u64(p, "the generator's seed", UINT64_MAX, &pat->value);
+		pat->kind = SCN_PATTERN_RANDOM;
+		return get_u64(p, "the generator's seed", UINT64_MAX, &pat->arg);
 	}
 	if (accept_word(p, "byte")) {
-		pat->kind = SCN_PAT_BYTE;
-		return get_u64(p, "a byte value (0..255, e.g. 0xAB)", 0xff, &pat->value);
+		pat->kind = SCN_PATTERN_BYTE;
+		return get_u64(p, "a byte value (0..255, e.g. 0xAB)", 0xff, &pat->arg);
 	}
 	return expected(p, "a pattern: zero, seq N, random N or byte B");
 }
@@ -1251,8 +1251,18 @@ static int parse_call(struct parser *p)
 			 ? -EINVAL
 			 : 0;
 		break;
-	case SCN_V_CACHE_CALLBACK:
-	case SCN_V_MUNMAP: rc = get_range(p, "a buffer", false, &c->local); break;
+	case SCN_V_CACHE_CALLBACK: rc = get_range(p, "a buffer", false, &c->local); break;
+	case SCN_V_MUNMAP:
+		/* The agent unmaps a buffer whole: a buffer is one mapping, and
+		 * madvise drops the pages of a part of it. */
+		t = peek(p);
+		rc = get_range(p, "a buffer", false, &c->local);
+		if (!rc && c->local.form != SCN_RANGE_WHOLE)
+			rc = err_at(p, t,
+				    "munmap unmaps a whole buffer: write 'munmap %s' (to drop "
+				    "the pages of a part, 'madvise %s[...] dontneed')",
+				    c->local.name, c->local.name);
+		break;
 	case SCN_V_MMAP:
 	case SCN_V_FREE: rc = get_name(p, "a buffer", c->local.name, NULL); break;
 	case SCN_V_MREMAP:

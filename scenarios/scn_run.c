@@ -647,14 +647,16 @@ static size_t unhex_blob(const char *text, uint8_t *b, size_t size)
 	return n;
 }
 
-/* Resolve a buffer range: offset and length, or fail the step. */
+/* The bytes range rg names in its buffer: 0, or an error after failing
+ * step st (or quietly when st is NULL). */
 static int range_of(struct scn_runner *r, const struct scn_stmt *st, const struct scn_range *rg,
 		    uint64_t *off, uint64_t *len)
 {
 	struct scn_rt_buf *b = scn_rt_buf(r, rg->name);
 
 	if (!b) {
-		scn_fail(r, st, "%s is not a buffer made by a `buffer` step", rg->name);
+		if (st)
+			scn_fail(r, st, "%s is not a buffer made by a `buffer` step", rg->name);
 		return -ENOENT;
 	}
 	switch (rg->form) {
@@ -664,6 +666,8 @@ static int range_of(struct scn_runner *r, const struct scn_stmt *st, const struc
 	case SCN_RANGE_AT: *off = rg->off, *len = rg->off <= b->size ? b->size - rg->off : 0; break;
 	}
 	if (*off > b->size || *len > b->size - *off) {
+		if (!st)
+			return -ERANGE;
 		scn_fail(r, st, "%s[%llu..%llu] lies outside buffer %s of %llu bytes", rg->name,
 			 (unsigned long long)*off, (unsigned long long)(*off + *len), rg->name,
 			 (unsigned long long)b->size);
@@ -842,6 +846,7 @@ static void op_side_effects(struct scn_runner *r, struct scn_rt_op *op, const st
 			b = &r->bufs[r->nbufs++];
 		if (!b)
 			break;
+		scn_mem_forget(b);
 		snprintf(b->name, sizeof(b->name), "%s", c->local.name);
 		b->host = op->host;
 		b->size = c->size;
@@ -927,6 +932,36 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 	return -EINVAL;
 }
 
+/*
+ * After a call ended: when it was one that writes into a buffer of its own
+ * host (recv, read, madvise, mmap, mremap, realloc), keep a copy of what
+ * it may have written, which `unchanged` wants from then on.
+ */
+static void snapshot_written(struct scn_runner *r, const struct scn_rt_op *op)
+{
+	const struct scn_call *c = &op->st->u.call;
+	struct scn_rt_buf *b = scn_rt_buf(r, c->local.name);
+	uint64_t off = 0, len;
+
+	if (!op->done || op->bad || !b || b->host != op->host)
+		return;
+	switch (c->verb) {
+	case SCN_V_RECV:
+	case SCN_V_READ:
+	case SCN_V_MADVISE:
+		if (range_of(r, NULL, &c->local, &off, &len))
+			return;
+		if (c->verb == SCN_V_READ && c->size && c->size < b->size - off)
+			len = c->size;
+		break;
+	case SCN_V_MMAP:
+	case SCN_V_MREMAP:
+	case SCN_V_REALLOC: len = b->size; break;
+	default: return;
+	}
+	scn_mem_snapshot(r, op->st, b, off, len);
+}
+
 static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	const struct scn_call *c = &st->u.call;
@@ -990,7 +1025,10 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 			return op_check(r, st, op, &st->result);
 		return 0;
 	}
-	return op_check(r, st, op, &st->result);
+	rc = op_check(r, st, op, &st->result);
+	if (!rc)
+		snapshot_written(r, op);
+	return rc;
 }
 
 /* ---- Other steps ------------------------------------------------------------------ */
@@ -1056,6 +1094,7 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct scn_nicd *n = scn_rt_nic(r, st->u.target);
 	char why[SCN_WHY_MAX];
+	unsigned renewals;
 	int rc;
 
 	if (!n) {
@@ -1072,11 +1111,15 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 				 n->name);
 			return -EBUSY;
 		}
+		renewals = r->topo.fab_renewals;
+		scn_fault_rebase(r, false);
 		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;
 		}
+		if (r->topo.fab_renewals != renewals)
+			scn_fault_rebase(r, true);
 		return 0;
 	}
 	if (rc)
@@ -1119,7 +1162,10 @@ static int wait_op_step(struct scn_runner *r, const struct scn_stmt *st)
 	rc = scn_loop_until(r, op_settled, (void *)(uintptr_t)i, scn_step_deadline(r, st));
 	if (rc)
 		return rc;
-	return op_check(r, st, &r->ops[i], &st->result);
+	rc = op_check(r, st, &r->ops[i], &st->result);
+	if (!rc)
+		snapshot_written(r, &r->ops[i]);
+	return rc;
 }
 
 struct exit_wait {
@@ -1415,6 +1461,8 @@ static void free_runner(struct scn_runner *r)
 	free(r->hosts);
 	free(r->ops);
 	free(r->descs);
+	for (size_t i = 0; i < r->nbufs; i++)
+		scn_mem_forget(&r->bufs[i]);
 	free(r->bufs);
 	free(r->handles);
 	free(r->faults);

@@ -82,12 +82,27 @@ struct scn_rt_desc {
 	size_t len;
 };
 
-/* A buffer of a host. */
+/* A copy of part of a buffer, taken right after a step of its host wrote
+ * there (scn_mem_snapshot). */
+struct scn_rt_snap {
+	const struct scn_stmt *st; /* the step */
+	uint64_t off, len;
+	uint8_t *bytes;
+};
+
+/*
+ * A buffer of a host, and what the runner expects it to hold: its fill,
+ * overlaid by the copies taken after the host's own steps that wrote into
+ * it, oldest first (what `unchanged` compares with).
+ */
 struct scn_rt_buf {
 	char name[SCN_NAME_MAX];
 	struct scn_rt_host *host;
 	uint64_t size;
 	struct scn_pattern fill; /* what it was filled with */
+	struct scn_rt_snap *snaps;
+	size_t nsnaps;
+	const struct scn_stmt *snap_lost; /* a step after which no copy could be taken */
 };
 
 /* A registration handle, by value: passed as a number to another host. */
@@ -121,6 +136,7 @@ struct scn_rt_fault {
 	uint64_t frames0[2];             /* FOR_FRAMES: link frames when armed */
 	uint64_t hits0[2];               /* the rule's counters when armed */
 	uint64_t hits;                   /* the rule's counter moves while armed */
+	uint64_t frames_before;          /* FOR_FRAMES: frames counted on an earlier fabric */
 	struct fab_link_config saved[2]; /* each link's configuration before arming */
 	bool ever_armed;
 };
@@ -204,6 +220,13 @@ uint64_t scn_fault_tick(struct scn_runner *r, uint64_t now, uint64_t *poll_ns);
 void scn_fault_finish(struct scn_runner *r, bool check);
 /* Apply the `link` statements of the set-up. */
 int scn_links_setup(struct scn_runner *r);
+/*
+ * Around a NIC's restart, which may replace the fabric (scn_topo_nic_start):
+ * before it (renewed false), add what the armed faults' link counters moved
+ * so far to their tallies and count from there; after a fabric was renewed
+ * (renewed true), count from zero, the new fabric's start.
+ */
+void scn_fault_rebase(struct scn_runner *r, bool renewed);
 
 /* ---- scn_expect.c -------------------------------------------------------- */
 
@@ -216,11 +239,18 @@ int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st);
 void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, char *buf,
 		       size_t size);
 
-/* Bytes first .. first + len - 1 of the pattern called name ("zero",
- * "byte", "seq", "random") with argument arg, as the host agent fills them
- * (scn_pattern.h, kept out of the headers that use the script's own
- * pattern type).  0 or -EINVAL. */
-int scn_run_pattern_fill(const char *name, uint64_t arg, uint64_t first, void *buf, size_t len);
+/*
+ * Host b->host's step st has written (or may have) b[off..off+len): a
+ * recv or read into it, madvise, mmap, mremap, realloc.  Keep a copy of
+ * those bytes as they are now, read through the agent, for `unchanged`.
+ * When no copy can be taken (too large, the host gone) later `unchanged`
+ * steps on b fail and say why.
+ */
+void scn_mem_snapshot(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_buf *b,
+		      uint64_t off, uint64_t len);
+
+/* Forget b's copies (a new fill, the runner's end). */
+void scn_mem_forget(struct scn_rt_buf *b);
 
 /* Read len bytes at off of host h's buffer b into out (peek in chunks).  0,
  * or -EIO with the agent's answer in why. */

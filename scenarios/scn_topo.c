@@ -104,9 +104,68 @@ struct scn_nicd *scn_topo_nic_addr(struct scn_topo *t, uint32_t addr)
 	return NULL;
 }
 
+/* Whether a and b describe the same fabric segment (one creation). */
+static bool same_fabric(struct fab *a, struct fab *b)
+{
+	struct fab_info ia, ib;
+
+	return !fab_info(a, &ia) && !fab_info(b, &ib) && ia.created_ns == ib.created_ns &&
+	       ia.creator_pid == ib.creator_pid && ia.seed == ib.seed;
+}
+
+static int cap_run(struct scn_topo *t, char *why, size_t size);
+static void cap_halt(struct scn_capture *c);
+
+/*
+ * The fabric in t->dir is a new one (made when a NIC started while no NIC
+ * ran): carry over the configuration of every link between the scenario's
+ * NICs (the `link` lines and the faults armed), move the capture to the
+ * new tap, and use the new mapping from now on.  The link counters and
+ * frame numbers start again from zero.  0, or an error with why.
+ */
+static int fabric_renewed(struct scn_topo *t, struct fab *fresh, char *why, size_t size)
+{
+	struct fab_link_config cfg;
+	bool capturing = t->capture.running;
+	int rc;
+
+	/* The NICs not started yet get their ports now, so that their links
+	 * can be set (fab_port_claim); their `restart nic` joins them. */
+	for (size_t i = 0; i < t->nnics; i++) {
+		rc = fab_port_claim(fresh, t->nics[i].addr);
+		if (rc) {
+			snprintf(why, size, "cannot bind NIC %s on the new fabric: %s",
+				 t->nics[i].name, strerror(-rc));
+			fab_close(fresh);
+			return rc;
+		}
+	}
+	for (size_t i = 0; i < t->nnics; i++)
+		for (size_t j = 0; j < t->nnics; j++) {
+			if (i == j || fab_link_get(t->fab, t->nics[i].addr, t->nics[j].addr, &cfg))
+				continue;
+			rc =
+			    fab_link_set(fresh, t->nics[i].addr, t->nics[j].addr, &cfg, FAB_LF_ALL);
+			if (rc) {
+				snprintf(why, size,
+					 "cannot set link %s -> %s on the new fabric: %s",
+					 t->nics[i].name, t->nics[j].name, strerror(-rc));
+				fab_close(fresh);
+				return rc;
+			}
+		}
+	if (capturing)
+		cap_halt(&t->capture);
+	fab_close(t->fab);
+	t->fab = fresh;
+	t->fab_renewals++;
+	return capturing ? cap_run(t, why, size) : 0;
+}
+
 int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t size)
 {
 	struct cli_opts o;
+	struct fab *fresh;
 	pid_t pid = 0;
 	int rc;
 
@@ -139,15 +198,22 @@ int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t
 		snprintf(why, size, "pidfd_open of NIC %s: %s", n->name, strerror(errno));
 		return rc;
 	}
-	if (!t->fab) {
-		rc = fab_open(t->dir, &t->fab);
-		if (rc) {
-			snprintf(why, size, "cannot open the fabric in %s: %s", t->dir,
-				 strerror(-rc));
-			return rc;
-		}
+	/* The fabric as it is now: when no NIC was running, `nicsim up` made a
+	 * new one in place of the one the runner has mapped. */
+	rc = fab_open(t->dir, &fresh);
+	if (rc) {
+		snprintf(why, size, "cannot open the fabric in %s: %s", t->dir, strerror(-rc));
+		return rc;
 	}
-	return 0;
+	if (!t->fab) {
+		t->fab = fresh;
+		return 0;
+	}
+	if (same_fabric(t->fab, fresh)) {
+		fab_close(fresh);
+		return 0;
+	}
+	return fabric_renewed(t, fresh, why, size);
 }
 
 bool scn_topo_nic_reap(struct scn_nicd *n)
@@ -424,10 +490,44 @@ static void *cap_main(void *arg)
 	return NULL;
 }
 
-int scn_capture_start(struct scn_topo *t, char *why, size_t size)
+/* Attach the capture to t->fab's tap and start its thread. */
+static int cap_run(struct scn_topo *t, char *why, size_t size)
 {
 	struct scn_capture *c = &t->capture;
 	struct fab_cap_config cfg = {.copy_bytes = CAP_COPY_BYTES};
+	int rc;
+
+	atomic_store(&c->stop, 0);
+	rc = fab_cap_attach_cfg(t->fab, &cfg, &c->cap);
+	if (rc) {
+		snprintf(why, size, "cannot attach the capture to the fabric: %s", strerror(-rc));
+		return rc;
+	}
+	rc = pthread_create(&c->thread, NULL, cap_main, c);
+	if (rc) {
+		snprintf(why, size, "cannot start the capture thread: %s", strerror(rc));
+		return -rc;
+	}
+	c->running = true;
+	return 0;
+}
+
+/* End the capture thread after a last pass and detach from the tap; the
+ * files and the frames stay. */
+static void cap_halt(struct scn_capture *c)
+{
+	if (c->running) {
+		atomic_store(&c->stop, 1);
+		pthread_join(c->thread, NULL);
+		c->running = false;
+	}
+	fab_cap_detach(c->cap);
+	c->cap = NULL;
+}
+
+int scn_capture_start(struct scn_topo *t, char *why, size_t size)
+{
+	struct scn_capture *c = &t->capture;
 	char path[PATH_MAX + 32];
 	struct timespec mono, real;
 	int rc;
@@ -460,31 +560,14 @@ int scn_capture_start(struct scn_topo *t, char *why, size_t size)
 		snprintf(why, size, "eventfd: %s", strerror(-rc));
 		return rc;
 	}
-	rc = fab_cap_attach_cfg(t->fab, &cfg, &c->cap);
-	if (rc) {
-		snprintf(why, size, "cannot attach the capture to the fabric: %s", strerror(-rc));
-		return rc;
-	}
-	rc = pthread_create(&c->thread, NULL, cap_main, c);
-	if (rc) {
-		snprintf(why, size, "cannot start the capture thread: %s", strerror(rc));
-		return -rc;
-	}
-	c->running = true;
-	return 0;
+	return cap_run(t, why, size);
 }
 
 void scn_capture_stop(struct scn_topo *t)
 {
 	struct scn_capture *c = &t->capture;
 
-	if (c->running) {
-		atomic_store(&c->stop, 1);
-		pthread_join(c->thread, NULL);
-		c->running = false;
-	}
-	fab_cap_detach(c->cap);
-	c->cap = NULL;
+	cap_halt(c);
 	if (c->pcapng)
 		fclose(c->pcapng);
 	if (c->decisions)

@@ -91,6 +91,7 @@ struct scn_topo {
 	struct scn_nicd *nics;
 	size_t nnics;
 	struct scn_capture capture;
+	unsigned fab_renewals; /* times a restart found a new fabric (scn_topo_nic_start) */
 };
 
 /* Make the private run directory (t->dir).  Returns 0 or a negative errno. */
@@ -99,8 +100,14 @@ int scn_topo_make_dir(struct scn_topo *t, char *why, size_t size);
 /*
  * Start NIC n in t->dir with its options (creating the fabric with t->seed
  * if it is the first NIC running), and open the fabric if t->fab is NULL.
- * Returns 0 or a negative errno with why filled in (the tool's own message
- * goes to stderr).
+ * A NIC started again while no other NIC runs (`restart nic` after every
+ * NIC was killed) finds a new fabric, made by `nicsim up` with the same
+ * seed: the runner then maps it instead of the old one, sets every link
+ * between the scenario's NICs as it was on the old one (initial settings
+ * and armed faults), moves the capture to its tap (same files, same list
+ * of frames) and counts t->fab_renewals up; link counters and frame numbers
+ * on the links start again from zero.  Returns 0 or a negative errno with
+ * why filled in (the tool's own message goes to stderr).
  */
 int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t size);
 

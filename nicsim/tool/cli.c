@@ -19,7 +19,6 @@
 #include "nicsim_mgmt.h"
 #include "opts.h"
 #include "nicsim_rundir.h"
-#include "scenario.h"
 
 #ifndef NICSIM_VERSION
 #define NICSIM_VERSION "unknown"
@@ -559,7 +558,20 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	return 0;
 }
 
-int cli_main(int argc, char **argv)
+int cli_command_at(int argc, char **argv, const char *cmd)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], cmd))
+			return i;
+		if (argv[i][0] != '-' && strcmp(argv[i], "help"))
+			return 0;
+	}
+	return 0;
+}
+
+int cli_main(int argc, char **argv, int (*scenario)(int argc, char **argv))
 {
 	const struct cmd_spec *c;
 	struct cmdline cl;
@@ -572,8 +584,8 @@ int cli_main(int argc, char **argv)
 	if (cli_capture_cmd(argc, argv))
 		return cli_capture(argc, argv);
 	/* So has `scenario`. */
-	if (cli_scenario_cmd(argc, argv))
-		return cli_scenario(argc, argv);
+	if (scenario && cli_command_at(argc, argv, "scenario"))
+		return scenario(argc, argv);
 	rc = split_args(argc, argv, &cl);
 	if (rc)
 		return rc;

@@ -68,8 +68,21 @@ struct cli_opts {
 	pid_t *up_pids;
 };
 
-/* Run the nicsim tool; returns the exit status. */
-int cli_main(int argc, char **argv);
+/*
+ * Run the nicsim tool; returns the exit status.  scenario runs `nicsim
+ * scenario`, handed the whole command line: the scenario library's
+ * scn_cli_main (scn.h).  That library starts its NICs with cli_up, so this
+ * one does not link it and the nicsim program passes the entry in; NULL
+ * makes `scenario` an unknown command.
+ */
+int cli_main(int argc, char **argv, int (*scenario)(int argc, char **argv));
+
+/*
+ * The index in argv of the word cmd when it is the command of the command
+ * line (only options or `help` before it), else 0.  For the commands that
+ * parse their own command line.
+ */
+int cli_command_at(int argc, char **argv, const char *cmd);
 
 /* ---- Shared by cli.c and updown.c ---------------------------------------- */
 

@@ -80,6 +80,7 @@ struct agent_op {
 	struct sockaddr_in addr; /* connect: where to; accept: the peer */
 	SOCKET accepted;
 	int err;
+	bool closed;               /* a `close` of its socket came while it was pending */
 	char name[AGENT_NAME_MAX]; /* accept: the new socket's name */
 	pid_t pid;                 /* OP_FORK: the child, reaped by the thread */
 	int status;                /* OP_FORK: its wait status, or a negative errno */

@@ -46,12 +46,30 @@ void spi_startup(struct agent_req *r)
 	agent_ok_or_wsa(r, err, &err);
 }
 
+/*
+ * Closing a socket ends a blocking accept or connect on it with WSAEINTR,
+ * as Winsock ends a blocking call whose socket another thread closed.  The
+ * worker thread may not have entered the provider yet when the close comes
+ * (pending is answered just before its call, and the scheduler may hold it
+ * off for as long as it likes); its call then finds no socket (WSAENOTSOCK)
+ * or, after the last cleanup, no provider (WSANOTINITIALISED).  Both are
+ * the same event for the script, so every call pending when its socket was
+ * closed here is marked, and worker_done reports it as WSAEINTR whichever
+ * way the race went.  all: every socket (the last cleanup closed them).
+ */
+static void mark_closed(struct agent *a, SOCKET s, bool all)
+{
+	for (struct agent_op *op = a->ops; op; op = op->next)
+		if ((op->kind == OP_ACCEPT || op->kind == OP_CONNECT) && (all || op->s == s))
+			op->closed = true;
+}
+
 void spi_cleanup(struct agent_req *r)
 {
 	int err = 0, rc = WSPCleanup(&err);
 
-	if (!rc && r->a->startups > 0)
-		r->a->startups--;
+	if (!rc && r->a->startups > 0 && --r->a->startups == 0)
+		mark_closed(r->a, INVALID_SOCKET, true);
 	agent_ok_or_wsa(r, rc, &err);
 }
 
@@ -120,13 +138,18 @@ void spi_listen(struct agent_req *r)
 	agent_ok_or_wsa(r, WSPListen(s->s, (int)backlog, &err), &err);
 }
 
+/* WSPCloseSocket; what was pending on the socket ends (mark_closed). */
 void spi_close(struct agent_req *r)
 {
 	struct agent_sock *s = arg_sock(r, r->argv[0]);
-	int err = 0;
+	int err = 0, rc;
 
-	if (s)
-		agent_ok_or_wsa(r, WSPCloseSocket(s->s, &err), &err);
+	if (!s)
+		return;
+	rc = WSPCloseSocket(s->s, &err);
+	if (!rc)
+		mark_closed(r->a, s->s, false);
+	agent_ok_or_wsa(r, rc, &err);
 }
 
 /* ---- Accept and connect: a blocking call on a worker thread each ---------- */
@@ -547,6 +570,8 @@ static void worker_done(struct agent *a, struct agent_op *op)
 	int err = 0;
 
 	pthread_join(op->thread, NULL);
+	if (op->closed && (op->err == WSAENOTSOCK || op->err == WSANOTINITIALISED))
+		op->err = WSAEINTR; /* closed before its call began (mark_closed) */
 	if (op->err) {
 		agent_reply(a, op->id, "done err %s", nicsim_wsa_name(op->err));
 	} else if (op->kind == OP_CONNECT) {

@@ -8,6 +8,7 @@
  *                   each directory's files sorted by name
  *   scn_check_files parse and check each (nothing is started): every error
  *                   as "file:line:col: message" on err
+ *   scn_cli_main    `nicsim scenario`, the whole command line
  */
 #ifndef SCN_H
 #define SCN_H
@@ -45,5 +46,17 @@ void scn_files_free(struct scn_files *files);
  * or more have errors, -ENOMEM.
  */
 int scn_check_files(const struct scn_files *files, const struct scn_defines *defs, FILE *err);
+
+/*
+ * `nicsim scenario check|run ...`: argv is the nicsim tool's whole command
+ * line, whose command is `scenario` (or `help scenario`); its options come
+ * after the word `scenario`.  Returns the exit status: 0 every script is
+ * good (check) or every scenario passed (run), 1 a scenario failed, 2 a
+ * usage error or a script with errors (each printed as file:line:col:
+ * message on stderr).  The runner starts NICs with the tool's own code
+ * (cli_up), so the tool does not link this library: the nicsim program
+ * hands this function to cli_main.
+ */
+int scn_cli_main(int argc, char **argv);
 
 #endif /* SCN_H */

@@ -4,11 +4,12 @@
  * suite's private directory (TMPDIR points there, so the suite's guard ends
  * anything left behind).  Each test checks the runner's exit status and the
  * words of its report: a passing RDMA write, a memory expectation that
- * fails with a hex diff, a fault that never fired, a timeout that names the
- * wait, programs as hosts with a NIC restarted, SIGTERM mid-scenario leaving no process and no run directory, the
- * process of a scenario killed outright leaving no process either, the
- * shapes of TAP and JUnit, and two runs with one seed making the same fault
- * decisions.
+ * fails with a hex diff, `unchanged` after the host's own writes, a fault
+ * that never fired, a timeout that names the wait, programs as hosts with
+ * a NIC restarted, every NIC restarted (a new fabric), SIGTERM
+ * mid-scenario leaving no process and no run directory, the process of a
+ * scenario killed outright leaving no process either, the shapes of TAP
+ * and JUnit, and two runs with one seed making the same fault decisions.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -128,6 +129,39 @@ static void test_write_passes(void)
 	OUT_HAS("1 scenario: 1 passed, 0 failed");
 }
 
+/*
+ * `unchanged` wants what the host's own steps left: the bytes a recv and a
+ * madvise wrote count as written, while a peer's RDMA write outside what
+ * the script expects is a change.
+ */
+static void test_unchanged_follows_own_writes(void)
+{
+	char path[P], at[W];
+
+	write_file("unchanged.scn",
+		   "# unchanged follows the host's own writes\n"
+		   "seed 3\n" TWO_HOSTS "h1: register c1 x -> hx\n"
+		   "h1: recv c1 x[0..100] -> r1 &\n"
+		   "h2: send t y[0..100]\n"
+		   "wait r1\n"
+		   "expect h1 x unchanged\n"
+		   "expect h1 x[0..100] == h2 y[0..100]\n"
+		   "h1: buffer z 64KiB fill seq 5\n"
+		   "h1: madvise z[60KiB..64KiB] dontneed\n"
+		   "expect h1 z unchanged\n"
+		   "h2: write t y[0..4KiB] d[4KiB]\n"
+		   "expect h1 x[8KiB..] unchanged\n"
+		   "expect h1 x[4KiB..8KiB] unchanged\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 1);
+	OUT_HAS("ok   line 25   expect h1 x unchanged");
+	OUT_HAS("ok   line 29   expect h1 z unchanged");
+	OUT_HAS("ok   line 31   expect h1 x[8KiB..] unchanged");
+	snprintf(at, sizeof(at), "%s:32: expect h1 x[4KiB..8KiB] unchanged\n", path);
+	OUT_HAS(at);
+	OUT_HAS("h1 x[4096..8192] does not hold zero");
+}
+
 static void test_memory_diff(void)
 {
 	char path[P], at[W];
@@ -213,6 +247,7 @@ static void test_programs_and_nics(void)
 		 "--iters 100 --rdma-size 64K\"\n"
 		 "host h1 on a\n"
 		 "start srv\n"
+		 "wait counter a.cmd_conn >= 1 within 10s\n" /* it listens */
 		 "h1: startup\n"
 		 "start cli\n"
 		 "wait cli exit 0 within 30s\n"
@@ -231,16 +266,64 @@ static void test_programs_and_nics(void)
 		 pp, pp);
 	write_file("programs.scn", text, path, sizeof(path));
 	NST_EQ(SCN(path, "-v"), 1);
-	OUT_HAS("ok   line 12   wait cli exit 0 within 30s");
-	OUT_HAS("ok   line 17   wait h3 exit 3 within 5s");
-	OUT_HAS("ok   line 21   restart nic b");
+	OUT_HAS("ok   line 13   wait cli exit 0 within 30s");
+	OUT_HAS("ok   line 18   wait h3 exit 3 within 5s");
+	OUT_HAS("ok   line 22   restart nic b");
 	/* A NIC started again counts from zero. */
-	OUT_HAS("ok   line 22   expect counter b.conn_established == 0");
-	snprintf(want, sizeof(want), "%s:24: wait srv output \"never printed\" within 300ms\n",
+	OUT_HAS("ok   line 23   expect counter b.conn_established == 0");
+	snprintf(want, sizeof(want), "%s:25: wait srv output \"never printed\" within 300ms\n",
 		 path);
 	OUT_HAS(want);
 	OUT_HAS("program srv wrote no line containing \"never printed\"");
 	OUT_HAS("prog-cli.log prog-srv.log");
+}
+
+/*
+ * Every NIC killed, then started again: the first to start makes a new
+ * fabric.  The runner maps it, sets its links as they were (a `link` line
+ * and a fault armed before the kills), and captures from it: both rules
+ * drop a frame of the new fabric, which decisions.log records, and the
+ * frames are seen on the wire.
+ */
+static void test_every_nic_restarted(void)
+{
+	char path[P], text[2048], dir[D], file[2 * D], log[4096];
+	const char *pp = nst_bin("nicsim-pingpong");
+
+	snprintf(text, sizeof(text),
+		 "# every NIC restarted\n"
+		 "seed 8\n"
+		 "nic a 198.18.0.1\n"
+		 "nic b 198.18.0.2\n"
+		 "link b -> a drop-nth 2\n"
+		 "program srv on a \"%s --server --addr ${a.addr} --port 7610\"\n"
+		 "program cli on b \"%s --client --peer ${a.addr} --addr ${b.addr} --port 7610 "
+		 "--iters 20\"\n"
+		 "fault f1 a -> b drop-nth 3\n"
+		 "kill nic a\n"
+		 "kill nic b\n"
+		 "restart nic a\n"
+		 "restart nic b\n"
+		 "start srv\n"
+		 "wait counter a.cmd_conn >= 1 within 10s\n" /* it listens */
+		 "start cli\n"
+		 "wait cli exit 0 within 30s\n"
+		 "wait srv exit 0 within 10s\n"
+		 "expect frames a -> b count >= 3\n"
+		 "expect frames b -> a count >= 2\n",
+		 pp, pp);
+	write_file("renewed.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path, "-v", "--keep"), 0);
+	OUT_HAS("ok   line 12   restart nic b");
+	OUT_HAS("ok   line 19   expect frames b -> a count >= 2");
+	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
+	snprintf(file, sizeof(file), "%s/decisions.log", dir);
+	NST_REQUIRE(read_all(file, log, sizeof(log)));
+	NST_CHECK_(strstr(log, "198.18.0.2 -> 198.18.0.1 frame 1: dropped") != NULL, CU_FALSE,
+		   "decisions.log: %.400s", log);
+	NST_CHECK_(strstr(log, "198.18.0.1 -> 198.18.0.2 frame 2: dropped") != NULL, CU_FALSE,
+		   "decisions.log: %.400s", log);
+	nst_rmtree(dir);
 }
 
 /* Every process whose environment names dir (the agents), and the NICs of
@@ -498,9 +581,11 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"write_passes", test_write_passes},
 	    {"memory_diff", test_memory_diff},
+	    {"unchanged_follows_own_writes", test_unchanged_follows_own_writes},
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
+	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},

@@ -282,12 +282,12 @@ static void test_every_statement(void)
 	NST_EQ(st->u.call.verb, SCN_V_BUFFER);
 	STR_EQ(st->name, "x");
 	NST_EQ_U(st->u.call.size, 1u << 20);
-	NST_EQ(st->u.call.fill.kind, SCN_PAT_SEQ);
-	NST_EQ_U(st->u.call.fill.value, 7);
+	NST_EQ(st->u.call.fill.kind, SCN_PATTERN_SEQ);
+	NST_EQ_U(st->u.call.fill.arg, 7);
 	NST_TRUE(!st->u.call.use_malloc);
 	st = next(s, &i, SCN_CALL);
-	NST_EQ(st->u.call.fill.kind, SCN_PAT_BYTE);
-	NST_EQ_U(st->u.call.fill.value, 0xab);
+	NST_EQ(st->u.call.fill.kind, SCN_PATTERN_BYTE);
+	NST_EQ_U(st->u.call.fill.arg, 0xab);
 	NST_TRUE(st->u.call.use_malloc);
 	st = next(s, &i, SCN_CALL);
 	NST_EQ(st->u.call.verb, SCN_V_REGISTER);
@@ -303,7 +303,7 @@ static void test_every_statement(void)
 	NST_EQ(st->u.call.verb, SCN_V_REGISTER_RDMA);
 	STR_EQ(st->name, "d");
 	st = next(s, &i, SCN_CALL);
-	NST_EQ(st->u.call.fill.kind, SCN_PAT_RANDOM);
+	NST_EQ(st->u.call.fill.kind, SCN_PATTERN_RANDOM);
 	st = next(s, &i, SCN_CALL);
 	NST_EQ(st->u.call.verb, SCN_V_WRITE);
 	NST_EQ_U(st->u.call.local.end, 65536);
@@ -387,7 +387,7 @@ static void test_every_statement(void)
 	NST_EQ(st->u.settle.filter.qpn, 17);
 	st = next(s, &i, SCN_EXPECT_MEM);
 	NST_EQ(st->u.mem.check, SCN_MEM_PATTERN);
-	NST_EQ(st->u.mem.pattern.kind, SCN_PAT_SEQ);
+	NST_EQ(st->u.mem.pattern.kind, SCN_PATTERN_SEQ);
 	st = next(s, &i, SCN_EXPECT_MEM);
 	NST_EQ(st->u.mem.check, SCN_MEM_PEER);
 	STR_EQ(st->u.mem.peer_host, "h2");
@@ -560,6 +560,11 @@ static const struct bad bads[] = {
      "bad.scn:1:6: bad number '12ab': expected a seed, a whole number without a unit"},
     {"number overflow", "seed 18446744073709551616\n",
      "bad.scn:1:6: number too large: 18446744073709551616 (at most 18446744073709551615)"},
+    {"seq over 32 bits", SETUP "h1: buffer x 4KiB fill seq 0x100000000\n",
+     "bad.scn:5:28: bad number '0x100000000': expected the sequence's number (0..0xffffffff)"},
+    {"munmap of a range", SETUP "h1: buffer x 8KiB\nh1: munmap x[0..4KiB]\n",
+     "bad.scn:6:12: munmap unmaps a whole buffer: write 'munmap x' (to drop the pages of a "
+     "part, 'madvise x[...] dontneed')"},
     {"size overflow", SETUP "h1: buffer x 17179869184GiB\n",
      "bad.scn:5:14: number too large: 17179869184GiB (at most 18446744073709551615)"},
     {"time without unit", "timeout 1000\n",
@@ -830,34 +835,20 @@ static void test_find_files(void)
 	scn_files_free(&f);
 }
 
-/* Patterns: the same bytes whether made whole or piece by piece. */
+/* The parser's patterns are the generator's (scn_pattern.h), the one the
+ * host agent fills buffers with: seq 7 names 7 in the high half of each
+ * 8-byte word. */
 static void test_patterns(void)
 {
-	struct scn_pattern seq = {SCN_PAT_SEQ, 250}, rnd = {SCN_PAT_RANDOM, 9};
-	struct scn_pattern byte = {SCN_PAT_BYTE, 0xab}, zero = {SCN_PAT_ZERO, 0};
-	unsigned char whole[64], part[64], other[64];
-	size_t i;
+	struct scn_pattern seq = {SCN_PATTERN_SEQ, 7};
+	uint8_t b[16];
 	int code = 0;
 
-	scn_pattern_bytes(&seq, 1, 0, whole, 8);
-	NST_EQ(whole[0], 250);
-	NST_EQ(whole[6], 0); /* wraps at 256 */
-	scn_pattern_bytes(&seq, 1, 4096, whole, 1);
-	NST_EQ(whole[0], (250 + 4096) & 0xff);
-	scn_pattern_bytes(&byte, 1, 7, whole, 3);
-	NST_TRUE(whole[0] == 0xab && whole[2] == 0xab);
-	scn_pattern_bytes(&zero, 1, 7, whole, 3);
-	NST_TRUE(whole[0] == 0 && whole[2] == 0);
-
-	scn_pattern_bytes(&rnd, 42, 0, whole, sizeof(whole));
-	scn_pattern_bytes(&rnd, 42, 3, part, 20);
-	scn_pattern_bytes(&rnd, 42, 23, part + 20, 41);
-	NST_TRUE(memcmp(whole + 3, part, 61) == 0);
-	scn_pattern_bytes(&rnd, 43, 0, other, sizeof(other));
-	NST_TRUE(memcmp(whole, other, sizeof(whole)) != 0);
-	for (i = 1; i < sizeof(whole) && whole[i] == whole[0]; i++)
-		;
-	NST_LT(i, sizeof(whole));
+	scn_pattern_fill(&seq, 0, b, sizeof(b));
+	NST_EQ(b[4], 7);
+	NST_EQ(b[8], 1);
+	NST_EQ(b[0], 0);
+	STR_EQ(scn_pattern_name(SCN_PATTERN_SEQ), "seq");
 
 	NST_EQ(scn_wsa_parse("WSAECONNRESET", &code), 0);
 	NST_EQ(code, 10054);

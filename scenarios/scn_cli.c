@@ -1,13 +1,11 @@
 /*
- * `nicsim scenario` (scenario.h): parse the command line, then call the
- * scenario library (scn.h).  Each subcommand is one entry of a table: its
+ * `nicsim scenario` (scn_cli_main in scn.h): parse the command line, then
+ * call the rest of the library.  Each subcommand is one entry of a table: its
  * name, its help, its options and the function that runs it with the paths,
  * the -D overrides and its options' values (struct scn_args).  The options
  * are parsed and listed in the help from the table, so a subcommand is one
  * function and one entry.
  */
-#include "scenario.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,26 +142,6 @@ static const struct scn_subcmd *find_subcmd(const char *name)
 		if (!strcmp(subcmds[i].name, name))
 			return &subcmds[i];
 	return NULL;
-}
-
-/* The index of the word `scenario` when it is the command (only options or
- * `help` before it), else 0. */
-static int scenario_word(int argc, char **argv)
-{
-	int i;
-
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "scenario"))
-			return i;
-		if (argv[i][0] != '-' && strcmp(argv[i], "help"))
-			return 0;
-	}
-	return 0;
-}
-
-bool cli_scenario_cmd(int argc, char **argv)
-{
-	return scenario_word(argc, argv) > 0;
 }
 
 /* A -D value: NAME=VALUE, NAME a word of the language. */
@@ -382,9 +360,9 @@ static int run_run(const struct scn_args *a)
 	return scn_run(a->paths, a->npaths, &o);
 }
 
-int cli_scenario(int argc, char **argv)
+int scn_cli_main(int argc, char **argv)
 {
-	int at = scenario_word(argc, argv), i;
+	int at = cli_command_at(argc, argv, "scenario"), i;
 	const struct scn_subcmd *c = NULL;
 	struct scn_args a = {0};
 	bool help = false;
