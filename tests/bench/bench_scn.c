@@ -169,7 +169,7 @@ static int suite_init(void)
 	const char *old = getenv("PATH");
 	FILE *f;
 
-	if (nst_tmpdir(tmp, sizeof(tmp), "bench-scn"))
+	if (nst_suite_dir(tmp, sizeof(tmp), "bench-scn", NST_TMP_ENV))
 		return -1;
 	snprintf(fixed_path, sizeof(fixed_path), "%s/fixed.scn", tmp);
 	f = fopen(fixed_path, "w");
@@ -180,15 +180,12 @@ static int suite_init(void)
 	/* The programs the scenarios start (nicsim-pingpong): this build's. */
 	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
 	snprintf(path, sizeof(path), "%s:%s", dirname(bin), old ? old : "/usr/bin:/bin");
-	if (setenv("PATH", path, 1))
-		return -1;
-	return setenv("TMPDIR", tmp, 1);
+	return setenv("PATH", path, 1);
 }
 
 static int suite_clean(void)
 {
-	nst_done_with_dir(tmp);
-	return 0;
+	return nst_suite_dir_done(tmp);
 }
 
 int main(int argc, char **argv)

@@ -163,17 +163,12 @@ static void test_usage(void)
 
 static int init(void)
 {
-	if (nst_tmpdir(tmp, sizeof(tmp), "scncheck") || chdir(tmp))
-		return -1;
-	return 0;
+	return nst_suite_dir(tmp, sizeof(tmp), "scncheck", NST_TMP_CWD);
 }
 
 static int clean(void)
 {
-	if (chdir("/"))
-		return -1;
-	nst_done_with_dir(tmp);
-	return 0;
+	return nst_suite_dir_done(tmp);
 }
 
 int main(int argc, char **argv)

@@ -307,16 +307,12 @@ static void test_tutorial_broken(void)
 
 static int suite_init(void)
 {
-	if (nst_tmpdir(tmp, sizeof(tmp), "scn-docs"))
-		return -1;
-	/* The runner's run directories go below ours. */
-	return setenv("TMPDIR", tmp, 1);
+	return nst_suite_dir(tmp, sizeof(tmp), "scn-docs", NST_TMP_ENV);
 }
 
 static int suite_clean(void)
 {
-	nst_done_with_dir(tmp);
-	return 0;
+	return nst_suite_dir_done(tmp);
 }
 
 int main(int argc, char **argv)

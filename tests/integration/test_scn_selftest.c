@@ -176,16 +176,12 @@ static void test_each_fails_as_stated(void)
 
 static int suite_init(void)
 {
-	if (nst_tmpdir(tmp, sizeof(tmp), "scn-selftest"))
-		return -1;
-	/* The runner's run directories (kept: they failed) go below ours. */
-	return setenv("TMPDIR", tmp, 1);
+	return nst_suite_dir(tmp, sizeof(tmp), "scn-selftest", NST_TMP_ENV);
 }
 
 static int suite_clean(void)
 {
-	nst_done_with_dir(tmp);
-	return 0;
+	return nst_suite_dir_done(tmp);
 }
 
 int main(int argc, char **argv)

@@ -371,6 +371,25 @@ void nst_done_with_dir(const char *dir)
 	fprintf(stderr, "test files kept in %s (NIC logs: nic-*.log)\n", dir);
 }
 
+int nst_suite_dir(char *buf, size_t size, const char *tag, unsigned how)
+{
+	if (nst_tmpdir(buf, size, tag))
+		return -1;
+	if ((how & NST_TMP_CWD) && chdir(buf))
+		return -1;
+	if ((how & NST_TMP_ENV) && setenv("TMPDIR", buf, 1))
+		return -1;
+	return 0;
+}
+
+int nst_suite_dir_done(const char *dir)
+{
+	if (chdir("/"))
+		return -1;
+	nst_done_with_dir(dir);
+	return 0;
+}
+
 const char *nst_bin(const char *name)
 {
 	static char path[PATH_MAX];

@@ -124,6 +124,17 @@ void nst_rmtree(const char *dir);
  * (logs, captures) and say where it is. */
 void nst_done_with_dir(const char *dir);
 
+/*
+ * A suite's private working directory: nst_tmpdir(tag) into buf, then, as
+ * how asks, made the current directory (NST_TMP_CWD) and the TMPDIR of this
+ * program and what it starts (NST_TMP_ENV: the scenario runner's run
+ * directories then go below it).  0, or -1.  nst_suite_dir_done undoes it
+ * at the suite's end: back to "/", then nst_done_with_dir.
+ */
+enum { NST_TMP_CWD = 1, NST_TMP_ENV = 2 };
+int nst_suite_dir(char *buf, size_t size, const char *tag, unsigned how);
+int nst_suite_dir_done(const char *dir);
+
 /* Path of a nicsim binary (nicsimd, nicsim, ...): $NICSIM_BIN_DIR or the build's bin/. */
 const char *nst_bin(const char *name);
 

@@ -173,13 +173,12 @@ static void test_junit(void)
 
 static int suite_init(void)
 {
-	return nst_tmpdir(tmp, sizeof(tmp), "scn-report") ? -1 : 0;
+	return nst_suite_dir(tmp, sizeof(tmp), "scn-report", 0);
 }
 
 static int suite_clean(void)
 {
-	nst_done_with_dir(tmp);
-	return 0;
+	return nst_suite_dir_done(tmp);
 }
 
 int main(int argc, char **argv)
