@@ -101,6 +101,7 @@
 #include "nicsim_mgmt.h"
 #include "opts.h"
 #include "scn_priv.h"
+#include "ws2san.h"
 
 /* More statements than this in one script (includes expanded) is an error:
  * it bounds the memory a hostile file can make the parser take. */
@@ -1355,8 +1356,13 @@ static int parse_desc(struct parser *p, const struct keyword *k)
 		break;
 	case SCN_DF_ACCESS:
 		if (peek(p)->type == SCN_TOK_WORD) {
+			/* The descriptor holds ws2san.h's MEM_* value. */
+			static const uint64_t mem[] = {[SCN_ACCESS_READWRITE] = MEM_READWRITE,
+						       [SCN_ACCESS_READ] = MEM_READ,
+						       [SCN_ACCESS_WRITE] = MEM_WRITE};
+
 			rc = get_access(p, &a);
-			d->value = (uint64_t)a;
+			d->value = rc ? 0 : mem[a];
 			break;
 		}
 		rc = get_u64(p, "an access value", UINT32_MAX, &d->value);

@@ -97,6 +97,8 @@ static const char every_stmt[] =
     "desc bad = d with rkey 0x1234\n"
     "desc late = d with va +4KiB\n"
     "desc cut = d truncated 16\n"
+    "desc ro = d with access read\n"
+    "desc rw = d with access readwrite\n"
     "fault f1 a -> b drop-nth 3 opcode RC_RDMA_WRITE_MIDDLE\n"
     "fault f2 a -> b loss 30% for 200ms\n"
     "fault f3 a <-> b down for 40 frames\n"
@@ -187,7 +189,7 @@ static void test_every_statement(void)
 	/* The only message: the fault at a time. */
 	NST_EQ(diag.errors, 0);
 	NST_EQ(diag.warnings, 1);
-	STR_EQ(diag.msg[0].text, "every.scn:43:1: warning: fault 'f5' starts at a time: timing "
+	STR_EQ(diag.msg[0].text, "every.scn:45:1: warning: fault 'f5' starts at a time: timing "
 				 "depends on the machine; prefer 'after NAME' (an event)");
 	STR_EQ(s->title, "A read-only registration refuses RDMA writes.");
 	NST_TRUE(s->seed_set);
@@ -337,6 +339,12 @@ static void test_every_statement(void)
 	st = next(s, &i, SCN_DESC);
 	NST_EQ(st->u.desc.field, SCN_DF_TRUNCATED);
 	NST_EQ_U(st->u.desc.value, 16);
+	/* An access written as a word is the descriptor's MEM_* value. */
+	st = next(s, &i, SCN_DESC);
+	NST_EQ(st->u.desc.field, SCN_DF_ACCESS);
+	NST_EQ_U(st->u.desc.value, 1);
+	st = next(s, &i, SCN_DESC);
+	NST_EQ_U(st->u.desc.value, 3);
 	st = next(s, &i, SCN_FAULT);
 	STR_EQ(st->name, "f1");
 	NST_EQ(st->u.fault.words.n, 4);
