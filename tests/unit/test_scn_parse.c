@@ -623,6 +623,8 @@ static const struct bad bads[] = {
      "bad.scn:7:11: 'c' is used before 'wait c' collects it (line 6 started it with '&')"},
     {"& without a name", SETUP "h1: socket -> s\nh1: accept s &\n",
      "bad.scn:6:1: '&' needs '-> NAME', so that a later 'wait NAME' collects the result"},
+    {"a socket without a name", SETUP "h1: socket = WSAENETDOWN\n",
+     "bad.scn:5:1: 'socket' makes a socket: name it with '-> NAME'"},
     {"& on a call that does not wait", SETUP "h1: startup &\n",
      "bad.scn:5:13: '&' is for calls that complete later (accept, connect, write, read, "
      "send, recv)"},
