@@ -35,6 +35,9 @@
 #define AGENT_CLOSE_MS 1000 /* an agent's end after its channel closes, then SIGKILL */
 #define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
 #define OUT_CHUNK 4096
+#define OUT_HEAD (1u << 20) /* a program's first output bytes kept */
+#define OUT_TAIL (1u << 20) /* and its latest */
+#define LOG_MAX (16u << 20) /* the most of a program's output its log keeps */
 
 /* ---- Small helpers --------------------------------------------------------- */
 
@@ -359,9 +362,13 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	 * `expect ... output` look at; its log keeps both runs. */
 	if (p->started) {
 		prog_end(p);
-		p->outlen = 0;
+		p->outlen = p->taillen = 0;
+		p->dropped = 0;
+		p->head_full = p->watch_hit = false;
 		if (p->out)
 			p->out[0] = '\0';
+		if (p->tail)
+			p->tail[0] = '\0';
 		p->exited = false;
 	}
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -399,11 +406,122 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	return 0;
 }
 
+/* Whether a line of text[0..len) contains o's text (or matches its ERE). */
+static bool text_has(const char *text, size_t len, const struct scn_output *o)
+{
+	const char *line = text, *end = text + len, *nl;
+	size_t tlen = strlen(o->text);
+	regex_t re;
+	char *copy;
+	bool found = false;
+
+	if (o->regex && regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
+		return false;
+	for (; line < end && !found; line = nl ? nl + 1 : end) {
+		nl = memchr(line, '\n', (size_t)(end - line));
+		if (!o->regex) {
+			found =
+			    memmem(line, (size_t)((nl ? nl : end) - line), o->text, tlen) != NULL;
+			continue;
+		}
+		copy = strndup(line, (size_t)((nl ? nl : end) - line));
+		found = copy && !regexec(&re, copy, 0, NULL, 0);
+		free(copy);
+	}
+	if (o->regex)
+		regfree(&re);
+	return found;
+}
+
+/* Append data[0..n) to a NUL-terminated buffer.  0 or -ENOMEM. */
+static int text_add(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
+{
+	char *bigger;
+	size_t ncap;
+
+	if (*len + n + 1 > *cap) {
+		ncap = (*len + n + 1) * 2;
+		bigger = realloc(*buf, ncap);
+		if (!bigger)
+			return -ENOMEM;
+		*buf = bigger;
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+/* Keep text[0..n) of program p's output: into its head until that is
+ * full (ending at a line's end where one is near), then into its tail,
+ * which is cut back to OUT_TAIL bytes (at a line's start) when it reaches
+ * twice that.  A line cut from the tail is matched against the output a
+ * `wait` step waits for first, so that no line goes unseen. */
+static void prog_keep(struct scn_rt_prog *p, const char *text, size_t n)
+{
+	const char *nl;
+	size_t take, cut;
+
+	if (!p->head_full) {
+		take = n < OUT_HEAD - p->outlen ? n : OUT_HEAD - p->outlen;
+		if (take < n) {
+			nl = memrchr(text, '\n', take);
+			if (nl)
+				take = (size_t)(nl - text) + 1;
+			p->head_full = true;
+		}
+		if (text_add(&p->out, &p->outlen, &p->outcap, text, take))
+			return;
+		text += take;
+		n -= take;
+	}
+	if (!n || text_add(&p->tail, &p->taillen, &p->tailcap, text, n))
+		return;
+	if (p->taillen < 2 * OUT_TAIL)
+		return;
+	cut = p->taillen - OUT_TAIL;
+	nl = memrchr(p->tail, '\n', cut);
+	if (nl)
+		cut = (size_t)(nl - p->tail) + 1;
+	if (p->watch && !p->watch_hit)
+		p->watch_hit = text_has(p->tail, cut, p->watch);
+	memmove(p->tail, p->tail + cut, p->taillen - cut + 1);
+	p->taillen -= cut;
+	p->dropped += cut;
+}
+
+/* Write n bytes of program p's output to its log, up to LOG_MAX bytes in
+ * all; the first time it goes past, a line says so. */
+static void prog_log(struct scn_rt_prog *p, const char *data, size_t n)
+{
+	static const char cut[] = "\n[nicsim scenario: the output goes on past the log's "
+				  "16 MiB; the rest is not kept]\n";
+	size_t room = p->logged < LOG_MAX ? LOG_MAX - p->logged : 0;
+	size_t take = n < room ? n : room;
+
+	if (p->log_fd < 0)
+		return;
+	if (take && write(p->log_fd, data, take) < 0) {
+		close(p->log_fd);
+		p->log_fd = -1;
+		return;
+	}
+	p->logged += take;
+	if (take < n) {
+		if (!p->unlogged && write(p->log_fd, cut, sizeof(cut) - 1) < 0) {
+			close(p->log_fd);
+			p->log_fd = -1;
+		}
+		p->unlogged += n - take;
+	}
+}
+
 static void prog_read(struct scn_rt_prog *p)
 {
-	char chunk[OUT_CHUNK], *bigger;
+	char chunk[OUT_CHUNK], text[2 * OUT_CHUNK];
 	ssize_t n;
-	size_t ncap;
+	size_t len;
 
 	for (;;) {
 		n = read(p->out_fd, chunk, sizeof(chunk));
@@ -416,21 +534,18 @@ static void prog_read(struct scn_rt_prog *p)
 			}
 			return;
 		}
-		if (p->log_fd >= 0 && write(p->log_fd, chunk, (size_t)n) < 0) {
-			close(p->log_fd);
-			p->log_fd = -1;
+		prog_log(p, chunk, (size_t)n);
+		/* A NUL byte would end the kept text: keep it as "\0". */
+		len = 0;
+		for (ssize_t i = 0; i < n; i++) {
+			if (chunk[i]) {
+				text[len++] = chunk[i];
+			} else {
+				text[len++] = '\\';
+				text[len++] = '0';
+			}
 		}
-		if (p->outlen + (size_t)n + 1 > p->outcap) {
-			ncap = (p->outlen + (size_t)n + 1) * 2;
-			bigger = realloc(p->out, ncap);
-			if (!bigger)
-				return;
-			p->out = bigger;
-			p->outcap = ncap;
-		}
-		memcpy(p->out + p->outlen, chunk, (size_t)n);
-		p->outlen += (size_t)n;
-		p->out[p->outlen] = '\0';
+		prog_keep(p, text, len);
 	}
 }
 
@@ -479,6 +594,10 @@ out:
 		prog_read(p);
 	if (p->out_fd >= 0)
 		close(p->out_fd);
+	if (p->log_fd >= 0 && p->unlogged)
+		dprintf(p->log_fd, "[nicsim scenario: %llu bytes of output not kept]\n",
+			(unsigned long long)p->unlogged);
+	p->unlogged = 0;
 	if (p->log_fd >= 0)
 		close(p->log_fd);
 	if (p->pidfd >= 0)
@@ -1215,28 +1334,14 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 	return -EINVAL;
 }
 
-/* Whether program p wrote a line that contains text (or matches the ERE). */
+/* Whether program p wrote a line that contains text (or matches the ERE):
+ * in what is kept of its output, or in a line matched as it arrived. */
 static bool output_has(const struct scn_rt_prog *p, const struct scn_output *o)
 {
-	const char *line, *nl;
-	regex_t re;
-	char *copy;
-	bool found = false;
-
-	if (!p->out)
-		return false;
-	if (!o->regex)
-		return strstr(p->out, o->text) != NULL;
-	if (regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
-		return false;
-	for (line = p->out; *line && !found; line = nl ? nl + 1 : line + strlen(line)) {
-		nl = strchr(line, '\n');
-		copy = strndup(line, nl ? (size_t)(nl - line) : strlen(line));
-		found = copy && !regexec(&re, copy, 0, NULL, 0);
-		free(copy);
-	}
-	regfree(&re);
-	return found;
+	if (p->watch == o && p->watch_hit)
+		return true;
+	return (p->out && text_has(p->out, p->outlen, o)) ||
+	       (p->tail && text_has(p->tail, p->taillen, o));
 }
 
 static bool output_seen(struct scn_runner *r, void *arg)
@@ -1251,6 +1356,8 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 	const char *tail;
+	size_t len;
+	bool found;
 	int rc;
 
 	if (!p || !p->started) {
@@ -1258,23 +1365,35 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		return -ENOENT;
 	}
 	if (st->kind == SCN_WAIT_OUTPUT) {
+		p->watch = &st->u.output;
+		p->watch_hit = false;
 		rc = scn_loop_until(r, output_seen, (void *)st, scn_step_deadline(r, st));
-		if (rc && rc != -ETIMEDOUT)
+		if (rc && rc != -ETIMEDOUT) {
+			p->watch = NULL;
 			return rc;
+		}
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
-	if (output_has(p, &st->u.output))
+	found = output_has(p, &st->u.output);
+	p->watch = NULL;
+	if (found)
 		return 0;
 	scn_fail(r, st, "program %s wrote no line %s %s%s%s", p->decl->name,
 		 st->u.output.regex ? "matching" : "containing", st->u.output.regex ? "/" : "\"",
 		 st->u.output.text, st->u.output.regex ? "/" : "\"");
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "output: %s", st->u.output.text);
-	tail = p->out ? p->out : "";
-	if (strlen(tail) > 1500)
-		tail += strlen(tail) - 1500;
+	tail = p->taillen ? p->tail : p->out ? p->out : "";
+	len = strlen(tail);
+	if (len > 1500)
+		tail += len - 1500;
+	if (p->dropped)
+		scn_outcome_add(r->out->found, sizeof(r->out->found),
+				"output: %llu bytes of its middle not kept (the first and the "
+				"last MiB are)",
+				(unsigned long long)p->dropped);
 	scn_outcome_add(r->out->found, sizeof(r->out->found), "output%s: %s",
-			p->out && tail != p->out ? " (its end)" : "", *tail ? tail : "(nothing)");
+			p->taillen || len > 1500 ? " (its end)" : "", *tail ? tail : "(nothing)");
 	return -EINVAL;
 }
 
@@ -1450,8 +1569,10 @@ static void teardown(struct scn_runner *r, bool keep)
 
 static void free_runner(struct scn_runner *r)
 {
-	for (size_t i = 0; i < r->nprogs; i++)
+	for (size_t i = 0; i < r->nprogs; i++) {
 		free(r->progs[i].out);
+		free(r->progs[i].tail);
+	}
 	for (size_t i = 0; i < r->nmarks; i++) {
 		free(r->marks[i].stats);
 		free(r->marks[i].have);

@@ -54,8 +54,22 @@ struct scn_rt_prog {
 	int pidfd;
 	int out_fd; /* its stdout and stderr */
 	int log_fd; /* prog-NAME.log in the run directory */
-	char *out;  /* everything it wrote, NUL-terminated */
+	/* What it wrote, for `wait/expect P output` and the report: the first
+	 * SCN_OUT_HEAD bytes (out) and the latest SCN_OUT_TAIL or so (tail),
+	 * each NUL-terminated, a NUL byte it wrote kept as the two characters
+	 * "\\0" so that what follows stays visible; dropped counts the bytes
+	 * between the two that are no longer kept. */
+	char *out;
 	size_t outlen, outcap;
+	bool head_full;
+	char *tail;
+	size_t taillen, tailcap;
+	uint64_t dropped;
+	/* The output a `wait P output` step waits for: each line is matched
+	 * as it arrives, before it can be dropped (watch_hit). */
+	const struct scn_output *watch;
+	bool watch_hit;
+	uint64_t logged, unlogged; /* bytes written to its log, and cut from it */
 	bool started, exited;
 	int status;
 };

@@ -279,6 +279,52 @@ static void test_programs_and_nics(void)
 }
 
 /*
+ * A program that floods its output: the runner keeps its first and last
+ * MiB, its log stops at 16 MiB with a line saying so, a line from the
+ * dropped middle is still seen by the `wait` that waits for it as it
+ * arrives, and a NUL byte hides nothing after it.
+ */
+static void test_output_flood(void)
+{
+	char path[P], dir[D], file[2 * D], log[4096];
+	struct stat sb;
+	FILE *f;
+	long tail;
+
+	write_file("flood.scn",
+		   "# a program that floods its output\n"
+		   "nic a 198.18.0.1\n"
+		   "program p on a \"head -c 1 /dev/zero; echo ' after-nul'; "
+		   "yes flood | head -c 5000000; echo middle-mark; "
+		   "yes flood | head -c 20000000; echo end-mark\"\n"
+		   "start p\n"
+		   "wait p output \"middle-mark\" within 60s\n"
+		   "wait p exit 0 within 60s\n"
+		   "expect p output \"after-nul\"\n"
+		   "expect p output \"end-mark\"\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "--keep"), 0);
+	OUT_HAS("1 scenario: 1 passed, 0 failed");
+	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
+	snprintf(file, sizeof(file), "%s/prog-p.log", dir);
+	NST_REQUIRE(stat(file, &sb) == 0);
+	/* 16 MiB of output, the line that says it was cut, and the count. */
+	NST_CHECK_(sb.st_size > (16 << 20) && sb.st_size < (16 << 20) + 512, CU_FALSE,
+		   "prog-p.log holds %lld bytes, wanted 16 MiB and a note", (long long)sb.st_size);
+	f = fopen(file, "r");
+	NST_REQUIRE(f != NULL);
+	tail = sb.st_size > (long)sizeof(log) - 1 ? sb.st_size - (long)sizeof(log) + 1 : 0;
+	fseek(f, tail, SEEK_SET);
+	log[fread(log, 1, sizeof(log) - 1, f)] = '\0';
+	fclose(f);
+	NST_CHECK_(strstr(log, "the rest is not kept") != NULL, CU_FALSE, "log's end: %s",
+		   log + strlen(log) / 2);
+	NST_CHECK_(strstr(log, "bytes of output not kept") != NULL, CU_FALSE, "log's end: %s",
+		   log + strlen(log) / 2);
+	nst_rmtree(dir);
+}
+
+/*
  * Every NIC killed, then started again: the first to start makes a new
  * fabric.  The runner maps it, sets its links as they were (a `link` line
  * and a fault armed before the kills), and captures from it: both rules
@@ -581,6 +627,7 @@ int main(int argc, char **argv)
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
+	    {"output_flood", test_output_flood},
 	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
