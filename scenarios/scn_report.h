@@ -18,6 +18,7 @@
 
 #define SCN_OUT_TEXT 1024
 #define SCN_OUT_LONG 4096
+#define SCN_PGIDS_MAX 64  /* programs whose process groups the runner ends if the scenario dies */
 #define SCN_STEPS_MAX 512 /* steps recorded for -v and TAP subtests; later ones are counted */
 
 enum scn_status {
@@ -50,10 +51,13 @@ struct scn_outcome {
 	char notes[SCN_OUT_LONG];   /* notes printed whatever the result (settle, at +T) */
 	char work_dir[PATH_MAX];    /* the run directory, from the moment it exists */
 	bool complete;              /* the process running the scenario filled it all in */
-	char run_dir[PATH_MAX];     /* kept (failure or --keep); "" when removed */
-	char files[SCN_OUT_TEXT];   /* the artefacts in it: logs, capture, decisions (by name) */
-	uint32_t nsteps;            /* steps run */
-	uint32_t nrecs;             /* of them in recs */
+	/* The process groups of the programs running now (0: none), for the
+	 * runner to end if the process running the scenario dies first. */
+	int32_t pgids[SCN_PGIDS_MAX];
+	char run_dir[PATH_MAX];   /* kept (failure or --keep); "" when removed */
+	char files[SCN_OUT_TEXT]; /* the artefacts in it: logs, capture, decisions (by name) */
+	uint32_t nsteps;          /* steps run */
+	uint32_t nrecs;           /* of them in recs */
 	struct scn_step_rec recs[SCN_STEPS_MAX];
 };
 

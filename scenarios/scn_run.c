@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -343,7 +344,7 @@ static void host_drain(struct scn_runner *r, struct scn_rt_host *h)
 
 /* ---- Programs ------------------------------------------------------------------- */
 
-static void prog_end(struct scn_rt_prog *p);
+static void prog_end(struct scn_runner *r, struct scn_rt_prog *p);
 
 static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct scn_stmt *st)
 {
@@ -361,7 +362,7 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	/* Started again: its output from now on is what `wait ... output` and
 	 * `expect ... output` look at; its log keeps both runs. */
 	if (p->started) {
-		prog_end(p);
+		prog_end(r, p);
 		p->outlen = p->taillen = 0;
 		p->dropped = 0;
 		p->head_full = p->watch_hit = false;
@@ -399,6 +400,8 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	}
 	setpgid(pid, pid); /* both sides: whichever runs first */
 	p->pid = pid;
+	if ((size_t)(p - r->progs) < SCN_PGIDS_MAX)
+		r->out->pgids[p - r->progs] = pid;
 	p->pidfd = scn_pidfd_open(pid);
 	p->out_fd = pipefd[0];
 	fcntl(p->out_fd, F_SETFL, O_NONBLOCK);
@@ -564,7 +567,7 @@ static void prog_reap(struct scn_rt_prog *p)
 	p->pidfd = -1;
 }
 
-static void prog_end(struct scn_rt_prog *p)
+static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
 {
 	struct pollfd pf;
 	uint64_t deadline;
@@ -589,6 +592,8 @@ static void prog_end(struct scn_rt_prog *p)
 	}
 	/* What the group left behind (a command's own children). */
 	kill(-p->pid, SIGKILL);
+	if ((size_t)(p - r->progs) < SCN_PGIDS_MAX)
+		r->out->pgids[p - r->progs] = 0;
 out:
 	if (p->out_fd >= 0)
 		prog_read(p);
@@ -1563,7 +1568,7 @@ static void teardown(struct scn_runner *r, bool keep)
 		r->hosts[i].agent = NULL;
 	}
 	for (i = 0; i < r->nprogs; i++)
-		prog_end(&r->progs[i]);
+		prog_end(r, &r->progs[i]);
 	scn_topo_destroy(&r->topo, keep);
 }
 
@@ -1726,7 +1731,7 @@ struct job {
 	bool running, finished, printed;
 };
 
-static int child_main(struct job *j, const struct scn_run_opts *opts)
+static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t parent)
 {
 	sigset_t mask;
 	int sigfd;
@@ -1735,6 +1740,12 @@ static int child_main(struct job *j, const struct scn_run_opts *opts)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* The runner's death (SIGKILL) ends the scenario as SIGTERM does,
+	 * through its clean-up.  SIGTERM is blocked here, so it arrives on
+	 * sigfd; a runner that died before prctl is caught by getppid(). */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		kill(getpid(), SIGTERM);
 	run_scenario(j->script, opts, j->out, sigfd);
 	j->out->complete = true;
 	return j->out->status == SCN_PASSED ? 0 : 1;
@@ -1743,7 +1754,7 @@ static int child_main(struct job *j, const struct scn_run_opts *opts)
 static int job_start(struct job *j, const struct scn_run_opts *opts)
 {
 	int p[2];
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
@@ -1756,7 +1767,7 @@ static int job_start(struct job *j, const struct scn_run_opts *opts)
 	}
 	if (pid == 0) {
 		close(p[0]);
-		_exit(child_main(j, opts));
+		_exit(child_main(j, opts, parent));
 	}
 	close(p[1]);
 	j->pid = pid;
@@ -1768,8 +1779,9 @@ static int job_start(struct job *j, const struct scn_run_opts *opts)
 /*
  * The child that ran a scenario has exited (its pipe reached end of file).
  * One that died before the end (a crash, SIGKILL) left its report
- * unfinished: it says so, and the NICs it started, which are daemons of
- * their own, are stopped with `nicsim down`'s code (its agents had
+ * unfinished: it says so, the process groups of the programs it had
+ * running are killed, and the NICs it started, which are daemons of their
+ * own, are stopped with `nicsim down`'s code (its agents had
  * PR_SET_PDEATHSIG); the run directory is kept.
  */
 static void job_done(struct job *j)
@@ -1794,6 +1806,11 @@ static void job_done(struct job *j)
 		 "the process running this scenario (pid %d) ended before its end (wait status "
 		 "0x%x)",
 		 (int)j->pid, (unsigned)status);
+	for (size_t i = 0; i < SCN_PGIDS_MAX; i++)
+		if (o->pgids[i] > 0) {
+			kill(-o->pgids[i], SIGCONT);
+			kill(-o->pgids[i], SIGKILL);
+		}
 	if (!o->work_dir[0])
 		return;
 	memset(&down, 0, sizeof(down));

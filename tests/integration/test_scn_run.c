@@ -441,8 +441,24 @@ static bool scenario_running(void *arg)
 		closedir(d);
 	if (!s->dir[0])
 		return false;
-	s->n = pids_of(s->dir, s->pids, MAX_PIDS);
-	return s->n >= 4; /* two agents, two NICs */
+	s->n = pids_of(s->dir, s->pids, MAX_PIDS - 1); /* room for the runner's child */
+	return s->n >= 5;                              /* two agents, two NICs, a program */
+}
+
+static bool path_gone(void *arg)
+{
+	return access(arg, F_OK) != 0;
+}
+
+/* None of the processes of s runs any more. */
+static bool all_gone(void *arg)
+{
+	const struct started_run *s = arg;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (nst_pid_alive(s->pids[i]))
+			return false;
+	return true;
 }
 
 /* The child process of the runner that runs its one scenario. */
@@ -476,6 +492,8 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 		   "nic b 198.18.0.2\n"
 		   "host h1 on a\n"
 		   "host h2 on b\n"
+		   "program p on a \"sleep 60\"\n"
+		   "start p\n"
 		   "h1: startup\n"
 		   "h1: socket -> s\n"
 		   "h1: bind s a 7000\n"
@@ -496,13 +514,18 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 	}
 	NST_TRUE(nst_wait_until(scenario_running, s, START_MS, 10));
 	printf("\nrun dir %s, %zu processes in it\n", s->dir, s->n);
-	NST_REQUIRE_GE(s->n, (size_t)4);
-	victim = to_child ? runner_child(runner) : runner;
-	NST_REQUIRE_GT(victim, 0);
+	NST_REQUIRE_GE(s->n, (size_t)5);
+	/* The process running the scenario, too, must end. */
+	s->pids[s->n] = runner_child(runner);
+	NST_REQUIRE_GT(s->pids[s->n], 0);
+	victim = to_child ? s->pids[s->n] : runner;
+	s->n++;
 	NST_EQ(kill(victim, sig), 0);
 	status = nst_wait(runner, GONE_MS);
 	if (read_all(log, out, sizeof(out)))
 		printf("%s", out);
+	/* A runner killed outright leaves the ending to its child. */
+	nst_wait_until(all_gone, s, GONE_MS, 10);
 	for (size_t i = 0; i < s->n; i++)
 		NST_CHECK_(!nst_pid_alive(s->pids[i]), CU_FALSE, "pid %d is gone", (int)s->pids[i]);
 	return status;
@@ -533,6 +556,20 @@ static void test_killed_scenario_cleaned_up(void)
 	OUT_HAS("  kept: ");
 	NST_CHECK_(access(s.dir, F_OK) == 0, CU_FALSE, "%.400s is kept", s.dir);
 	nst_rmtree(s.dir);
+}
+
+/* The runner killed outright: the process running its scenario gets
+ * SIGTERM from the kernel and ends everything it started, and removes its
+ * run directory, as on SIGTERM. */
+static void test_killed_runner_cleaned_up(void)
+{
+	static struct started_run s;
+	int status = run_and_signal("kill-runner", SIGKILL, false, &s);
+
+	NST_CHECK_(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, CU_FALSE,
+		   "the runner was killed (wait status 0x%x)", (unsigned)status);
+	nst_wait_until(path_gone, s.dir, GONE_MS, 10);
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
 }
 
 static void test_tap_and_junit(void)
@@ -631,6 +668,7 @@ int main(int argc, char **argv)
 	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
+	    {"killed_runner_cleaned_up", test_killed_runner_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
 	    {"same_seed_same_decisions", test_same_seed_same_decisions},
 	    {NULL, NULL},
