@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -630,6 +631,7 @@ void scn_capture_ack(struct scn_topo *t)
 
 void scn_topo_destroy(struct scn_topo *t, bool keep)
 {
+	char lock[PATH_MAX];
 	struct scn_nicd *n;
 	size_t i;
 
@@ -661,8 +663,16 @@ void scn_topo_destroy(struct scn_topo *t, bool keep)
 	}
 	fab_close(t->fab);
 	t->fab = NULL;
-	if (t->dir[0] && !keep) {
-		fab_destroy_files(t->dir);
+	if (!t->dir[0])
+		return;
+	/* The NICs are stopped: the fabric segment (tens of MB), its FIFOs
+	 * and the run directory's lock serve no one any more, kept or not.
+	 * A kept directory holds only the artefacts (logs, capture,
+	 * decisions.log). */
+	fab_destroy_files(t->dir);
+	if (snprintf(lock, sizeof(lock), "%s/%s", t->dir, NIC_RUN_LOCK) < (int)sizeof(lock))
+		unlink(lock);
+	if (!keep) {
 		scn_rmtree(t->dir);
 		t->dir[0] = '\0';
 	}

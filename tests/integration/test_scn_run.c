@@ -278,6 +278,24 @@ static void test_programs_and_nics(void)
 	OUT_HAS("prog-cli.log prog-srv.log");
 }
 
+/* Whether dir holds no fabric segment, FIFO or lock (printing any). */
+static bool kept_only_artefacts(const char *dir)
+{
+	struct dirent *e;
+	bool clean = true;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d)))
+		if (!strcmp(e->d_name, "fabric.shm") || !strcmp(e->d_name, "nicsim.lock") ||
+		    strstr(e->d_name, ".bell")) {
+			printf("\n%s is still in %s\n", e->d_name, dir);
+			clean = false;
+		}
+	if (d)
+		closedir(d);
+	return d != NULL && clean;
+}
+
 /*
  * A program that floods its output: the runner keeps its first and last
  * MiB, its log stops at 16 MiB with a line saying so, a line from the
@@ -321,6 +339,8 @@ static void test_output_flood(void)
 		   log + strlen(log) / 2);
 	NST_CHECK_(strstr(log, "bytes of output not kept") != NULL, CU_FALSE, "log's end: %s",
 		   log + strlen(log) / 2);
+	/* A kept run directory holds the artefacts, not the fabric. */
+	NST_TRUE(kept_only_artefacts(dir));
 	nst_rmtree(dir);
 }
 
