@@ -53,6 +53,7 @@
 /* Defaults the language documents. */
 #define SCN_DEFAULT_TIMEOUT_NS (60ull * 1000000000ull) /* `timeout`: the whole scenario */
 #define SCN_DEFAULT_STEP_NS (10ull * 1000000000ull)    /* a step without `within` */
+#define SCN_TIME_MAX_NS (86400ull * 1000000000ull)     /* the longest time a script may write */
 
 /* ---- Where ---------------------------------------------------------------- */
 

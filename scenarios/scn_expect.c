@@ -556,7 +556,7 @@ static int frames_step(struct scn_runner *r, const struct scn_stmt *st)
 				"%s:%u: settle %.3f ms is a time-based step", st->loc.file,
 				st->loc.line, st->u.settle.ns / 1e6);
 		rc = scn_loop_until(r, NULL, NULL,
-				    scn_now_ns() + (uint64_t)((double)st->u.settle.ns * r->slow));
+				    scn_after_ns(scn_now_ns(), st->u.settle.ns, r->slow));
 		return rc == -ETIMEDOUT ? 0 : rc;
 	}
 	rc = frame_setup(r, st, f, &w.m);
@@ -577,7 +577,7 @@ static int frames_step(struct scn_runner *r, const struct scn_stmt *st)
 				"%s:%u: settle %.3f ms is a time-based step", st->loc.file,
 				st->loc.line, st->u.settle.ns / 1e6);
 		w.from = scn_capture_count(&r->topo); /* frames from now on */
-		until = scn_now_ns() + (uint64_t)((double)st->u.settle.ns * r->slow);
+		until = scn_after_ns(scn_now_ns(), st->u.settle.ns, r->slow);
 		rc = scn_loop_until(r, frame_seen, &w, until);
 		if (rc == -ETIMEDOUT) {
 			scn_capture_sync(&r->topo);

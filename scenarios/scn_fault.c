@@ -149,7 +149,7 @@ static void fault_arm(struct scn_runner *r, struct scn_rt_fault *f, uint64_t now
 	f->state = SCN_RF_ARMED;
 	f->ever_armed = true;
 	if (f->st->u.fault.end == SCN_FAULT_FOR_TIME)
-		f->heal_at_ns = now + (uint64_t)((double)f->st->u.fault.for_ns * r->slow);
+		f->heal_at_ns = scn_after_ns(now, f->st->u.fault.for_ns, r->slow);
 }
 
 static void fault_heal(struct scn_runner *r, struct scn_rt_fault *f)
@@ -211,7 +211,7 @@ int scn_fault_step(struct scn_runner *r, const struct scn_stmt *st)
 	case SCN_FAULT_NOW: fault_arm(r, f, scn_now_ns()); break;
 	case SCN_FAULT_AT:
 		/* `scn_check` warns that this is time-based. */
-		f->arm_at_ns = scn_now_ns() + (uint64_t)((double)fd->at_ns * r->slow);
+		f->arm_at_ns = scn_after_ns(scn_now_ns(), fd->at_ns, r->slow);
 		break;
 	case SCN_FAULT_AFTER: break;
 	}

@@ -448,8 +448,9 @@ static int get_time(struct parser *p, uint64_t *ns)
 	rc = num_scale(&n, units[i].ns, ns);
 	if (rc == -EDOM)
 		return err_at(p, t, "%s: finer than a nanosecond", t->text);
-	if (rc)
-		return err_at(p, t, "time too large: %s", t->text);
+	if (rc || *ns > SCN_TIME_MAX_NS)
+		return err_at(p, t, "time too large: %s (at most a day, 86400s, as --timeout)",
+			      t->text);
 	p->ti++;
 	return 0;
 }

@@ -83,10 +83,23 @@ void scn_fail(struct scn_runner *r, const struct scn_stmt *st, const char *fmt, 
 	scn_outcome_fail(r->out, at, st && st->text ? st->text : "", "%s", msg);
 }
 
+uint64_t scn_after_ns(uint64_t now, uint64_t ns, double slow)
+{
+	double v = (double)ns * slow;
+	uint64_t d;
+
+	/* 2^63 ns is some 292 years: past that (or NaN), never; below it the
+	 * conversion is defined, and the sum is checked against wrapping. */
+	if (!(v < 9.2e18))
+		return UINT64_MAX;
+	d = v > 0 ? (uint64_t)v : 0;
+	return d > UINT64_MAX - now ? UINT64_MAX : now + d;
+}
+
 uint64_t scn_step_deadline(const struct scn_runner *r, const struct scn_stmt *st)
 {
 	uint64_t ns = st->within_ns ? st->within_ns : SCN_DEFAULT_STEP_NS;
-	uint64_t d = scn_now_ns() + (uint64_t)((double)ns * r->slow);
+	uint64_t d = scn_after_ns(scn_now_ns(), ns, r->slow);
 
 	return d < r->deadline ? d : r->deadline;
 }
@@ -708,7 +721,7 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 				until = next;
 			if (r->counter_poll && r->counter_next_ns < until)
 				until = r->counter_next_ns;
-			if (poll_ns && now + poll_ns < until)
+			if (poll_ns && scn_after_ns(now, poll_ns, 1.0) < until)
 				until = now + poll_ns;
 			wait_ms = until > now ? (int64_t)((until - now + 999999) / 1000000) : 0;
 		}
@@ -1667,7 +1680,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	snprintf(out->title, sizeof(out->title), "%s", s->title);
 	r.t0 = scn_now_ns();
 	budget = opts->timeout_s > 0 ? (uint64_t)(opts->timeout_s * 1e9) : s->timeout_ns;
-	r.deadline = r.t0 + (uint64_t)((double)budget * r.slow);
+	r.deadline = scn_after_ns(r.t0, budget, r.slow);
 	if (opts->agent)
 		snprintf(r.agent_path, sizeof(r.agent_path), "%s", opts->agent);
 	else if (cli_find_program(AGENT_NAME, r.agent_path, sizeof(r.agent_path), exe_dir,

@@ -205,6 +205,10 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
  * --slow, never past the scenario's. */
 uint64_t scn_step_deadline(const struct scn_runner *r, const struct scn_stmt *st);
 
+/* now + ns * slow in ns, saturated at UINT64_MAX (never wrapping past it):
+ * the moment a scaled time bound ends. */
+uint64_t scn_after_ns(uint64_t now, uint64_t ns, double slow);
+
 /* Fail the scenario at statement st: "file:line", its text, and message. */
 void scn_fail(struct scn_runner *r, const struct scn_stmt *st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
