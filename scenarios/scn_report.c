@@ -355,12 +355,17 @@ int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_
 		     const struct scn_report_opts *ro)
 {
 	char dir[PATH_MAX], name[PATH_MAX], cwd[PATH_MAX], replay[PATH_MAX + 1024];
+	char tmp[PATH_MAX + 32];
 	size_t failed = 0;
 	double total = 0;
 	FILE *f;
 	int rc;
 
-	f = fopen(path, "we");
+	/* Written beside path and renamed over it: a reader (or a run that
+	 * dies half-way) never sees half a report. */
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "wxe");
 	if (!f)
 		return -errno;
 	if (!getcwd(cwd, sizeof(cwd)))
@@ -445,5 +450,9 @@ int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_
 	rc = ferror(f) ? -EIO : 0;
 	if (fclose(f) && !rc)
 		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
 	return rc;
 }

@@ -1848,6 +1848,33 @@ static void print_ready(struct job *jobs, size_t n, size_t *next, const struct s
 	}
 }
 
+/* Whether --junit FILE would overwrite a scenario: one of the files to
+ * run, or any existing .scn file (said on stderr). */
+static bool junit_clobbers(const char *junit, const struct scn_files *l)
+{
+	size_t len = strlen(junit);
+	struct stat js, ss;
+
+	if (stat(junit, &js) < 0)
+		return false;
+	for (size_t i = 0; i < l->n; i++)
+		if (!stat(l->path[i], &ss) && ss.st_dev == js.st_dev && ss.st_ino == js.st_ino) {
+			fprintf(stderr,
+				"nicsim scenario: --junit %s is the scenario file %s: the report "
+				"would overwrite it; name another file (e.g. report.xml)\n",
+				junit, l->path[i]);
+			return true;
+		}
+	if (len >= 4 && !strcmp(junit + len - 4, ".scn")) {
+		fprintf(stderr,
+			"nicsim scenario: --junit %s is a scenario file: the report would "
+			"overwrite it; name another file (e.g. report.xml)\n",
+			junit);
+		return true;
+	}
+	return false;
+}
+
 int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *opts)
 {
 	struct scn_report_opts ro = {.verbose = opts->verbose,
@@ -1880,6 +1907,10 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 	if (rc || !l.n) {
 		if (!rc)
 			fprintf(stderr, "nicsim scenario: no .scn file in the paths given\n");
+		status = 2;
+		goto out;
+	}
+	if (opts->junit && junit_clobbers(opts->junit, &l)) {
 		status = 2;
 		goto out;
 	}

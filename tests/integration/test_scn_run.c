@@ -626,6 +626,15 @@ static void test_tap_and_junit(void)
 	NST_CHECK_(strstr(xml, want) != NULL, CU_FALSE, "junit has %s", want);
 	NST_TRUE(strstr(xml, "<system-out>") != NULL);
 	NST_TRUE(strstr(xml, "[[ATTACHMENT|") != NULL && strstr(xml, "/capture.pcapng]]"));
+	/* The report never goes over a scenario: the one run, or another. */
+	NST_EQ(SCN(ok, "--junit", ok), 2);
+	OUT_HAS("the report would overwrite it; name another file");
+	NST_REQUIRE(read_all(ok, xml, sizeof(xml)));
+	NST_EQ(strcmp(xml, write_ok), 0);
+	NST_EQ(SCN(ok, "--junit", bad), 2);
+	OUT_HAS("is a scenario file: the report would overwrite it");
+	NST_REQUIRE(read_all(bad, xml, sizeof(xml)));
+	NST_TRUE(!strncmp(xml, "# a counter that does not move\n", 31));
 }
 
 static void test_same_seed_same_decisions(void)
