@@ -3,6 +3,7 @@
  * TPT, counters, refusals, frames (scn_run_priv.h).  Each failure says what
  * was expected and what was found, field by field.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,12 +702,27 @@ static const char *const reason_names[] = {
 #undef SCN_X_REASON
 };
 
+/* A reason as the language spells it: NIC_TPT_R_BAD_STATE is bad-state. */
+static const char *reason_word(uint32_t reason, char *buf, size_t size)
+{
+	const char *name;
+	size_t i;
+
+	if (reason >= sizeof(reason_names) / sizeof(reason_names[0]) || !size)
+		return "?";
+	name = reason_names[reason];
+	for (i = 0; name[i] && i + 1 < size; i++)
+		buf[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+	buf[i] = '\0';
+	return buf;
+}
+
 static int expect_refusal(struct scn_runner *r, const struct scn_stmt *st)
 {
 	const struct scn_refusal *rf = &st->u.refusal;
 	struct scn_nicd *n = scn_rt_nic(r, rf->nic), *from = NULL;
 	struct nic_mgmt_fault_rec *recs = NULL;
-	char addr[16];
+	char addr[16], word[SCN_NAME_MAX];
 	size_t count = 0;
 	int rc;
 
@@ -731,9 +747,7 @@ static int expect_refusal(struct scn_runner *r, const struct scn_stmt *st)
 	for (size_t i = 0; i < count && i < 8; i++)
 		scn_outcome_add(r->out->found, sizeof(r->out->found),
 				"refusal: reason %s, requester %s, key 0x%08x",
-				recs[i].reason < sizeof(reason_names) / sizeof(reason_names[0])
-				    ? reason_names[recs[i].reason]
-				    : "?",
+				reason_word(recs[i].reason, word, sizeof(word)),
 				recs[i].peer_addr
 				    ? fab_addr_format(recs[i].peer_addr, addr, sizeof(addr))
 				    : "local",

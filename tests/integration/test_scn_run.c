@@ -184,6 +184,24 @@ static void test_memory_diff(void)
 	OUT_HAS("--seed 3");
 }
 
+/* A refusal expected but not recorded: the report lists the ones the NIC
+ * recorded, their reasons spelt as the language spells them. */
+static void test_refusal_reason_spelling(void)
+{
+	char path[P];
+
+	write_file("refusal.scn",
+		   "# a refusal of another reason\n"
+		   "seed 11\n" TWO_HOSTS "desc forged = d with rkey 0x00001234\n"
+		   "h2: write t y[0..4KiB] forged[0] = WSAECONNRESET\n"
+		   "wait frame a -> b opcode ACK syndrome NAK-REMOTE-ACCESS within 5s\n"
+		   "expect refusal a reason bad-state from b\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	OUT_HAS("NIC a recorded no refusal bad-state from b");
+	OUT_HAS("refusal: reason stale-key, requester 198.18.0.2");
+}
+
 static void test_fault_never_fired(void)
 {
 	char path[P];
@@ -691,6 +709,7 @@ int main(int argc, char **argv)
 	    {"memory_diff", test_memory_diff},
 	    {"unchanged_follows_own_writes", test_unchanged_follows_own_writes},
 	    {"fault_never_fired", test_fault_never_fired},
+	    {"refusal_reason_spelling", test_refusal_reason_spelling},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
 	    {"output_flood", test_output_flood},
