@@ -379,6 +379,7 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 		p->outlen = p->taillen = 0;
 		p->dropped = 0;
 		p->head_full = p->watch_hit = false;
+		p->partlen = 0;
 		if (p->out)
 			p->out[0] = '\0';
 		if (p->tail)
@@ -422,17 +423,15 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	return 0;
 }
 
-/* Whether a line of text[0..len) contains o's text (or matches its ERE). */
-static bool text_has(const char *text, size_t len, const struct scn_output *o)
+/* Whether a line of text[0..len) contains o's text (or matches re, o's
+ * ERE compiled). */
+static bool text_match(const char *text, size_t len, const struct scn_output *o, const regex_t *re)
 {
 	const char *line = text, *end = text + len, *nl;
 	size_t tlen = strlen(o->text);
-	regex_t re;
 	char *copy;
 	bool found = false;
 
-	if (o->regex && regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
-		return false;
 	for (; line < end && !found; line = nl ? nl + 1 : end) {
 		nl = memchr(line, '\n', (size_t)(end - line));
 		if (!o->regex) {
@@ -441,11 +440,24 @@ static bool text_has(const char *text, size_t len, const struct scn_output *o)
 			continue;
 		}
 		copy = strndup(line, (size_t)((nl ? nl : end) - line));
-		found = copy && !regexec(&re, copy, 0, NULL, 0);
+		found = copy && !regexec(re, copy, 0, NULL, 0);
 		free(copy);
 	}
-	if (o->regex)
-		regfree(&re);
+	return found;
+}
+
+/* Whether a line of text[0..len) contains o's text (or matches its ERE). */
+static bool text_has(const char *text, size_t len, const struct scn_output *o)
+{
+	regex_t re;
+	bool found;
+
+	if (!o->regex)
+		return text_match(text, len, o, NULL);
+	if (regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
+		return false;
+	found = text_match(text, len, o, &re);
+	regfree(&re);
 	return found;
 }
 
@@ -469,16 +481,58 @@ static int text_add(char **buf, size_t *len, size_t *cap, const char *data, size
 	return 0;
 }
 
+/* Match text[0..n), a line or a piece of one, against the output being
+ * waited for. */
+static void prog_watch_text(struct scn_rt_prog *p, const char *text, size_t n)
+{
+	if (p->watch && !p->watch_hit && n)
+		p->watch_hit = text_match(text, n, p->watch, &p->watch_re);
+}
+
+/* Match each line that text[0..n) ends (with its start, kept in p->part
+ * from before) against the output being waited for, as it arrives, and
+ * keep the line not ended yet in p->part. */
+static void prog_watch(struct scn_rt_prog *p, const char *text, size_t n)
+{
+	const char *end = text + n, *nl;
+	size_t len, keep;
+
+	while (text < end) {
+		nl = memchr(text, '\n', (size_t)(end - text));
+		len = (size_t)((nl ? nl : end) - text);
+		if (p->partlen + len > sizeof(p->part)) {
+			/* Too long a line: its pieces are matched apart, and a
+			 * piece's end is kept to meet the next one. */
+			prog_watch_text(p, p->part, p->partlen);
+			p->partlen = 0;
+			if (len > sizeof(p->part)) {
+				prog_watch_text(p, text, len);
+				keep = nl ? 0 : sizeof(p->part) / 2;
+				text += len - keep;
+				len = keep;
+			}
+		}
+		memcpy(p->part + p->partlen, text, len);
+		p->partlen += len;
+		if (nl) {
+			prog_watch_text(p, p->part, p->partlen);
+			p->partlen = 0;
+		}
+		text += len + (nl != NULL);
+	}
+}
+
 /* Keep text[0..n) of program p's output: into its head until that is
  * full (ending at a line's end where one is near), then into its tail,
  * which is cut back to OUT_TAIL bytes (at a line's start) when it reaches
- * twice that.  A line cut from the tail is matched against the output a
- * `wait` step waits for first, so that no line goes unseen. */
+ * twice that.  Each line is matched first against the output a `wait`
+ * step waits for, so that none goes unseen. */
 static void prog_keep(struct scn_rt_prog *p, const char *text, size_t n)
 {
 	const char *nl;
 	size_t take, cut;
 
+	prog_watch(p, text, n);
 	if (!p->head_full) {
 		take = n < OUT_HEAD - p->outlen ? n : OUT_HEAD - p->outlen;
 		if (take < n) {
@@ -500,8 +554,6 @@ static void prog_keep(struct scn_rt_prog *p, const char *text, size_t n)
 	nl = memrchr(p->tail, '\n', cut);
 	if (nl)
 		cut = (size_t)(nl - p->tail) + 1;
-	if (p->watch && !p->watch_hit)
-		p->watch_hit = text_has(p->tail, cut, p->watch);
 	memmove(p->tail, p->tail + cut, p->taillen - cut + 1);
 	p->taillen -= cut;
 	p->dropped += cut;
@@ -1362,12 +1414,23 @@ static bool output_has(const struct scn_rt_prog *p, const struct scn_output *o)
 	       (p->tail && text_has(p->tail, p->taillen, o));
 }
 
+/* The end of a `wait P output`. */
+static void prog_unwatch(struct scn_rt_prog *p)
+{
+	if (p->watch && p->watch->regex)
+		regfree(&p->watch_re);
+	p->watch = NULL;
+}
+
 static bool output_seen(struct scn_runner *r, void *arg)
 {
 	const struct scn_stmt *st = arg;
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 
-	return output_has(p, &st->u.output) || (p->exited && p->out_fd < 0);
+	/* Each line was matched as it arrived: only the one not ended yet is
+	 * left to look at. */
+	return p->watch_hit || text_match(p->part, p->partlen, &st->u.output, &p->watch_re) ||
+	       (p->exited && p->out_fd < 0);
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1383,18 +1446,26 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		return -ENOENT;
 	}
 	if (st->kind == SCN_WAIT_OUTPUT) {
+		/* What it wrote before the wait, once; then each line as it
+		 * comes. */
+		if (st->u.output.regex &&
+		    regcomp(&p->watch_re, st->u.output.text, REG_EXTENDED | REG_NOSUB)) {
+			scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
+			return -EINVAL;
+		}
 		p->watch = &st->u.output;
 		p->watch_hit = false;
+		p->watch_hit = output_has(p, &st->u.output);
 		rc = scn_loop_until(r, output_seen, (void *)st, scn_step_deadline(r, st));
 		if (rc && rc != -ETIMEDOUT) {
-			p->watch = NULL;
+			prog_unwatch(p);
 			return rc;
 		}
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
 	found = output_has(p, &st->u.output);
-	p->watch = NULL;
+	prog_unwatch(p);
 	if (found)
 		return 0;
 	scn_fail(r, st, "program %s wrote no line %s %s%s%s", p->decl->name,

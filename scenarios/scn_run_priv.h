@@ -17,6 +17,7 @@
 #ifndef SCN_RUN_PRIV_H
 #define SCN_RUN_PRIV_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -66,9 +67,13 @@ struct scn_rt_prog {
 	size_t taillen, tailcap;
 	uint64_t dropped;
 	/* The output a `wait P output` step waits for: each line is matched
-	 * as it arrives, before it can be dropped (watch_hit). */
+	 * once, as it ends (watch_hit), the line not ended yet (part) at each
+	 * look; a line longer than part is matched in pieces. */
 	const struct scn_output *watch;
+	regex_t watch_re; /* its ERE compiled, if it has one */
 	bool watch_hit;
+	char part[4096];
+	size_t partlen;
 	uint64_t logged, unlogged; /* bytes written to its log, and cut from it */
 	bool started, exited;
 	int status;

@@ -334,7 +334,7 @@ static void test_output_flood(void)
 		   "yes flood | head -c 5000000; echo middle-mark; "
 		   "yes flood | head -c 20000000; echo end-mark\"\n"
 		   "start p\n"
-		   "wait p output \"middle-mark\" within 60s\n"
+		   "wait p output /middle-mark$/ within 60s\n"
 		   "wait p exit 0 within 60s\n"
 		   "expect p output \"after-nul\"\n"
 		   "expect p output \"end-mark\"\n",
