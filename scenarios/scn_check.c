@@ -321,8 +321,8 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	/* Later steps can reach a socket, a handle or a host only by its name. */
 	if (!st->name[0] &&
 	    (makes == SCN_KIND_SOCKET || makes == SCN_KIND_HANDLE || makes == SCN_KIND_HOST))
-		error(c, st, NULL, "'%s' makes a %s: name it with '-> NAME'", scn_verb_name(k->verb),
-		      scn_kind_name(makes));
+		error(c, st, NULL, "'%s' makes a %s: name it with '-> NAME'",
+		      scn_verb_name(k->verb), scn_kind_name(makes));
 	if (k->verb == SCN_V_BUFFER) {
 		y = define(c, st, st->name, SCN_KIND_BUFFER);
 		if (y) {
