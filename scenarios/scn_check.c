@@ -16,6 +16,7 @@
  * warning (prefer events: a time depends on the machine's speed).
  */
 #include <errno.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -270,6 +271,24 @@ static void check_counter(struct checker *c, const struct scn_stmt *st, const st
 	      k->counter, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 }
 
+/* A /ERE/ that regcomp refuses is the script's error, not a line never seen. */
+static void check_regex(struct checker *c, const struct scn_stmt *st, const struct scn_output *o)
+{
+	char why[128];
+	regex_t re;
+	int rc;
+
+	if (!o->regex)
+		return;
+	rc = regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB);
+	if (!rc) {
+		regfree(&re);
+		return;
+	}
+	regerror(rc, &re, why, sizeof(why));
+	error(c, st, NULL, "/%s/ is not a valid extended regular expression: %s", o->text, why);
+}
+
 static void check_call(struct checker *c, const struct scn_stmt *st)
 {
 	const struct scn_call *k = &st->u.call;
@@ -446,7 +465,10 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 		break;
 	case SCN_WAIT_EXIT: use2(c, st, st->u.exit.target, SCN_KIND_PROGRAM, SCN_KIND_HOST); break;
 	case SCN_WAIT_OUTPUT:
-	case SCN_EXPECT_OUTPUT: use(c, st, st->u.output.target, SCN_KIND_PROGRAM); break;
+	case SCN_EXPECT_OUTPUT:
+		use(c, st, st->u.output.target, SCN_KIND_PROGRAM);
+		check_regex(c, st, &st->u.output);
+		break;
 	case SCN_WAIT_COUNTER:
 	case SCN_EXPECT_COUNTER: check_counter(c, st, &st->u.counter); break;
 	case SCN_WAIT_FRAME:

@@ -6,6 +6,7 @@
  * so that messages name files as "bad.scn".
  */
 #include <errno.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -676,6 +677,27 @@ static void test_bad_scripts(void)
 	}
 }
 
+/* A /ERE/ regcomp refuses is an error of the script, with regcomp's reason
+ * (the C library's words, so the test asks it for them). */
+static void test_bad_regex(void)
+{
+	static const char text[] = SETUP "program p on a \"true\"\nstart p\nexpect p output /[/\n";
+	char why[128], want[256];
+	struct scn_script *s = NULL;
+	regex_t re;
+	int rc = regcomp(&re, "[", REG_EXTENDED | REG_NOSUB);
+
+	NST_REQUIRE(rc != 0);
+	regerror(rc, &re, why, sizeof(why));
+	snprintf(want, sizeof(want),
+		 "bad.scn:7:1: /[/ is not a valid extended regular expression: %s", why);
+	write_file("bad.scn", text, strlen(text));
+	NST_EQ(parse_check("bad.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, want);
+	scn_script_free(s);
+}
+
 static void test_include_cycle_and_depth(void)
 {
 	struct scn_script *s = NULL;
@@ -889,6 +911,7 @@ int main(int argc, char **argv)
 	    {"numbers and units", test_numbers},
 	    {"bad scripts", test_bad_scripts},
 	    {"include cycle and depth", test_include_cycle_and_depth},
+	    {"a bad regular expression", test_bad_regex},
 	    {"a 10 MB line", test_long_line},
 	    {"many errors", test_many_errors},
 	    {"empty file and comments", test_empty_and_comments},
