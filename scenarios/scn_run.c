@@ -1437,8 +1437,10 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 	const char *tail;
+	uint64_t t0 = scn_now_ns();
+	char what[SCN_TEXT_MAX + 16];
 	size_t len;
-	bool found;
+	bool found, timed_out = false;
 	int rc;
 
 	if (!p || !p->started) {
@@ -1461,6 +1463,7 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 			prog_unwatch(p);
 			return rc;
 		}
+		timed_out = rc == -ETIMEDOUT;
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
@@ -1468,9 +1471,14 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	prog_unwatch(p);
 	if (found)
 		return 0;
-	scn_fail(r, st, "program %s wrote no line %s %s%s%s", p->decl->name,
-		 st->u.output.regex ? "matching" : "containing", st->u.output.regex ? "/" : "\"",
-		 st->u.output.text, st->u.output.regex ? "/" : "\"");
+	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
+		 st->u.output.regex ? "/" : "\"", st->u.output.text,
+		 st->u.output.regex ? "/" : "\"");
+	if (timed_out)
+		scn_fail(r, st, "timed out after %.3f s waiting for program %s to write a line %s",
+			 (double)(scn_now_ns() - t0) / 1e9, p->decl->name, what);
+	else
+		scn_fail(r, st, "program %s wrote no line %s", p->decl->name, what);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "output: %s", st->u.output.text);
 	tail = p->taillen ? p->tail : p->out ? p->out : "";
 	len = strlen(tail);
