@@ -589,27 +589,38 @@ static void child_end(pid_t pid, struct child_cap *c)
 		   "the capture process ended with status 0x%x", st);
 }
 
-static void test_lossless_waits_for_the_capture(void)
+/*
+ * Start the capture process c describes, send it sent frames of 4 KiB from
+ * A (B drains as they come), end it; how long the sends took.
+ */
+static uint64_t send_through_capture(struct child_cap *c, uint32_t sent)
 {
-	enum { SENT = 3000 };
-	struct child_cap *c = child_page();
 	uint64_t t0, took;
-	pid_t pid;
+	pid_t pid = nst_fork_ready(child_capture, c, 10000);
 
-	/* A capture that rests 1 ms after each pass, far slower than A: 3000
-	 * frames of 4 KiB are 12 MiB through a ring of 1 MiB. */
-	c->want = SENT;
-	c->pause_us = 1000;
-	pid = nst_fork_ready(child_capture, c, 10000);
 	NST_REQUIRE(pid > 0);
 	t0 = nst_now_ns();
-	for (uint32_t i = 0; i < SENT; i++) {
+	for (uint32_t i = 0; i < sent; i++) {
 		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
 		drain_b(0, 0);
 	}
 	took = nst_now_ns() - t0;
 	drain_b(0, 0);
 	child_end(pid, c);
+	return took;
+}
+
+static void test_lossless_waits_for_the_capture(void)
+{
+	enum { SENT = 3000 };
+	struct child_cap *c = child_page();
+	uint64_t took;
+
+	/* A capture that rests 1 ms after each pass, far slower than A: 3000
+	 * frames of 4 KiB are 12 MiB through a ring of 1 MiB. */
+	c->want = SENT;
+	c->pause_us = 1000;
+	took = send_through_capture(c, SENT);
 	printf("\n    %d frames of 4 KiB through a 1 MiB ring, capture resting 1 ms per pass: "
 	       "%.0f ms, %llu captured, %llu not captured\n",
 	       SENT, (double)took / 1e6, (unsigned long long)c->records,
@@ -626,8 +637,7 @@ static void test_slow_output_loses_nothing(void)
 {
 	enum { SENT = 400 };
 	struct child_cap *c = child_page();
-	uint64_t t0, took;
-	pid_t pid;
+	uint64_t took;
 
 	/* A capture whose output takes 5 ms a record: a ring full of 4 KiB
 	 * frames (about 250) is a pass of over a second, longer than the stall
@@ -635,15 +645,7 @@ static void test_slow_output_loses_nothing(void)
 	 * pass goes on, so A waits for it and nothing is left out. */
 	c->want = SENT;
 	c->rec_pause_us = 5000;
-	pid = nst_fork_ready(child_capture, c, 10000);
-	NST_REQUIRE(pid > 0);
-	t0 = nst_now_ns();
-	for (uint32_t i = 0; i < SENT; i++) {
-		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
-		drain_b(0, 0);
-	}
-	took = nst_now_ns() - t0;
-	child_end(pid, c);
+	took = send_through_capture(c, SENT);
 	printf("\n    %d frames of 4 KiB to a capture writing 200 frames/s: %.0f ms, %llu "
 	       "captured, %llu not captured\n",
 	       SENT, (double)took / 1e6, (unsigned long long)c->records,
