@@ -194,9 +194,14 @@ static int hello(struct mgmt_client *c, int64_t deadline)
 	int rc;
 
 	rc = send_by(c, &h, sizeof(h), deadline);
-	if (rc)
+	/* A NIC that refuses this process at once (another user's) answers
+	 * and closes before the hello arrives: its answer, still queued on
+	 * this socket, says why, where the failed send says only EPIPE. */
+	if (rc && rc != -ECONNRESET)
 		return rc;
 	n = recv_by(c, deadline);
+	if (n < 0 && rc)
+		return rc;
 	if (n < 0)
 		return (int)n;
 	if ((size_t)n != sizeof(*r))
