@@ -35,6 +35,7 @@
 
 #include "fab.h"
 #include "fab_addr.h"
+#include "mgmt_client.h"
 #include "nicsim_host.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
@@ -248,6 +249,30 @@ static int other_user_hellos(void *arg)
 	return ok == 2 ? 0 : 14;
 }
 
+/*
+ * In a child, as another user: the tool's management client is told DENIED
+ * every time, also when the NIC's answer and close beat its hello (a send
+ * that fails with EPIPE).  Exit code 0 when all of them were.
+ */
+static int other_user_tool_opens(void *arg)
+{
+	(void)arg;
+	if (become_other_user() < 0)
+		return 10;
+	for (int i = 0; i < 100; i++) {
+		struct mgmt_client c;
+		int rc = mgmt_client_open(&c, sock, WAIT_MS);
+
+		mgmt_client_close(&c);
+		if (rc != nic_status_errno(NIC_STATUS_DENIED) || c.status != NIC_STATUS_DENIED) {
+			fprintf(stderr, "open %d as uid %d: %d (%s), status %u; want DENIED\n", i,
+				NOBODY, rc, c.what ? c.what : "-", c.status);
+			return 11;
+		}
+	}
+	return 0;
+}
+
 static void test_nic_refuses_other_user(void)
 {
 	struct nic_stats before, after;
@@ -266,6 +291,21 @@ static void test_nic_refuses_other_user(void)
 	NST_EQ(after.attach_refused - before.attach_refused, 2);
 	NST_EQ(after.contexts, before.contexts);
 	NST_TRUE(count_lines(log_path, "runs as uid") >= 2);
+}
+
+/* Last of the suite: its hundred refusals use up the NIC's log allowance,
+ * which the tests above count lines of. */
+static void test_tool_told_denied(void)
+{
+	pid_t child;
+
+	if (geteuid() != 0) {
+		printf("\n    skipped: needs root to act as another user ");
+		return;
+	}
+	child = nst_fork(other_user_tool_opens, NULL);
+	NST_REQUIRE(child > 0);
+	NST_EQ(nst_wait(child, WAIT_MS * 10), 0);
 }
 
 /*
@@ -953,6 +993,7 @@ int main(int argc, char **argv)
 	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
 	    {"damaged_fabric_reported", test_damaged_fabric_reported},
 	    {"nicsimd_addr_and_help_words", test_nicsimd_addr_and_help_words},
+	    {"tool_told_denied", test_tool_told_denied},
 	    {NULL, NULL},
 	};
 
