@@ -117,10 +117,16 @@ int nicsim_run_dir(char *buf, size_t size)
 {
 	int err;
 
+	char why[NIC_RUN_WHY_MAX];
+
 	if (!buf || !size)
 		return WSAEFAULT;
 	err = nic_run_dir(buf, size, NULL);
-	return !err ? 0 : err == -ENAMETOOLONG ? WSAENOBUFS : WSAEINVAL;
+	if (err)
+		return err == -ENAMETOOLONG ? WSAENOBUFS : WSAEINVAL;
+	/* The provider searches no directory this check refuses. */
+	err = nic_run_dir_check(buf, why, sizeof(why));
+	return err == 0 || err == -ENOENT ? 0 : WSAEACCES;
 }
 
 /*

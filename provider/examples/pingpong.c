@@ -178,13 +178,22 @@ static void explain_bind(const char *addr, int err)
 {
 	char dir[256];
 	bool any = !strcmp(addr, "0.0.0.0");
+	int rd;
 
 	if (err != WSAEADDRNOTAVAIL) {
 		fprintf(stderr, "nicsim-pingpong: cannot bind to %s: %s (%d)\n", addr,
 			nicsim_wsa_name(err), err);
 		return;
 	}
-	if (nicsim_run_dir(dir, sizeof(dir)))
+	rd = nicsim_run_dir(dir, sizeof(dir));
+	/* The provider said why it refused the directory: no advice to
+	 * start NICs in it. */
+	if (rd == WSAEACCES) {
+		fprintf(stderr, "nicsim-pingpong: no usable run directory: choose another with "
+				"--dir or NICSIM_DIR\n");
+		return;
+	}
+	if (rd)
 		snprintf(dir, sizeof(dir), "(unresolvable run directory)");
 	fprintf(stderr,
 		"nicsim-pingpong: no NIC%s%s in %s\n"

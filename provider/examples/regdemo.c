@@ -60,8 +60,17 @@ static void fail(const char *what, int wsa)
 static void explain_bind(const struct demo *d, int wsa)
 {
 	char dir[256];
+	int err = nicsim_run_dir(dir, sizeof(dir));
 
-	if (nicsim_run_dir(dir, sizeof(dir)))
+	/* A run directory the provider refused (it said why) is no place
+	 * to start a NIC in: say so, not "start one". */
+	if (err == WSAEACCES) {
+		fprintf(stderr,
+			"nicsim-regdemo: no usable run directory: choose another with --dir "
+			"or NICSIM_DIR\n");
+		return;
+	}
+	if (err)
 		snprintf(dir, sizeof(dir), "(unresolvable run directory)");
 	if (wsa == WSAEADDRNOTAVAIL)
 		fprintf(stderr,

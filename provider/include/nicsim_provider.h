@@ -143,9 +143,12 @@ int nicsim_socket_error(SOCKET s, struct nicsim_socket_error *out);
 /*
  * The run directory the provider searches for NICs (see WSPStartupEx), as it
  * would resolve it now: for messages such as "no NIC in D".  Works before
- * WSPStartupEx too.  Returns 0, WSAEFAULT (buf NULL or size 0), WSAENOBUFS
- * (it does not fit in size bytes: PATH_MAX always suffices), or WSAEINVAL
- * (a relative $NICSIM_DIR and a working directory that cannot be read).
+ * WSPStartupEx too.  Returns 0, WSAEACCES (buf holds the directory, but the
+ * provider refuses to search it: another user owns it or may write to it,
+ * or it is not a directory; the provider said why on stderr), WSAEFAULT
+ * (buf NULL or size 0), WSAENOBUFS (it does not fit in size bytes: PATH_MAX
+ * always suffices), or WSAEINVAL (a relative $NICSIM_DIR and a working
+ * directory that cannot be read).
  */
 int nicsim_run_dir(char *buf, size_t size);
 

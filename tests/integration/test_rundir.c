@@ -336,6 +336,19 @@ static void check_refused(const char *dir, const char *why_text)
 	/* Named after the program it runs in, with advice that fits it. */
 	OUT_HAS("nicsim-regdemo: nicsim provider: run directory");
 	NST_TRUE(strstr(out, "set NICSIM_DIR") == NULL);
+	/* No advice to start a NIC in a directory the provider refused. */
+	NST_TRUE(strstr(out, "start one with") == NULL);
+	OUT_HAS("no usable run directory");
+	/* nicsim_run_dir() names it, and says it is refused. */
+	{
+		char old_dir[PATH_MAX], prov[PATH_MAX];
+		bool had_dir;
+
+		env_swap("NICSIM_DIR", dir, old_dir, sizeof(old_dir), &had_dir);
+		NST_EQ(nicsim_run_dir(prov, sizeof(prov)), WSAEACCES);
+		NST_EQ(strcmp(prov, dir), 0);
+		env_restore("NICSIM_DIR", old_dir, had_dir);
+	}
 }
 
 static void test_foreign_dir_refused(void)
