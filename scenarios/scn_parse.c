@@ -93,6 +93,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "fab.h"
 #include "fab_addr.h"
@@ -1949,11 +1950,44 @@ static char *dup_file_name(struct parser *p, const char *name)
 /* What read_file's error means. */
 static const char *read_error(int rc)
 {
-	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
+	if (rc == -EINVAL)
+		return "not a regular file";
+	if (rc == -ESPIPE)
+		return "not a regular file on a regular filesystem (a file of /proc or /sys "
+		       "shows a size that is not its length): copy it to a file first";
+	return strerror(-rc);
+}
+
+/* Filesystems whose files show a size (often 0) that is not what reading
+ * them gives: procfs, sysfs, debugfs, tracefs, configfs, securityfs,
+ * cgroup; <linux/magic.h>'s numbers. */
+static bool special_fs(int fd)
+{
+	static const unsigned long magic[] = {
+	    0x9fa0,     /* PROC_SUPER_MAGIC */
+	    0x62656572, /* SYSFS_MAGIC */
+	    0x64626720, /* DEBUGFS_MAGIC */
+	    0x74726163, /* TRACEFS_MAGIC */
+	    0x62656570, /* CONFIGFS_MAGIC */
+	    0x73636673, /* SECURITYFS_MAGIC */
+	    0x27e0eb,   /* CGROUP_SUPER_MAGIC */
+	    0x63677270, /* CGROUP2_SUPER_MAGIC */
+	};
+	struct statfs fs;
+	size_t i;
+
+	if (fstatfs(fd, &fs))
+		return false;
+	for (i = 0; i < ARRAY_SIZE(magic); i++)
+		if ((unsigned long)fs.f_type == magic[i])
+			return true;
+	return false;
 }
 
 /* Read a whole file into *data (malloc'ed); returns 0 or a negative errno:
- * -EINVAL for anything but a regular file, -EFBIG past SCN_FILE_MAX. */
+ * -EINVAL for anything but a regular file, -ESPIPE for a file of procfs,
+ * sysfs and the like (or one that holds more than its size says), -EFBIG
+ * past SCN_FILE_MAX. */
 static int read_file(const char *path, char **data, size_t *len)
 {
 	struct stat sb;
@@ -1972,6 +2006,12 @@ static int read_file(const char *path, char **data, size_t *len)
 	f = fopen(path, "rb");
 	if (!f)
 		return -errno;
+	/* Its size would say 0 while reading gives text: the scenario would
+	 * silently include nothing. */
+	if (special_fs(fileno(f))) {
+		fclose(f);
+		return -ESPIPE;
+	}
 	if (sb.st_size > (off_t)SCN_FILE_MAX) {
 		fclose(f);
 		return -EFBIG;
@@ -1985,6 +2025,8 @@ static int read_file(const char *path, char **data, size_t *len)
 	got = fread(buf, 1, (size_t)sb.st_size, f);
 	if (ferror(f))
 		rc = -EIO;
+	else if (got == (size_t)sb.st_size && fgetc(f) != EOF)
+		rc = -ESPIPE; /* more than its size says: not a file to trust */
 	fclose(f);
 	if (rc) {
 		free(buf);
