@@ -119,7 +119,7 @@ enum scn_stmt_kind {
 	SCN_WAIT_OP,      /* wait NAME [= R] [within T]           u.target, result */
 	SCN_WAIT_EXIT,    /* wait PROGRAM|HOST exit [CODE] [within T]  u.exit */
 	SCN_WAIT_OUTPUT,  /* wait PROGRAM output "TEXT"|/ERE/ [within T]  u.output */
-	SCN_WAIT_COUNTER, /* wait counter NIC.NAME CMP [within T]  u.counter */
+	SCN_WAIT_COUNTER, /* wait counter NIC.NAME [delta [from MARK]] CMP [within T]  u.counter */
 	SCN_WAIT_FRAME,   /* wait frame SRC -> DST FILTER... [within T]  u.frames */
 	SCN_SETTLE,       /* settle T [no frame SRC -> DST FILTER...]  u.settle */
 	SCN_EXPECT_MEM, /* expect HOST RANGE == PATTERN | == HOST RANGE | unchanged | checksum N  u.mem */
@@ -394,7 +394,7 @@ struct scn_output {
 struct scn_counter {
 	char nic[SCN_NAME_MAX];     /* the part before the first '.' */
 	char counter[SCN_NAME_MAX]; /* the name `nicsim stats` prints */
-	bool delta;                 /* expect: the change since the start (or since mark) */
+	bool delta;                 /* the change since the start (or since mark) */
 	char mark[SCN_NAME_MAX];    /* delta from MARK; "" for the scenario's start */
 	struct scn_cmp cmp;
 };

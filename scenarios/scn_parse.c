@@ -64,7 +64,7 @@
  *   result    = "ok" | "any" | WSACODE ;
  *   dfield    = ( "rkey" | "magic" | "version" ) N | ( "va" | "len" ) [ "+" | "-" ] SIZE
  *             | "nic" NAME | "access" ( access | N ) ;
- *   wait      = "counter" COUNTER cmp | "frame" filter
+ *   wait      = "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp | "frame" filter
  *             | NAME "exit" [ N ] | NAME "output" ( STR | RE ) | NAME [ "=" result ] ;
  *   filter    = NAME "->" NAME { "opcode" ( NAME | N ) | "syndrome" NAME | "qpn" N } ;
  *   expect    = "tpt" NAME ( "entries" cmp [ "of" NAME ] | "key" NAME tptstate )
@@ -1490,12 +1490,12 @@ static int parse_fault(struct parser *p, const struct keyword *k)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-/* NIC.NAME [ "delta" [ "from" MARK ] ] CMP (delta only for expect) */
-static int get_counter(struct parser *p, struct scn_counter *k, bool delta_ok)
+/* NIC.NAME [ "delta" [ "from" MARK ] ] CMP (wait and expect alike) */
+static int get_counter(struct parser *p, struct scn_counter *k)
 {
 	int rc = get_counter_name(p, k);
 
-	if (!rc && delta_ok && accept_word(p, "delta")) {
+	if (!rc && accept_word(p, "delta")) {
 		k->delta = true;
 		if (accept_word(p, "from"))
 			rc = get_name(p, "a mark", k->mark, NULL);
@@ -1548,7 +1548,7 @@ static int parse_wait(struct parser *p, const struct keyword *k)
 	if (!st)
 		return -ENOMEM;
 	switch (kind) {
-	case SCN_WAIT_COUNTER: rc = get_counter(p, &st->u.counter, false); break;
+	case SCN_WAIT_COUNTER: rc = get_counter(p, &st->u.counter); break;
 	case SCN_WAIT_FRAME:
 		st->u.frames.count.op = SCN_CMP_GE;
 		st->u.frames.count.a = 1;
@@ -1703,7 +1703,7 @@ static int parse_expect(struct parser *p, const struct keyword *k)
 		return -ENOMEM;
 	switch (kind) {
 	case SCN_EXPECT_TPT: rc = get_tpt(p, &st->u.tpt); break;
-	case SCN_EXPECT_COUNTER: rc = get_counter(p, &st->u.counter, true); break;
+	case SCN_EXPECT_COUNTER: rc = get_counter(p, &st->u.counter); break;
 	case SCN_EXPECT_REFUSAL: rc = get_refusal(p, &st->u.refusal); break;
 	case SCN_EXPECT_FRAMES:
 		rc = (get_filter(p, &st->u.frames.filter) || expect_word(p, "count") ||

@@ -806,6 +806,44 @@ static void test_include_cycle_and_depth(void)
 	scn_script_free(s);
 }
 
+/* wait counter takes delta [from MARK] as expect counter does. */
+static void test_wait_counter_delta(void)
+{
+	struct scn_script *s = NULL;
+	const struct scn_counter *k;
+
+	put("wcd.scn", SETUP "mark m\n"
+			     "wait counter a.retransmits delta >= 1 within 2s\n"
+			     "wait counter b.tx_frames delta from m in 2..5\n");
+	NST_REQUIRE_EQ(parse_check("wcd.scn", NULL, &s), 0);
+	NST_REQUIRE_EQ(s->nstmts, 7);
+	k = &s->stmts[5].u.counter;
+	NST_EQ(s->stmts[5].kind, SCN_WAIT_COUNTER);
+	NST_TRUE(k->delta);
+	STR_EQ(k->mark, "");
+	STR_EQ(k->counter, "retransmits");
+	NST_EQ(k->cmp.op, SCN_CMP_GE);
+	NST_EQ_U(k->cmp.a, 1);
+	NST_EQ_U(s->stmts[5].within_ns, 2000000000ull);
+	k = &s->stmts[6].u.counter;
+	NST_EQ(s->stmts[6].kind, SCN_WAIT_COUNTER);
+	NST_TRUE(k->delta);
+	STR_EQ(k->mark, "m");
+	NST_EQ(k->cmp.op, SCN_CMP_IN);
+	NST_EQ_U(k->cmp.b, 5);
+	scn_script_free(s);
+
+	/* The mark is taken before the wait, or the wait has no base. */
+	put("wcd.scn", SETUP "wait counter a.retransmits delta from m >= 1\nmark m\n");
+	NST_EQ(parse_check("wcd.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "wcd.scn:5:39: 'm' is used before it is defined (line 6)");
+	put("wcd.scn", SETUP "wait counter a.retransmits delta from h1 >= 1\n");
+	NST_EQ(parse_check("wcd.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "wcd.scn:5:39: 'h1' is a host (line 3), not a mark");
+}
+
 /* Messages about names used in an included file name that file and line,
  * and a line of another file by its file too. */
 static void test_include_names(void)
@@ -1001,6 +1039,7 @@ int main(int argc, char **argv)
 	    {"bad scripts", test_bad_scripts},
 	    {"include cycle and depth", test_include_cycle_and_depth},
 	    {"names used in an included file", test_include_names},
+	    {"wait counter delta", test_wait_counter_delta},
 	    {"a bad regular expression", test_bad_regex},
 	    {"a 10 MB line", test_long_line},
 	    {"many errors", test_many_errors},
