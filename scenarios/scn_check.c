@@ -490,6 +490,14 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 	char w[SCN_WHERE];
 	struct sym *y;
 
+	/* The runner replaces ${RUN_DIR} in a program's command, where the
+	 * parser left it (a parameter may carry it there). */
+	if (st->kind != SCN_PROGRAM && st->kind != SCN_PARAM && st->text &&
+	    strstr(st->text, "${RUN_DIR}"))
+		error(c, st, "${RUN_DIR}",
+		      "${RUN_DIR} is replaced only in a program's command (the run directory is "
+		      "known only when the scenario runs); here, leave it out");
+
 	switch (st->kind) {
 	case SCN_NIC: define(c, st, st->name, SCN_KIND_NIC); break;
 	case SCN_PARAM: define(c, st, st->name, SCN_KIND_PARAM); break;

@@ -516,12 +516,127 @@ static void test_params(void)
 	NST_EQ(s->stmts[6].u.call.port, 7001);
 	scn_script_free(s);
 
-	/* Without a seed, ${SEED} stays for the runner. */
+	/* Without a seed, `check` reads ${SEED} as 0 (a run gives its own). */
 	put("noseed.scn", "nic a 198.18.0.7\nprogram p on a \"x ${SEED}\"\n");
 	NST_REQUIRE_EQ(parse_check("noseed.scn", NULL, &s), 0);
 	NST_TRUE(!s->seed_set);
-	STR_EQ(s->programs[0]->u.program.command, "x ${SEED}");
+	STR_EQ(s->programs[0]->u.program.command, "x 0");
 	scn_script_free(s);
+}
+
+/* A parameter's value is at most 255 bytes, written or given by -D. */
+static void test_param_limit(void)
+{
+	static char text[1024], value[300];
+	struct scn_define d[] = {{"P", value}};
+	const struct scn_defines defs = {d, 1};
+	struct scn_script *s = NULL;
+
+	memset(value, 'v', 255);
+	snprintf(text, sizeof(text), "param P = %.255s\nparam Q = \"%.255s\"\n", value, value);
+	put("plim.scn", text);
+	NST_REQUIRE_EQ(parse_check("plim.scn", NULL, &s), 0);
+	NST_EQ(strlen(s->params[0]->u.param.value), 255);
+	NST_EQ(strlen(s->params[1]->u.param.value), 255);
+	scn_script_free(s);
+
+	memset(value, 'v', 256);
+	snprintf(text, sizeof(text), "param P = %s\nparam Q = \"%s\"\n", value, value);
+	put("plim.scn", text);
+	NST_EQ(parse_check("plim.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE_EQ(diag.n, 2);
+	STR_EQ(diag.msg[0].text, "plim.scn:1:11: the value of parameter 'P' is 256 bytes: a "
+				 "parameter's value is at most 255 bytes");
+	STR_EQ(diag.msg[1].text, "plim.scn:2:11: the value of parameter 'Q' is 256 bytes: a "
+				 "parameter's value is at most 255 bytes");
+
+	put("plim.scn", "param P = 1\n");
+	NST_EQ(parse_check("plim.scn", &defs, &s), -EINVAL);
+	NST_REQUIRE_EQ(diag.n, 1);
+	STR_EQ(diag.msg[0].text, "plim.scn:1:11: -D P: the value is 256 bytes: a parameter's "
+				 "value is at most 255 bytes");
+}
+
+/* Parse path for a run with seed; the program's command. */
+static const char *run_command(const char *path, const struct scn_defines *defs,
+			       const struct scn_run_seed *seed, struct scn_script **s)
+{
+	scn_diag_init(&diag);
+	*s = NULL;
+	if (scn_parse_file_run(path, defs, seed, s, &diag) || !(*s)->nprograms) {
+		scn_diag_print(&diag, stdout);
+		return "(parse failed)";
+	}
+	return (*s)->programs[0]->u.program.command;
+}
+
+/* ${SEED} is the seed the scenario runs with, wherever the file sets it:
+ * --seed N, else -D SEED=N, else its `seed N`, else the run's random one. */
+static void test_seed_param(void)
+{
+	static const struct scn_define d[] = {{"SEED", "0x5"}};
+	const struct scn_defines defs = {d, 1};
+	const struct scn_run_seed given = {
+	    .given = true, .seed = 9, .default_set = true, .seed_default = 77};
+	const struct scn_run_seed random = {.default_set = true, .seed_default = 77};
+	struct scn_script *s = NULL;
+
+	/* A use before the `seed` line gets the file's seed too. */
+	put("sd.scn", "param S = ${SEED}\n"
+		      "nic a 198.18.0.1\n"
+		      "program p on a \"echo ${SEED} ${S} ${RUN_DIR}\"\n"
+		      "seed 42\n"
+		      "host h on a\n"
+		      "h: buffer x 4KiB fill random ${SEED}\n");
+	STR_EQ(run_command("sd.scn", NULL, NULL, &s), "echo 42 42 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 42);
+	NST_EQ_U(s->stmts[5].u.call.fill.arg, 42);
+	NST_EQ(diag.n, 0);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &random, &s), "echo 42 42 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 42);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &given, &s), "echo 9 9 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 9);
+	NST_EQ_U(s->stmts[5].u.call.fill.arg, 9);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", &defs, &random, &s), "echo 5 5 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 5);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", &defs, &given, &s), "echo 9 9 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 9);
+	scn_script_free(s);
+
+	/* No seed in the file: the run's random one. */
+	put("sd.scn", "nic a 198.18.0.1\nprogram p on a \"echo ${SEED}\"\n");
+	STR_EQ(run_command("sd.scn", NULL, &random, &s), "echo 77");
+	NST_TRUE(s->seed_set);
+	NST_EQ_U(s->seed, 77);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &given, &s), "echo 9");
+	scn_script_free(s);
+
+	/* Parsed again for the seed: each message still comes once. */
+	put("sd.scn", "nic a 198.18.0.1\nprogram p on a \"${SEED}\"\nseed 3\nbogus\n");
+	scn_diag_init(&diag);
+	NST_EQ(scn_parse_file_run("sd.scn", NULL, &random, &s, &diag), -EINVAL);
+	NST_TRUE(s == NULL);
+	NST_EQ(diag.n, 1);
+	NST_EQ(diag.errors, 1);
+	STR_EQ(diag.msg[0].text, "sd.scn:4:1: unknown statement 'bogus'");
+}
+
+static void test_subst_run_dir(void)
+{
+	char *t = scn_subst_run_dir("a ${RUN_DIR}/x ${RUN_DIR}${RUN_DIR} $RUN_DIR", "/tmp/r");
+
+	NST_REQUIRE(t != NULL);
+	STR_EQ(t, "a /tmp/r/x /tmp/r/tmp/r $RUN_DIR");
+	free(t);
+	t = scn_subst_run_dir("none", "/d");
+	NST_REQUIRE(t != NULL);
+	STR_EQ(t, "none");
+	free(t);
 }
 
 /* Units, decimals and bounds of numbers. */
@@ -1040,6 +1155,9 @@ int main(int argc, char **argv)
 	    {"include cycle and depth", test_include_cycle_and_depth},
 	    {"names used in an included file", test_include_names},
 	    {"wait counter delta", test_wait_counter_delta},
+	    {"${SEED} is the run's seed", test_seed_param},
+	    {"${RUN_DIR} replaced", test_subst_run_dir},
+	    {"a parameter's value limit", test_param_limit},
 	    {"a bad regular expression", test_bad_regex},
 	    {"a 10 MB line", test_long_line},
 	    {"many errors", test_many_errors},
