@@ -80,10 +80,11 @@
  * Parameters: ${NAME} is replaced, anywhere in a line, by the value of a
  * `param NAME` written before (after -D NAME=VALUE overrides), or of a -D
  * NAME=VALUE alone; ${NIC.addr} by the address of a NIC declared before;
- * ${SEED} by the seed once known (`seed N` before, or -D SEED=N: the runner
- * passes the seed it runs with this way).  ${RUN_DIR}, and ${SEED} when no
- * seed is known yet, stay as written for the runner to fill, which only
- * makes sense inside a quoted string.
+ * ${SEED} by the seed the scenario runs with (struct scn_run_seed: --seed,
+ * else -D SEED, else the file's `seed N` wherever it is -- a use before
+ * that line makes a second pass -- else the run's random seed, else 0).
+ * ${RUN_DIR} stays as written: the runner replaces it in a program's
+ * command (scn_subst_run_dir), and the checker refuses it elsewhere.
  */
 #include <errno.h>
 #include <limits.h>
