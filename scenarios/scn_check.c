@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fab.h"
 #include "fab_addr.h"
@@ -41,9 +42,6 @@ struct sym {
 
 /* The largest buffer a host agent makes (its BUFFER_MAX). */
 #define SCN_BUFFER_MAX (1ull << 30)
-/* madvise works on whole pages: the page size of the machine that runs the
- * scenario (every Linux machine nicsim runs on uses 4 KiB pages). */
-#define SCN_PAGE 4096ull
 /* A "FILE:LINE" for messages. */
 #define SCN_WHERE 320
 
@@ -320,7 +318,9 @@ static void check_madvise(struct checker *c, const struct scn_stmt *st)
 {
 	const struct scn_range *r = &st->u.call.local;
 	struct sym *b = lookup(c, r->name);
-	uint64_t end;
+	/* The page size of this machine, which runs the scenario too. */
+	long sys_page = sysconf(_SC_PAGESIZE);
+	uint64_t page = sys_page > 0 ? (uint64_t)sys_page : 4096, end;
 
 	if (!b->name || b->kind != SCN_KIND_BUFFER)
 		return;
@@ -331,18 +331,18 @@ static void check_madvise(struct checker *c, const struct scn_stmt *st)
 		      r->name);
 		return;
 	}
-	if (r->form != SCN_RANGE_WHOLE && r->off % SCN_PAGE)
+	if (r->form != SCN_RANGE_WHOLE && r->off % page)
 		error(c, st, r->name,
 		      "madvise of %s at offset %llu: the range must start on a page (a multiple "
-		      "of 4KiB: 0, 4KiB, 8KiB ...)",
-		      r->name, (unsigned long long)r->off);
+		      "of the page size, %llu bytes)",
+		      r->name, (unsigned long long)r->off, (unsigned long long)page);
 	end = r->form == SCN_RANGE_SPAN ? r->end : b->size;
-	if (r->form == SCN_RANGE_SPAN && end % SCN_PAGE && end != b->size)
+	if (r->form == SCN_RANGE_SPAN && end % page && end != b->size)
 		error(c, st, r->name,
-		      "madvise of %s[..%llu]: the range must end on a page (a multiple of 4KiB) "
-		      "or at the buffer's end, since the kernel rounds its length up to whole "
-		      "pages",
-		      r->name, (unsigned long long)end);
+		      "madvise of %s[..%llu]: the range must end on a page (a multiple of the page "
+		      "size, %llu bytes) or at the buffer's end, since the kernel rounds its "
+		      "length up to whole pages",
+		      r->name, (unsigned long long)end, (unsigned long long)page);
 }
 
 static void check_counter(struct checker *c, const struct scn_stmt *st, const struct scn_counter *k)

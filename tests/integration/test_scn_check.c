@@ -148,7 +148,7 @@ static void test_refused_at_check(void)
 	NST_TRUE(has_line("refuse.scn:4:1: buffer 'x' of 2147483648 bytes: a host's buffer is at "
 			  "most 1GiB (1073741824 bytes); split it into several buffers"));
 	NST_TRUE(has_line("refuse.inc:1:13: madvise of x at offset 100: the range must start on "
-			  "a page (a multiple of 4KiB: 0, 4KiB, 8KiB ...)"));
+			  "a page (a multiple of the page size, 4096 bytes)"));
 	NST_TRUE(has_line("refuse.inc:2:6: fault 'f' is healed already (refuse.scn:6): heal a "
 			  "fault once"));
 	NST_TRUE(has_line("refuse.scn:8:39: 'm' is not defined (a mark is wanted)"));

@@ -785,12 +785,13 @@ static const struct bad bads[] = {
      SETUP "h1: buffer y 64KiB\nh1: madvise y[4KiB..] free\n"
 	   "h1: madvise y[100..4KiB] dontneed\n",
      "bad.scn:7:13: madvise of y at offset 100: the range must start on a page (a multiple "
-     "of 4KiB: 0, 4KiB, 8KiB ...)"},
+     "of the page size, 4096 bytes)"},
     {"madvise ending off a page",
      SETUP "h1: buffer y 10000\nh1: madvise y[4KiB..] free\n"
 	   "h1: madvise y[0..5000] dontneed\n",
-     "bad.scn:7:13: madvise of y[..5000]: the range must end on a page (a multiple of "
-     "4KiB) or at the buffer's end, since the kernel rounds its length up to whole pages"},
+     "bad.scn:7:13: madvise of y[..5000]: the range must end on a page (a multiple of the "
+     "page size, 4096 bytes) or at the buffer's end, since the kernel rounds its length up "
+     "to whole pages"},
     {"madvise of a malloc buffer", SETUP "h1: buffer m 8KiB malloc\nh1: madvise m free\n",
      "bad.scn:6:13: madvise needs an mmap buffer: 'm' is a malloc buffer, whose pages are "
      "shared with the C library's"},
