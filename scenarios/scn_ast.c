@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "scn_priv.h"
@@ -237,6 +238,29 @@ struct scn_loc scn_stmt_word_loc(const struct scn_stmt *st, const char *word)
 		return loc;
 	}
 	return loc;
+}
+
+char *scn_subst_run_dir(const char *text, const char *run_dir)
+{
+	static const char var[] = "${RUN_DIR}";
+	size_t vlen = sizeof(var) - 1, dlen = strlen(run_dir), n = 0, len;
+	const char *at;
+	char *out, *o;
+
+	for (at = strstr(text, var); at; at = strstr(at + vlen, var))
+		n++;
+	len = strlen(text) + n * dlen + 1; /* each ${RUN_DIR} is replaced, not kept */
+	out = malloc(len);
+	if (!out)
+		return NULL;
+	for (o = out; (at = strstr(text, var)) != NULL; text = at + vlen) {
+		memcpy(o, text, (size_t)(at - text));
+		o += at - text;
+		memcpy(o, run_dir, dlen);
+		o += dlen;
+	}
+	memcpy(o, text, strlen(text) + 1);
+	return out;
 }
 
 uint64_t scn_hash(const char *s, size_t len)

@@ -119,7 +119,7 @@ enum scn_stmt_kind {
 	SCN_WAIT_OP,      /* wait NAME [= R] [within T]           u.target, result */
 	SCN_WAIT_EXIT,    /* wait PROGRAM|HOST exit [CODE] [within T]  u.exit */
 	SCN_WAIT_OUTPUT,  /* wait PROGRAM output "TEXT"|/ERE/ [within T]  u.output */
-	SCN_WAIT_COUNTER, /* wait counter NIC.NAME CMP [within T]  u.counter */
+	SCN_WAIT_COUNTER, /* wait counter NIC.NAME [delta [from MARK]] CMP [within T]  u.counter */
 	SCN_WAIT_FRAME,   /* wait frame SRC -> DST FILTER... [within T]  u.frames */
 	SCN_SETTLE,       /* settle T [no frame SRC -> DST FILTER...]  u.settle */
 	SCN_EXPECT_MEM, /* expect HOST RANGE == PATTERN | == HOST RANGE | unchanged | checksum N  u.mem */
@@ -394,7 +394,7 @@ struct scn_output {
 struct scn_counter {
 	char nic[SCN_NAME_MAX];     /* the part before the first '.' */
 	char counter[SCN_NAME_MAX]; /* the name `nicsim stats` prints */
-	bool delta;                 /* expect: the change since the start (or since mark) */
+	bool delta;                 /* the change since the start (or since mark) */
 	char mark[SCN_NAME_MAX];    /* delta from MARK; "" for the scenario's start */
 	struct scn_cmp cmp;
 };
@@ -536,6 +536,25 @@ struct scn_defines {
 	size_t n;
 };
 
+/*
+ * The seed of a run, for scn_parse_file_run().  ${SEED} is the seed the
+ * scenario runs with: seed when given (--seed N), else -D SEED=N, else the
+ * file's `seed N` (wherever it is written), else seed_default when
+ * default_set (the random seed a run picks), else 0 (`check`, which runs
+ * nothing).  The script's seed is then that seed.
+ */
+struct scn_run_seed {
+	bool given; /* --seed N: overrides -D SEED and the file's seed */
+	uint64_t seed;
+	bool default_set; /* the seed when nothing else gives one */
+	uint64_t seed_default;
+};
+
+/* text with every ${RUN_DIR} replaced by run_dir (the runner's run
+ * directory, known only when the scenario runs), as a malloc'ed string;
+ * NULL when out of memory. */
+char *scn_subst_run_dir(const char *text, const char *run_dir);
+
 /* ---- Diagnostics ------------------------------------------------------------ */
 
 enum scn_severity {
@@ -584,6 +603,12 @@ void scn_diag_print(const struct scn_diag *diag, FILE *f);
  */
 int scn_parse_file(const char *path, const struct scn_defines *defs, struct scn_script **out,
 		   struct scn_diag *diag);
+
+/* scn_parse_file for a run: as it, with the seed the run gives (NULL: as
+ * scn_parse_file). */
+int scn_parse_file_run(const char *path, const struct scn_defines *defs,
+		       const struct scn_run_seed *seed, struct scn_script **out,
+		       struct scn_diag *diag);
 
 /*
  * Parse len bytes at data (need not be NUL-terminated; NUL bytes are an

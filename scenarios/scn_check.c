@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fab.h"
 #include "fab_addr.h"
@@ -36,7 +37,13 @@ struct sym {
 	uint64_t size;                    /* a buffer's size; a host's fork depth */
 	bool async;                       /* an operation started with `&` ... */
 	const struct scn_stmt *collected; /* ... and the wait that collected it */
+	const struct scn_stmt *healed;    /* a fault's `heal` */
 };
+
+/* The largest buffer a host agent makes (its BUFFER_MAX). */
+#define SCN_BUFFER_MAX (1ull << 30)
+/* A "FILE:LINE" for messages. */
+#define SCN_WHERE 320
 
 /* A forked host may use its ancestors' buffers: the walk up is bounded. */
 #define SCN_FORK_DEPTH 64
@@ -86,6 +93,22 @@ static const char *a_kind(enum scn_kind kind, char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * Where there is, as a message about here names it: "line N" in the same
+ * file, "FILE:N" in another (an included file, or the one that included
+ * it), so that a line number never reads as one of the wrong file.
+ */
+static const char *where(const struct scn_stmt *here, const struct scn_stmt *there, char *buf,
+			 size_t size)
+{
+	if (!here || !there->loc.file || !here->loc.file ||
+	    !strcmp(here->loc.file, there->loc.file))
+		snprintf(buf, size, "line %u", there->loc.line);
+	else
+		snprintf(buf, size, "%s:%u", there->loc.file, there->loc.line);
+	return buf;
+}
+
 /* The statement after `from` that defines name, if any: "used before". */
 static const struct scn_stmt *defined_later(const struct checker *c, const struct scn_stmt *from,
 					    const char *name)
@@ -121,7 +144,7 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 {
 	struct sym *y = lookup(c, name);
 	const struct scn_stmt *later;
-	char want[64], wa[24], wb[24], is[24];
+	char want[64], wa[24], wb[24], is[24], w[SCN_WHERE];
 	const char *near;
 
 	if (b != SCN_KIND_NONE)
@@ -134,8 +157,8 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 		/* The search costs the whole table: only for a message kept. */
 		near = c->diag->n < SCN_DIAG_MAX ? nearest_of(c, name, a) : NULL;
 		if (later)
-			error(c, st, name, "'%s' is used before it is defined (line %u)", name,
-			      later->loc.line);
+			error(c, st, name, "'%s' is used before it is defined (%s)", name,
+			      where(st, later, w, sizeof(w)));
 		else if (near)
 			error(c, st, name, "'%s' is not defined (%s is wanted); did you mean '%s'?",
 			      name, want, near);
@@ -144,16 +167,16 @@ static struct sym *use2(struct checker *c, const struct scn_stmt *st, const char
 		return NULL;
 	}
 	if (y->kind != a && (b == SCN_KIND_NONE || y->kind != b)) {
-		error(c, st, name, "'%s' is %s (line %u), not %s", name,
-		      a_kind(y->kind, is, sizeof(is)), y->def->loc.line, want);
+		error(c, st, name, "'%s' is %s (%s), not %s", name, a_kind(y->kind, is, sizeof(is)),
+		      where(st, y->def, w, sizeof(w)), want);
 		return NULL;
 	}
 	/* What a call started with '&' makes exists once it is collected. */
 	if (y->async && !y->collected) {
 		error(c, st, name,
-		      "'%s' is used before 'wait %s' collects it (line %u started it "
+		      "'%s' is used before 'wait %s' collects it (%s started it "
 		      "with '&')",
-		      name, name, y->def->loc.line);
+		      name, name, where(st, y->def, w, sizeof(w)));
 		return NULL;
 	}
 	return y;
@@ -190,6 +213,7 @@ static void use_range(struct checker *c, const struct scn_stmt *st, const char *
 		      const struct scn_range *r)
 {
 	struct sym *b = use(c, st, r->name, SCN_KIND_BUFFER), *h;
+	char w[SCN_WHERE];
 	const char *owner;
 	int depth;
 
@@ -203,18 +227,18 @@ static void use_range(struct checker *c, const struct scn_stmt *st, const char *
 		owner = h->name && h->kind == SCN_KIND_HOST ? h->host : NULL;
 	}
 	if (host && !owner)
-		error(c, st, r->name, "buffer '%s' is %s's (line %u), not %s's", r->name, b->host,
-		      b->def->loc.line, host);
+		error(c, st, r->name, "buffer '%s' is %s's (%s), not %s's", r->name, b->host,
+		      where(st, b->def, w, sizeof(w)), host);
 	if (r->form == SCN_RANGE_SPAN && r->end > b->size)
 		error(c, st, r->name,
-		      "%s[%llu..%llu] goes past the end of '%s', which has %llu bytes (line %u)",
+		      "%s[%llu..%llu] goes past the end of '%s', which has %llu bytes (%s)",
 		      r->name, (unsigned long long)r->off, (unsigned long long)r->end, r->name,
-		      (unsigned long long)b->size, b->def->loc.line);
+		      (unsigned long long)b->size, where(st, b->def, w, sizeof(w)));
 	if (r->form == SCN_RANGE_FROM && r->off > b->size)
 		error(c, st, r->name,
-		      "%s[%llu..] starts past the end of '%s', which has %llu bytes (line %u)",
-		      r->name, (unsigned long long)r->off, r->name, (unsigned long long)b->size,
-		      b->def->loc.line);
+		      "%s[%llu..] starts past the end of '%s', which has %llu bytes (%s)", r->name,
+		      (unsigned long long)r->off, r->name, (unsigned long long)b->size,
+		      where(st, b->def, w, sizeof(w)));
 }
 
 static uint64_t range_len(const struct checker *c, const struct scn_range *r)
@@ -248,6 +272,77 @@ static void check_ends(struct checker *c, const struct scn_stmt *st, const struc
 {
 	use(c, st, e->src, SCN_KIND_NIC);
 	use(c, st, e->dst, SCN_KIND_NIC);
+	/* NIC a's link to itself (a -> a) carries the frames between two hosts
+	 * of a; it has one direction only. */
+	if (e->both && !strcmp(e->src, e->dst))
+		error(c, st, e->src,
+		      "'%s <-> %s' is one link, NIC %s's to itself: write '%s -> %s'", e->src,
+		      e->dst, e->src, e->src, e->dst);
+}
+
+/* A size that a host agent can make a buffer of. */
+static void check_buffer_size(struct checker *c, const struct scn_stmt *st, const char *name,
+			      uint64_t size)
+{
+	if (size > SCN_BUFFER_MAX)
+		error(c, st, NULL,
+		      "buffer '%s' of %llu bytes: a host's buffer is at most 1GiB (%llu bytes); "
+		      "split it into several buffers",
+		      name, (unsigned long long)size, (unsigned long long)SCN_BUFFER_MAX);
+}
+
+/* `read ... len N` reads N bytes into the local buffer from the range's
+ * start: they must fit in the buffer, when its size is known. */
+static void check_read_len(struct checker *c, const struct scn_stmt *st)
+{
+	const struct scn_call *k = &st->u.call;
+	struct sym *b = lookup(c, k->local.name);
+	uint64_t off = k->local.form == SCN_RANGE_WHOLE ? 0 : k->local.off;
+
+	if (!k->size || !b->name || b->kind != SCN_KIND_BUFFER || off > b->size)
+		return;
+	if (k->size > b->size - off)
+		error(c, st, k->local.name,
+		      "read of len %llu into '%s' at offset %llu runs past its end: '%s' has %llu "
+		      "bytes, so at most len %llu fits there",
+		      (unsigned long long)k->size, k->local.name, (unsigned long long)off,
+		      k->local.name, (unsigned long long)b->size,
+		      (unsigned long long)(b->size - off));
+}
+
+/* madvise works on whole pages: a range must start on a page, and end on
+ * one or at the buffer's end (the kernel rounds the length up, which would
+ * reach bytes past the range).  Only mmap buffers: around a malloc block
+ * the pages are the C library's. */
+static void check_madvise(struct checker *c, const struct scn_stmt *st)
+{
+	const struct scn_range *r = &st->u.call.local;
+	struct sym *b = lookup(c, r->name);
+	/* The page size of this machine, which runs the scenario too. */
+	long sys_page = sysconf(_SC_PAGESIZE);
+	uint64_t page = sys_page > 0 ? (uint64_t)sys_page : 4096, end;
+
+	if (!b->name || b->kind != SCN_KIND_BUFFER)
+		return;
+	if (b->def->u.call.use_malloc) {
+		error(c, st, r->name,
+		      "madvise needs an mmap buffer: '%s' is a malloc buffer, whose pages are "
+		      "shared with the C library's",
+		      r->name);
+		return;
+	}
+	if (r->form != SCN_RANGE_WHOLE && r->off % page)
+		error(c, st, r->name,
+		      "madvise of %s at offset %llu: the range must start on a page (a multiple "
+		      "of the page size, %llu bytes)",
+		      r->name, (unsigned long long)r->off, (unsigned long long)page);
+	end = r->form == SCN_RANGE_SPAN ? r->end : b->size;
+	if (r->form == SCN_RANGE_SPAN && end % page && end != b->size)
+		error(c, st, r->name,
+		      "madvise of %s[..%llu]: the range must end on a page (a multiple of the page "
+		      "size, %llu bytes) or at the buffer's end, since the kernel rounds its "
+		      "length up to whole pages",
+		      r->name, (unsigned long long)end, (unsigned long long)page);
 }
 
 static void check_counter(struct checker *c, const struct scn_stmt *st, const struct scn_counter *k)
@@ -304,6 +399,7 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 		if (!k->size)
 			error(c, st, k->local.name, "buffer '%s' of 0 bytes: give it a size",
 			      k->local.name);
+		check_buffer_size(c, st, k->local.name, k->size);
 		break;
 	case SCN_V_DEREGISTER: use(c, st, k->target, SCN_KIND_HANDLE); break;
 	case SCN_V_DEREGISTER_RDMA: use(c, st, k->target, SCN_KIND_DESC); break;
@@ -311,6 +407,12 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	case SCN_V_READ:
 		use(c, st, k->remote.name, SCN_KIND_DESC);
 		use_range(c, st, k->host, &k->local);
+		if (k->verb == SCN_V_READ)
+			check_read_len(c, st);
+		break;
+	case SCN_V_MADVISE:
+		use_range(c, st, k->host, &k->local);
+		check_madvise(c, st);
 		break;
 	case SCN_V_MREMAP:
 	case SCN_V_REALLOC:
@@ -318,6 +420,7 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 		if (!k->size)
 			error(c, st, NULL, "%s to 0 bytes: use munmap or free",
 			      scn_verb_name(k->verb));
+		check_buffer_size(c, st, k->local.name, k->size);
 		y = lookup(c, k->local.name);
 		if (y->name && y->kind == SCN_KIND_BUFFER && k->size)
 			y->size = k->size;
@@ -384,7 +487,16 @@ static void check_mem(struct checker *c, const struct scn_stmt *st)
 
 static void check_stmt(struct checker *c, const struct scn_stmt *st)
 {
+	char w[SCN_WHERE];
 	struct sym *y;
+
+	/* The runner replaces ${RUN_DIR} in a program's command, where the
+	 * parser left it (a parameter may carry it there). */
+	if (st->kind != SCN_PROGRAM && st->kind != SCN_PARAM && st->text &&
+	    strstr(st->text, "${RUN_DIR}"))
+		error(c, st, "${RUN_DIR}",
+		      "${RUN_DIR} is replaced only in a program's command (the run directory is "
+		      "known only when the scenario runs); here, leave it out");
 
 	switch (st->kind) {
 	case SCN_NIC: define(c, st, st->name, SCN_KIND_NIC); break;
@@ -424,13 +536,19 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 		check_words(c, &st->u.fault.words);
 		if (st->u.fault.start == SCN_FAULT_AFTER) {
 			y = lookup(c, st->u.fault.after);
+			/* Only a host call ends: a fault after a mark, a desc or
+			 * a declaration would never start. */
 			if (!y->name)
 				use(c, st, st->u.fault.after, SCN_KIND_OP);
-			else if (y->kind == SCN_KIND_NIC || y->kind == SCN_KIND_PARAM ||
-				 y->kind == SCN_KIND_PROGRAM || y->kind == SCN_KIND_FAULT)
-				error(c, st, y->name,
-				      "'after %s': %s is a %s, not something a step made", y->name,
-				      y->name, scn_kind_name(y->kind));
+			else if (y->def->kind != SCN_CALL)
+				error(
+				    c, st, y->name,
+				    "'after %s': %s is a %s made by '%s' (%s), which does not end "
+				    "as a call does; name what a host call made (-> NAME), or "
+				    "declare the fault after that statement without 'after'",
+				    y->name, y->name, scn_kind_name(y->kind),
+				    scn_stmt_kind_name(y->def->kind),
+				    where(st, y->def, w, sizeof(w)));
 		}
 		if (st->u.fault.start == SCN_FAULT_AT)
 			scn_diag_add(c->diag, SCN_WARNING, &st->loc,
@@ -439,7 +557,15 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 				     st->name);
 		define(c, st, st->name, SCN_KIND_FAULT);
 		break;
-	case SCN_HEAL: use(c, st, st->u.target, SCN_KIND_FAULT); break;
+	case SCN_HEAL:
+		y = use(c, st, st->u.target, SCN_KIND_FAULT);
+		if (y && y->healed)
+			error(c, st, st->u.target,
+			      "fault '%s' is healed already (%s): heal a fault once", st->u.target,
+			      where(st, y->healed, w, sizeof(w)));
+		else if (y)
+			y->healed = st;
+		break;
 	case SCN_MARK: define(c, st, st->name, SCN_KIND_MARK); break;
 	case SCN_WAIT_OP:
 		y = lookup(c, st->u.target);
@@ -453,12 +579,12 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 				      y->name, y->name, y->name);
 			else
 				error(c, st, y->name,
-				      "'%s' did not start with '&' (line %u): its step waited for "
+				      "'%s' did not start with '&' (%s): its step waited for "
 				      "it already",
-				      y->name, y->def->loc.line);
+				      y->name, where(st, y->def, w, sizeof(w)));
 		} else if (y->collected) {
-			error(c, st, y->name, "'%s' is waited for twice (line %u)", y->name,
-			      y->collected->loc.line);
+			error(c, st, y->name, "'%s' is waited for twice (%s)", y->name,
+			      where(st, y->collected, w, sizeof(w)));
 		} else {
 			y->collected = st;
 		}
@@ -482,8 +608,17 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 		use(c, st, st->u.tpt.nic, SCN_KIND_NIC);
 		if (st->u.tpt.host[0])
 			use(c, st, st->u.tpt.host, SCN_KIND_HOST);
-		if (st->u.tpt.key)
-			use2(c, st, st->u.tpt.desc, SCN_KIND_DESC, SCN_KIND_HANDLE);
+		/* The runner knows a descriptor's key (its bytes); a handle is
+		 * the provider's, and its key is not known outside it. */
+		y = st->u.tpt.key ? use2(c, st, st->u.tpt.desc, SCN_KIND_DESC, SCN_KIND_HANDLE)
+				  : NULL;
+		if (y && y->kind == SCN_KIND_HANDLE)
+			error(
+			    c, st, st->u.tpt.desc,
+			    "'expect tpt %s key %s': '%s' is a handle, whose key only the provider "
+			    "knows; name a descriptor (register-rdma ... -> D), or count entries: "
+			    "'expect tpt %s entries CMP of HOST'",
+			    st->u.tpt.nic, st->u.tpt.desc, st->u.tpt.desc, st->u.tpt.nic);
 		break;
 	case SCN_EXPECT_REFUSAL:
 		use(c, st, st->u.refusal.nic, SCN_KIND_NIC);
@@ -499,7 +634,7 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 static void check_order(struct checker *c, const struct scn_stmt *st)
 {
 	const struct scn_stmt *other;
-	char a[FAB_ADDR_STRLEN];
+	char a[FAB_ADDR_STRLEN], w[SCN_WHERE];
 	size_t i;
 
 	if (!scn_stmt_is_setup(st->kind)) {
@@ -527,9 +662,9 @@ static void check_order(struct checker *c, const struct scn_stmt *st)
 		if (other->u.nic.addr != st->u.nic.addr)
 			continue;
 		error(c, st, st->u.nic.addr_text,
-		      "NIC '%s' has the address %s of NIC '%s' (line %u): each NIC needs its own",
+		      "NIC '%s' has the address %s of NIC '%s' (%s): each NIC needs its own",
 		      st->name, fab_addr_format(st->u.nic.addr, a, sizeof(a)), other->name,
-		      other->loc.line);
+		      where(st, other, w, sizeof(w)));
 		break;
 	}
 }

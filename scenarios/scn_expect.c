@@ -50,6 +50,19 @@ void scn_pattern_words(const struct scn_runner *r, const struct scn_pattern *p, 
 			 (unsigned long long)pattern_arg(r, p));
 }
 
+/* A pattern as the script writes it ("random 5", not the generator's
+ * state that scn_pattern_words gives the agent), for messages. */
+static void pattern_text(const struct scn_pattern *p, char *buf, size_t size)
+{
+	if (p->kind == SCN_PATTERN_ZERO)
+		snprintf(buf, size, "zero");
+	else if (p->kind == SCN_PATTERN_BYTE)
+		snprintf(buf, size, "byte 0x%02llx", (unsigned long long)p->arg);
+	else
+		snprintf(buf, size, "%s %llu", scn_pattern_name(p->kind),
+			 (unsigned long long)p->arg);
+}
+
 /* ---- Memory ---------------------------------------------------------------------- */
 
 int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint64_t off,
@@ -187,7 +200,7 @@ static void mem_expected(const struct scn_runner *r, const struct scn_rt_buf *b,
 	if (last)
 		snprintf(words, size, "what it held after line %u", last->st->loc.line);
 	else
-		scn_pattern_words(r, &b->fill, words, size);
+		pattern_text(&b->fill, words, size);
 }
 
 static int mem_range(struct scn_runner *r, const struct scn_stmt *st, const char *host,
@@ -294,7 +307,7 @@ static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
 		break;
 	default:
 		pat = m->pattern;
-		scn_pattern_words(r, &pat, words, sizeof(words));
+		pattern_text(&pat, words, sizeof(words));
 		pattern_fill(r, &pat, 0, want, len);
 		break;
 	}

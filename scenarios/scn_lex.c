@@ -380,7 +380,12 @@ int scn_tokenize(const struct scn_line *line, const char *file, struct scn_toks 
 			continue;
 		}
 		loc = scn_loc_at(file, line->pos[i]);
-		if (c == '$')
+		if (c == '$' && !strncmp(s + i, "${RUN_DIR}", 10))
+			scn_diag_add(
+			    diag, SCN_ERROR, &loc,
+			    "${RUN_DIR} is the run directory, known only when the scenario "
+			    "runs: it is replaced inside a program's \"command\" only");
+		else if (c == '$')
 			scn_diag_add(diag, SCN_ERROR, &loc,
 				     "'$' starts a parameter only as ${NAME}");
 		else if ((unsigned char)c >= 0x80)

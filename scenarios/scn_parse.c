@@ -64,7 +64,7 @@
  *   result    = "ok" | "any" | WSACODE ;
  *   dfield    = ( "rkey" | "magic" | "version" ) N | ( "va" | "len" ) [ "+" | "-" ] SIZE
  *             | "nic" NAME | "access" ( access | N ) ;
- *   wait      = "counter" COUNTER cmp | "frame" filter
+ *   wait      = "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp | "frame" filter
  *             | NAME "exit" [ N ] | NAME "output" ( STR | RE ) | NAME [ "=" result ] ;
  *   filter    = NAME "->" NAME { "opcode" ( NAME | N ) | "syndrome" NAME | "qpn" N } ;
  *   expect    = "tpt" NAME ( "entries" cmp [ "of" NAME ] | "key" NAME tptstate )
@@ -80,10 +80,11 @@
  * Parameters: ${NAME} is replaced, anywhere in a line, by the value of a
  * `param NAME` written before (after -D NAME=VALUE overrides), or of a -D
  * NAME=VALUE alone; ${NIC.addr} by the address of a NIC declared before;
- * ${SEED} by the seed once known (`seed N` before, or -D SEED=N: the runner
- * passes the seed it runs with this way).  ${RUN_DIR}, and ${SEED} when no
- * seed is known yet, stay as written for the runner to fill, which only
- * makes sense inside a quoted string.
+ * ${SEED} by the seed the scenario runs with (struct scn_run_seed: --seed,
+ * else -D SEED, else the file's `seed N` wherever it is -- a use before
+ * that line makes a second pass -- else the run's random seed, else 0).
+ * ${RUN_DIR} stays as written: the runner replaces it in a program's
+ * command (scn_subst_run_dir), and the checker refuses it elsewhere.
  */
 #include <errno.h>
 #include <limits.h>
@@ -93,6 +94,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "fab.h"
 #include "fab_addr.h"
@@ -129,6 +131,13 @@ struct parser {
 	uint32_t *index;
 	size_t index_cap, index_n;
 	char comment[SCN_TEXT_MAX];
+	/* ${SEED}: the seed forced on this pass (the run's, once known), and
+	 * what the uses were replaced with, to tell whether they were the seed
+	 * the file gives in the end (a `seed` line may come after them). */
+	const struct scn_run_seed *run_seed; /* NULL: none */
+	bool seed_forced;
+	bool seed_used, seed_used_known, seed_used_varied;
+	uint64_t seed_used_v;
 };
 
 /* ---- Tokens ------------------------------------------------------------------ */
@@ -915,8 +924,8 @@ static int parse_seed(struct parser *p, const struct keyword *k)
 		return -ENOMEM;
 	if (get_u64(p, "a seed", UINT64_MAX, &st->u.seed))
 		return -EINVAL;
-	/* Known from here on, for ${SEED}, unless -D SEED gave one. */
-	if (!find_define(p, "SEED", 4)) {
+	/* Known from here on, for ${SEED}, unless --seed or -D SEED gave one. */
+	if (!p->seed_forced && !find_define(p, "SEED", 4)) {
 		p->s->seed = st->u.seed;
 		p->s->seed_set = true;
 	}
@@ -954,7 +963,12 @@ static int parse_param(struct parser *p, const struct keyword *k)
 	t = peek(p);
 	if (t->type == SCN_TOK_END)
 		return expected(p, "the parameter's value");
-	if (t->type == SCN_TOK_STR) {
+	if (t->type == SCN_TOK_STR && t->len >= SCN_TEXT_MAX) {
+		return err_at(p, t,
+			      "the value of parameter '%s' is %zu bytes: a parameter's value is at "
+			      "most %d bytes",
+			      st->name, t->len, SCN_TEXT_MAX - 1);
+	} else if (t->type == SCN_TOK_STR) {
 		rc = get_string(p, "a value", st->u.param.value);
 	} else {
 		/* Everything after '=' as written: 64KiB, RC_SEND_ONLY. */
@@ -969,7 +983,11 @@ static int parse_param(struct parser *p, const struct keyword *k)
 					   p->line.text[p->line.len - 1] == '\t'))
 			p->line.len--;
 		if (p->line.len - i >= SCN_TEXT_MAX)
-			return err_at(p, t, "value too long (at most %d bytes)", SCN_TEXT_MAX - 1);
+			return err_at(
+			    p, t,
+			    "the value of parameter '%s' is %zu bytes: a parameter's value "
+			    "is at most %d bytes",
+			    st->name, p->line.len - i, SCN_TEXT_MAX - 1);
 		snprintf(st->u.param.value, SCN_TEXT_MAX, "%.*s", (int)(p->line.len - i), from + i);
 		while (peek(p)->type != SCN_TOK_END)
 			p->ti++;
@@ -979,8 +997,11 @@ static int parse_param(struct parser *p, const struct keyword *k)
 	d = find_define(p, st->name, strlen(st->name));
 	if (d) {
 		if (strlen(d->value) >= SCN_TEXT_MAX)
-			return err_at(p, t, "-D %s: value too long (at most %d bytes)", d->name,
-				      SCN_TEXT_MAX - 1);
+			return err_at(
+			    p, t,
+			    "-D %s: the value is %zu bytes: a parameter's value is at most "
+			    "%d bytes",
+			    d->name, strlen(d->value), SCN_TEXT_MAX - 1);
 		snprintf(st->u.param.value, SCN_TEXT_MAX, "%s", d->value);
 		st->u.param.overridden = true;
 	}
@@ -1489,12 +1510,12 @@ static int parse_fault(struct parser *p, const struct keyword *k)
 	return rc ? rc : stmt_keep(p, st);
 }
 
-/* NIC.NAME [ "delta" [ "from" MARK ] ] CMP (delta only for expect) */
-static int get_counter(struct parser *p, struct scn_counter *k, bool delta_ok)
+/* NIC.NAME [ "delta" [ "from" MARK ] ] CMP (wait and expect alike) */
+static int get_counter(struct parser *p, struct scn_counter *k)
 {
 	int rc = get_counter_name(p, k);
 
-	if (!rc && delta_ok && accept_word(p, "delta")) {
+	if (!rc && accept_word(p, "delta")) {
 		k->delta = true;
 		if (accept_word(p, "from"))
 			rc = get_name(p, "a mark", k->mark, NULL);
@@ -1547,7 +1568,7 @@ static int parse_wait(struct parser *p, const struct keyword *k)
 	if (!st)
 		return -ENOMEM;
 	switch (kind) {
-	case SCN_WAIT_COUNTER: rc = get_counter(p, &st->u.counter, false); break;
+	case SCN_WAIT_COUNTER: rc = get_counter(p, &st->u.counter); break;
 	case SCN_WAIT_FRAME:
 		st->u.frames.count.op = SCN_CMP_GE;
 		st->u.frames.count.a = 1;
@@ -1702,7 +1723,7 @@ static int parse_expect(struct parser *p, const struct keyword *k)
 		return -ENOMEM;
 	switch (kind) {
 	case SCN_EXPECT_TPT: rc = get_tpt(p, &st->u.tpt); break;
-	case SCN_EXPECT_COUNTER: rc = get_counter(p, &st->u.counter, true); break;
+	case SCN_EXPECT_COUNTER: rc = get_counter(p, &st->u.counter); break;
 	case SCN_EXPECT_REFUSAL: rc = get_refusal(p, &st->u.refusal); break;
 	case SCN_EXPECT_FRAMES:
 		rc = (get_filter(p, &st->u.frames.filter) || expect_word(p, "count") ||
@@ -1853,6 +1874,28 @@ static bool line_put(struct scn_line *out, const char *text, size_t n, struct sc
 	return true;
 }
 
+/*
+ * The text of ${SEED} here: the seed when known so far, else the run's
+ * default, else 0 (a check).  What a use got is remembered: if it is not
+ * the seed the whole file gives, the file is parsed again with that seed
+ * (scn_parse_buffer).
+ */
+static const char *seed_text(struct parser *p, char *buf, size_t size)
+{
+	bool known = p->s->seed_set || (p->run_seed && p->run_seed->default_set);
+	uint64_t v = p->s->seed_set ? p->s->seed : known ? p->run_seed->seed_default : 0;
+
+	if (!p->seed_used) {
+		p->seed_used = true;
+		p->seed_used_known = known;
+		p->seed_used_v = v;
+	} else if (known != p->seed_used_known || v != p->seed_used_v) {
+		p->seed_used_varied = true;
+	}
+	snprintf(buf, size, "%llu", (unsigned long long)v);
+	return buf;
+}
+
 /* Replace every ${NAME} of p->raw into p->line.  Returns 0 or -EINVAL. */
 static int expand(struct parser *p)
 {
@@ -1889,14 +1932,10 @@ static int expand(struct parser *p)
 		}
 		if ((st = find_stmt(p, SCN_PARAM, name, nlen)) != NULL) {
 			val = st->u.param.value;
+		} else if (nlen == 4 && !strncmp(name, "SEED", 4)) {
+			val = seed_text(p, seed, sizeof(seed)); /* -D SEED's too, as a number */
 		} else if ((d = find_define(p, name, nlen)) != NULL) {
 			val = d->value;
-		} else if (nlen == 4 && !strncmp(name, "SEED", 4)) {
-			if (p->s->seed_set) {
-				snprintf(seed, sizeof(seed), "%llu",
-					 (unsigned long long)p->s->seed);
-				val = seed;
-			}
 		} else if (nlen == 7 && !strncmp(name, "RUN_DIR", 7)) {
 			val = NULL; /* the runner's */
 		} else if (nlen > 5 && !strncmp(name + nlen - 5, ".addr", 5) &&
@@ -1949,11 +1988,44 @@ static char *dup_file_name(struct parser *p, const char *name)
 /* What read_file's error means. */
 static const char *read_error(int rc)
 {
-	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
+	if (rc == -EINVAL)
+		return "not a regular file";
+	if (rc == -ESPIPE)
+		return "not a regular file on a regular filesystem (a file of /proc or /sys "
+		       "shows a size that is not its length): copy it to a file first";
+	return strerror(-rc);
+}
+
+/* Filesystems whose files show a size (often 0) that is not what reading
+ * them gives: procfs, sysfs, debugfs, tracefs, configfs, securityfs,
+ * cgroup; <linux/magic.h>'s numbers. */
+static bool special_fs(int fd)
+{
+	static const unsigned long magic[] = {
+	    0x9fa0,     /* PROC_SUPER_MAGIC */
+	    0x62656572, /* SYSFS_MAGIC */
+	    0x64626720, /* DEBUGFS_MAGIC */
+	    0x74726163, /* TRACEFS_MAGIC */
+	    0x62656570, /* CONFIGFS_MAGIC */
+	    0x73636673, /* SECURITYFS_MAGIC */
+	    0x27e0eb,   /* CGROUP_SUPER_MAGIC */
+	    0x63677270, /* CGROUP2_SUPER_MAGIC */
+	};
+	struct statfs fs;
+	size_t i;
+
+	if (fstatfs(fd, &fs))
+		return false;
+	for (i = 0; i < ARRAY_SIZE(magic); i++)
+		if ((unsigned long)fs.f_type == magic[i])
+			return true;
+	return false;
 }
 
 /* Read a whole file into *data (malloc'ed); returns 0 or a negative errno:
- * -EINVAL for anything but a regular file, -EFBIG past SCN_FILE_MAX. */
+ * -EINVAL for anything but a regular file, -ESPIPE for a file of procfs,
+ * sysfs and the like (or one that holds more than its size says), -EFBIG
+ * past SCN_FILE_MAX. */
 static int read_file(const char *path, char **data, size_t *len)
 {
 	struct stat sb;
@@ -1972,6 +2044,12 @@ static int read_file(const char *path, char **data, size_t *len)
 	f = fopen(path, "rb");
 	if (!f)
 		return -errno;
+	/* Its size would say 0 while reading gives text: the scenario would
+	 * silently include nothing. */
+	if (special_fs(fileno(f))) {
+		fclose(f);
+		return -ESPIPE;
+	}
 	if (sb.st_size > (off_t)SCN_FILE_MAX) {
 		fclose(f);
 		return -EFBIG;
@@ -1985,6 +2063,8 @@ static int read_file(const char *path, char **data, size_t *len)
 	got = fread(buf, 1, (size_t)sb.st_size, f);
 	if (ferror(f))
 		rc = -EIO;
+	else if (got == (size_t)sb.st_size && fgetc(f) != EOF)
+		rc = -ESPIPE; /* more than its size says: not a file to trust */
 	fclose(f);
 	if (rc) {
 		free(buf);
@@ -2132,12 +2212,20 @@ static int fill_tables(struct scn_script *s, const struct scn_defines *defs)
 	return 0;
 }
 
-/* -D SEED=N: the seed, checked once. */
+/* --seed N, else -D SEED=N: the seed, checked once. */
 static int define_seed(struct parser *p, const char *name)
 {
 	const struct scn_define *d = find_define(p, "SEED", 4);
 	struct scn_loc loc = {name, 0, 0};
 
+	if (p->seed_forced)
+		return 0; /* set by the caller */
+	if (p->run_seed && p->run_seed->given) {
+		p->s->seed = p->run_seed->seed;
+		p->s->seed_set = true;
+		p->seed_forced = true;
+		return 0;
+	}
 	if (!d)
 		return 0;
 	if (opts_parse_u64(d->value, &p->s->seed)) {
@@ -2149,8 +2237,17 @@ static int define_seed(struct parser *p, const char *name)
 	return 0;
 }
 
-int scn_parse_buffer(const char *name, const void *data, size_t len, const struct scn_defines *defs,
-		     unsigned flags, struct scn_script **out, struct scn_diag *diag)
+/*
+ * One pass over the text: a new script in *out (even with errors, so that
+ * the caller can see what ${SEED} was replaced with), or NULL with
+ * -ENOMEM.  forced: the seed for this pass (its ${SEED} and the script's
+ * seed), or NULL.  *seed_redo is set when a ${SEED} was replaced by
+ * something other than the seed the whole file gives.
+ */
+static int parse_pass(const char *name, const void *data, size_t len,
+		      const struct scn_defines *defs, const struct scn_run_seed *run_seed,
+		      unsigned flags, const uint64_t *forced, struct scn_script **out,
+		      bool *seed_redo, struct scn_diag *diag)
 {
 	struct parser *p;
 	struct scn_src src;
@@ -2160,6 +2257,7 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 	int rc;
 
 	*out = NULL;
+	*seed_redo = false;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -2170,10 +2268,16 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 	}
 	p->diag = diag;
 	p->defs = defs;
+	p->run_seed = run_seed;
 	p->flags = flags;
 	p->top_comment = true;
 	p->s->timeout_ns = SCN_DEFAULT_TIMEOUT_NS;
 	p->s->capture = true;
+	if (forced) {
+		p->seed_forced = true;
+		p->s->seed = *forced;
+		p->s->seed_set = true;
+	}
 	p->s->path = strdup(name);
 	file = dup_file_name(p, name);
 	p->stack[0] = strdup(realpath(name, real) ? real : name);
@@ -2194,12 +2298,20 @@ int scn_parse_buffer(const char *name, const void *data, size_t len, const struc
 	if (!rc) {
 		rc = fill_tables(p->s, defs);
 	}
+	/* With nothing else, the run's default is the seed. */
+	if (!rc && !p->s->seed_set && run_seed && run_seed->default_set) {
+		p->s->seed = run_seed->seed_default;
+		p->s->seed_set = true;
+	}
+	if (!rc && p->seed_used && p->s->seed_set)
+		*seed_redo =
+		    p->seed_used_varied || !p->seed_used_known || p->seed_used_v != p->s->seed;
 	if (!rc && diag->errors > errors)
 		rc = -EINVAL;
 out:
 	free(p->stack[0]);
 	free(p->index);
-	if (rc) {
+	if (rc == -ENOMEM) {
 		scn_script_free(p->s);
 	} else {
 		*out = p->s;
@@ -2208,8 +2320,53 @@ out:
 	return rc;
 }
 
+static int parse_seeded(const char *name, const void *data, size_t len,
+			const struct scn_defines *defs, const struct scn_run_seed *run_seed,
+			unsigned flags, struct scn_script **out, struct scn_diag *diag)
+{
+	struct scn_diag *before = malloc(sizeof(*before));
+	struct scn_script *s = NULL;
+	bool redo;
+	uint64_t seed;
+	int rc;
+
+	*out = NULL;
+	if (!before)
+		return -ENOMEM;
+	*before = *diag;
+	rc = parse_pass(name, data, len, defs, run_seed, flags, NULL, &s, &redo, diag);
+	/* A ${SEED} before the `seed` line (or replaced by the run's default
+	 * that the file's seed overrides): the file again, with the seed known
+	 * from its first line, and only this pass's messages. */
+	if (redo) {
+		seed = s->seed;
+		scn_script_free(s);
+		*diag = *before;
+		rc = parse_pass(name, data, len, defs, run_seed, flags, &seed, &s, &redo, diag);
+	}
+	free(before);
+	if (rc)
+		scn_script_free(s);
+	else
+		*out = s;
+	return rc;
+}
+
+int scn_parse_buffer(const char *name, const void *data, size_t len, const struct scn_defines *defs,
+		     unsigned flags, struct scn_script **out, struct scn_diag *diag)
+{
+	return parse_seeded(name, data, len, defs, NULL, flags, out, diag);
+}
+
 int scn_parse_file(const char *path, const struct scn_defines *defs, struct scn_script **out,
 		   struct scn_diag *diag)
+{
+	return scn_parse_file_run(path, defs, NULL, out, diag);
+}
+
+int scn_parse_file_run(const char *path, const struct scn_defines *defs,
+		       const struct scn_run_seed *seed, struct scn_script **out,
+		       struct scn_diag *diag)
 {
 	struct scn_loc loc = {path, 0, 0};
 	char *data = NULL;
@@ -2227,7 +2384,7 @@ int scn_parse_file(const char *path, const struct scn_defines *defs, struct scn_
 		scn_diag_add(diag, SCN_ERROR, &loc, "cannot read: %s", read_error(rc));
 		return rc;
 	}
-	rc = scn_parse_buffer(path, data, len, defs, 0, out, diag);
+	rc = parse_seeded(path, data, len, defs, seed, 0, out, diag);
 	free(data);
 	return rc;
 }

@@ -361,6 +361,7 @@ static void prog_end(struct scn_runner *r, struct scn_rt_prog *p);
 
 static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct scn_stmt *st)
 {
+	char *command;
 	int pipefd[2], null_fd;
 	sigset_t none;
 	pid_t pid;
@@ -386,8 +387,18 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			p->tail[0] = '\0';
 		p->exited = false;
 	}
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
+	/* ${RUN_DIR} is known now. */
+	command = scn_subst_run_dir(p->decl->u.program.command, r->topo.dir);
+	if (!command) {
+		scn_fail(r, st, "cannot start program %s: out of memory", p->decl->name);
+		return -ENOMEM;
+	}
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		int err = errno;
+
+		free(command);
+		return -err;
+	}
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	p->log_fd = run_log(r, "prog", p->decl->name, p->started);
 	fflush(NULL);
@@ -401,9 +412,10 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			_exit(127);
 		setenv("NICSIM_DIR", r->topo.dir, 1);
 		setenv("NICSIM_ADDR", p->nic->addr_str, 1);
-		execl("/bin/sh", "sh", "-c", p->decl->u.program.command, (char *)NULL);
+		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
 		_exit(127);
 	}
+	free(command);
 	close(pipefd[1]);
 	if (null_fd >= 0)
 		close(null_fd);
@@ -1954,6 +1966,18 @@ static bool junit_clobbers(const char *junit, const struct scn_files *l)
 	return false;
 }
 
+/* The seed a scenario is parsed with, so that ${SEED} is the seed it runs
+ * with: --seed, else the file's, else a random one (scn_run_seed). */
+static const struct scn_run_seed *run_seed(const struct scn_run_opts *opts,
+					   struct scn_run_seed *seed)
+{
+	seed->given = opts->seed_set;
+	seed->seed = opts->seed;
+	seed->default_set = true;
+	seed->seed_default = random_seed();
+	return seed;
+}
+
 int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *opts)
 {
 	struct scn_report_opts ro = {.verbose = opts->verbose,
@@ -1972,6 +1996,7 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 	size_t i, running = 0, started = 0, next = 0, jmax, nbad = 0, np;
 	uint64_t t0 = scn_now_ns();
 	bool interrupted = false;
+	struct scn_run_seed seed;
 	int rc, status = 0, sigfd = -1;
 
 	jmax = opts->jobs ? opts->jobs : 1;
@@ -2005,7 +2030,8 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		jobs[i].path = l.path[i];
 		jobs[i].fd = -1;
 		scn_diag_init(diag);
-		rc = scn_parse_file(l.path[i], opts->defs, &jobs[i].script, diag);
+		rc = scn_parse_file_run(l.path[i], opts->defs, run_seed(opts, &seed),
+					&jobs[i].script, diag);
 		if (!rc)
 			rc = scn_check(jobs[i].script, diag);
 		if (rc || diag->n)

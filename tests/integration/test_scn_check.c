@@ -127,6 +127,40 @@ static void test_defines(void)
 	NST_TRUE(has_line("nicsim: -D =1: expected NAME=VALUE, NAME a word such as SIZE"));
 }
 
+/* What check refuses now rather than fail or mislead at run time: exit 2,
+ * each message at its file:line:col, an included file's own. */
+static void test_refused_at_check(void)
+{
+	const char *args[] = {"scenario", "check", "refuse.scn", NULL};
+	const char *proc[] = {"scenario", "check", "proc.scn", NULL};
+
+	put("refuse.inc", "h1: madvise x[100..] dontneed\n"
+			  "heal f\n");
+	put("refuse.scn", "nic a 198.18.0.1\n"
+			  "nic b 198.18.0.2\n"
+			  "host h1 on a\n"
+			  "h1: buffer x 2GiB\n"
+			  "fault f a -> b loss 1% optional\n"
+			  "heal f\n"
+			  "include \"refuse.inc\"\n"
+			  "wait counter a.retransmits delta from m >= 1\n");
+	NST_EQ(nicsim(args), 2);
+	NST_TRUE(has_line("refuse.scn:4:1: buffer 'x' of 2147483648 bytes: a host's buffer is at "
+			  "most 1GiB (1073741824 bytes); split it into several buffers"));
+	NST_TRUE(has_line("refuse.inc:1:13: madvise of x at offset 100: the range must start on "
+			  "a page (a multiple of the page size, 4096 bytes)"));
+	NST_TRUE(has_line("refuse.inc:2:6: fault 'f' is healed already (refuse.scn:6): heal a "
+			  "fault once"));
+	NST_TRUE(has_line("refuse.scn:8:39: 'm' is not defined (a mark is wanted)"));
+
+	put("proc.scn", "include \"/proc/self/status\"\n");
+	NST_EQ(nicsim(proc), 2);
+	NST_TRUE(
+	    has_line("proc.scn:1:9: cannot include \"/proc/self/status\": not a regular file "
+		     "on a regular filesystem (a file of /proc or /sys shows a size that is not "
+		     "its length): copy it to a file first"));
+}
+
 static void test_usage(void)
 {
 	const char *help1[] = {"scenario", "--help", NULL};
@@ -174,9 +208,13 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-	    {"a good file", test_good_file},       {"bad files", test_bad_file},
-	    {"a directory", test_directory},       {"-D overrides", test_defines},
-	    {"help and usage errors", test_usage}, {NULL, NULL},
+	    {"a good file", test_good_file},
+	    {"bad files", test_bad_file},
+	    {"a directory", test_directory},
+	    {"-D overrides", test_defines},
+	    {"refused at check", test_refused_at_check},
+	    {"help and usage errors", test_usage},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "scn_check", tests, init, clean);

@@ -516,12 +516,127 @@ static void test_params(void)
 	NST_EQ(s->stmts[6].u.call.port, 7001);
 	scn_script_free(s);
 
-	/* Without a seed, ${SEED} stays for the runner. */
+	/* Without a seed, `check` reads ${SEED} as 0 (a run gives its own). */
 	put("noseed.scn", "nic a 198.18.0.7\nprogram p on a \"x ${SEED}\"\n");
 	NST_REQUIRE_EQ(parse_check("noseed.scn", NULL, &s), 0);
 	NST_TRUE(!s->seed_set);
-	STR_EQ(s->programs[0]->u.program.command, "x ${SEED}");
+	STR_EQ(s->programs[0]->u.program.command, "x 0");
 	scn_script_free(s);
+}
+
+/* A parameter's value is at most 255 bytes, written or given by -D. */
+static void test_param_limit(void)
+{
+	static char text[1024], value[300];
+	struct scn_define d[] = {{"P", value}};
+	const struct scn_defines defs = {d, 1};
+	struct scn_script *s = NULL;
+
+	memset(value, 'v', 255);
+	snprintf(text, sizeof(text), "param P = %.255s\nparam Q = \"%.255s\"\n", value, value);
+	put("plim.scn", text);
+	NST_REQUIRE_EQ(parse_check("plim.scn", NULL, &s), 0);
+	NST_EQ(strlen(s->params[0]->u.param.value), 255);
+	NST_EQ(strlen(s->params[1]->u.param.value), 255);
+	scn_script_free(s);
+
+	memset(value, 'v', 256);
+	snprintf(text, sizeof(text), "param P = %s\nparam Q = \"%s\"\n", value, value);
+	put("plim.scn", text);
+	NST_EQ(parse_check("plim.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE_EQ(diag.n, 2);
+	STR_EQ(diag.msg[0].text, "plim.scn:1:11: the value of parameter 'P' is 256 bytes: a "
+				 "parameter's value is at most 255 bytes");
+	STR_EQ(diag.msg[1].text, "plim.scn:2:11: the value of parameter 'Q' is 256 bytes: a "
+				 "parameter's value is at most 255 bytes");
+
+	put("plim.scn", "param P = 1\n");
+	NST_EQ(parse_check("plim.scn", &defs, &s), -EINVAL);
+	NST_REQUIRE_EQ(diag.n, 1);
+	STR_EQ(diag.msg[0].text, "plim.scn:1:11: -D P: the value is 256 bytes: a parameter's "
+				 "value is at most 255 bytes");
+}
+
+/* Parse path for a run with seed; the program's command. */
+static const char *run_command(const char *path, const struct scn_defines *defs,
+			       const struct scn_run_seed *seed, struct scn_script **s)
+{
+	scn_diag_init(&diag);
+	*s = NULL;
+	if (scn_parse_file_run(path, defs, seed, s, &diag) || !(*s)->nprograms) {
+		scn_diag_print(&diag, stdout);
+		return "(parse failed)";
+	}
+	return (*s)->programs[0]->u.program.command;
+}
+
+/* ${SEED} is the seed the scenario runs with, wherever the file sets it:
+ * --seed N, else -D SEED=N, else its `seed N`, else the run's random one. */
+static void test_seed_param(void)
+{
+	static const struct scn_define d[] = {{"SEED", "0x5"}};
+	const struct scn_defines defs = {d, 1};
+	const struct scn_run_seed given = {
+	    .given = true, .seed = 9, .default_set = true, .seed_default = 77};
+	const struct scn_run_seed random = {.default_set = true, .seed_default = 77};
+	struct scn_script *s = NULL;
+
+	/* A use before the `seed` line gets the file's seed too. */
+	put("sd.scn", "param S = ${SEED}\n"
+		      "nic a 198.18.0.1\n"
+		      "program p on a \"echo ${SEED} ${S} ${RUN_DIR}\"\n"
+		      "seed 42\n"
+		      "host h on a\n"
+		      "h: buffer x 4KiB fill random ${SEED}\n");
+	STR_EQ(run_command("sd.scn", NULL, NULL, &s), "echo 42 42 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 42);
+	NST_EQ_U(s->stmts[5].u.call.fill.arg, 42);
+	NST_EQ(diag.n, 0);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &random, &s), "echo 42 42 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 42);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &given, &s), "echo 9 9 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 9);
+	NST_EQ_U(s->stmts[5].u.call.fill.arg, 9);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", &defs, &random, &s), "echo 5 5 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 5);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", &defs, &given, &s), "echo 9 9 ${RUN_DIR}");
+	NST_EQ_U(s->seed, 9);
+	scn_script_free(s);
+
+	/* No seed in the file: the run's random one. */
+	put("sd.scn", "nic a 198.18.0.1\nprogram p on a \"echo ${SEED}\"\n");
+	STR_EQ(run_command("sd.scn", NULL, &random, &s), "echo 77");
+	NST_TRUE(s->seed_set);
+	NST_EQ_U(s->seed, 77);
+	scn_script_free(s);
+	STR_EQ(run_command("sd.scn", NULL, &given, &s), "echo 9");
+	scn_script_free(s);
+
+	/* Parsed again for the seed: each message still comes once. */
+	put("sd.scn", "nic a 198.18.0.1\nprogram p on a \"${SEED}\"\nseed 3\nbogus\n");
+	scn_diag_init(&diag);
+	NST_EQ(scn_parse_file_run("sd.scn", NULL, &random, &s, &diag), -EINVAL);
+	NST_TRUE(s == NULL);
+	NST_EQ(diag.n, 1);
+	NST_EQ(diag.errors, 1);
+	STR_EQ(diag.msg[0].text, "sd.scn:4:1: unknown statement 'bogus'");
+}
+
+static void test_subst_run_dir(void)
+{
+	char *t = scn_subst_run_dir("a ${RUN_DIR}/x ${RUN_DIR}${RUN_DIR} $RUN_DIR", "/tmp/r");
+
+	NST_REQUIRE(t != NULL);
+	STR_EQ(t, "a /tmp/r/x /tmp/r/tmp/r $RUN_DIR");
+	free(t);
+	t = scn_subst_run_dir("none", "/d");
+	NST_REQUIRE(t != NULL);
+	STR_EQ(t, "none");
+	free(t);
 }
 
 /* Units, decimals and bounds of numbers. */
@@ -538,7 +653,9 @@ static void test_numbers(void)
 		       "h: buffer b4 18446744073709551615\n"
 		       "h: buffer b5 1K within 250ns\n"
 		       "h: buffer b6 2M within 0.001ms\n");
-	NST_REQUIRE_EQ(parse_check("num.scn", NULL, &s), 0);
+	/* The parser's numbers: the checker refuses buffers past 1 GiB. */
+	scn_diag_init(&diag);
+	NST_REQUIRE_EQ(scn_parse_file("num.scn", NULL, &s, &diag), 0);
 	NST_EQ_U(s->timeout_ns, 1500000000ull);
 	NST_EQ_U(s->stmts[3].u.call.size, 0x1000);
 	NST_EQ_U(s->stmts[4].u.call.size, 3ull << 30);
@@ -653,6 +770,52 @@ static const struct bad bads[] = {
      "bad.scn:2:3: a NUL byte: this is a binary file, not a scenario (UTF-8 text)"},
     {"invalid UTF-8", "title \"caf\xc3\x28\"\n",
      "bad.scn:1:11: invalid UTF-8 (byte 0xc3): a scenario is UTF-8 text"},
+    {"buffer past 1 GiB", SETUP "h1: buffer x 1GiB\nh1: buffer y 1025MiB\n",
+     "bad.scn:6:1: buffer 'y' of 1074790400 bytes: a host's buffer is at most 1GiB "
+     "(1073741824 bytes); split it into several buffers"},
+    {"mremap past 1 GiB", SETUP "h1: buffer x 4KiB\nh1: mremap x 2GiB\n",
+     "bad.scn:6:1: buffer 'x' of 2147483648 bytes: a host's buffer is at most 1GiB "
+     "(1073741824 bytes); split it into several buffers"},
+    {"read len past the local buffer",
+     SETUP "h1: socket -> s\nh1: buffer y 64KiB\nh1: register-rdma s y -> d\n"
+	   "h1: read s y[60KiB..] d len 4KiB\nh1: read s y[60KiB..] d len 8KiB\n",
+     "bad.scn:9:12: read of len 8192 into 'y' at offset 61440 runs past its end: 'y' has "
+     "65536 bytes, so at most len 4096 fits there"},
+    {"madvise off a page",
+     SETUP "h1: buffer y 64KiB\nh1: madvise y[4KiB..] free\n"
+	   "h1: madvise y[100..4KiB] dontneed\n",
+     "bad.scn:7:13: madvise of y at offset 100: the range must start on a page (a multiple "
+     "of the page size, 4096 bytes)"},
+    {"madvise ending off a page",
+     SETUP "h1: buffer y 10000\nh1: madvise y[4KiB..] free\n"
+	   "h1: madvise y[0..5000] dontneed\n",
+     "bad.scn:7:13: madvise of y[..5000]: the range must end on a page (a multiple of the "
+     "page size, 4096 bytes) or at the buffer's end, since the kernel rounds its length up "
+     "to whole pages"},
+    {"madvise of a malloc buffer", SETUP "h1: buffer m 8KiB malloc\nh1: madvise m free\n",
+     "bad.scn:6:13: madvise needs an mmap buffer: 'm' is a malloc buffer, whose pages are "
+     "shared with the C library's"},
+    {"a link both ways from a NIC to itself", SETUP "link b <-> b loss 1%\n",
+     "bad.scn:5:6: 'b <-> b' is one link, NIC b's to itself: write 'b -> b'"},
+    {"heal twice", SETUP "fault f a -> b loss 1% optional\nheal f\nheal f\n",
+     "bad.scn:7:6: fault 'f' is healed already (line 6): heal a fault once"},
+    {"heal of no fault", SETUP "heal f\n", "bad.scn:5:6: 'f' is not defined (a fault is wanted)"},
+    {"fault after a mark", SETUP "mark m\nfault f a -> b loss 1% after m\n",
+     "bad.scn:6:30: 'after m': m is a mark made by 'mark' (line 5), which does not end as a "
+     "call does; name what a host call made (-> NAME), or declare the fault after that "
+     "statement without 'after'"},
+    {"fault after a desc",
+     SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register-rdma s y -> d\n"
+	   "desc e = d truncated 3\nfault f a -> b loss 1% after e\n",
+     "bad.scn:9:30: 'after e': e is a descriptor made by 'desc' (line 8), which does not end "
+     "as a call does; name what a host call made (-> NAME), or declare the fault after that "
+     "statement without 'after'"},
+    {"expect tpt key of a handle",
+     SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register s y -> hy\n"
+	   "expect tpt a key hy valid\n",
+     "bad.scn:8:18: 'expect tpt a key hy': 'hy' is a handle, whose key only the provider "
+     "knows; name a descriptor (register-rdma ... -> D), or count entries: 'expect tpt a "
+     "entries CMP of HOST'"},
 };
 
 static void test_bad_scripts(void)
@@ -736,12 +899,92 @@ static void test_include_cycle_and_depth(void)
 	NST_EQ(parse_check("fifo.scn", NULL, &s), -EINVAL);
 	STR_EQ(diag.msg[0].text, "fifo.scn: cannot read: not a regular file");
 
+	/* A file of /proc shows size 0 but reads text: it is refused, not
+	 * included as empty. */
+	put("incproc.scn", "include \"/proc/self/status\"\n");
+	NST_EQ(parse_check("incproc.scn", NULL, &s), -EINVAL);
+	STR_EQ(diag.msg[0].text,
+	       "incproc.scn:1:9: cannot include \"/proc/self/status\": not a regular file on a "
+	       "regular filesystem (a file of /proc or /sys shows a size that is not its "
+	       "length): copy it to a file first");
+	NST_EQ(parse_check("/proc/self/status", NULL, &s), -ESPIPE);
+	STR_EQ(diag.msg[0].text,
+	       "/proc/self/status: cannot read: not a regular file on a regular filesystem (a "
+	       "file of /proc or /sys shows a size that is not its length): copy it to a file "
+	       "first");
+
 	/* An include from a subdirectory is relative to the including file. */
 	NST_REQUIRE(mkdir("sub", 0700) == 0 || errno == EEXIST);
 	put("sub/inner.scn", "nic a 198.18.0.1\n");
 	put("sub/outer.scn", "include \"inner.scn\"\n");
 	NST_REQUIRE_EQ(parse_check("sub/outer.scn", NULL, &s), 0);
 	STR_EQ(s->stmts[0].loc.file, "sub/inner.scn");
+	scn_script_free(s);
+}
+
+/* wait counter takes delta [from MARK] as expect counter does. */
+static void test_wait_counter_delta(void)
+{
+	struct scn_script *s = NULL;
+	const struct scn_counter *k;
+
+	put("wcd.scn", SETUP "mark m\n"
+			     "wait counter a.retransmits delta >= 1 within 2s\n"
+			     "wait counter b.tx_frames delta from m in 2..5\n");
+	NST_REQUIRE_EQ(parse_check("wcd.scn", NULL, &s), 0);
+	NST_REQUIRE_EQ(s->nstmts, 7);
+	k = &s->stmts[5].u.counter;
+	NST_EQ(s->stmts[5].kind, SCN_WAIT_COUNTER);
+	NST_TRUE(k->delta);
+	STR_EQ(k->mark, "");
+	STR_EQ(k->counter, "retransmits");
+	NST_EQ(k->cmp.op, SCN_CMP_GE);
+	NST_EQ_U(k->cmp.a, 1);
+	NST_EQ_U(s->stmts[5].within_ns, 2000000000ull);
+	k = &s->stmts[6].u.counter;
+	NST_EQ(s->stmts[6].kind, SCN_WAIT_COUNTER);
+	NST_TRUE(k->delta);
+	STR_EQ(k->mark, "m");
+	NST_EQ(k->cmp.op, SCN_CMP_IN);
+	NST_EQ_U(k->cmp.b, 5);
+	scn_script_free(s);
+
+	/* The mark is taken before the wait, or the wait has no base. */
+	put("wcd.scn", SETUP "wait counter a.retransmits delta from m >= 1\nmark m\n");
+	NST_EQ(parse_check("wcd.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "wcd.scn:5:39: 'm' is used before it is defined (line 6)");
+	put("wcd.scn", SETUP "wait counter a.retransmits delta from h1 >= 1\n");
+	NST_EQ(parse_check("wcd.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "wcd.scn:5:39: 'h1' is a host (line 3), not a mark");
+}
+
+/* Messages about names used in an included file name that file and line,
+ * and a line of another file by its file too. */
+static void test_include_names(void)
+{
+	struct scn_script *s = NULL;
+
+	put("names.inc", "h1: close x\n"
+			 "h1: close s\n"
+			 "h1: socket -> s\n"
+			 "fault f a -> b loss 1% at +1ms optional\n");
+	put("names.scn", "# The names an included file uses.\n"
+			 "nic a 198.18.0.1\n"
+			 "nic b 198.18.0.2\n"
+			 "host h1 on a\n"
+			 "h1: buffer x 4KiB\n"
+			 "include \"names.inc\"\n"
+			 "h1: buffer y 4KiB\n"
+			 "h1: close f\n");
+	NST_EQ(parse_check("names.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE_EQ(diag.n, 4);
+	STR_EQ(diag.msg[0].text, "names.inc:1:11: 'x' is a buffer (names.scn:5), not a socket");
+	STR_EQ(diag.msg[1].text, "names.inc:2:11: 's' is used before it is defined (line 3)");
+	STR_EQ(diag.msg[2].text, "names.inc:4:1: warning: fault 'f' starts at a time: timing "
+				 "depends on the machine; prefer 'after NAME' (an event)");
+	STR_EQ(diag.msg[3].text, "names.scn:8:11: 'f' is a fault (names.inc:4), not a socket");
 	scn_script_free(s);
 }
 
@@ -911,6 +1154,11 @@ int main(int argc, char **argv)
 	    {"numbers and units", test_numbers},
 	    {"bad scripts", test_bad_scripts},
 	    {"include cycle and depth", test_include_cycle_and_depth},
+	    {"names used in an included file", test_include_names},
+	    {"wait counter delta", test_wait_counter_delta},
+	    {"${SEED} is the run's seed", test_seed_param},
+	    {"${RUN_DIR} replaced", test_subst_run_dir},
+	    {"a parameter's value limit", test_param_limit},
 	    {"a bad regular expression", test_bad_regex},
 	    {"a 10 MB line", test_long_line},
 	    {"many errors", test_many_errors},
