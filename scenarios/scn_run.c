@@ -42,6 +42,18 @@
 
 /* ---- Small helpers --------------------------------------------------------- */
 
+/* A signal's name without "SIG" ("INT"), or its number when it has none. */
+static const char *sig_abbrev(int sig)
+{
+	static __thread char num[16];
+	const char *name = sig > 0 ? sigabbrev_np(sig) : NULL;
+
+	if (name)
+		return name;
+	snprintf(num, sizeof(num), "%d", sig);
+	return num;
+}
+
 /* Make room for one more element of size elem in *v (count n, capacity
  * *cap).  0 or -ENOMEM. */
 static int grow(void *v, size_t n, size_t *cap, size_t elem)
@@ -401,6 +413,8 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			_exit(127);
 		setenv("NICSIM_DIR", r->topo.dir, 1);
 		setenv("NICSIM_ADDR", p->nic->addr_str, 1);
+		if (r->prog_path)
+			setenv("PATH", r->prog_path, 1);
 		execl("/bin/sh", "sh", "-c", p->decl->u.program.command, (char *)NULL);
 		_exit(127);
 	}
@@ -1583,7 +1597,7 @@ static int topo_setup(struct scn_runner *r)
 	r->hosts = calloc(r->cap_hosts ? r->cap_hosts : 1, sizeof(*r->hosts));
 	if (!r->topo.nics || !r->progs || !r->hosts)
 		return -ENOMEM;
-	rc = scn_topo_make_dir(&r->topo, why, sizeof(why));
+	rc = scn_topo_make_dir(&r->topo, r->opts->dir, why, sizeof(why));
 	if (rc) {
 		scn_fail(r, NULL, "%s", why);
 		return rc;
@@ -1685,6 +1699,7 @@ static void free_runner(struct scn_runner *r)
 	free(r->handles);
 	free(r->faults);
 	free(r->topo.nics);
+	free(r->prog_path);
 }
 
 static void record_step(struct scn_runner *r, const struct scn_stmt *st, uint64_t t_start, bool ok)
@@ -1735,12 +1750,60 @@ static void list_files(struct scn_outcome *o)
 		free(names);
 }
 
+/* Add directory dir (the part of path before its last '/', when
+ * dir_of) to the colon-separated list list[0..size), once. */
+static void path_add(char *list, size_t size, const char *path, bool dir_of)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = dir_of ? strrchr(path, '/') : NULL;
+	size_t len = strlen(list), n;
+	const char *p;
+
+	if (dir_of && !slash)
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", dir_of ? (int)(slash - path) : (int)strlen(path), path);
+	if (!dir[0] || !realpath(dir, real))
+		return;
+	n = strlen(real);
+	for (p = list; *p; p += strcspn(p, ":"), p += *p == ':')
+		if (strcspn(p, ":") == n && !strncmp(p, real, n))
+			return;
+	if (len + n + 2 < size)
+		snprintf(list + len, size - len, "%s%s", len ? ":" : "", real);
+}
+
+/*
+ * The PATH of the scenario's programs: the directory of the running nicsim,
+ * then the agent's and nicsimd's when they are elsewhere, before the
+ * runner's own PATH, so that a command finds the binaries of the build or
+ * installation that runs it (nicsim-pingpong, nicsim ...) first.
+ */
+static char *prog_path(const char *exe_dir, const char *agent)
+{
+	char dirs[3 * PATH_MAX + 3] = "", nicsimd[PATH_MAX], unused[PATH_MAX], *out;
+	const char *old = getenv("PATH");
+	size_t size;
+
+	if (exe_dir[0])
+		path_add(dirs, sizeof(dirs), exe_dir, false);
+	path_add(dirs, sizeof(dirs), agent, true);
+	if (!cli_find_program("nicsimd", nicsimd, sizeof(nicsimd), unused, sizeof(unused)))
+		path_add(dirs, sizeof(dirs), nicsimd, true);
+	if (!old || !*old)
+		old = "/usr/local/bin:/usr/bin:/bin";
+	size = strlen(dirs) + strlen(old) + 2;
+	out = malloc(size);
+	if (out)
+		snprintf(out, size, "%s%s%s", dirs, dirs[0] ? ":" : "", old);
+	return out;
+}
+
 /* Run one parsed and checked scenario in this process; fills out. */
 static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
 			 struct scn_outcome *out, int sigfd)
 {
 	struct scn_runner r;
-	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX];
+	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX] = "";
 	uint64_t budget;
 	bool keep;
 	size_t i;
@@ -1765,6 +1828,9 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	else if (cli_find_program(AGENT_NAME, r.agent_path, sizeof(r.agent_path), exe_dir,
 				  sizeof(exe_dir)))
 		snprintf(r.agent_path, sizeof(r.agent_path), "%s", AGENT_NAME);
+	if (!exe_dir[0])
+		cli_find_program(AGENT_NAME, what, sizeof(what), exe_dir, sizeof(exe_dir));
+	r.prog_path = prog_path(exe_dir, r.agent_path);
 
 	rc = topo_setup(&r);
 	for (i = 0; !rc && i < s->nstmts; i++) {
@@ -1785,8 +1851,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 				scn_fail(&r, st, "timed out after %.3f s waiting for %s",
 					 (scn_now_ns() - t_start) / 1e9, what);
 		} else if (rc == -EINTR) {
-			scn_fail(&r, st, "interrupted by signal %d (%s)", r.signo,
-				 strsignal(r.signo));
+			scn_fail(&r, st, "interrupted (SIG%s)", sig_abbrev(r.signo));
 		} else if (rc && out->status == SCN_PASSED) {
 			scn_fail(&r, st, "the step failed: %s", strerror(-rc));
 		}
@@ -1972,7 +2037,7 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 	size_t i, running = 0, started = 0, next = 0, jmax, nbad = 0, np;
 	uint64_t t0 = scn_now_ns();
 	bool interrupted = false;
-	int rc, status = 0, sigfd = -1;
+	int rc, status = 0, sigfd = -1, signo = SIGTERM;
 
 	jmax = opts->jobs ? opts->jobs : 1;
 	diag = malloc(sizeof(*diag));
@@ -2062,7 +2127,8 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 				jobs[started].out->status = SCN_FAILED;
 				snprintf(jobs[started].out->message,
 					 sizeof(jobs[started].out->message),
-					 "not run: the runner was interrupted");
+					 "not run: the runner was interrupted (SIG%s)",
+					 sig_abbrev(signo));
 			}
 		print_ready(jobs, l.n, &next, opts, &ro);
 		if (!running)
@@ -2077,11 +2143,14 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		if (pf[0].revents) {
 			struct signalfd_siginfo si;
 
+			/* Passed on as it came, so that each scenario reports
+			 * the signal the user sent (SIGINT from a terminal). */
 			if (read(sigfd, &si, sizeof(si)) > 0) {
 				interrupted = true;
+				signo = (int)si.ssi_signo;
 				for (i = 0; i < l.n; i++)
 					if (jobs[i].running)
-						kill(jobs[i].pid, SIGTERM);
+						kill(jobs[i].pid, signo);
 			}
 		}
 		for (i = 0; i < l.n; i++)

@@ -171,6 +171,7 @@ struct scn_runner {
 	bool interrupted;
 	int signo;
 	char agent_path[4096];
+	char *prog_path;            /* PATH of the programs (run_scenario), NULL: the runner's */
 	const struct scn_stmt *cur; /* the step running */
 	uint64_t step_t0;
 

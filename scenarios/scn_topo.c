@@ -48,23 +48,25 @@ int scn_pidfd_open(pid_t pid)
 
 /* ---- The run directory ---------------------------------------------------- */
 
-int scn_topo_make_dir(struct scn_topo *t, char *why, size_t size)
+int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t size)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = parent ? parent : getenv("TMPDIR");
 
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
 	if ((size_t)snprintf(t->dir, sizeof(t->dir), "%s/nicsim-scn-XXXXXX", tmp) >=
 	    sizeof(t->dir)) {
 		t->dir[0] = '\0';
-		snprintf(why, size, "TMPDIR %s is too long for a run directory", tmp);
+		snprintf(why, size, "%s %s is too long for a run directory",
+			 parent ? "--dir" : "TMPDIR", tmp);
 		return -ENAMETOOLONG;
 	}
 	if (!mkdtemp(t->dir)) {
 		int err = errno;
 
-		snprintf(why, size, "cannot make a run directory under %s: %s (set TMPDIR)", tmp,
-			 strerror(err));
+		snprintf(why, size, "cannot make a run directory under %s: %s (%s)", tmp,
+			 strerror(err),
+			 parent ? "make it, or name another with --dir" : "set TMPDIR");
 		t->dir[0] = '\0';
 		return -err;
 	}
