@@ -297,6 +297,56 @@ static void host_exited(struct scn_rt_host *h)
 static void op_side_effects(struct scn_runner *r, struct scn_rt_op *op,
 			    const struct scn_reply *rep);
 
+static bool host_ended(struct scn_runner *r, void *arg)
+{
+	const struct scn_rt_host *h = arg;
+
+	(void)r;
+	return h->exited || (h->parent && h->parent->exited);
+}
+
+/*
+ * Host h took no more calls (its channel closed): before its end is
+ * reported, wait a little (bounded, in the loop) for its exit status,
+ * which comes a moment later through its pidfd, or for a forked host with
+ * its parent's reply to the fork.
+ */
+static void host_settle(struct scn_runner *r, struct scn_rt_host *h)
+{
+	uint64_t d = scn_after_ns(scn_now_ns(), AGENT_CLOSE_MS * 1000000ull, r->slow);
+
+	if (!h->exited)
+		scn_loop_until(r, host_ended, h, d < r->deadline ? d : r->deadline);
+}
+
+/* How host h ended, in words ("killed by signal 9 (SIGKILL)"). */
+static void host_end_text(const struct scn_rt_host *h, char *buf, size_t size)
+{
+	int st = h->status;
+
+	if (!h->exited || st < 0)
+		snprintf(buf, size, "gone, its exit status not known yet");
+	else if (WIFEXITED(st))
+		snprintf(buf, size, "exited with status %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, size, "killed by signal %d (SIG%s)", WTERMSIG(st),
+			 sig_abbrev(WTERMSIG(st)));
+	else
+		snprintf(buf, size, "ended (wait status 0x%x)", (unsigned)st);
+}
+
+/* The number of a signal named as sigabbrev_np names it ("KILL"), or 0. */
+static int sig_number(const char *name)
+{
+	for (int i = 1; i < NSIG; i++) {
+		const char *n = sigabbrev_np(i);
+
+		if (n && !strcmp(n, name))
+			return i;
+	}
+	return (int)strtol(name, NULL, 10);
+}
+
 static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *line)
 {
 	struct scn_reply rep;
@@ -341,7 +391,7 @@ static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *
 			if (scn_reply_get(&rep, "exit", val, sizeof(val)))
 				child->status = W_EXITCODE((int)strtol(val, NULL, 10), 0);
 			else if (scn_reply_get(&rep, "signal", val, sizeof(val)))
-				child->status = SIGKILL;
+				child->status = sig_number(val) & 0x7f;
 		}
 	}
 }
@@ -398,6 +448,8 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			p->tail[0] = '\0';
 		p->exited = false;
 	}
+	p->killed = p->exit_waited = false;
+	p->exit_during = NULL;
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -641,9 +693,30 @@ static void prog_reap(struct scn_rt_prog *p)
 	if (w == 0)
 		return;
 	p->exited = true;
+	p->exit_ns = scn_now_ns();
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	p->pidfd = -1;
+}
+
+/* How program p ended, in words: "exited with status 127 (command not
+ * found or not executable)", "killed by signal 9 (SIGKILL)". */
+static void prog_end_text(const struct scn_rt_prog *p, char *buf, size_t size)
+{
+	int st = p->status;
+
+	if (!p->exited)
+		snprintf(buf, size, "still running");
+	else if (WIFEXITED(st))
+		snprintf(buf, size, "exited with status %d%s", WEXITSTATUS(st),
+			 WEXITSTATUS(st) == 127   ? " (command not found or not executable)"
+			 : WEXITSTATUS(st) == 126 ? " (found but not executable)"
+						  : "");
+	else if (WIFSIGNALED(st))
+		snprintf(buf, size, "killed by signal %d (SIG%s)", WTERMSIG(st),
+			 sig_abbrev(WTERMSIG(st)));
+	else
+		snprintf(buf, size, "ended (wait status 0x%x)", (unsigned)st);
 }
 
 static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
@@ -811,6 +884,8 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 			case PF_PROG_OUT: prog_read(&r->progs[idx[i]]); break;
 			case PF_PROG_PID:
 				prog_reap(&r->progs[idx[i]]);
+				if (r->progs[idx[i]].exited)
+					r->progs[idx[i]].exit_during = r->cur;
 				if (r->progs[idx[i]].out_fd >= 0)
 					prog_read(&r->progs[idx[i]]);
 				break;
@@ -1113,12 +1188,15 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 
 	op->collected = true;
 	if (!op->done) {
+		char how[128];
+
+		host_settle(r, op->host);
+		host_end_text(op->host, how, sizeof(how));
 		scn_fail(r, st, "host %s ended before the call's result came", op->host->name);
 		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "result: %s",
 				result_text(want));
-		scn_outcome_add(r->out->found, sizeof(r->out->found),
-				"host %s: gone (wait status 0x%x)", op->host->name,
-				(unsigned)op->host->status);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "host %s: %s", op->host->name,
+				how);
 		return -EPIPE;
 	}
 	if (op->bad) {
@@ -1181,8 +1259,11 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 		return -ENOENT;
 	}
 	if (h->gone) {
-		scn_fail(r, st, "host %s has ended (wait status 0x%x): it can make no call",
-			 h->name, (unsigned)h->status);
+		char how[128];
+
+		host_settle(r, h);
+		host_end_text(h, how, sizeof(how));
+		scn_fail(r, st, "host %s has ended (%s): it can make no call", h->name, how);
 		return -EPIPE;
 	}
 	if (c->verb == SCN_V_FORK) {
@@ -1345,6 +1426,7 @@ static int kill_step(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	if (p && p->started && !p->exited) {
 		kill(-p->pid, st->u.kill.signal ? st->u.kill.signal : SIGKILL);
+		p->killed = true;
 		return 0;
 	}
 	scn_fail(r, st, "%s is not a running host or program", st->u.kill.target);
@@ -1400,6 +1482,8 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 	rc = scn_loop_until(r, exited, &w, scn_step_deadline(r, st));
 	if (rc)
 		return rc;
+	if (w.p)
+		w.p->exit_waited = true;
 	status = w.h ? w.h->status : w.p->status;
 	if (!st->u.exit.has_code)
 		return 0;
@@ -1407,14 +1491,21 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 		return 0;
 	scn_fail(r, st, "%s did not exit with status %d", st->u.exit.target, st->u.exit.code);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "exit: %d", st->u.exit.code);
-	if (status < 0)
+	if (w.p) {
+		char how[128];
+
+		prog_end_text(w.p, how, sizeof(how));
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "program %s: %s",
+				w.p->decl->name, how);
+	} else if (status < 0)
 		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: unknown");
 	else if (WIFEXITED(status))
 		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: %d",
 				WEXITSTATUS(status));
 	else
-		scn_outcome_add(r->out->found, sizeof(r->out->found), "killed by signal %d",
-				WIFSIGNALED(status) ? WTERMSIG(status) : status);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "killed by signal %d (SIG%s)",
+				WIFSIGNALED(status) ? WTERMSIG(status) : status,
+				sig_abbrev(WIFSIGNALED(status) ? WTERMSIG(status) : status));
 	return -EINVAL;
 }
 
@@ -1443,8 +1534,11 @@ static bool output_seen(struct scn_runner *r, void *arg)
 
 	/* Each line was matched as it arrived: only the one not ended yet is
 	 * left to look at. */
+	/* Once the program has exited, what it wrote is all in (the loop
+	 * reads its pipe dry when it sees the exit): the line can no longer
+	 * come, whatever processes it left behind still hold its pipe. */
 	return p->watch_hit || text_match(p->part, p->partlen, &st->u.output, &p->watch_re) ||
-	       (p->exited && p->out_fd < 0);
+	       p->exited;
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1452,7 +1546,7 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 	const char *tail;
 	uint64_t t0 = scn_now_ns();
-	char what[SCN_TEXT_MAX + 16];
+	char what[SCN_TEXT_MAX + 16], how[128];
 	size_t len;
 	bool found, timed_out = false;
 	int rc;
@@ -1488,12 +1582,20 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
 		 st->u.output.regex ? "/" : "\"", st->u.output.text,
 		 st->u.output.regex ? "/" : "\"");
+	prog_end_text(p, how, sizeof(how));
 	if (timed_out)
 		scn_fail(r, st, "timed out after %.3f s waiting for program %s to write a line %s",
 			 (double)(scn_now_ns() - t0) / 1e9, p->decl->name, what);
+	else if (st->kind == SCN_WAIT_OUTPUT && p->exited)
+		scn_fail(r, st, "program %s %s before writing a line %s", p->decl->name, how, what);
 	else
 		scn_fail(r, st, "program %s wrote no line %s", p->decl->name, what);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "output: %s", st->u.output.text);
+	if (p->exited) {
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "program %s: %s",
+				p->decl->name, how);
+		p->exit_waited = true; /* said here: not again with the other exits */
+	}
 	tail = p->taillen ? p->tail : p->out ? p->out : "";
 	len = strlen(tail);
 	if (len > 1500)
@@ -1750,6 +1852,29 @@ static void list_files(struct scn_outcome *o)
 		free(names);
 }
 
+/* A failed scenario: say which programs ended on their own without a
+ * step waiting for it, and how, since a wait that ran out (a counter, a
+ * frame) may have been waiting for what such a program would have done. */
+static void note_prog_exits(struct scn_runner *r)
+{
+	char how[128], at[64];
+
+	for (size_t i = 0; i < r->nprogs; i++) {
+		const struct scn_rt_prog *p = &r->progs[i];
+
+		if (!p->started || !p->exited || p->killed || p->exit_waited)
+			continue;
+		prog_end_text(p, how, sizeof(how));
+		if (p->exit_during)
+			snprintf(at, sizeof(at), ", while line %u ran", p->exit_during->loc.line);
+		else
+			at[0] = '\0';
+		scn_outcome_add(r->out->detail, sizeof(r->out->detail),
+				"program %s %s %.3f s into the scenario%s", p->decl->name, how,
+				(double)(p->exit_ns - r->t0) / 1e9, at);
+	}
+}
+
 /* Add directory dir (the part of path before its last '/', when
  * dir_of) to the colon-separated list list[0..size), once. */
 static void path_add(char *list, size_t size, const char *path, bool dir_of)
@@ -1859,6 +1984,8 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 		if (out->status != SCN_PASSED)
 			rc = rc ? rc : -EINVAL;
 	}
+	if (out->status != SCN_PASSED && !r.interrupted)
+		note_prog_exits(&r);
 	scn_fault_finish(&r, !rc && out->status == SCN_PASSED);
 	/* Kept on a failure, but not when the user stopped the run: that is
 	 * no finding, and a signal asks for everything to go. */

@@ -76,7 +76,11 @@ struct scn_rt_prog {
 	size_t partlen;
 	uint64_t logged, unlogged; /* bytes written to its log, and cut from it */
 	bool started, exited;
-	int status;
+	bool killed;                        /* by a `kill P` step since it started */
+	bool exit_waited;                   /* a `wait P exit` step has looked at its end */
+	int status;                         /* its wait status once exited */
+	uint64_t exit_ns;                   /* when the runner saw it exit */
+	const struct scn_stmt *exit_during; /* the step running then (NULL: set-up) */
 };
 
 /* An operation: a host call, pending or done. */
