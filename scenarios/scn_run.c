@@ -1800,6 +1800,7 @@ static void free_runner(struct scn_runner *r)
 	free(r->bufs);
 	free(r->handles);
 	free(r->faults);
+	free(r->links);
 	free(r->topo.nics);
 	free(r->prog_path);
 }

@@ -154,14 +154,22 @@ struct scn_rt_fault {
 	enum scn_rt_fault_state state;
 	uint32_t src[2], dst[2];
 	size_t nlinks;
-	uint64_t arm_at_ns;              /* AT: when to arm */
-	uint64_t heal_at_ns;             /* FOR_TIME: when to heal; 0 otherwise */
-	uint64_t frames0[2];             /* FOR_FRAMES: link frames when armed */
-	uint64_t hits0[2];               /* the rule's counters when armed */
-	uint64_t hits;                   /* the rule's counter moves while armed */
-	uint64_t frames_before;          /* FOR_FRAMES: frames counted on an earlier fabric */
-	struct fab_link_config saved[2]; /* each link's configuration before arming */
+	uint64_t arm_at_ns;     /* AT: when to arm */
+	uint64_t heal_at_ns;    /* FOR_TIME: when to heal; 0 otherwise */
+	uint64_t frames0[2];    /* FOR_FRAMES: link frames when armed */
+	uint64_t hits0[2];      /* the rule's counters when armed */
+	uint64_t hits;          /* the rule's counter moves while armed */
+	uint64_t frames_before; /* FOR_FRAMES: frames counted on an earlier fabric */
+	uint64_t armed_seq;     /* the order faults began in (scn_fault.c) */
 	bool ever_armed;
+};
+
+/* A link a fault has touched: its settings without any fault, taken when
+ * the first fault on it began.  Its settings at any time are these plus
+ * every fault armed on it, in the order they began. */
+struct scn_rt_link {
+	uint32_t src, dst;
+	struct fab_link_config base;
 };
 
 struct scn_runner {
@@ -195,6 +203,9 @@ struct scn_runner {
 	size_t nmarks, cap_marks;
 	struct scn_rt_fault *faults;
 	size_t nfaults, cap_faults;
+	struct scn_rt_link *links; /* the links faults touched */
+	size_t nlinks, cap_links;
+	uint64_t fault_seq;
 	size_t frame_cursor; /* `wait frame` looks at frames from here on */
 	bool counter_poll;   /* a wait re-reads counters: bound the poll timeout */
 	uint64_t counter_next_ns, counter_gap_ns;
