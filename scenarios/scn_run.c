@@ -726,6 +726,8 @@ static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
 
 	if (!p->started || p->pid <= 0)
 		goto out;
+	if (!p->exited)
+		prog_reap(p);
 	if (!p->exited) {
 		kill(-p->pid, SIGCONT);
 		kill(-p->pid, SIGTERM);
@@ -1758,21 +1760,116 @@ static int topo_setup(struct scn_runner *r)
 	return scn_rt_mark_take(r, "", NULL);
 }
 
-/* End every process the scenario started, by pid, whatever state it is in. */
+/* A process teardown waits for: an agent or a program. */
+struct end_wait {
+	pid_t pid;  /* the process (a program's is its group too) */
+	int pidfd;  /* -1: none (then looked at every 5 ms) */
+	bool child; /* ours: never reaped here, only looked at */
+	bool group; /* a program: signals go to its process group */
+	bool done;
+};
+
+/* Whether e's process has ended (a child: it is a zombie, not reaped). */
+static bool end_seen(const struct end_wait *e)
+{
+	struct pollfd pf = {.fd = e->pidfd, .events = POLLIN};
+	siginfo_t si;
+
+	if (e->pidfd >= 0)
+		return poll(&pf, 1, 0) == 1;
+	if (e->child) {
+		memset(&si, 0, sizeof(si));
+		return waitid(P_PID, (id_t)e->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+		       si.si_pid == e->pid;
+	}
+	return kill(e->pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Wait until every process of e[0..n) has ended or the deadline passed:
+ * one deadline for all, so that n stuck processes cost it once. */
+static void ends_wait(struct end_wait *e, size_t n, uint64_t deadline)
+{
+	struct pollfd *pf = calloc(n ? n : 1, sizeof(*pf));
+	uint64_t now;
+	size_t np, i;
+	bool blind;
+	int ms;
+
+	for (;;) {
+		np = 0;
+		blind = false;
+		for (i = 0; i < n; i++) {
+			if (e[i].done || (e[i].done = end_seen(&e[i])))
+				continue;
+			if (e[i].pidfd >= 0 && pf)
+				pf[np++] = (struct pollfd){.fd = e[i].pidfd, .events = POLLIN};
+			else
+				blind = true;
+		}
+		now = scn_now_ns();
+		if ((!np && !blind) || now >= deadline)
+			break;
+		ms = (int)((deadline - now) / 1000000 + 1);
+		if (blind && ms > 5)
+			ms = 5;
+		if (poll(pf, np, ms) < 0 && errno != EINTR)
+			break;
+	}
+	free(pf);
+}
+
+/*
+ * End every process the scenario started, by pid, whatever state it is in,
+ * all at once: every agent's channel is closed and every program's group
+ * gets SIGTERM, then one deadline (AGENT_CLOSE_MS, PROG_TERM_MS) for all
+ * of them, then SIGKILL for what is left; then the NICs, the same way
+ * (scn_topo_destroy).  Stuck processes cost one budget, however many.
+ */
 static void teardown(struct scn_runner *r, bool keep)
 {
-	size_t i;
+	struct end_wait *e = calloc(r->nhosts + r->nprogs + 1, sizeof(*e));
+	size_t i, n = 0;
+	uint64_t budget = AGENT_CLOSE_MS > PROG_TERM_MS ? AGENT_CLOSE_MS : PROG_TERM_MS;
 
 	/* A NIC stopped by `stop nic` would hold its hosts' clean-up back. */
 	for (i = 0; i < r->topo.nnics; i++)
 		if (r->topo.nics[i].stopped && r->topo.nics[i].pid > 0)
 			scn_topo_nic_signal(&r->topo, &r->topo.nics[i], SIGCONT);
-	/* Forked hosts first: their channels are ours too. */
+	for (i = 0; i < r->nhosts; i++) {
+		struct scn_rt_host *h = &r->hosts[i];
+
+		scn_agent_hangup(h->agent);
+		if (!e || !h->agent || h->pid <= 0)
+			continue;
+		if (h->pidfd < 0 && !h->exited)
+			h->pidfd = scn_pidfd_open(h->pid);
+		e[n++] = (struct end_wait){
+		    .pid = h->pid, .pidfd = h->pidfd, .child = !h->parent, .done = h->exited};
+	}
+	for (i = 0; i < r->nprogs; i++) {
+		struct scn_rt_prog *p = &r->progs[i];
+
+		if (!p->started || p->pid <= 0 || p->exited)
+			continue;
+		kill(-p->pid, SIGCONT);
+		kill(-p->pid, SIGTERM);
+		if (e)
+			e[n++] = (struct end_wait){
+			    .pid = p->pid, .pidfd = p->pidfd, .child = true, .group = true};
+	}
+	ends_wait(e, n, scn_now_ns() + budget * 1000000ull);
+	for (i = 0; i < n; i++)
+		if (!e[i].done)
+			kill(e[i].group ? -e[i].pid : e[i].pid, SIGKILL);
+	ends_wait(e, n, scn_now_ns() + 10000000000ull);
+	free(e);
+	/* Every one has ended (or outlived SIGKILL for 10 s): reap them.
+	 * Forked hosts first: their channels are ours too. */
 	for (i = r->nhosts; i-- > 0;) {
 		if (r->hosts[i].pidfd >= 0)
 			close(r->hosts[i].pidfd);
 		r->hosts[i].pidfd = -1;
-		scn_agent_close(r->hosts[i].agent, AGENT_CLOSE_MS);
+		scn_agent_close(r->hosts[i].agent, 0);
 		r->hosts[i].agent = NULL;
 	}
 	for (i = 0; i < r->nprogs; i++)

@@ -631,10 +631,19 @@ void scn_capture_ack(struct scn_topo *t)
 
 /* ---- Teardown ----------------------------------------------------------------- */
 
+/* Milliseconds from now to deadline (CLOCK_MONOTONIC ns), 0 once past. */
+static int left_ms(uint64_t deadline)
+{
+	uint64_t now = scn_now_ns();
+
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
 void scn_topo_destroy(struct scn_topo *t, bool keep)
 {
 	char lock[PATH_MAX];
 	struct scn_nicd *n;
+	uint64_t deadline;
 	size_t i;
 
 	scn_capture_stop(t);
@@ -646,12 +655,22 @@ void scn_topo_destroy(struct scn_topo *t, bool keep)
 			kill(n->pid, SIGCONT);
 		kill(n->pid, SIGTERM);
 	}
+	/* One deadline for every NIC, then SIGKILL for those left, and one
+	 * more: stuck NICs cost NIC_TERM_MS once, however many. */
+	deadline = scn_now_ns() + NIC_TERM_MS * 1000000ull;
 	for (i = 0; i < t->nnics; i++) {
 		n = &t->nics[i];
-		if (n->pid > 0 && !nic_wait_exit(n, NIC_TERM_MS)) {
-			kill(n->pid, SIGKILL);
-			nic_wait_exit(n, NIC_TERM_MS);
-		}
+		if (n->pid > 0)
+			nic_wait_exit(n, left_ms(deadline));
+	}
+	for (i = 0; i < t->nnics; i++)
+		if (t->nics[i].pid > 0)
+			kill(t->nics[i].pid, SIGKILL);
+	deadline = scn_now_ns() + NIC_TERM_MS * 1000000ull;
+	for (i = 0; i < t->nnics; i++) {
+		n = &t->nics[i];
+		if (n->pid > 0)
+			nic_wait_exit(n, left_ms(deadline));
 	}
 	if (t->capture.wake_fd >= 0)
 		close(t->capture.wake_fd);
