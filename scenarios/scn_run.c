@@ -440,7 +440,9 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 		prog_end(r, p);
 		p->outlen = p->taillen = 0;
 		p->dropped = 0;
-		p->head_full = p->watch_hit = false;
+		p->head_full = false;
+		for (size_t k = 0; k < p->nwatches; k++)
+			p->watches[k].hit = false;
 		p->partlen = 0;
 		if (p->out)
 			p->out[0] = '\0';
@@ -551,8 +553,54 @@ static int text_add(char **buf, size_t *len, size_t *cap, const char *data, size
  * waited for. */
 static void prog_watch_text(struct scn_rt_prog *p, const char *text, size_t n)
 {
-	if (p->watch && !p->watch_hit && n)
-		p->watch_hit = text_match(text, n, p->watch, &p->watch_re);
+	struct scn_rt_watch *w;
+
+	for (size_t k = 0; n && k < p->nwatches; k++) {
+		w = &p->watches[k];
+		if (!w->hit && (w->compiled || !w->st->u.output.regex))
+			w->hit = text_match(text, n, &w->st->u.output, &w->re);
+	}
+}
+
+/* The watch of an output step st of program p (NULL: none). */
+static struct scn_rt_watch *prog_watch_of(struct scn_rt_prog *p, const struct scn_stmt *st)
+{
+	for (size_t k = 0; k < p->nwatches; k++)
+		if (p->watches[k].st == st)
+			return &p->watches[k];
+	return NULL;
+}
+
+/*
+ * Give each program the watches of the output steps that name it, their
+ * EREs compiled (one the C library refuses fails its step when it runs).
+ * 0 or -ENOMEM.
+ */
+static int prog_watches_setup(struct scn_runner *r)
+{
+	const struct scn_script *s = r->script;
+	struct scn_rt_watch *w;
+	struct scn_rt_prog *p;
+
+	for (size_t i = 0; i < s->nstmts; i++) {
+		const struct scn_stmt *st = &s->stmts[i];
+
+		if (st->kind != SCN_WAIT_OUTPUT && st->kind != SCN_EXPECT_OUTPUT)
+			continue;
+		p = scn_rt_prog(r, st->u.output.target);
+		if (!p)
+			continue;
+		w = realloc(p->watches, (p->nwatches + 1) * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		p->watches = w;
+		w = &p->watches[p->nwatches++];
+		memset(w, 0, sizeof(*w));
+		w->st = st;
+		w->compiled = st->u.output.regex &&
+			      !regcomp(&w->re, st->u.output.text, REG_EXTENDED | REG_NOSUB);
+	}
+	return 0;
 }
 
 /* Match each line that text[0..n) ends (with its start, kept in p->part
@@ -1511,22 +1559,22 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 	return -EINVAL;
 }
 
-/* Whether program p wrote a line that contains text (or matches the ERE):
- * in what is kept of its output, or in a line matched as it arrived. */
-static bool output_has(const struct scn_rt_prog *p, const struct scn_output *o)
+/* Whether program p wrote a line that step st looks for: a line matched as
+ * it arrived (w), the line not ended yet, or, for a match across the
+ * pieces of a line too long to match whole, what is kept. */
+static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept)
 {
-	if (p->watch == o && p->watch_hit)
-		return true;
-	return (p->out && text_has(p->out, p->outlen, o)) ||
-	       (p->tail && text_has(p->tail, p->taillen, o));
-}
+	struct scn_rt_watch *w = prog_watch_of(p, st);
+	const struct scn_output *o = &st->u.output;
 
-/* The end of a `wait P output`. */
-static void prog_unwatch(struct scn_rt_prog *p)
-{
-	if (p->watch && p->watch->regex)
-		regfree(&p->watch_re);
-	p->watch = NULL;
+	if (!w)
+		return text_has(p->part, p->partlen, o) ||
+		       (p->out && text_has(p->out, p->outlen, o)) ||
+		       (p->tail && text_has(p->tail, p->taillen, o));
+	if (w->hit || text_match(p->part, p->partlen, o, &w->re))
+		return true;
+	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re)) ||
+			(p->tail && text_match(p->tail, p->taillen, o, &w->re)));
 }
 
 static bool output_seen(struct scn_runner *r, void *arg)
@@ -1535,12 +1583,11 @@ static bool output_seen(struct scn_runner *r, void *arg)
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 
 	/* Each line was matched as it arrived: only the one not ended yet is
-	 * left to look at. */
-	/* Once the program has exited, what it wrote is all in (the loop
-	 * reads its pipe dry when it sees the exit): the line can no longer
-	 * come, whatever processes it left behind still hold its pipe. */
-	return p->watch_hit || text_match(p->part, p->partlen, &st->u.output, &p->watch_re) ||
-	       p->exited;
+	 * left to look at.  Once the program has exited, what it wrote is all
+	 * in (the loop reads its pipe dry when it sees the exit): the line
+	 * can no longer come, whatever processes it left behind still hold
+	 * its pipe. */
+	return output_has(p, st, false) || p->exited;
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1549,6 +1596,7 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	const char *tail;
 	uint64_t t0 = scn_now_ns();
 	char what[SCN_TEXT_MAX + 16], how[128];
+	struct scn_rt_watch *w;
 	size_t len;
 	bool found, timed_out = false;
 	int rc;
@@ -1557,28 +1605,20 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		scn_fail(r, st, "%s is not a program that was started", st->u.output.target);
 		return -ENOENT;
 	}
+	w = prog_watch_of(p, st);
+	if (st->u.output.regex && (!w || !w->compiled)) {
+		scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
+		return -EINVAL;
+	}
 	if (st->kind == SCN_WAIT_OUTPUT) {
-		/* What it wrote before the wait, once; then each line as it
-		 * comes. */
-		if (st->u.output.regex &&
-		    regcomp(&p->watch_re, st->u.output.text, REG_EXTENDED | REG_NOSUB)) {
-			scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
-			return -EINVAL;
-		}
-		p->watch = &st->u.output;
-		p->watch_hit = false;
-		p->watch_hit = output_has(p, &st->u.output);
 		rc = scn_loop_until(r, output_seen, (void *)st, scn_step_deadline(r, st));
-		if (rc && rc != -ETIMEDOUT) {
-			prog_unwatch(p);
+		if (rc && rc != -ETIMEDOUT)
 			return rc;
-		}
 		timed_out = rc == -ETIMEDOUT;
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
-	found = output_has(p, &st->u.output);
-	prog_unwatch(p);
+	found = output_has(p, st, true);
 	if (found)
 		return 0;
 	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
@@ -1604,8 +1644,9 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		tail += len - 1500;
 	if (p->dropped)
 		scn_outcome_add(r->out->found, sizeof(r->out->found),
-				"output: %llu bytes of its middle not kept (the first and the "
-				"last MiB are)",
+				"output: every line was looked at as it came; %llu bytes of its "
+				"middle are not kept (below, the end of the last MiB; the log has "
+				"up to 16 MiB)",
 				(unsigned long long)p->dropped);
 	scn_outcome_add(r->out->found, sizeof(r->out->found), "output%s: %s",
 			p->taillen || len > 1500 ? " (its end)" : "", *tail ? tail : "(nothing)");
@@ -1752,6 +1793,9 @@ static int topo_setup(struct scn_runner *r)
 		p->nic = scn_rt_nic(r, p->decl->u.program.nic);
 		p->pidfd = p->out_fd = p->log_fd = -1;
 	}
+	rc = prog_watches_setup(r);
+	if (rc)
+		return rc;
 	for (i = 0; i < s->nhosts; i++) {
 		rc = host_spawn(r, s->hosts[i]);
 		if (rc)
@@ -1882,6 +1926,10 @@ static void free_runner(struct scn_runner *r)
 	for (size_t i = 0; i < r->nprogs; i++) {
 		free(r->progs[i].out);
 		free(r->progs[i].tail);
+		for (size_t k = 0; k < r->progs[i].nwatches; k++)
+			if (r->progs[i].watches[k].compiled)
+				regfree(&r->progs[i].watches[k].re);
+		free(r->progs[i].watches);
 	}
 	for (size_t i = 0; i < r->nmarks; i++) {
 		free(r->marks[i].stats);

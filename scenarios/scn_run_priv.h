@@ -47,6 +47,15 @@ struct scn_rt_host {
 	struct scn_rt_host *parent;
 };
 
+/* A `wait P output` or `expect P output` step's text or ERE, matched
+ * against each line of P's output as it comes (scn_rt_prog). */
+struct scn_rt_watch {
+	const struct scn_stmt *st;
+	regex_t re;    /* st's ERE compiled (when it is one and compiled) */
+	bool compiled; /* re holds it */
+	bool hit;      /* a line of the program's current run matched */
+};
+
 /* A program of the scenario (`program NAME on NIC "command"`). */
 struct scn_rt_prog {
 	const struct scn_stmt *decl;
@@ -66,12 +75,14 @@ struct scn_rt_prog {
 	char *tail;
 	size_t taillen, tailcap;
 	uint64_t dropped;
-	/* The output a `wait P output` step waits for: each line is matched
-	 * once, as it ends (watch_hit), the line not ended yet (part) at each
-	 * look; a line longer than part is matched in pieces. */
-	const struct scn_output *watch;
-	regex_t watch_re; /* its ERE compiled, if it has one */
-	bool watch_hit;
+	/* What the scenario's `wait P output` and `expect P output` steps
+	 * look for, known from the script before the program starts: each
+	 * line it writes is matched against those not found yet as the line
+	 * ends, so that none goes unseen, kept or not; the line not ended yet
+	 * (part) is looked at by the step itself; a line longer than part is
+	 * matched in pieces. */
+	struct scn_rt_watch *watches;
+	size_t nwatches;
 	char part[4096];
 	size_t partlen;
 	uint64_t logged, unlogged; /* bytes written to its log, and cut from it */
