@@ -288,7 +288,9 @@ static void host_exited(struct scn_rt_host *h)
 	memset(&si, 0, sizeof(si));
 	if (h->pid > 0 && !waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
 	    si.si_pid == h->pid)
-		h->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+		h->status = si.si_code == CLD_EXITED   ? W_EXITCODE(si.si_status, 0)
+			    : si.si_code == CLD_DUMPED ? (si.si_status & 0x7f) | 0x80
+						       : si.si_status & 0x7f;
 	if (h->pidfd >= 0)
 		close(h->pidfd);
 	h->pidfd = -1;
