@@ -822,9 +822,10 @@ static void test_teardown_in_parallel(void)
 	printf("teardown and report took %.3f s\n", (double)(t1 - t0) / 1e9);
 	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, CU_FALSE,
 		   "the scenario passed (wait status 0x%x)", (unsigned)status);
-	/* One budget (1 s) and the NIC's end; one after the other: 7 s. */
-	NST_CHECK_(t1 - t0 < 3500000000ull, CU_FALSE,
-		   "seven stuck processes ended in %.3f s, wanted under 3.5 s",
+	/* One budget (1 s) and the NIC's end (at most 2 s more on a loaded
+	 * machine); one after the other: 7 s. */
+	NST_CHECK_(t1 - t0 < 5000000000ull, CU_FALSE,
+		   "seven stuck processes ended in %.3f s, wanted under 5 s",
 		   (double)(t1 - t0) / 1e9);
 	for (size_t i = 0; i < n; i++)
 		NST_CHECK_(!nst_pid_alive(pids[i]), CU_FALSE, "pid %d is gone", (int)pids[i]);
