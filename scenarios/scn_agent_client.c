@@ -468,6 +468,15 @@ static int wait_end(pid_t pid, int pidfd, bool child, int timeout_ms)
 	}
 }
 
+void scn_agent_hangup(struct scn_agent *a)
+{
+	if (!a || a->fd < 0)
+		return;
+	close(a->fd); /* the agent reads the end of its requests: it cleans up and exits */
+	a->fd = -1;
+	a->eof = true;
+}
+
 int scn_agent_close(struct scn_agent *a, int timeout_ms)
 {
 	int pidfd = -1, rc = 0;
@@ -476,7 +485,7 @@ int scn_agent_close(struct scn_agent *a, int timeout_ms)
 		return 0;
 	if (a->pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, a->pid, 0);
-	close(a->fd); /* the agent reads the end of its requests: it cleans up and exits */
+	scn_agent_hangup(a);
 	if (a->pid > 0) {
 		rc = wait_end(a->pid, pidfd, a->spawned, timeout_ms);
 		if (rc == -ETIMEDOUT) {

@@ -286,6 +286,13 @@ pid_t scn_agent_pid(const struct scn_agent *a);
  */
 int scn_agent_close(struct scn_agent *a, int timeout_ms);
 
+/*
+ * Close the agent's channel only (NULL is accepted): it then cleans up and
+ * exits, while the caller waits for many agents at once; scn_agent_close
+ * still ends it and frees the handle.  scn_agent_fd() is -1 afterwards.
+ */
+void scn_agent_hangup(struct scn_agent *a);
+
 /* Send sig to the agent (the runner's `kill h1`): 0 or a negative errno. */
 int scn_agent_kill(struct scn_agent *a, int sig);
 

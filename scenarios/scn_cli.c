@@ -7,11 +7,13 @@
  * function and one entry.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "nicsim_rundir.h"
 #include "scn.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -34,6 +36,7 @@ struct scn_args {
 	struct scn_define *defs;
 	size_t ndefs;
 	const char *val[SCN_OPTS_MAX];
+	const char *dir; /* --dir D before `scenario` */
 	bool help;
 };
 
@@ -49,8 +52,6 @@ struct scn_subcmd {
 static int run_check(const struct scn_args *a);
 static int run_run(const struct scn_args *a);
 
-static const struct scn_opt no_opts[] = {{NULL, NULL, NULL}};
-
 /* The runner's options (SCN.md), parsed here so that `run` is one function. */
 enum run_opt {
 	RUN_SEED,
@@ -60,7 +61,8 @@ enum run_opt {
 	RUN_KEEP,
 	RUN_VERBOSE,
 	RUN_TAP,
-	RUN_JUNIT
+	RUN_JUNIT,
+	RUN_DIR
 };
 
 static const struct scn_opt run_opts[] = {
@@ -72,6 +74,16 @@ static const struct scn_opt run_opts[] = {
     [RUN_VERBOSE] = {"v", NULL, "print each step as it runs, with its time"},
     [RUN_TAP] = {"tap", NULL, "TAP 14 on stdout"},
     [RUN_JUNIT] = {"junit", "FILE", "write JUnit XML to FILE"},
+    [RUN_DIR] = {"dir", "D", "make the run directories below D (default: $TMPDIR, else /tmp)"},
+    {NULL, NULL, NULL},
+};
+
+/* check starts nothing: --dir, the tool's common option, is taken and has
+ * no effect there. */
+enum check_opt { CHECK_DIR };
+
+static const struct scn_opt check_opts[] = {
+    [CHECK_DIR] = {"dir", "D", "accepted as by every command; check starts nothing"},
     {NULL, NULL, NULL},
 };
 
@@ -89,7 +101,7 @@ static const struct scn_subcmd subcmds[] = {
      "\n"
      "Exit status: 0 every script is good (warnings are printed), 2 a usage error\n"
      "or a script with errors. docs/scenarios.md describes the language.",
-     run_check, no_opts},
+     run_check, check_opts},
     {"run", "PATH... [-D NAME=VALUE]... [OPTIONS]", "run scenario scripts",
      "Checks every file first (nothing starts if one is bad), then runs each\n"
      "scenario in a private run directory under $TMPDIR: its NICs (nicsimd), its\n"
@@ -114,7 +126,9 @@ static void usage_scenario(FILE *f)
 		   "expectations in one file (docs/scenarios.md).\n\n");
 	for (i = 0; i < ARRAY_SIZE(subcmds); i++)
 		fprintf(f, "  scenario %-7s %s\n", subcmds[i].name, subcmds[i].summary);
-	fprintf(f, "\n'nicsim scenario SUBCOMMAND --help' describes each.\n");
+	fprintf(f, "\n'nicsim scenario SUBCOMMAND --help' describes each. --dir D (also\n"
+		   "before 'scenario': 'nicsim --dir D scenario run ...') makes the run\n"
+		   "directories below D.\n");
 }
 
 static void usage_subcmd(FILE *f, const struct scn_subcmd *c)
@@ -132,6 +146,10 @@ static void usage_subcmd(FILE *f, const struct scn_subcmd *c)
 		fprintf(f, "  %-16s %s\n", left, o->help);
 	}
 	fprintf(f, "  %-16s %s\n", "--help", "show this help");
+	fprintf(f,
+		"\nThe tool's common options may come before 'scenario' too:\n"
+		"'nicsim --dir D scenario %s ...' is 'nicsim scenario %s ... --dir D'.\n",
+		c->name, c->name);
 }
 
 static const struct scn_subcmd *find_subcmd(const char *name)
@@ -323,6 +341,7 @@ static int run_run(const struct scn_args *a)
 {
 	struct scn_defines defs = {a->defs, a->ndefs};
 	struct scn_run_opts o = {.defs = &defs};
+	char dir[PATH_MAX];
 	double v;
 	char *end;
 
@@ -357,6 +376,15 @@ static int run_run(const struct scn_args *a)
 	o.verbose = a->val[RUN_VERBOSE] != NULL;
 	o.tap = a->val[RUN_TAP] != NULL;
 	o.junit = a->val[RUN_JUNIT];
+	if (a->val[RUN_DIR] || a->dir) {
+		const char *d = a->val[RUN_DIR] ? a->val[RUN_DIR] : a->dir;
+
+		if (nic_run_dir(dir, sizeof(dir), d)) {
+			cli_err("--dir %s: expected a directory path (not too long)", d);
+			return CLI_EXIT_USAGE;
+		}
+		o.dir = dir;
+	}
 	return scn_run(a->paths, a->npaths, &o);
 }
 
@@ -368,10 +396,29 @@ int scn_cli_main(int argc, char **argv)
 	bool help = false;
 	int rc;
 
-	for (i = 1; i < at; i++)
+	/* The tool's common options before `scenario`, as every command
+	 * takes them: --dir D (either spelling), --help, --version. */
+	for (i = 1; i < at; i++) {
 		if (!strcmp(argv[i], "help") || !strcmp(argv[i], "-h") ||
-		    !strcmp(argv[i], "--help"))
+		    !strcmp(argv[i], "--help")) {
 			help = true;
+		} else if (!strcmp(argv[i], "--version")) {
+			cli_version(stdout);
+			return CLI_EXIT_OK;
+		} else if (!strcmp(argv[i], "--dir") && i + 1 < at) {
+			a.dir = argv[++i];
+		} else if (!strncmp(argv[i], "--dir=", 6)) {
+			a.dir = argv[i] + 6;
+		} else if (cli_is_option(argv[i])) {
+			cli_err("option %.*s does not apply to 'nicsim scenario'; see 'nicsim "
+				"scenario --help'",
+				(int)strcspn(argv[i], "="), argv[i]);
+			return CLI_EXIT_USAGE;
+		} else {
+			cli_err("unknown option '%s'; run 'nicsim help'", argv[i]);
+			return CLI_EXIT_USAGE;
+		}
+	}
 	/* The subcommand: the first word after `scenario`. */
 	for (i = at + 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))

@@ -4,10 +4,14 @@
  * N frames on the link, and at the end whatever happens; and the check that
  * each fault fired (scn_run_priv.h).
  *
- * A fault is link settings in the words of `nicsim link set`, applied with
- * fab_link_set to the fields those words name, and healed by putting those
- * fields back as they were before it was armed (so two faults on different
- * fields of one link do not undo each other).  Whether it fired is read
+ * A fault is link settings in the words of `nicsim link set`.  A link's
+ * settings are composed: its baseline (what it had when the first fault on
+ * it began: the `link` lines, the defaults) overlaid by every fault armed
+ * on it, in the order they began, each over the fields its words name.
+ * Arming or healing a fault recomputes that and writes to the fabric the
+ * fields whose value changed (so a heal leaves every other fault in force,
+ * whatever order faults are healed in, and a drop-nth count still running
+ * is not restarted by another fault's change).  Whether it fired is read
  * from the link's own counters of those rules (dropped_loss for loss,
  * dropped_nth for drop-nth, ...), their growth between arming and healing;
  * rules without a counter of their own (latency, jitter, rate) fired when
@@ -118,6 +122,137 @@ static uint32_t fault_fields(const struct scn_rt_fault *f)
 	return fields;
 }
 
+/* Copy the fields of src that mask names into dst (fab_link_set's merge). */
+static void cfg_merge(struct fab_link_config *dst, const struct fab_link_config *src, uint32_t mask)
+{
+	if (mask & FAB_LF_LATENCY)
+		dst->latency_ns = src->latency_ns;
+	if (mask & FAB_LF_JITTER)
+		dst->jitter_ns = src->jitter_ns;
+	if (mask & FAB_LF_RATE)
+		dst->rate_mbps = src->rate_mbps;
+	if (mask & FAB_LF_LOSS)
+		dst->loss_ppb = src->loss_ppb;
+	if (mask & FAB_LF_DUP)
+		dst->dup_ppb = src->dup_ppb;
+	if (mask & FAB_LF_REORDER)
+		dst->reorder_ppb = src->reorder_ppb;
+	if (mask & FAB_LF_REORDER_GAP)
+		dst->reorder_gap_ns = src->reorder_gap_ns;
+	if (mask & FAB_LF_CORRUPT)
+		dst->corrupt_ppb = src->corrupt_ppb;
+	if (mask & FAB_LF_DELAY)
+		dst->delay_ns = src->delay_ns;
+	if (mask & FAB_LF_DELAY_PPB)
+		dst->delay_ppb = src->delay_ppb;
+	if (mask & FAB_LF_NTH) {
+		dst->nth = src->nth;
+		dst->nth_opcode = src->nth_opcode;
+		dst->nth_qpn = src->nth_qpn;
+	}
+	if (mask & FAB_LF_DOWN)
+		dst->flags = (dst->flags & ~FAB_LINK_DOWN) | (src->flags & FAB_LINK_DOWN);
+}
+
+/* The fields (FAB_LF_*, not the seed) in which a and b differ. */
+static uint32_t cfg_diff(const struct fab_link_config *a, const struct fab_link_config *b)
+{
+	uint32_t d = 0;
+
+	d |= a->latency_ns != b->latency_ns ? FAB_LF_LATENCY : 0;
+	d |= a->jitter_ns != b->jitter_ns ? FAB_LF_JITTER : 0;
+	d |= a->rate_mbps != b->rate_mbps ? FAB_LF_RATE : 0;
+	d |= a->loss_ppb != b->loss_ppb ? FAB_LF_LOSS : 0;
+	d |= a->dup_ppb != b->dup_ppb ? FAB_LF_DUP : 0;
+	d |= a->reorder_ppb != b->reorder_ppb ? FAB_LF_REORDER : 0;
+	d |= a->reorder_gap_ns != b->reorder_gap_ns ? FAB_LF_REORDER_GAP : 0;
+	d |= a->corrupt_ppb != b->corrupt_ppb ? FAB_LF_CORRUPT : 0;
+	d |= a->delay_ns != b->delay_ns ? FAB_LF_DELAY : 0;
+	d |= a->delay_ppb != b->delay_ppb ? FAB_LF_DELAY_PPB : 0;
+	d |= a->nth != b->nth || a->nth_opcode != b->nth_opcode || a->nth_qpn != b->nth_qpn
+		 ? FAB_LF_NTH
+		 : 0;
+	d |= (a->flags ^ b->flags) & FAB_LINK_DOWN ? FAB_LF_DOWN : 0;
+	return d;
+}
+
+/* The link src -> dst as faults know it, made (its baseline read from the
+ * fabric now) the first time a fault touches it; NULL without memory. */
+static struct scn_rt_link *link_of(struct scn_runner *r, uint32_t src, uint32_t dst)
+{
+	struct scn_rt_link *l;
+
+	for (size_t i = 0; i < r->nlinks; i++)
+		if (r->links[i].src == src && r->links[i].dst == dst)
+			return &r->links[i];
+	if (r->nlinks == r->cap_links) {
+		size_t ncap = r->cap_links ? 2 * r->cap_links : 8;
+		void *bigger = realloc(r->links, ncap * sizeof(*r->links));
+
+		if (!bigger)
+			return NULL;
+		r->links = bigger;
+		r->cap_links = ncap;
+	}
+	l = &r->links[r->nlinks++];
+	l->src = src;
+	l->dst = dst;
+	if (!r->topo.fab || fab_link_get(r->topo.fab, src, dst, &l->base))
+		fab_link_config_default(&l->base);
+	return l;
+}
+
+/* Link l's settings: its baseline, then every fault armed on it in the
+ * order they began. */
+static void link_compose(struct scn_runner *r, const struct scn_rt_link *l,
+			 struct fab_link_config *cfg)
+{
+	const struct scn_rt_fault *next, *f;
+	struct fab_link_config fc;
+	uint64_t after = 0;
+	uint32_t fields;
+	char why[SCN_WHY_MAX];
+
+	*cfg = l->base;
+	for (;;) {
+		next = NULL;
+		for (size_t i = 0; i < r->nfaults; i++) {
+			f = &r->faults[i];
+			if (f->state != SCN_RF_ARMED || f->armed_seq <= after ||
+			    (next && f->armed_seq >= next->armed_seq))
+				continue;
+			for (size_t k = 0; k < f->nlinks; k++)
+				if (f->src[k] == l->src && f->dst[k] == l->dst)
+					next = f;
+		}
+		if (!next)
+			return;
+		after = next->armed_seq;
+		if (!parse_words(&next->st->u.fault.words, &fc, &fields, why, sizeof(why)))
+			cfg_merge(cfg, &fc, fields);
+	}
+}
+
+/*
+ * Arm (arm true) or heal fault f on link l: compose the link's settings
+ * before and after, and write the fields that changed.  0 or
+ * fab_link_set's error.
+ */
+static int link_apply(struct scn_runner *r, struct scn_rt_link *l, struct scn_rt_fault *f, bool arm)
+{
+	struct fab_link_config before, after;
+	uint32_t changed;
+
+	f->state = arm ? SCN_RF_HEALED : SCN_RF_ARMED;
+	link_compose(r, l, &before);
+	f->state = arm ? SCN_RF_ARMED : SCN_RF_HEALED;
+	link_compose(r, l, &after);
+	changed = cfg_diff(&before, &after);
+	if (!changed || !r->topo.fab)
+		return 0;
+	return fab_link_set(r->topo.fab, l->src, l->dst, &after, changed);
+}
+
 static void fault_arm(struct scn_runner *r, struct scn_rt_fault *f, uint64_t now)
 {
 	struct fab_link_config cfg;
@@ -131,17 +266,27 @@ static void fault_arm(struct scn_runner *r, struct scn_rt_fault *f, uint64_t now
 		f->state = SCN_RF_HEALED;
 		return;
 	}
+	f->armed_seq = ++r->fault_seq;
 	for (size_t k = 0; k < f->nlinks; k++) {
-		if (fab_link_get(r->topo.fab, f->src[k], f->dst[k], &f->saved[k]))
-			fab_link_config_default(&f->saved[k]);
+		struct scn_rt_link *l = link_of(r, f->src[k], f->dst[k]);
+
 		memset(&ls, 0, sizeof(ls));
 		scn_topo_link_stats(&r->topo, f->src[k], f->dst[k], &ls);
 		f->frames0[k] = ls.tx.frames;
 		f->hits0[k] = rule_hits(&ls, fields);
-		rc = fab_link_set(r->topo.fab, f->src[k], f->dst[k], &cfg, fields);
+		rc = l ? link_apply(r, l, f, true) : -ENOMEM;
+		/* A seed the fault names restarts the link's PRNG once, now;
+		 * healing leaves it (the composition never writes the seed). */
+		if (!rc && (fields & FAB_LF_SEED))
+			rc = fab_link_set(r->topo.fab, f->src[k], f->dst[k], &cfg, FAB_LF_SEED);
 		if (rc) {
 			scn_fail(r, f->st, "fault %s: cannot change the link: %s", f->st->name,
 				 strerror(-rc));
+			for (size_t j = 0; j <= k; j++) {
+				l = link_of(r, f->src[j], f->dst[j]);
+				if (l)
+					link_apply(r, l, f, false);
+			}
 			f->state = SCN_RF_HEALED;
 			return;
 		}
@@ -164,13 +309,15 @@ static void fault_heal(struct scn_runner *r, struct scn_rt_fault *f)
 	}
 	for (size_t k = 0; k < f->nlinks; k++) {
 		memset(&ls, 0, sizeof(ls));
+		struct scn_rt_link *l = link_of(r, f->src[k], f->dst[k]);
+
 		if (!scn_topo_link_stats(&r->topo, f->src[k], f->dst[k], &ls)) {
 			hits = rule_hits(&ls, fields);
 			f->hits += hits >= f->hits0[k] ? hits - f->hits0[k] : 0;
 		}
-		if (r->topo.fab)
-			fab_link_set(r->topo.fab, f->src[k], f->dst[k], &f->saved[k],
-				     fields & ~FAB_LF_SEED);
+		/* Back to the baseline and the faults still armed. */
+		if (l)
+			link_apply(r, l, f, false);
 	}
 	f->state = SCN_RF_HEALED;
 }

@@ -5,11 +5,121 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define HEXDIFF_LINES 8u
 #define HEXDIFF_WIDTH 16u
+
+/* ---- Visible text ------------------------------------------------------------ */
+
+/*
+ * The next character of s (not at its end) as visible text, into piece
+ * (at least 16 bytes): a valid UTF-8 character as it is, except a control
+ * character; '\n' and '\t' as they are; any other C0 control, DEL and a
+ * byte that is not part of valid UTF-8 as \xHH; C1 controls and the
+ * non-characters U+FFFE and U+FFFF as \uHHHH.  Returns the bytes of s
+ * taken.
+ */
+static size_t vis_next(const char *s, char *piece)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned cp, n, i;
+
+	if (u[0] < 0x80) {
+		if ((u[0] < 0x20 && u[0] != '\n' && u[0] != '\t') || u[0] == 0x7f)
+			snprintf(piece, 16, "\\x%02x", u[0]);
+		else
+			piece[0] = (char)u[0], piece[1] = '\0';
+		return 1;
+	}
+	if (u[0] >= 0xc2 && u[0] <= 0xdf)
+		n = 2, cp = u[0] & 0x1fu;
+	else if (u[0] >= 0xe0 && u[0] <= 0xef)
+		n = 3, cp = u[0] & 0x0fu;
+	else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+		n = 4, cp = u[0] & 0x07u;
+	else
+		n = 0, cp = 0;
+	for (i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			break;
+		cp = cp << 6 | (u[i] & 0x3fu);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are not
+	 * UTF-8 either. */
+	if (!n || i < n || (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+		snprintf(piece, 16, "\\x%02x", u[0]);
+		return 1;
+	}
+	if ((cp >= 0x80 && cp <= 0x9f) || cp == 0xfffe || cp == 0xffff) {
+		snprintf(piece, 16, "\\u%04x", cp);
+		return n;
+	}
+	memcpy(piece, s, n);
+	piece[n] = '\0';
+	return n;
+}
+
+size_t scn_visible(const char *in, char *out, size_t size)
+{
+	char piece[16];
+	size_t len = 0, n;
+
+	if (!size)
+		return 0;
+	while (*in) {
+		in += vis_next(in, piece);
+		n = strlen(piece);
+		if (len + n >= size)
+			break;
+		memcpy(out + len, piece, n);
+		len += n;
+	}
+	out[len] = '\0';
+	return len;
+}
+
+/* Write s visibly (scn_visible) on f. */
+static void vis_puts(FILE *f, const char *s)
+{
+	char piece[16];
+
+	while (*s) {
+		s += vis_next(s, piece);
+		fputs(piece, f);
+	}
+}
+
+/* fprintf, with what it makes written visibly: the format's own text is
+ * printable, so only what the arguments bring in (a title, a program's
+ * output) is changed. */
+static void vis_printf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void vis_printf(FILE *f, const char *fmt, ...)
+{
+	char small[1024], *text = small;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(small)) {
+		text = malloc((size_t)n + 1);
+		if (!text)
+			return;
+		va_start(ap, fmt);
+		vsnprintf(text, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	vis_puts(f, text);
+	if (text != small)
+		free(text);
+}
 
 void scn_outcome_fail(struct scn_outcome *o, const char *at, const char *step, const char *fmt, ...)
 {
@@ -158,8 +268,8 @@ static void print_field(FILE *f, const char *label, const char *text)
 		return;
 	while (*p) {
 		nl = strchr(p, '\n');
-		fprintf(f, "  %-9s %.*s\n", first ? label : "",
-			(int)(nl ? nl - p : (long)strlen(p)), p);
+		vis_printf(f, "  %-9s %.*s\n", first ? label : "",
+			   (int)(nl ? nl - p : (long)strlen(p)), p);
 		first = false;
 		p = nl ? nl + 1 : p + strlen(p);
 	}
@@ -171,7 +281,7 @@ static void print_indented(FILE *f, const char *text, const char *indent)
 
 	while (*p) {
 		nl = strchr(p, '\n');
-		fprintf(f, "%s%.*s\n", indent, (int)(nl ? nl - p : (long)strlen(p)), p);
+		vis_printf(f, "%s%.*s\n", indent, (int)(nl ? nl - p : (long)strlen(p)), p);
 		p = nl ? nl + 1 : p + strlen(p);
 	}
 }
@@ -182,37 +292,37 @@ void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_repo
 	const struct scn_step_rec *r;
 
 	scn_replay_cmd(o, ro, replay, sizeof(replay));
-	fprintf(f, "%s: seed %llu (replay: %s)\n", o->path, (unsigned long long)o->seed, replay);
+	vis_printf(f, "%s: seed %llu (replay: %s)\n", o->path, (unsigned long long)o->seed, replay);
 	if (ro->verbose) {
 		for (uint32_t i = 0; i < o->nrecs; i++) {
 			r = &o->recs[i];
-			fprintf(f, "  %8.3fs %-4s %-9s %s (%.1f ms)\n", r->start_ns / 1e9,
-				r->ok ? "ok" : "FAIL", r->at, r->text, r->dur_ns / 1e6);
+			vis_printf(f, "  %8.3fs %-4s %-9s %s (%.1f ms)\n", r->start_ns / 1e9,
+				   r->ok ? "ok" : "FAIL", r->at, r->text, r->dur_ns / 1e6);
 		}
 		if (o->nsteps > o->nrecs)
-			fprintf(f, "  ... %u more steps\n", o->nsteps - o->nrecs);
+			vis_printf(f, "  ... %u more steps\n", o->nsteps - o->nrecs);
 	}
 	if (o->notes[0])
 		print_indented(f, o->notes, "  note: ");
 	if (o->status == SCN_PASSED) {
-		fprintf(f, "PASS %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
-			o->elapsed_ns / 1e9);
+		vis_printf(f, "PASS %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
+			   o->elapsed_ns / 1e9);
 		if (o->run_dir[0])
-			fprintf(f, "  kept %s\n", o->run_dir);
+			vis_printf(f, "  kept %s\n", o->run_dir);
 		return;
 	}
-	fprintf(f, "FAIL %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
-		o->elapsed_ns / 1e9);
+	vis_printf(f, "FAIL %s%s%s (%.3f s)\n", o->path, o->title[0] ? ": " : "", o->title,
+		   o->elapsed_ns / 1e9);
 	if (o->at[0])
-		fprintf(f, "%s: %s\n", o->at, o->step);
-	fprintf(f, "  %s\n", o->message);
+		vis_printf(f, "%s: %s\n", o->at, o->step);
+	vis_printf(f, "  %s\n", o->message);
 	print_field(f, "expected:", o->wanted);
 	print_field(f, "actual:", o->found);
 	if (o->detail[0])
 		print_indented(f, o->detail, "  ");
 	if (o->run_dir[0])
-		fprintf(f, "  kept: %s\n  files: %s\n", o->run_dir, o->files);
-	fprintf(f, "  replay: %s\n", replay);
+		vis_printf(f, "  kept: %s\n  files: %s\n", o->run_dir, o->files);
+	vis_printf(f, "  replay: %s\n", replay);
 }
 
 /* ---- TAP 14 --------------------------------------------------------------------- */
@@ -233,14 +343,21 @@ static void yaml_value(FILE *f, const char *indent, const char *key, const char 
 		print_indented(f, text, deeper);
 		return;
 	}
+	/* The value, visible, then quoted: a control character reads
+	 * "\\x1b" in the YAML text, so that the value a TAP consumer gets is
+	 * the visible \x1b, as in the text report. */
 	fprintf(f, "%s%s: \"", indent, key);
-	for (const char *p = text; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if ((unsigned char)*p < 0x20)
-			fprintf(f, "\\x%02x", (unsigned char)*p);
-		else
-			fputc(*p, f);
+	for (const char *p = text; *p;) {
+		char piece[16];
+
+		p += vis_next(p, piece);
+		for (const char *c = piece; *c; c++)
+			if (*c == '"' || *c == '\\')
+				fprintf(f, "\\%c", *c);
+			else if (*c == '\t')
+				fputs("\\t", f);
+			else
+				fputc(*c, f);
 	}
 	fputs("\"\n", f);
 }
@@ -252,16 +369,16 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 	const struct scn_step_rec *r;
 
 	if (ro->verbose && o->nrecs) {
-		fprintf(f, "# Subtest: %s\n", o->path);
-		fprintf(f, "    1..%u\n", o->nrecs);
+		vis_printf(f, "# Subtest: %s\n", o->path);
+		vis_printf(f, "    1..%u\n", o->nrecs);
 		for (uint32_t i = 0; i < o->nrecs; i++) {
 			r = &o->recs[i];
-			fprintf(f, "    %s %u - %s: %s # time=%.3fms\n", r->ok ? "ok" : "not ok",
-				i + 1, r->at, r->text, r->dur_ns / 1e6);
+			vis_printf(f, "    %s %u - %s: %s # time=%.3fms\n", r->ok ? "ok" : "not ok",
+				   i + 1, r->at, r->text, r->dur_ns / 1e6);
 		}
 	}
-	fprintf(f, "%s %zu - %s [seed %llu]\n", o->status == SCN_PASSED ? "ok" : "not ok", n,
-		o->path, (unsigned long long)o->seed);
+	vis_printf(f, "%s %zu - %s [seed %llu]\n", o->status == SCN_PASSED ? "ok" : "not ok", n,
+		   o->path, (unsigned long long)o->seed);
 	if (o->status == SCN_PASSED)
 		return;
 	scn_replay_cmd(o, ro, replay, sizeof(replay));
@@ -295,30 +412,34 @@ void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, u
 		else
 			failed++;
 	}
-	fprintf(f, "%s%zu scenario%s: %zu passed, %zu failed (%.2f s)\n", tap ? "# " : "", n,
-		n == 1 ? "" : "s", passed, failed, elapsed_ns / 1e9);
+	vis_printf(f, "%s%zu scenario%s: %zu passed, %zu failed (%.2f s)\n", tap ? "# " : "", n,
+		   n == 1 ? "" : "s", passed, failed, elapsed_ns / 1e9);
 	for (size_t i = 0; i < n && failed; i++)
 		if (o[i]->status != SCN_PASSED)
-			fprintf(f, "%s  failed: %s%s%s\n", tap ? "# " : "", o[i]->path,
-				o[i]->at[0] ? " at " : "", o[i]->at);
+			vis_printf(f, "%s  failed: %s%s%s\n", tap ? "# " : "", o[i]->path,
+				   o[i]->at[0] ? " at " : "", o[i]->at);
 }
 
 /* ---- JUnit XML ---------------------------------------------------------------- */
 
+/* Text for XML: visible (scn_visible), so that no character XML 1.0 does
+ * not allow is left, not even as a reference, then with its markup
+ * characters escaped. */
 static void xml_text(FILE *f, const char *s)
 {
-	for (; *s; s++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		case '\'': fputs("&apos;", f); break;
-		default:
-			if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t')
-				fputc('?', f);
-			else
-				fputc(*s, f);
+	char piece[16];
+
+	while (*s) {
+		s += vis_next(s, piece);
+		for (const char *c = piece; *c; c++) {
+			switch (*c) {
+			case '<': fputs("&lt;", f); break;
+			case '>': fputs("&gt;", f); break;
+			case '&': fputs("&amp;", f); break;
+			case '"': fputs("&quot;", f); break;
+			case '\'': fputs("&apos;", f); break;
+			default: fputc(*c, f);
+			}
 		}
 	}
 }

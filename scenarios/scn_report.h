@@ -72,6 +72,17 @@ struct scn_report_opts {
 	double timeout_s; /* --timeout, 0 if not given */
 };
 
+/*
+ * in made visible, into out[0..size) (always NUL-terminated, cut at a
+ * character's end): control characters other than '\n' and '\t' (ESC, BEL,
+ * NUL written as "\0" by the runner, DEL) become \xHH, bytes that are not
+ * valid UTF-8 \xHH, C1 controls and U+FFFE, U+FFFF \uHHHH; the rest is
+ * kept.  Every report writes what a scenario or a program brings in (a
+ * title, output) this way, on a terminal, in TAP and in XML alike.
+ * Returns the length written.
+ */
+size_t scn_visible(const char *in, char *out, size_t size);
+
 /* Record a failure in o (the first one only: later ones are ignored). */
 void scn_outcome_fail(struct scn_outcome *o, const char *at, const char *step, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

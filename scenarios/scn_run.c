@@ -42,6 +42,18 @@
 
 /* ---- Small helpers --------------------------------------------------------- */
 
+/* A signal's name without "SIG" ("INT"), or its number when it has none. */
+static const char *sig_abbrev(int sig)
+{
+	static __thread char num[16];
+	const char *name = sig > 0 ? sigabbrev_np(sig) : NULL;
+
+	if (name)
+		return name;
+	snprintf(num, sizeof(num), "%d", sig);
+	return num;
+}
+
 /* Make room for one more element of size elem in *v (count n, capacity
  * *cap).  0 or -ENOMEM. */
 static int grow(void *v, size_t n, size_t *cap, size_t elem)
@@ -276,7 +288,9 @@ static void host_exited(struct scn_rt_host *h)
 	memset(&si, 0, sizeof(si));
 	if (h->pid > 0 && !waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
 	    si.si_pid == h->pid)
-		h->status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+		h->status = si.si_code == CLD_EXITED   ? W_EXITCODE(si.si_status, 0)
+			    : si.si_code == CLD_DUMPED ? (si.si_status & 0x7f) | 0x80
+						       : si.si_status & 0x7f;
 	if (h->pidfd >= 0)
 		close(h->pidfd);
 	h->pidfd = -1;
@@ -284,6 +298,56 @@ static void host_exited(struct scn_rt_host *h)
 
 static void op_side_effects(struct scn_runner *r, struct scn_rt_op *op,
 			    const struct scn_reply *rep);
+
+static bool host_ended(struct scn_runner *r, void *arg)
+{
+	const struct scn_rt_host *h = arg;
+
+	(void)r;
+	return h->exited || (h->parent && h->parent->exited);
+}
+
+/*
+ * Host h took no more calls (its channel closed): before its end is
+ * reported, wait a little (bounded, in the loop) for its exit status,
+ * which comes a moment later through its pidfd, or for a forked host with
+ * its parent's reply to the fork.
+ */
+static void host_settle(struct scn_runner *r, struct scn_rt_host *h)
+{
+	uint64_t d = scn_after_ns(scn_now_ns(), AGENT_CLOSE_MS * 1000000ull, r->slow);
+
+	if (!h->exited)
+		scn_loop_until(r, host_ended, h, d < r->deadline ? d : r->deadline);
+}
+
+/* How host h ended, in words ("killed by signal 9 (SIGKILL)"). */
+static void host_end_text(const struct scn_rt_host *h, char *buf, size_t size)
+{
+	int st = h->status;
+
+	if (!h->exited || st < 0)
+		snprintf(buf, size, "gone, its exit status not known yet");
+	else if (WIFEXITED(st))
+		snprintf(buf, size, "exited with status %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, size, "killed by signal %d (SIG%s)", WTERMSIG(st),
+			 sig_abbrev(WTERMSIG(st)));
+	else
+		snprintf(buf, size, "ended (wait status 0x%x)", (unsigned)st);
+}
+
+/* The number of a signal named as sigabbrev_np names it ("KILL"), or 0. */
+static int sig_number(const char *name)
+{
+	for (int i = 1; i < NSIG; i++) {
+		const char *n = sigabbrev_np(i);
+
+		if (n && !strcmp(n, name))
+			return i;
+	}
+	return (int)strtol(name, NULL, 10);
+}
 
 static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *line)
 {
@@ -329,7 +393,7 @@ static void host_reply(struct scn_runner *r, struct scn_rt_host *h, const char *
 			if (scn_reply_get(&rep, "exit", val, sizeof(val)))
 				child->status = W_EXITCODE((int)strtol(val, NULL, 10), 0);
 			else if (scn_reply_get(&rep, "signal", val, sizeof(val)))
-				child->status = SIGKILL;
+				child->status = sig_number(val) & 0x7f;
 		}
 	}
 }
@@ -379,7 +443,9 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 		prog_end(r, p);
 		p->outlen = p->taillen = 0;
 		p->dropped = 0;
-		p->head_full = p->watch_hit = false;
+		p->head_full = false;
+		for (size_t k = 0; k < p->nwatches; k++)
+			p->watches[k].hit = false;
 		p->partlen = 0;
 		if (p->out)
 			p->out[0] = '\0';
@@ -387,6 +453,8 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			p->tail[0] = '\0';
 		p->exited = false;
 	}
+	p->killed = p->exit_waited = false;
+	p->exit_during = NULL;
 	/* ${RUN_DIR} is known now. */
 	command = scn_subst_run_dir(p->decl->u.program.command, r->topo.dir);
 	if (!command) {
@@ -412,6 +480,8 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 			_exit(127);
 		setenv("NICSIM_DIR", r->topo.dir, 1);
 		setenv("NICSIM_ADDR", p->nic->addr_str, 1);
+		if (r->prog_path)
+			setenv("PATH", r->prog_path, 1);
 		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
 		_exit(127);
 	}
@@ -497,8 +567,54 @@ static int text_add(char **buf, size_t *len, size_t *cap, const char *data, size
  * waited for. */
 static void prog_watch_text(struct scn_rt_prog *p, const char *text, size_t n)
 {
-	if (p->watch && !p->watch_hit && n)
-		p->watch_hit = text_match(text, n, p->watch, &p->watch_re);
+	struct scn_rt_watch *w;
+
+	for (size_t k = 0; n && k < p->nwatches; k++) {
+		w = &p->watches[k];
+		if (!w->hit && (w->compiled || !w->st->u.output.regex))
+			w->hit = text_match(text, n, &w->st->u.output, &w->re);
+	}
+}
+
+/* The watch of an output step st of program p (NULL: none). */
+static struct scn_rt_watch *prog_watch_of(struct scn_rt_prog *p, const struct scn_stmt *st)
+{
+	for (size_t k = 0; k < p->nwatches; k++)
+		if (p->watches[k].st == st)
+			return &p->watches[k];
+	return NULL;
+}
+
+/*
+ * Give each program the watches of the output steps that name it, their
+ * EREs compiled (one the C library refuses fails its step when it runs).
+ * 0 or -ENOMEM.
+ */
+static int prog_watches_setup(struct scn_runner *r)
+{
+	const struct scn_script *s = r->script;
+	struct scn_rt_watch *w;
+	struct scn_rt_prog *p;
+
+	for (size_t i = 0; i < s->nstmts; i++) {
+		const struct scn_stmt *st = &s->stmts[i];
+
+		if (st->kind != SCN_WAIT_OUTPUT && st->kind != SCN_EXPECT_OUTPUT)
+			continue;
+		p = scn_rt_prog(r, st->u.output.target);
+		if (!p)
+			continue;
+		w = realloc(p->watches, (p->nwatches + 1) * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		p->watches = w;
+		w = &p->watches[p->nwatches++];
+		memset(w, 0, sizeof(*w));
+		w->st = st;
+		w->compiled = st->u.output.regex &&
+			      !regcomp(&w->re, st->u.output.text, REG_EXTENDED | REG_NOSUB);
+	}
+	return 0;
 }
 
 /* Match each line that text[0..n) ends (with its start, kept in p->part
@@ -639,9 +755,30 @@ static void prog_reap(struct scn_rt_prog *p)
 	if (w == 0)
 		return;
 	p->exited = true;
+	p->exit_ns = scn_now_ns();
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	p->pidfd = -1;
+}
+
+/* How program p ended, in words: "exited with status 127 (command not
+ * found or not executable)", "killed by signal 9 (SIGKILL)". */
+static void prog_end_text(const struct scn_rt_prog *p, char *buf, size_t size)
+{
+	int st = p->status;
+
+	if (!p->exited)
+		snprintf(buf, size, "still running");
+	else if (WIFEXITED(st))
+		snprintf(buf, size, "exited with status %d%s", WEXITSTATUS(st),
+			 WEXITSTATUS(st) == 127   ? " (command not found or not executable)"
+			 : WEXITSTATUS(st) == 126 ? " (found but not executable)"
+						  : "");
+	else if (WIFSIGNALED(st))
+		snprintf(buf, size, "killed by signal %d (SIG%s)", WTERMSIG(st),
+			 sig_abbrev(WTERMSIG(st)));
+	else
+		snprintf(buf, size, "ended (wait status 0x%x)", (unsigned)st);
 }
 
 static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
@@ -651,6 +788,8 @@ static void prog_end(struct scn_runner *r, struct scn_rt_prog *p)
 
 	if (!p->started || p->pid <= 0)
 		goto out;
+	if (!p->exited)
+		prog_reap(p);
 	if (!p->exited) {
 		kill(-p->pid, SIGCONT);
 		kill(-p->pid, SIGTERM);
@@ -809,6 +948,8 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 			case PF_PROG_OUT: prog_read(&r->progs[idx[i]]); break;
 			case PF_PROG_PID:
 				prog_reap(&r->progs[idx[i]]);
+				if (r->progs[idx[i]].exited)
+					r->progs[idx[i]].exit_during = r->cur;
 				if (r->progs[idx[i]].out_fd >= 0)
 					prog_read(&r->progs[idx[i]]);
 				break;
@@ -1111,12 +1252,15 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 
 	op->collected = true;
 	if (!op->done) {
+		char how[128];
+
+		host_settle(r, op->host);
+		host_end_text(op->host, how, sizeof(how));
 		scn_fail(r, st, "host %s ended before the call's result came", op->host->name);
 		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "result: %s",
 				result_text(want));
-		scn_outcome_add(r->out->found, sizeof(r->out->found),
-				"host %s: gone (wait status 0x%x)", op->host->name,
-				(unsigned)op->host->status);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "host %s: %s", op->host->name,
+				how);
 		return -EPIPE;
 	}
 	if (op->bad) {
@@ -1179,8 +1323,11 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 		return -ENOENT;
 	}
 	if (h->gone) {
-		scn_fail(r, st, "host %s has ended (wait status 0x%x): it can make no call",
-			 h->name, (unsigned)h->status);
+		char how[128];
+
+		host_settle(r, h);
+		host_end_text(h, how, sizeof(how));
+		scn_fail(r, st, "host %s has ended (%s): it can make no call", h->name, how);
 		return -EPIPE;
 	}
 	if (c->verb == SCN_V_FORK) {
@@ -1343,6 +1490,7 @@ static int kill_step(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	if (p && p->started && !p->exited) {
 		kill(-p->pid, st->u.kill.signal ? st->u.kill.signal : SIGKILL);
+		p->killed = true;
 		return 0;
 	}
 	scn_fail(r, st, "%s is not a running host or program", st->u.kill.target);
@@ -1398,6 +1546,8 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 	rc = scn_loop_until(r, exited, &w, scn_step_deadline(r, st));
 	if (rc)
 		return rc;
+	if (w.p)
+		w.p->exit_waited = true;
 	status = w.h ? w.h->status : w.p->status;
 	if (!st->u.exit.has_code)
 		return 0;
@@ -1405,33 +1555,40 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 		return 0;
 	scn_fail(r, st, "%s did not exit with status %d", st->u.exit.target, st->u.exit.code);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "exit: %d", st->u.exit.code);
-	if (status < 0)
+	if (w.p) {
+		char how[128];
+
+		prog_end_text(w.p, how, sizeof(how));
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "program %s: %s",
+				w.p->decl->name, how);
+	} else if (status < 0)
 		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: unknown");
 	else if (WIFEXITED(status))
 		scn_outcome_add(r->out->found, sizeof(r->out->found), "exit: %d",
 				WEXITSTATUS(status));
 	else
-		scn_outcome_add(r->out->found, sizeof(r->out->found), "killed by signal %d",
-				WIFSIGNALED(status) ? WTERMSIG(status) : status);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "killed by signal %d (SIG%s)",
+				WIFSIGNALED(status) ? WTERMSIG(status) : status,
+				sig_abbrev(WIFSIGNALED(status) ? WTERMSIG(status) : status));
 	return -EINVAL;
 }
 
-/* Whether program p wrote a line that contains text (or matches the ERE):
- * in what is kept of its output, or in a line matched as it arrived. */
-static bool output_has(const struct scn_rt_prog *p, const struct scn_output *o)
+/* Whether program p wrote a line that step st looks for: a line matched as
+ * it arrived (w), the line not ended yet, or, for a match across the
+ * pieces of a line too long to match whole, what is kept. */
+static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept)
 {
-	if (p->watch == o && p->watch_hit)
-		return true;
-	return (p->out && text_has(p->out, p->outlen, o)) ||
-	       (p->tail && text_has(p->tail, p->taillen, o));
-}
+	struct scn_rt_watch *w = prog_watch_of(p, st);
+	const struct scn_output *o = &st->u.output;
 
-/* The end of a `wait P output`. */
-static void prog_unwatch(struct scn_rt_prog *p)
-{
-	if (p->watch && p->watch->regex)
-		regfree(&p->watch_re);
-	p->watch = NULL;
+	if (!w)
+		return text_has(p->part, p->partlen, o) ||
+		       (p->out && text_has(p->out, p->outlen, o)) ||
+		       (p->tail && text_has(p->tail, p->taillen, o));
+	if (w->hit || text_match(p->part, p->partlen, o, &w->re))
+		return true;
+	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re)) ||
+			(p->tail && text_match(p->tail, p->taillen, o, &w->re)));
 }
 
 static bool output_seen(struct scn_runner *r, void *arg)
@@ -1440,9 +1597,11 @@ static bool output_seen(struct scn_runner *r, void *arg)
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 
 	/* Each line was matched as it arrived: only the one not ended yet is
-	 * left to look at. */
-	return p->watch_hit || text_match(p->part, p->partlen, &st->u.output, &p->watch_re) ||
-	       (p->exited && p->out_fd < 0);
+	 * left to look at.  Once the program has exited, what it wrote is all
+	 * in (the loop reads its pipe dry when it sees the exit): the line
+	 * can no longer come, whatever processes it left behind still hold
+	 * its pipe. */
+	return output_has(p, st, false) || p->exited;
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1450,7 +1609,8 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	struct scn_rt_prog *p = scn_rt_prog(r, st->u.output.target);
 	const char *tail;
 	uint64_t t0 = scn_now_ns();
-	char what[SCN_TEXT_MAX + 16];
+	char what[SCN_TEXT_MAX + 16], how[128];
+	struct scn_rt_watch *w;
 	size_t len;
 	bool found, timed_out = false;
 	int rc;
@@ -1459,47 +1619,48 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 		scn_fail(r, st, "%s is not a program that was started", st->u.output.target);
 		return -ENOENT;
 	}
+	w = prog_watch_of(p, st);
+	if (st->u.output.regex && (!w || !w->compiled)) {
+		scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
+		return -EINVAL;
+	}
 	if (st->kind == SCN_WAIT_OUTPUT) {
-		/* What it wrote before the wait, once; then each line as it
-		 * comes. */
-		if (st->u.output.regex &&
-		    regcomp(&p->watch_re, st->u.output.text, REG_EXTENDED | REG_NOSUB)) {
-			scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
-			return -EINVAL;
-		}
-		p->watch = &st->u.output;
-		p->watch_hit = false;
-		p->watch_hit = output_has(p, &st->u.output);
 		rc = scn_loop_until(r, output_seen, (void *)st, scn_step_deadline(r, st));
-		if (rc && rc != -ETIMEDOUT) {
-			prog_unwatch(p);
+		if (rc && rc != -ETIMEDOUT)
 			return rc;
-		}
 		timed_out = rc == -ETIMEDOUT;
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
-	found = output_has(p, &st->u.output);
-	prog_unwatch(p);
+	found = output_has(p, st, true);
 	if (found)
 		return 0;
 	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
 		 st->u.output.regex ? "/" : "\"", st->u.output.text,
 		 st->u.output.regex ? "/" : "\"");
+	prog_end_text(p, how, sizeof(how));
 	if (timed_out)
 		scn_fail(r, st, "timed out after %.3f s waiting for program %s to write a line %s",
 			 (double)(scn_now_ns() - t0) / 1e9, p->decl->name, what);
+	else if (st->kind == SCN_WAIT_OUTPUT && p->exited)
+		scn_fail(r, st, "program %s %s before writing a line %s", p->decl->name, how, what);
 	else
 		scn_fail(r, st, "program %s wrote no line %s", p->decl->name, what);
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "output: %s", st->u.output.text);
+	if (p->exited) {
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "program %s: %s",
+				p->decl->name, how);
+		p->exit_waited = true; /* said here: not again with the other exits */
+	}
 	tail = p->taillen ? p->tail : p->out ? p->out : "";
 	len = strlen(tail);
 	if (len > 1500)
 		tail += len - 1500;
 	if (p->dropped)
 		scn_outcome_add(r->out->found, sizeof(r->out->found),
-				"output: %llu bytes of its middle not kept (the first and the "
-				"last MiB are)",
+				"output: every line was looked at as it came; %llu bytes of its "
+				"middle are not kept (below, the end of the last MiB; the log has "
+				"up to 16 MiB)",
 				(unsigned long long)p->dropped);
 	scn_outcome_add(r->out->found, sizeof(r->out->found), "output%s: %s",
 			p->taillen || len > 1500 ? " (its end)" : "", *tail ? tail : "(nothing)");
@@ -1595,7 +1756,7 @@ static int topo_setup(struct scn_runner *r)
 	r->hosts = calloc(r->cap_hosts ? r->cap_hosts : 1, sizeof(*r->hosts));
 	if (!r->topo.nics || !r->progs || !r->hosts)
 		return -ENOMEM;
-	rc = scn_topo_make_dir(&r->topo, why, sizeof(why));
+	rc = scn_topo_make_dir(&r->topo, r->opts->dir, why, sizeof(why));
 	if (rc) {
 		scn_fail(r, NULL, "%s", why);
 		return rc;
@@ -1646,6 +1807,9 @@ static int topo_setup(struct scn_runner *r)
 		p->nic = scn_rt_nic(r, p->decl->u.program.nic);
 		p->pidfd = p->out_fd = p->log_fd = -1;
 	}
+	rc = prog_watches_setup(r);
+	if (rc)
+		return rc;
 	for (i = 0; i < s->nhosts; i++) {
 		rc = host_spawn(r, s->hosts[i]);
 		if (rc)
@@ -1654,21 +1818,116 @@ static int topo_setup(struct scn_runner *r)
 	return scn_rt_mark_take(r, "", NULL);
 }
 
-/* End every process the scenario started, by pid, whatever state it is in. */
+/* A process teardown waits for: an agent or a program. */
+struct end_wait {
+	pid_t pid;  /* the process (a program's is its group too) */
+	int pidfd;  /* -1: none (then looked at every 5 ms) */
+	bool child; /* ours: never reaped here, only looked at */
+	bool group; /* a program: signals go to its process group */
+	bool done;
+};
+
+/* Whether e's process has ended (a child: it is a zombie, not reaped). */
+static bool end_seen(const struct end_wait *e)
+{
+	struct pollfd pf = {.fd = e->pidfd, .events = POLLIN};
+	siginfo_t si;
+
+	if (e->pidfd >= 0)
+		return poll(&pf, 1, 0) == 1;
+	if (e->child) {
+		memset(&si, 0, sizeof(si));
+		return waitid(P_PID, (id_t)e->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+		       si.si_pid == e->pid;
+	}
+	return kill(e->pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Wait until every process of e[0..n) has ended or the deadline passed:
+ * one deadline for all, so that n stuck processes cost it once. */
+static void ends_wait(struct end_wait *e, size_t n, uint64_t deadline)
+{
+	struct pollfd *pf = calloc(n ? n : 1, sizeof(*pf));
+	uint64_t now;
+	size_t np, i;
+	bool blind;
+	int ms;
+
+	for (;;) {
+		np = 0;
+		blind = false;
+		for (i = 0; i < n; i++) {
+			if (e[i].done || (e[i].done = end_seen(&e[i])))
+				continue;
+			if (e[i].pidfd >= 0 && pf)
+				pf[np++] = (struct pollfd){.fd = e[i].pidfd, .events = POLLIN};
+			else
+				blind = true;
+		}
+		now = scn_now_ns();
+		if ((!np && !blind) || now >= deadline)
+			break;
+		ms = (int)((deadline - now) / 1000000 + 1);
+		if (blind && ms > 5)
+			ms = 5;
+		if (poll(pf, np, ms) < 0 && errno != EINTR)
+			break;
+	}
+	free(pf);
+}
+
+/*
+ * End every process the scenario started, by pid, whatever state it is in,
+ * all at once: every agent's channel is closed and every program's group
+ * gets SIGTERM, then one deadline (AGENT_CLOSE_MS, PROG_TERM_MS) for all
+ * of them, then SIGKILL for what is left; then the NICs, the same way
+ * (scn_topo_destroy).  Stuck processes cost one budget, however many.
+ */
 static void teardown(struct scn_runner *r, bool keep)
 {
-	size_t i;
+	struct end_wait *e = calloc(r->nhosts + r->nprogs + 1, sizeof(*e));
+	size_t i, n = 0;
+	uint64_t budget = AGENT_CLOSE_MS > PROG_TERM_MS ? AGENT_CLOSE_MS : PROG_TERM_MS;
 
 	/* A NIC stopped by `stop nic` would hold its hosts' clean-up back. */
 	for (i = 0; i < r->topo.nnics; i++)
 		if (r->topo.nics[i].stopped && r->topo.nics[i].pid > 0)
 			scn_topo_nic_signal(&r->topo, &r->topo.nics[i], SIGCONT);
-	/* Forked hosts first: their channels are ours too. */
+	for (i = 0; i < r->nhosts; i++) {
+		struct scn_rt_host *h = &r->hosts[i];
+
+		scn_agent_hangup(h->agent);
+		if (!e || !h->agent || h->pid <= 0)
+			continue;
+		if (h->pidfd < 0 && !h->exited)
+			h->pidfd = scn_pidfd_open(h->pid);
+		e[n++] = (struct end_wait){
+		    .pid = h->pid, .pidfd = h->pidfd, .child = !h->parent, .done = h->exited};
+	}
+	for (i = 0; i < r->nprogs; i++) {
+		struct scn_rt_prog *p = &r->progs[i];
+
+		if (!p->started || p->pid <= 0 || p->exited)
+			continue;
+		kill(-p->pid, SIGCONT);
+		kill(-p->pid, SIGTERM);
+		if (e)
+			e[n++] = (struct end_wait){
+			    .pid = p->pid, .pidfd = p->pidfd, .child = true, .group = true};
+	}
+	ends_wait(e, n, scn_now_ns() + budget * 1000000ull);
+	for (i = 0; i < n; i++)
+		if (!e[i].done)
+			kill(e[i].group ? -e[i].pid : e[i].pid, SIGKILL);
+	ends_wait(e, n, scn_now_ns() + 10000000000ull);
+	free(e);
+	/* Every one has ended (or outlived SIGKILL for 10 s): reap them.
+	 * Forked hosts first: their channels are ours too. */
 	for (i = r->nhosts; i-- > 0;) {
 		if (r->hosts[i].pidfd >= 0)
 			close(r->hosts[i].pidfd);
 		r->hosts[i].pidfd = -1;
-		scn_agent_close(r->hosts[i].agent, AGENT_CLOSE_MS);
+		scn_agent_close(r->hosts[i].agent, 0);
 		r->hosts[i].agent = NULL;
 	}
 	for (i = 0; i < r->nprogs; i++)
@@ -1681,6 +1940,10 @@ static void free_runner(struct scn_runner *r)
 	for (size_t i = 0; i < r->nprogs; i++) {
 		free(r->progs[i].out);
 		free(r->progs[i].tail);
+		for (size_t k = 0; k < r->progs[i].nwatches; k++)
+			if (r->progs[i].watches[k].compiled)
+				regfree(&r->progs[i].watches[k].re);
+		free(r->progs[i].watches);
 	}
 	for (size_t i = 0; i < r->nmarks; i++) {
 		free(r->marks[i].stats);
@@ -1696,7 +1959,9 @@ static void free_runner(struct scn_runner *r)
 	free(r->bufs);
 	free(r->handles);
 	free(r->faults);
+	free(r->links);
 	free(r->topo.nics);
+	free(r->prog_path);
 }
 
 static void record_step(struct scn_runner *r, const struct scn_stmt *st, uint64_t t_start, bool ok)
@@ -1747,12 +2012,83 @@ static void list_files(struct scn_outcome *o)
 		free(names);
 }
 
+/* A failed scenario: say which programs ended on their own without a
+ * step waiting for it, and how, since a wait that ran out (a counter, a
+ * frame) may have been waiting for what such a program would have done. */
+static void note_prog_exits(struct scn_runner *r)
+{
+	char how[128], at[64];
+
+	for (size_t i = 0; i < r->nprogs; i++) {
+		const struct scn_rt_prog *p = &r->progs[i];
+
+		if (!p->started || !p->exited || p->killed || p->exit_waited)
+			continue;
+		prog_end_text(p, how, sizeof(how));
+		if (p->exit_during)
+			snprintf(at, sizeof(at), ", while line %u ran", p->exit_during->loc.line);
+		else
+			at[0] = '\0';
+		scn_outcome_add(r->out->detail, sizeof(r->out->detail),
+				"program %s %s %.3f s into the scenario%s", p->decl->name, how,
+				(double)(p->exit_ns - r->t0) / 1e9, at);
+	}
+}
+
+/* Add directory dir (the part of path before its last '/', when
+ * dir_of) to the colon-separated list list[0..size), once. */
+static void path_add(char *list, size_t size, const char *path, bool dir_of)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = dir_of ? strrchr(path, '/') : NULL;
+	size_t len = strlen(list), n;
+	const char *p;
+
+	if (dir_of && !slash)
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", dir_of ? (int)(slash - path) : (int)strlen(path), path);
+	if (!dir[0] || !realpath(dir, real))
+		return;
+	n = strlen(real);
+	for (p = list; *p; p += strcspn(p, ":"), p += *p == ':')
+		if (strcspn(p, ":") == n && !strncmp(p, real, n))
+			return;
+	if (len + n + 2 < size)
+		snprintf(list + len, size - len, "%s%s", len ? ":" : "", real);
+}
+
+/*
+ * The PATH of the scenario's programs: the directory of the running nicsim,
+ * then the agent's and nicsimd's when they are elsewhere, before the
+ * runner's own PATH, so that a command finds the binaries of the build or
+ * installation that runs it (nicsim-pingpong, nicsim ...) first.
+ */
+static char *prog_path(const char *exe_dir, const char *agent)
+{
+	char dirs[3 * PATH_MAX + 3] = "", nicsimd[PATH_MAX], unused[PATH_MAX], *out;
+	const char *old = getenv("PATH");
+	size_t size;
+
+	if (exe_dir[0])
+		path_add(dirs, sizeof(dirs), exe_dir, false);
+	path_add(dirs, sizeof(dirs), agent, true);
+	if (!cli_find_program("nicsimd", nicsimd, sizeof(nicsimd), unused, sizeof(unused)))
+		path_add(dirs, sizeof(dirs), nicsimd, true);
+	if (!old || !*old)
+		old = "/usr/local/bin:/usr/bin:/bin";
+	size = strlen(dirs) + strlen(old) + 2;
+	out = malloc(size);
+	if (out)
+		snprintf(out, size, "%s%s%s", dirs, dirs[0] ? ":" : "", old);
+	return out;
+}
+
 /* Run one parsed and checked scenario in this process; fills out. */
 static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
 			 struct scn_outcome *out, int sigfd)
 {
 	struct scn_runner r;
-	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX];
+	char what[SCN_OUT_TEXT], exe_dir[PATH_MAX] = "";
 	uint64_t budget;
 	bool keep;
 	size_t i;
@@ -1777,6 +2113,9 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	else if (cli_find_program(AGENT_NAME, r.agent_path, sizeof(r.agent_path), exe_dir,
 				  sizeof(exe_dir)))
 		snprintf(r.agent_path, sizeof(r.agent_path), "%s", AGENT_NAME);
+	if (!exe_dir[0])
+		cli_find_program(AGENT_NAME, what, sizeof(what), exe_dir, sizeof(exe_dir));
+	r.prog_path = prog_path(exe_dir, r.agent_path);
 
 	rc = topo_setup(&r);
 	for (i = 0; !rc && i < s->nstmts; i++) {
@@ -1797,8 +2136,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 				scn_fail(&r, st, "timed out after %.3f s waiting for %s",
 					 (scn_now_ns() - t_start) / 1e9, what);
 		} else if (rc == -EINTR) {
-			scn_fail(&r, st, "interrupted by signal %d (%s)", r.signo,
-				 strsignal(r.signo));
+			scn_fail(&r, st, "interrupted (SIG%s)", sig_abbrev(r.signo));
 		} else if (rc && out->status == SCN_PASSED) {
 			scn_fail(&r, st, "the step failed: %s", strerror(-rc));
 		}
@@ -1806,6 +2144,8 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 		if (out->status != SCN_PASSED)
 			rc = rc ? rc : -EINVAL;
 	}
+	if (out->status != SCN_PASSED && !r.interrupted)
+		note_prog_exits(&r);
 	scn_fault_finish(&r, !rc && out->status == SCN_PASSED);
 	/* Kept on a failure, but not when the user stopped the run: that is
 	 * no finding, and a signal asks for everything to go. */
@@ -1997,7 +2337,7 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 	uint64_t t0 = scn_now_ns();
 	bool interrupted = false;
 	struct scn_run_seed seed;
-	int rc, status = 0, sigfd = -1;
+	int rc, status = 0, sigfd = -1, signo = SIGTERM;
 
 	jmax = opts->jobs ? opts->jobs : 1;
 	diag = malloc(sizeof(*diag));
@@ -2088,7 +2428,8 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 				jobs[started].out->status = SCN_FAILED;
 				snprintf(jobs[started].out->message,
 					 sizeof(jobs[started].out->message),
-					 "not run: the runner was interrupted");
+					 "not run: the runner was interrupted (SIG%s)",
+					 sig_abbrev(signo));
 			}
 		print_ready(jobs, l.n, &next, opts, &ro);
 		if (!running)
@@ -2103,11 +2444,14 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		if (pf[0].revents) {
 			struct signalfd_siginfo si;
 
+			/* Passed on as it came, so that each scenario reports
+			 * the signal the user sent (SIGINT from a terminal). */
 			if (read(sigfd, &si, sizeof(si)) > 0) {
 				interrupted = true;
+				signo = (int)si.ssi_signo;
 				for (i = 0; i < l.n; i++)
 					if (jobs[i].running)
-						kill(jobs[i].pid, SIGTERM);
+						kill(jobs[i].pid, signo);
 			}
 		}
 		for (i = 0; i < l.n; i++)

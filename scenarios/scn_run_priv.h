@@ -47,6 +47,15 @@ struct scn_rt_host {
 	struct scn_rt_host *parent;
 };
 
+/* A `wait P output` or `expect P output` step's text or ERE, matched
+ * against each line of P's output as it comes (scn_rt_prog). */
+struct scn_rt_watch {
+	const struct scn_stmt *st;
+	regex_t re;    /* st's ERE compiled (when it is one and compiled) */
+	bool compiled; /* re holds it */
+	bool hit;      /* a line of the program's current run matched */
+};
+
 /* A program of the scenario (`program NAME on NIC "command"`). */
 struct scn_rt_prog {
 	const struct scn_stmt *decl;
@@ -66,17 +75,23 @@ struct scn_rt_prog {
 	char *tail;
 	size_t taillen, tailcap;
 	uint64_t dropped;
-	/* The output a `wait P output` step waits for: each line is matched
-	 * once, as it ends (watch_hit), the line not ended yet (part) at each
-	 * look; a line longer than part is matched in pieces. */
-	const struct scn_output *watch;
-	regex_t watch_re; /* its ERE compiled, if it has one */
-	bool watch_hit;
+	/* What the scenario's `wait P output` and `expect P output` steps
+	 * look for, known from the script before the program starts: each
+	 * line it writes is matched against those not found yet as the line
+	 * ends, so that none goes unseen, kept or not; the line not ended yet
+	 * (part) is looked at by the step itself; a line longer than part is
+	 * matched in pieces. */
+	struct scn_rt_watch *watches;
+	size_t nwatches;
 	char part[4096];
 	size_t partlen;
 	uint64_t logged, unlogged; /* bytes written to its log, and cut from it */
 	bool started, exited;
-	int status;
+	bool killed;                        /* by a `kill P` step since it started */
+	bool exit_waited;                   /* a `wait P exit` step has looked at its end */
+	int status;                         /* its wait status once exited */
+	uint64_t exit_ns;                   /* when the runner saw it exit */
+	const struct scn_stmt *exit_during; /* the step running then (NULL: set-up) */
 };
 
 /* An operation: a host call, pending or done. */
@@ -150,14 +165,22 @@ struct scn_rt_fault {
 	enum scn_rt_fault_state state;
 	uint32_t src[2], dst[2];
 	size_t nlinks;
-	uint64_t arm_at_ns;              /* AT: when to arm */
-	uint64_t heal_at_ns;             /* FOR_TIME: when to heal; 0 otherwise */
-	uint64_t frames0[2];             /* FOR_FRAMES: link frames when armed */
-	uint64_t hits0[2];               /* the rule's counters when armed */
-	uint64_t hits;                   /* the rule's counter moves while armed */
-	uint64_t frames_before;          /* FOR_FRAMES: frames counted on an earlier fabric */
-	struct fab_link_config saved[2]; /* each link's configuration before arming */
+	uint64_t arm_at_ns;     /* AT: when to arm */
+	uint64_t heal_at_ns;    /* FOR_TIME: when to heal; 0 otherwise */
+	uint64_t frames0[2];    /* FOR_FRAMES: link frames when armed */
+	uint64_t hits0[2];      /* the rule's counters when armed */
+	uint64_t hits;          /* the rule's counter moves while armed */
+	uint64_t frames_before; /* FOR_FRAMES: frames counted on an earlier fabric */
+	uint64_t armed_seq;     /* the order faults began in (scn_fault.c) */
 	bool ever_armed;
+};
+
+/* A link a fault has touched: its settings without any fault, taken when
+ * the first fault on it began.  Its settings at any time are these plus
+ * every fault armed on it, in the order they began. */
+struct scn_rt_link {
+	uint32_t src, dst;
+	struct fab_link_config base;
 };
 
 struct scn_runner {
@@ -171,6 +194,7 @@ struct scn_runner {
 	bool interrupted;
 	int signo;
 	char agent_path[4096];
+	char *prog_path;            /* PATH of the programs (run_scenario), NULL: the runner's */
 	const struct scn_stmt *cur; /* the step running */
 	uint64_t step_t0;
 
@@ -190,6 +214,9 @@ struct scn_runner {
 	size_t nmarks, cap_marks;
 	struct scn_rt_fault *faults;
 	size_t nfaults, cap_faults;
+	struct scn_rt_link *links; /* the links faults touched */
+	size_t nlinks, cap_links;
+	uint64_t fault_seq;
 	size_t frame_cursor; /* `wait frame` looks at frames from here on */
 	bool counter_poll;   /* a wait re-reads counters: bound the poll timeout */
 	uint64_t counter_next_ns, counter_gap_ns;

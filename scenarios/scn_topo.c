@@ -48,23 +48,25 @@ int scn_pidfd_open(pid_t pid)
 
 /* ---- The run directory ---------------------------------------------------- */
 
-int scn_topo_make_dir(struct scn_topo *t, char *why, size_t size)
+int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t size)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = parent ? parent : getenv("TMPDIR");
 
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
 	if ((size_t)snprintf(t->dir, sizeof(t->dir), "%s/nicsim-scn-XXXXXX", tmp) >=
 	    sizeof(t->dir)) {
 		t->dir[0] = '\0';
-		snprintf(why, size, "TMPDIR %s is too long for a run directory", tmp);
+		snprintf(why, size, "%s %s is too long for a run directory",
+			 parent ? "--dir" : "TMPDIR", tmp);
 		return -ENAMETOOLONG;
 	}
 	if (!mkdtemp(t->dir)) {
 		int err = errno;
 
-		snprintf(why, size, "cannot make a run directory under %s: %s (set TMPDIR)", tmp,
-			 strerror(err));
+		snprintf(why, size, "cannot make a run directory under %s: %s (%s)", tmp,
+			 strerror(err),
+			 parent ? "make it, or name another with --dir" : "set TMPDIR");
 		t->dir[0] = '\0';
 		return -err;
 	}
@@ -629,10 +631,19 @@ void scn_capture_ack(struct scn_topo *t)
 
 /* ---- Teardown ----------------------------------------------------------------- */
 
+/* Milliseconds from now to deadline (CLOCK_MONOTONIC ns), 0 once past. */
+static int left_ms(uint64_t deadline)
+{
+	uint64_t now = scn_now_ns();
+
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
 void scn_topo_destroy(struct scn_topo *t, bool keep)
 {
 	char lock[PATH_MAX];
 	struct scn_nicd *n;
+	uint64_t deadline;
 	size_t i;
 
 	scn_capture_stop(t);
@@ -644,12 +655,22 @@ void scn_topo_destroy(struct scn_topo *t, bool keep)
 			kill(n->pid, SIGCONT);
 		kill(n->pid, SIGTERM);
 	}
+	/* One deadline for every NIC, then SIGKILL for those left, and one
+	 * more: stuck NICs cost NIC_TERM_MS once, however many. */
+	deadline = scn_now_ns() + NIC_TERM_MS * 1000000ull;
 	for (i = 0; i < t->nnics; i++) {
 		n = &t->nics[i];
-		if (n->pid > 0 && !nic_wait_exit(n, NIC_TERM_MS)) {
-			kill(n->pid, SIGKILL);
-			nic_wait_exit(n, NIC_TERM_MS);
-		}
+		if (n->pid > 0)
+			nic_wait_exit(n, left_ms(deadline));
+	}
+	for (i = 0; i < t->nnics; i++)
+		if (t->nics[i].pid > 0)
+			kill(t->nics[i].pid, SIGKILL);
+	deadline = scn_now_ns() + NIC_TERM_MS * 1000000ull;
+	for (i = 0; i < t->nnics; i++) {
+		n = &t->nics[i];
+		if (n->pid > 0)
+			nic_wait_exit(n, left_ms(deadline));
 	}
 	if (t->capture.wake_fd >= 0)
 		close(t->capture.wake_fd);

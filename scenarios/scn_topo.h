@@ -94,8 +94,9 @@ struct scn_topo {
 	unsigned fab_renewals; /* times a restart found a new fabric (scn_topo_nic_start) */
 };
 
-/* Make the private run directory (t->dir).  Returns 0 or a negative errno. */
-int scn_topo_make_dir(struct scn_topo *t, char *why, size_t size);
+/* Make the private run directory (t->dir) below parent (NULL: $TMPDIR,
+ * else /tmp).  Returns 0 or a negative errno. */
+int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t size);
 
 /*
  * Start NIC n in t->dir with its options (creating the fabric with t->seed

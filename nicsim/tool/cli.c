@@ -329,6 +329,8 @@ static void usage_top(FILE *f)
 	print_opt(f, &opt_specs[OPT_NIC]);
 	print_opt(f, &opt_specs[OPT_HELP]);
 	print_opt(f, &opt_specs[OPT_VERSION]);
+	fprintf(f, "'nicsim [--dir D] scenario run' makes each scenario's private run directory\n"
+		   "below D (default: $TMPDIR); --nic does not apply to 'scenario'.\n");
 	fprintf(f, "\nExit status: 0 success, 1 failure, 2 usage error.\n");
 }
 
@@ -560,15 +562,37 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 
 int cli_command_at(int argc, char **argv, const char *cmd)
 {
+	const struct opt_spec *s;
 	int i;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], cmd))
 			return i;
+		/* The value of an option before the command ("--dir D") is
+		 * not the command. */
+		if (!strncmp(argv[i], "--", 2) && argv[i][2] && !strchr(argv[i], '=')) {
+			s = find_opt(argv[i] + 2, strlen(argv[i] + 2));
+			if (s && s->arg)
+				i++;
+			continue;
+		}
 		if (argv[i][0] != '-' && strcmp(argv[i], "help"))
 			return 0;
 	}
 	return 0;
+}
+
+bool cli_is_option(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+
+	return !strncmp(arg, "--", 2) &&
+	       find_opt(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2)) != NULL;
+}
+
+void cli_version(FILE *f)
+{
+	fprintf(f, "nicsim %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);
 }
 
 int cli_main(int argc, char **argv, int (*scenario)(int argc, char **argv))
@@ -590,7 +614,7 @@ int cli_main(int argc, char **argv, int (*scenario)(int argc, char **argv))
 	if (rc)
 		return rc;
 	if (cl.val[OPT_VERSION]) {
-		printf("nicsim %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);
+		cli_version(stdout);
 		return CLI_EXIT_OK;
 	}
 	if (cl.nwords == 0) {

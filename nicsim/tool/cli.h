@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "timer_opts.h"
@@ -83,6 +84,13 @@ int cli_main(int argc, char **argv, int (*scenario)(int argc, char **argv));
  * parse their own command line.
  */
 int cli_command_at(int argc, char **argv, const char *cmd);
+
+/* Whether arg is one of the tool's common options ("--nic", "--dir=D"),
+ * for a command that parses its own to say which do not apply to it. */
+bool cli_is_option(const char *arg);
+
+/* "nicsim VERSION (ABI N)" and a newline on f: what --version prints. */
+void cli_version(FILE *f);
 
 /* ---- Shared by cli.c and updown.c ---------------------------------------- */
 

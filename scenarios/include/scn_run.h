@@ -30,6 +30,7 @@ struct scn_run_opts {
 	bool tap;                       /* --tap */
 	const char *junit;              /* --junit FILE, or NULL */
 	const char *agent; /* nicsim-agent to use; NULL: beside this program, else PATH */
+	const char *dir;   /* --dir D: run directories below D; NULL: $TMPDIR, else /tmp */
 };
 
 /* Run the scenarios of npaths files (a directory: every *.scn below it,

@@ -338,7 +338,10 @@ static void test_output_flood(void)
 		   "wait p output /middle-mark$/ within 60s\n"
 		   "wait p exit 0 within 60s\n"
 		   "expect p output \"after-nul\"\n"
-		   "expect p output \"end-mark\"\n",
+		   "expect p output \"end-mark\"\n"
+		   /* From the middle no longer kept, after the fact. */
+		   "expect p output /middle-mark$/\n"
+		   "wait p output \"middle-mark\" within 1s\n",
 		   path, sizeof(path));
 	NST_EQ(SCN(path, "--keep"), 0);
 	OUT_HAS("1 scenario: 1 passed, 0 failed");
@@ -577,8 +580,22 @@ static void test_sigterm_cleans_up(void)
 
 	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
 		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
-	OUT_HAS("interrupted by signal 15");
+	OUT_HAS("interrupted (SIGTERM)");
 	OUT_HAS("the run directory");
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
+}
+
+/* SIGINT (a terminal's ^C) to the runner: reported as SIGINT, not as the
+ * SIGTERM it once passed on; the run ends as on SIGTERM. */
+static void test_sigint_reported(void)
+{
+	static struct started_run s;
+	int status = run_and_signal("int", SIGINT, false, &s);
+
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("interrupted (SIGINT)");
+	NST_CHECK_(strstr(out, "SIGTERM") == NULL, CU_FALSE, "no SIGTERM in the report");
 	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
 }
 
@@ -693,6 +710,413 @@ static void test_same_seed_same_decisions(void)
 	nst_rmtree(dir2);
 }
 
+/* The agents among pids (by their command name). */
+static size_t agents_of(const pid_t *pids, size_t n, pid_t *agents)
+{
+	char path[64], comm[64];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pids[i]);
+		if (read_all(path, comm, sizeof(comm)) && !strncmp(comm, "nicsim-agent", 12))
+			agents[k++] = pids[i];
+	}
+	return k;
+}
+
+struct gate {
+	char tmpdir[P];
+	char dir[D];
+	char fifo[D + 8];
+};
+
+/* The run directory below tmpdir once the scenario's program made its
+ * gate (a FIFO it reads). */
+static bool gate_made(void *arg)
+{
+	struct gate *g = arg;
+	struct dirent *e;
+	DIR *d = opendir(g->tmpdir);
+
+	g->dir[0] = '\0';
+	while (d && (e = readdir(d)))
+		if (!strncmp(e->d_name, "nicsim-scn-", 11))
+			snprintf(g->dir, sizeof(g->dir), "%s/%s", g->tmpdir, e->d_name);
+	if (d)
+		closedir(d);
+	if (!g->dir[0])
+		return false;
+	snprintf(g->fifo, sizeof(g->fifo), "%s/gate", g->dir);
+	return access(g->fifo, F_OK) == 0;
+}
+
+/*
+ * Teardown ends a scenario's processes at once: four programs that ignore
+ * SIGTERM and three host agents that are stopped (so they never read the
+ * end of their channel) each need SIGKILL after the budget, which they get
+ * together after one second, not one after the other (seven seconds).
+ */
+static void test_teardown_in_parallel(void)
+{
+	static struct gate g;
+	char path[P], log[P];
+	pid_t runner, pids[MAX_PIDS], agents[MAX_PIDS];
+	size_t n, na;
+	uint64_t t0, t1;
+	int fd, status;
+
+	snprintf(g.tmpdir, sizeof(g.tmpdir), "%s/teardown", tmp);
+	NST_REQUIRE(mkdir(g.tmpdir, 0700) == 0);
+	write_file("stuck.scn",
+		   "# processes that do not end when asked\n"
+		   "nic a 198.18.0.1\n"
+		   "program p1 on a \"trap '' TERM; echo ready; exec sleep 600\"\n"
+		   "program p2 on a \"trap '' TERM; echo ready; exec sleep 600\"\n"
+		   "program p3 on a \"trap '' TERM; echo ready; exec sleep 600\"\n"
+		   "program p4 on a \"trap '' TERM; echo ready; exec sleep 600\"\n"
+		   "program gate on a \"mkfifo $NICSIM_DIR/gate && read x < $NICSIM_DIR/gate\"\n"
+		   "host h1 on a\n"
+		   "host h2 on a\n"
+		   "host h3 on a\n"
+		   "start p1\n"
+		   "start p2\n"
+		   "start p3\n"
+		   "start p4\n"
+		   "wait p1 output \"ready\"\n"
+		   "wait p2 output \"ready\"\n"
+		   "wait p3 output \"ready\"\n"
+		   "wait p4 output \"ready\"\n"
+		   "h1: startup\n"
+		   "h2: startup\n"
+		   "h3: startup\n"
+		   "start gate\n"
+		   "wait gate exit 0 within 60s\n",
+		   path, sizeof(path));
+	snprintf(log, sizeof(log), "%s/teardown.out", tmp);
+	runner = fork();
+	NST_REQUIRE(runner >= 0);
+	if (runner == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("TMPDIR", g.tmpdir, 1);
+		execl(nst_bin("nicsim"), "nicsim", "scenario", "run", path, (char *)NULL);
+		_exit(127);
+	}
+	NST_TRUE(nst_wait_until(gate_made, &g, START_MS, 10));
+	n = pids_of(g.dir, pids, MAX_PIDS);
+	na = agents_of(pids, n, agents);
+	NST_EQ(na, 3);
+	for (size_t i = 0; i < na; i++)
+		NST_EQ(kill(agents[i], SIGSTOP), 0);
+	/* Open the gate: the scenario passes and its teardown begins. */
+	fd = open(g.fifo, O_WRONLY);
+	NST_REQUIRE(fd >= 0);
+	t0 = nst_now_ns();
+	NST_EQ(write(fd, "go\n", 3), 3);
+	close(fd);
+	status = nst_wait(runner, GONE_MS);
+	t1 = nst_now_ns();
+	if (read_all(log, out, sizeof(out)))
+		printf("\n%s", out);
+	printf("teardown and report took %.3f s\n", (double)(t1 - t0) / 1e9);
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, CU_FALSE,
+		   "the scenario passed (wait status 0x%x)", (unsigned)status);
+	/* One budget (1 s) and the NIC's end (at most 2 s more on a loaded
+	 * machine); one after the other: 7 s. */
+	NST_CHECK_(t1 - t0 < 5000000000ull, CU_FALSE,
+		   "seven stuck processes ended in %.3f s, wanted under 5 s",
+		   (double)(t1 - t0) / 1e9);
+	for (size_t i = 0; i < n; i++)
+		NST_CHECK_(!nst_pid_alive(pids[i]), CU_FALSE, "pid %d is gone", (int)pids[i]);
+}
+
+/*
+ * A host whose channel closes before its exit status is in: the report
+ * waits for the status instead of printing the -1 it had (a forked host
+ * killed while a call of its was pending).
+ */
+static void test_host_end_status(void)
+{
+	char path[P];
+
+	write_file("forked-killed.scn",
+		   "# a forked host killed while it accepts\n"
+		   "seed 1\n"
+		   "nic a 198.18.0.1\n"
+		   "host h1 on a\n"
+		   "h1: startup\n"
+		   "h1: fork -> h3\n"
+		   "h3: startup\n"
+		   "h3: socket -> s\n"
+		   "h3: bind s a 7000\n"
+		   "h3: listen s\n"
+		   "h3: accept s -> c1 &\n"
+		   "kill h3\n"
+		   "wait c1\n",
+		   path, sizeof(path));
+	for (int i = 0; i < 3; i++) {
+		NST_EQ(SCN(path), 1);
+		OUT_HAS("host h3 ended before the call's result came");
+		OUT_HAS("actual:   host h3: killed by signal 9 (SIGKILL)");
+		NST_CHECK_(strstr(out, "0xffffffff") == NULL, CU_FALSE, "no status -1 reported");
+	}
+	write_file("exited.scn",
+		   "# a call to a host that exited\n"
+		   "nic a 198.18.0.1\n"
+		   "host h1 on a\n"
+		   "h1: exit 3\n"
+		   "h1: startup\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	OUT_HAS("exited with status 3");
+}
+
+/*
+ * A program that cannot run, or that exits early: a wait for its output
+ * fails as it exits, saying how, at the wait's line; a wait for something
+ * else that runs out lists it.
+ */
+static void test_program_exit_ends_waits(void)
+{
+	char path[P], want[W];
+	uint64_t t0;
+
+	write_file("no-command.scn",
+		   "# a program that is not there\n"
+		   "nic a 198.18.0.1\n"
+		   "program p on a \"nicsim-no-such-program --flag\"\n"
+		   "start p\n"
+		   "wait p output \"hello\" within 60s\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 30000);
+	snprintf(want, sizeof(want), "%s:5: wait p output \"hello\" within 60s\n", path);
+	OUT_HAS(want);
+	OUT_HAS("program p exited with status 127 (command not found or not executable) before "
+		"writing a line containing \"hello\"");
+	/* It exits while a child it left holds its output open. */
+	write_file("early-exit.scn",
+		   "# a program that exits early, leaving a child\n"
+		   "nic a 198.18.0.1\n"
+		   "program q on a \"sleep 600 & echo started; exit 3\"\n"
+		   "start q\n"
+		   "wait q output \"never\" within 60s\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 30000);
+	OUT_HAS("program q exited with status 3 before writing a line containing \"never\"");
+	OUT_HAS("output: started");
+	write_file("server-missing.scn",
+		   "# the server never starts\n"
+		   "nic a 198.18.0.1\n"
+		   "program srv on a \"nicsim-no-such-server\"\n"
+		   "start srv\n"
+		   "wait counter a.cmd_conn >= 1 within 300ms\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path), 1);
+	OUT_HAS("program srv exited with status 127 (command not found or not executable) ");
+	OUT_HAS("into the scenario, while line 5 ran");
+}
+
+/* Programs find the binaries of the build that runs them first on their
+ * PATH, whatever the runner's PATH. */
+static void test_programs_find_binaries(void)
+{
+	char path[P], text[4 * PATH_MAX], bin[D], real[PATH_MAX], *old, *slash;
+
+	snprintf(bin, sizeof(bin), "%s", nst_bin("nicsim"));
+	slash = strrchr(bin, '/');
+	NST_REQUIRE(slash != NULL);
+	*slash = '\0';
+	NST_REQUIRE(realpath(bin, real) != NULL);
+	snprintf(text, sizeof(text),
+		 "# programs find the build's binaries\n"
+		 "nic a 198.18.0.1\n"
+		 "program p on a \"command -v nicsim-pingpong; command -v nicsim; "
+		 "command -v nicsimd\"\n"
+		 "start p\n"
+		 "wait p exit 0\n"
+		 "expect p output \"%s/nicsim-pingpong\"\n"
+		 "expect p output \"%s/nicsim\"\n"
+		 "expect p output \"%s/nicsimd\"\n",
+		 real, real, real);
+	write_file("path.scn", text, path, sizeof(path));
+	old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	NST_REQUIRE(old != NULL);
+	setenv("PATH", "/usr/bin:/bin", 1);
+	NST_EQ(SCN(path), 0);
+	setenv("PATH", old, 1);
+	free(old);
+}
+
+/* The tool's common options before `scenario`: --dir D is where the run
+ * directories are made, as `scenario run --dir D` does; --nic does not
+ * apply; the help says so. */
+static void test_global_options(void)
+{
+	char path[P], dir[P], kept[D], want[W];
+	const char *bin = nst_bin("nicsim");
+
+	write_file("dir.scn", write_ok, path, sizeof(path));
+	snprintf(dir, sizeof(dir), "%s/runs", tmp);
+	NST_REQUIRE(mkdir(dir, 0700) == 0);
+	NST_EQ(nst_run_shown(
+		   bin, "nicsim",
+		   (const char *const[]){"--dir", dir, "scenario", "run", path, "--keep", NULL},
+		   out, sizeof(out), RUN_MS),
+	       0);
+	NST_REQUIRE(kept_dir(kept, sizeof(kept)));
+	snprintf(want, sizeof(want), "%s/nicsim-scn-", dir);
+	NST_CHECK_(!strncmp(kept, want, strlen(want)), CU_FALSE, "%.200s is below %.200s", kept,
+		   dir);
+	nst_rmtree(kept);
+	snprintf(want, sizeof(want), "--dir=%s", dir);
+	NST_EQ(nst_run_shown(bin, "nicsim",
+			     (const char *const[]){want, "scenario", "run", path, "--keep", NULL},
+			     out, sizeof(out), RUN_MS),
+	       0);
+	NST_REQUIRE(kept_dir(kept, sizeof(kept)));
+	NST_CHECK_(!strncmp(kept, dir, strlen(dir)), CU_FALSE, "%.200s is below %.200s", kept, dir);
+	nst_rmtree(kept);
+	NST_EQ(SCN(path, "--dir", dir, "--keep"), 0);
+	NST_REQUIRE(kept_dir(kept, sizeof(kept)));
+	NST_CHECK_(!strncmp(kept, dir, strlen(dir)), CU_FALSE, "%.200s is below %.200s", kept, dir);
+	nst_rmtree(kept);
+	NST_EQ(nst_run_shown(
+		   bin, "nicsim",
+		   (const char *const[]){"--nic", "198.18.0.1", "scenario", "run", path, NULL}, out,
+		   sizeof(out), RUN_MS),
+	       2);
+	OUT_HAS("option --nic does not apply to 'nicsim scenario'");
+	NST_EQ(nst_run_shown(bin, "nicsim", (const char *const[]){"--help", NULL}, out, sizeof(out),
+			     RUN_MS),
+	       0);
+	OUT_HAS("'nicsim [--dir D] scenario run' makes each scenario's private run directory");
+	NST_EQ(nst_run_shown(bin, "nicsim",
+			     (const char *const[]){"--dir", dir, "scenario", "run", "--help", NULL},
+			     out, sizeof(out), RUN_MS),
+	       0);
+	OUT_HAS("--dir D");
+	OUT_HAS("'nicsim --dir D scenario run ...' is 'nicsim scenario run ... --dir D'");
+}
+
+/*
+ * Two faults on one link, healed in either order: the link holds its
+ * baseline and every fault still armed, in the order they began, and
+ * comes back to its baseline at the end (`nicsim link show`, run by the
+ * scenario, shows it).
+ */
+static void test_faults_compose(void)
+{
+	char path[P], text[4096];
+	const char *nicsim = nst_bin("nicsim");
+
+	snprintf(text, sizeof(text),
+		 "# faults on one link healed in any order\n"
+		 "seed 1\n"
+		 "nic a 198.18.0.1\n"
+		 "nic b 198.18.0.2\n"
+		 "link a -> b latency 10us\n"
+		 "program show on a \"%s link show | grep '198.18.0.1 -> 198.18.0.2'\"\n"
+		 /* Loss, then down: heal the first first. */
+		 "fault A a -> b loss 10%% optional\n"
+		 "fault B a -> b down optional\n"
+		 "heal A\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: down latency 10 seed/\n"
+		 "heal B\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 seed/\n"
+		 /* The same, healed the other way. */
+		 "fault C a -> b loss 10%% optional\n"
+		 "fault D a -> b down optional\n"
+		 "heal D\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 loss 10 seed/\n"
+		 "heal C\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 seed/\n"
+		 /* Two faults on one setting: the later one holds while armed. */
+		 "fault E a -> b loss 10%% optional\n"
+		 "fault F a -> b loss 50%% optional\n"
+		 "fault G a -> b down optional\n"
+		 "heal E\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: down latency 10 loss 50 seed/\n"
+		 "heal G\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 loss 50 seed/\n"
+		 "heal F\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 seed/\n"
+		 "fault H a -> b down optional\n"
+		 "fault I a -> b down optional\n"
+		 "heal I\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: down latency 10 seed/\n"
+		 "heal H\n"
+		 "start show\n"
+		 "wait show exit 0\n"
+		 "expect show output /: up latency 10 seed/\n",
+		 nicsim);
+	write_file("compose.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 0);
+	OUT_HAS("1 scenario: 1 passed, 0 failed");
+}
+
+/* Whether text holds no control character but '\n' (a terminal's, or
+ * XML's: tab too there) and no character reference. */
+static bool no_controls(const char *text, bool xml)
+{
+	const unsigned char *u = (const unsigned char *)text;
+
+	for (size_t i = 0; u[i]; i++)
+		if ((u[i] < 0x20 && u[i] != '\n' && (xml || u[i] != '\t')) || u[i] == 0x7f) {
+			printf("\nbyte 0x%02x at offset %zu\n", u[i], i);
+			return false;
+		}
+	return strstr(text, "&#") == NULL;
+}
+
+/* ESC, BEL, NUL and 0x01 in a title and a program's output reach no
+ * report raw. */
+static void test_control_characters(void)
+{
+	char path[P], junit[P];
+	static char xml[1 << 16];
+
+	write_file("controls.scn",
+		   "title \"red \\x1b[31mALERT\\x07 \\x01 end\"\n"
+		   "nic a 198.18.0.1\n"
+		   "program q on a \"printf 'a\\\\033[2Jb\\\\007c\\\\000d\\\\001e\\\\n'\"\n"
+		   "start q\n"
+		   "wait q exit 0\n"
+		   "expect q output \"zzz\"\n",
+		   path, sizeof(path));
+	snprintf(junit, sizeof(junit), "%s/controls.xml", tmp);
+	NST_EQ(SCN(path, "-v", "--junit", junit), 1);
+	NST_TRUE(no_controls(out, false));
+	OUT_HAS(": red \\x1b[31mALERT\\x07 \\x01 end (");
+	OUT_HAS("output: a\\x1b[2Jb\\x07c\\0d\\x01e");
+	NST_REQUIRE(read_all(junit, xml, sizeof(xml)));
+	NST_CHECK_(no_controls(xml, true), CU_FALSE, "the XML: %.400s", xml);
+	NST_TRUE(strstr(xml, "output: a\\x1b[2Jb\\x07c\\0d\\x01e") != NULL);
+	NST_EQ(SCN(path, "--tap"), 1);
+	NST_TRUE(no_controls(out, false));
+	OUT_HAS("    output: a\\x1b[2Jb\\x07c\\0d\\x01e");
+}
+
 static int suite_init(void)
 {
 	return nst_suite_dir(tmp, sizeof(tmp), "scn-run", NST_TMP_ENV);
@@ -720,6 +1144,14 @@ int main(int argc, char **argv)
 	    {"killed_runner_cleaned_up", test_killed_runner_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
 	    {"same_seed_same_decisions", test_same_seed_same_decisions},
+	    {"sigint_reported", test_sigint_reported},
+	    {"teardown_in_parallel", test_teardown_in_parallel},
+	    {"host_end_status", test_host_end_status},
+	    {"program_exit_ends_waits", test_program_exit_ends_waits},
+	    {"programs_find_binaries", test_programs_find_binaries},
+	    {"global_options", test_global_options},
+	    {"faults_compose", test_faults_compose},
+	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
 	};
 

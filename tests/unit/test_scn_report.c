@@ -4,6 +4,7 @@
  * count), the replay command (quoting, -D values), the text report, TAP 14
  * with its YAML block, and JUnit XML with escaping and attachments.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,92 @@ static void test_junit(void)
 	free(o);
 }
 
+/* No byte a terminal or an XML 1.0 parser would take as a control: C0
+ * controls but '\n' (and '\t' outside XML), DEL, C1 controls (UTF-8 C2 80
+ * .. C2 9F), and no character reference (&#...;) either. */
+static bool clean(const char *text, bool xml)
+{
+	const unsigned char *u = (const unsigned char *)text;
+
+	for (size_t i = 0; u[i]; i++) {
+		if ((u[i] < 0x20 && u[i] != '\n' && (xml || u[i] != '\t')) || u[i] == 0x7f ||
+		    (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) || u[i] >= 0xf8 ||
+		    u[i] == 0xff) {
+			printf("\nbyte 0x%02x at %zu: %.40s\n", u[i], i,
+			       text + (i > 20 ? i - 20 : 0));
+			return false;
+		}
+	}
+	return strstr(text, "&#") == NULL;
+}
+
+/*
+ * A title and output holding ESC, BEL, CR, 0x01, DEL, a C1 control and
+ * bytes that are not UTF-8 reach no report raw: the text report, TAP and
+ * JUnit all show them as visible escapes, and the XML stays well formed.
+ */
+static void test_control_characters(void)
+{
+	static const char nasty[] = "a\x1b[2Jb\x07"
+				    "c\\0d\x01"
+				    "e\rf\x7f"
+				    "g\xc2\x9b"
+				    "h\xff"
+				    "i caf\xc3\xa9";
+	static const char shown[] =
+	    "a\\x1b[2Jb\\x07c\\0d\\x01e\\x0df\\x7fg\\u009bh\\xffi caf\xc3\xa9";
+	struct scn_report_opts ro = {.slow = 1, .verbose = true};
+	struct scn_outcome *o = calloc(1, sizeof(*o));
+	const struct scn_outcome *v[1] = {o};
+	char path[256], vis[256];
+	FILE *f;
+	size_t n;
+
+	NST_REQUIRE(o != NULL);
+	NST_EQ(scn_visible(nasty, vis, sizeof(vis)), strlen(shown));
+	NST_CHECK_(!strcmp(vis, shown), CU_FALSE, "visible: %s", vis);
+	/* Cut at a character's end: never half an escape. */
+	NST_EQ(scn_visible(nasty, vis, 4), 1);
+	NST_EQ(strcmp(vis, "a"), 0);
+	fill_failure(o);
+	snprintf(o->title, sizeof(o->title), "title %s", nasty);
+	snprintf(o->message, sizeof(o->message), "message %s", nasty);
+	snprintf(o->found, sizeof(o->found), "output: %s\nsecond %s", nasty, nasty);
+	o->nrecs = o->nsteps = 1;
+	o->recs[0] = (struct scn_step_rec){.at = "line 3", .ok = false};
+	snprintf(o->recs[0].text, sizeof(o->recs[0].text), "step %s", nasty);
+
+	f = mem_open();
+	scn_report_text(f, o, &ro);
+	fclose(f);
+	printf("\n%s", buf);
+	NST_TRUE(clean(buf, false));
+	HAS("title a\\x1b[2Jb\\x07c");
+	HAS("  actual:   output: a\\x1b[2Jb\\x07c\\0d\\x01e\\x0df\\x7fg\\u009bh\\xffi caf");
+	HAS("step a\\x1b");
+
+	f = mem_open();
+	scn_report_tap(f, 1, o, &ro);
+	fclose(f);
+	printf("\n%s", buf);
+	NST_TRUE(clean(buf, false));
+	/* Quoted: the YAML value is the visible escape itself. */
+	HAS("  message: \"message a\\\\x1b[2Jb\\\\x07c\\\\0d\\\\x01e");
+	HAS("  found: |-\n    output: a\\x1b[2Jb\\x07c");
+
+	snprintf(path, sizeof(path), "%s/ctl.xml", tmp);
+	NST_EQ(scn_report_junit(path, v, 1, &ro), 0);
+	f = fopen(path, "r");
+	NST_REQUIRE(f != NULL);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	printf("\n%s", buf);
+	NST_TRUE(clean(buf, true));
+	HAS("message a\\x1b[2Jb\\x07c\\0d\\x01e\\x0df\\x7fg\\u009bh\\xffi caf\xc3\xa9");
+	free(o);
+}
+
 static int suite_init(void)
 {
 	return nst_suite_dir(tmp, sizeof(tmp), "scn-report", 0);
@@ -188,6 +275,7 @@ int main(int argc, char **argv)
 	    {"text_and_replay", test_text_and_replay},
 	    {"tap", test_tap},
 	    {"junit", test_junit},
+	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
 	};
 
