@@ -45,6 +45,7 @@
 #define SCN_TEXT_MAX 256      /* a quoted string (title, output text, command), with NUL */
 #define SCN_LINE_MAX 4096     /* one physical or continued line, in bytes */
 #define SCN_INCLUDE_DEPTH 16  /* includes nested deeper are an error */
+#define SCN_INCLUDES_MAX 1000 /* include lines read in one scenario, repeats counted */
 #define SCN_LINK_WORDS_MAX 24 /* words of link settings in one statement */
 #define SCN_LINK_WORD_MAX 32  /* one such word, with its NUL */
 #define SCN_DIAG_MAX 50       /* messages a struct scn_diag keeps; the rest are counted */

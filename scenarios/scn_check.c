@@ -55,6 +55,7 @@ struct checker {
 	size_t cap, n;
 	const struct scn_stmt *first_step;
 	const struct scn_stmt *once[SCN_CAPTURE + 1]; /* title, seed, timeout, capture */
+	size_t nics;                                  /* `nic` lines so far */
 };
 
 static struct sym *lookup(struct checker *c, const char *name)
@@ -366,15 +367,72 @@ static void check_counter(struct checker *c, const struct scn_stmt *st, const st
 	      k->counter, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 }
 
+/*
+ * Where re (an ERE) has a back-reference, \1 to \9 outside a bracket
+ * expression, or NULL.  POSIX EREs have none; glibc takes them as an
+ * extension, and matching them is exponential in the line's length (a
+ * program's output line could stall the run far past every deadline).
+ */
+static const char *back_reference(const char *re)
+{
+	const char *q;
+
+	for (; *re; re++) {
+		if (*re == '\\') {
+			if (re[1] >= '1' && re[1] <= '9')
+				return re;
+			if (re[1])
+				re++;
+			continue;
+		}
+		if (*re != '[')
+			continue;
+		/* A bracket expression: a ']' first is a member, [:x:], [.x.]
+		 * and [=x=] hold their own ']', and a backslash is itself. */
+		q = re + 1;
+		if (*q == '^')
+			q++;
+		if (*q == ']')
+			q++;
+		while (*q && *q != ']') {
+			if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+				const char *end = strchr(q + 2, q[1]);
+
+				while (end && end[1] != ']')
+					end = strchr(end + 1, q[1]);
+				if (end) {
+					q = end + 2;
+					continue;
+				}
+			}
+			q++;
+		}
+		if (!*q)
+			return NULL; /* regcomp says what is wrong */
+		re = q;
+	}
+	return NULL;
+}
+
 /* A /ERE/ that regcomp refuses is the script's error, not a line never seen. */
 static void check_regex(struct checker *c, const struct scn_stmt *st, const struct scn_output *o)
 {
+	const char *br;
 	char why[128];
 	regex_t re;
 	int rc;
 
 	if (!o->regex)
 		return;
+	br = back_reference(o->text);
+	if (br) {
+		error(c, st, NULL,
+		      "/%s/: '\\%c' is a back-reference, which a POSIX extended regular "
+		      "expression does not have (and whose matching can take exponential "
+		      "time): match the text itself, or escape a digit as [%c]",
+		      o->text, br[1], br[1]);
+		return;
+	}
 	rc = regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB);
 	if (!rc) {
 		regfree(&re);
@@ -657,6 +715,13 @@ static void check_order(struct checker *c, const struct scn_stmt *st)
 	}
 	if (st->kind != SCN_NIC)
 		return;
+	/* The NICs' nicsimd make the fabric with its default port slots, one
+	 * per NIC: one more would be found only when it starts. */
+	if (++c->nics == FAB_DEFAULT_PORTS + 1)
+		error(c, st, NULL,
+		      "NIC '%s' is NIC number %u: a scenario has at most %u NICs (the fabric's "
+		      "port slots); split it in two",
+		      st->name, FAB_DEFAULT_PORTS + 1, FAB_DEFAULT_PORTS);
 	for (i = 0; i < c->s->nnics && c->s->nics[i] != st; i++) {
 		other = c->s->nics[i];
 		if (other->u.nic.addr != st->u.nic.addr)

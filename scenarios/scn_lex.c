@@ -19,6 +19,10 @@ void scn_src_init(struct scn_src *src, const char *file, const void *data, size_
 	src->len = len;
 	src->at = 0;
 	src->line = 1;
+	/* A UTF-8 byte order mark some editors write first is no text: it is
+	 * skipped, and the first character is still at column 1. */
+	if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
+		src->at = 3;
 }
 
 /* Length of the UTF-8 sequence at p (at most n bytes), or 0 if invalid:
@@ -65,11 +69,24 @@ static void skip_line(struct scn_src *src)
 }
 
 /* Where a scan of a line stands: in a "string" or a /regex/ (quote), just
- * after a backslash in one (escaped), or in the comment. */
+ * after a backslash in one (escaped), or in the comment.  In a `param`
+ * line a '/' is a character like any other: its value is a "string" or the
+ * rest of the line as written (param P = /tmp), never a /regex/. */
 struct scan {
 	char quote;
-	bool escaped, comment;
+	bool escaped, comment, param;
 };
+
+/* Whether a line's text starts with the word `param`. */
+static bool param_line(const char *text, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (text[i] == ' ' || text[i] == '\t'))
+		i++;
+	return len - i > 5 && !strncmp(text + i, "param", 5) &&
+	       (text[i + 5] == ' ' || text[i + 5] == '\t');
+}
 
 static void scan_byte(struct scan *s, char ch)
 {
@@ -84,7 +101,7 @@ static void scan_byte(struct scan *s, char ch)
 			s->quote = 0;
 		return;
 	}
-	if (ch == '"' || ch == '/')
+	if (ch == '"' || (ch == '/' && !s->param))
 		s->quote = ch;
 	else if (ch == '#')
 		s->comment = true;
@@ -154,6 +171,8 @@ int scn_src_next(struct scn_src *src, struct scn_line *out, struct scn_diag *dia
 		/* A carriage return before the newline is not part of the line. */
 		if (out->len > start && out->text[out->len - 1] == '\r')
 			out->len--;
+		if (!start)
+			sc.param = param_line(out->text, out->len);
 		for (i = start; i < out->len; i++)
 			scan_byte(&sc, out->text[i]);
 		/* A trailing backslash joins the next line, except in a comment
@@ -175,6 +194,7 @@ void scn_strip_comment(struct scn_line *line, char *comment, size_t size)
 
 	if (comment && size)
 		comment[0] = '\0';
+	sc.param = param_line(line->text, line->len);
 	for (i = 0; i < line->len && !sc.comment; i++)
 		scan_byte(&sc, line->text[i]);
 	if (!sc.comment)
@@ -298,17 +318,21 @@ static int lex_quoted(const struct scn_line *line, size_t *i, const char *file, 
 		case 'n': put(t, k, '\n'); break;
 		case 't': put(t, k, '\t'); break;
 		case 'x':
-			if (is_hex(line->text[j + 2]) && is_hex(line->text[j + 3]) &&
-			    (hex_val(line->text[j + 2]) || hex_val(line->text[j + 3]))) {
-				put(t, k,
-				    (char)(hex_val(line->text[j + 2]) * 16 +
-					   hex_val(line->text[j + 3])));
-				j += 2;
-				break;
+			if (!is_hex(line->text[j + 2]) || !is_hex(line->text[j + 3])) {
+				scn_diag_add(diag, SCN_ERROR, &loc,
+					     "bad escape: \\x takes two hex digits (\\x41)");
+				return -EINVAL;
 			}
-			scn_diag_add(diag, SCN_ERROR, &loc,
-				     "bad escape: \\x takes two hex digits, not 00 (\\x41)");
-			return -EINVAL;
+			if (!hex_val(line->text[j + 2]) && !hex_val(line->text[j + 3])) {
+				scn_diag_add(diag, SCN_ERROR, &loc,
+					     "\\x00: a NUL byte is not allowed in a string (a "
+					     "string is C text); use \\x01..\\xff");
+				return -EINVAL;
+			}
+			put(t, k,
+			    (char)(hex_val(line->text[j + 2]) * 16 + hex_val(line->text[j + 3])));
+			j += 2;
+			break;
 		default:
 			scn_diag_add(diag, SCN_ERROR, &loc,
 				     "unknown escape '\\%c': write \\\" \\\\ \\n \\t or \\xHH",
@@ -341,6 +365,22 @@ int scn_tokenize(const struct scn_line *line, const char *file, struct scn_toks 
 		}
 		if (t->n + 1 >= SCN_TOKS_MAX)
 			break; /* cannot happen: every token takes a byte of the line */
+		if (t->n == 3 && c != '"' && t->tok[0].type == SCN_TOK_WORD &&
+		    !strcmp(t->tok[0].text, "param") && t->tok[2].type == SCN_TOK_PUNCT &&
+		    !strcmp(t->tok[2].text, "=")) {
+			/* An unquoted parameter value is the rest of the line as
+			 * written, trailing blanks off: /tmp, a/b, ./x.sh, 64KiB. */
+			size_t end = line->len;
+
+			while (end > i && (s[end - 1] == ' ' || s[end - 1] == '\t'))
+				end--;
+			k = tok_new(t, SCN_TOK_WORD, line->pos[i]);
+			while (i < end)
+				put(t, k, s[i++]);
+			tok_end(t);
+			i = line->len;
+			continue;
+		}
 		if (c == '"' || c == '/') {
 			if (lex_quoted(line, &i, file, t, diag))
 				return -EINVAL;
@@ -388,6 +428,10 @@ int scn_tokenize(const struct scn_line *line, const char *file, struct scn_toks 
 		else if (c == '$')
 			scn_diag_add(diag, SCN_ERROR, &loc,
 				     "'$' starts a parameter only as ${NAME}");
+		else if (!strncmp(s + i, "\xef\xbb\xbf", 3))
+			scn_diag_add(diag, SCN_ERROR, &loc,
+				     "a byte order mark (U+FEFF) in the middle of the text: delete "
+				     "it");
 		else if ((unsigned char)c >= 0x80)
 			scn_diag_add(diag, SCN_ERROR, &loc, "non-ASCII text outside a \"string\"");
 		else if ((unsigned char)c < 0x20 || c == 0x7f)

@@ -138,6 +138,18 @@ struct parser {
 	bool seed_forced;
 	bool seed_used, seed_used_known, seed_used_varied;
 	uint64_t seed_used_v;
+	/* ${NIC.addr} of a NIC not declared yet: the message to amend once
+	 * every line is read, if the NIC is declared later (addr_fixup). */
+	struct {
+		size_t msg;
+		struct scn_loc loc;
+		char nic[SCN_NAME_MAX];
+	} early[8];
+	size_t nearly;
+	/* Include lines read (one in a file included twice counts twice),
+	 * and whether the limit stopped the parse. */
+	size_t nincludes;
+	bool stop;
 };
 
 /* ---- Tokens ------------------------------------------------------------------ */
@@ -384,7 +396,8 @@ static int get_u64(struct parser *p, const char *what, uint64_t max, uint64_t *o
 		return err_at(p, t, "bad number '%s': expected %s, a whole number without a unit",
 			      t->text, what);
 	if (n.whole > max)
-		return err_at(p, t, "bad number '%s': expected %s", t->text, what);
+		return err_at(p, t, "%s is too large for %s: at most %llu (0x%llx)", t->text, what,
+			      (unsigned long long)max, (unsigned long long)max);
 	*out = n.whole;
 	p->ti++;
 	return 0;
@@ -511,7 +524,7 @@ static int get_pattern(struct parser *p, struct scn_pattern *pat)
 	}
 	if (accept_word(p, "seq")) {
 		pat->kind = SCN_PATTERN_SEQ;
-		return get_u64(p, "the sequence's number (0..0xffffffff)", UINT32_MAX, &pat->arg);
+		return get_u64(p, "the sequence's number", UINT32_MAX, &pat->arg);
 	}
 	if (accept_word(p, "random")) {
 		pat->kind = SCN_PATTERN_RANDOM;
@@ -668,6 +681,10 @@ static int get_link_words(struct parser *p, const char *const *stop, struct scn_
 			rc = get_time(p, &ns);
 			if (rc)
 				return rc;
+			if (ns > FAB_LINK_MAX_NS)
+				return err_at(p, v, "%s %s: a link's times are at most %llums",
+					      t->text, v->text,
+					      (unsigned long long)(FAB_LINK_MAX_NS / 1000000));
 			if (ns % 1000)
 				snprintf(num, sizeof(num), "%llu.%03llu",
 					 (unsigned long long)(ns / 1000),
@@ -951,13 +968,32 @@ static int parse_param(struct parser *p, const struct keyword *k)
 	struct scn_stmt *st = stmt_new(p, k->kind);
 	const struct scn_define *d;
 	const struct scn_tok *t;
+	size_t len;
 	int rc;
 
 	if (!st)
 		return -ENOMEM;
+	t = peek(p);
 	rc = get_name(p, "the parameter's name", st->name, &st->name_loc);
-	if (!rc)
-		rc = expect_punct(p, "=");
+	if (rc)
+		return rc;
+	/* ${SEED}, ${RUN_DIR} and ${NIC.addr} are the runner's: a parameter
+	 * of that name would silently replace them. */
+	len = strlen(st->name);
+	if (!strcmp(st->name, "SEED"))
+		return err_at(p, t,
+			      "'SEED' is built in (the seed the scenario runs with): set it with "
+			      "'seed N', --seed N or -D SEED=N, or name the parameter otherwise");
+	if (!strcmp(st->name, "RUN_DIR"))
+		return err_at(p, t,
+			      "'RUN_DIR' is built in (the run directory): name the parameter "
+			      "otherwise");
+	if (len > 5 && !strcmp(st->name + len - 5, ".addr"))
+		return err_at(p, t,
+			      "'%s' is built in (the address of NIC '%.*s'): give the address on "
+			      "the nic line, or name the parameter otherwise",
+			      st->name, (int)(len - 5), st->name);
+	rc = expect_punct(p, "=");
 	if (rc)
 		return rc;
 	t = peek(p);
@@ -1325,6 +1361,12 @@ static int parse_call(struct parser *p)
 	return rc ? rc : stmt_keep(p, st);
 }
 
+/* The widths parse_desc allows for the fields it sets. */
+_Static_assert(sizeof(((struct nicsim_rdma_desc *)0)->rkey) == 4, "rkey is 32 bits");
+_Static_assert(sizeof(((struct nicsim_rdma_desc *)0)->magic) == 4, "magic is 32 bits");
+_Static_assert(sizeof(((struct nicsim_rdma_desc *)0)->version) == 2, "version is 16 bits");
+_Static_assert(sizeof(((struct nicsim_rdma_desc *)0)->access) == 2, "access is 16 bits");
+
 static int parse_desc(struct parser *p, const struct keyword *k)
 {
 	static const struct {
@@ -1387,8 +1429,13 @@ static int parse_desc(struct parser *p, const struct keyword *k)
 			d->value = rc ? 0 : mem[a];
 			break;
 		}
-		rc = get_u64(p, "an access value", UINT32_MAX, &d->value);
+		rc = get_u64(p, "an access value (16 bits)", UINT16_MAX, &d->value);
 		break;
+	/* The descriptor's fields are narrower than 64 bits: a larger value
+	 * would be cut silently. */
+	case SCN_DF_RKEY: rc = get_u64(p, "an rkey (32 bits)", UINT32_MAX, &d->value); break;
+	case SCN_DF_MAGIC: rc = get_u64(p, "a magic (32 bits)", UINT32_MAX, &d->value); break;
+	case SCN_DF_VERSION: rc = get_u64(p, "a version (16 bits)", UINT16_MAX, &d->value); break;
 	default: rc = get_u64(p, "a value", UINT64_MAX, &d->value); break;
 	}
 	return rc ? rc : stmt_keep(p, st);
@@ -1934,13 +1981,29 @@ static int expand(struct parser *p)
 			val = st->u.param.value;
 		} else if (nlen == 4 && !strncmp(name, "SEED", 4)) {
 			val = seed_text(p, seed, sizeof(seed)); /* -D SEED's too, as a number */
-		} else if ((d = find_define(p, name, nlen)) != NULL) {
-			val = d->value;
 		} else if (nlen == 7 && !strncmp(name, "RUN_DIR", 7)) {
 			val = NULL; /* the runner's */
 		} else if (nlen > 5 && !strncmp(name + nlen - 5, ".addr", 5) &&
 			   (st = find_stmt(p, SCN_NIC, name, nlen - 5)) != NULL) {
+			/* Before -D: a define cannot change a NIC's address. */
 			val = fab_addr_format(st->u.nic.addr, addr, sizeof(addr));
+		} else if ((d = find_define(p, name, nlen)) != NULL) {
+			val = d->value;
+		} else if (nlen > 5 && nlen - 5 < SCN_NAME_MAX &&
+			   !strncmp(name + nlen - 5, ".addr", 5)) {
+			/* Never "declare a param": a.addr is refused as one. */
+			scn_diag_add(p->diag, SCN_ERROR, &loc,
+				     "${%.*s}: no NIC '%.*s' is declared before this line: declare "
+				     "it first with 'nic %.*s ADDR'",
+				     (int)nlen, name, (int)(nlen - 5), name, (int)(nlen - 5), name);
+			if (p->nearly < ARRAY_SIZE(p->early) && p->diag->n && !p->diag->dropped) {
+				p->early[p->nearly].msg = p->diag->n - 1;
+				p->early[p->nearly].loc = loc;
+				snprintf(p->early[p->nearly].nic, SCN_NAME_MAX, "%.*s",
+					 (int)(nlen - 5), name);
+				p->nearly++;
+			}
+			return -EINVAL;
 		} else {
 			scn_diag_add(p->diag, SCN_ERROR, &loc,
 				     "unknown parameter '${%.*s}': declare it with 'param %.*s = "
@@ -1969,6 +2032,27 @@ too_long:
 }
 
 static int parse_source(struct parser *p, struct scn_src *src);
+
+/* A ${NIC.addr} before its `nic` line: now that every line is read, say
+ * where the NIC is declared, if it is. */
+static void addr_fixup(struct parser *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nearly; i++) {
+		const struct scn_loc *l = &p->early[i].loc;
+		const char *nic = p->early[i].nic;
+		const struct scn_stmt *st = find_stmt(p, SCN_NIC, nic, strlen(nic));
+
+		if (!st)
+			continue;
+		snprintf(p->diag->msg[p->early[i].msg].text, SCN_DIAG_TEXT,
+			 "%s:%u:%u: ${%s.addr}: NIC '%s' is declared later, at %s:%u: declare it "
+			 "before this line",
+			 l->file ? l->file : "-", l->line, l->col, nic, nic,
+			 st->name_loc.file ? st->name_loc.file : "-", st->name_loc.line);
+	}
+}
 
 static char *dup_file_name(struct parser *p, const char *name)
 {
@@ -2096,6 +2180,18 @@ static int parse_include(struct parser *p, const struct keyword *k)
 		return err_at(p, kw, "include is not allowed here");
 	if (!rel[0])
 		return err_at(p, t, "include \"\": name a file");
+	/* Files that include each other many times over would be read a
+	 * number of times exponential in their depth, even with no statement
+	 * to count: every include read counts, and the first past the limit
+	 * ends the parse. */
+	if (++p->nincludes > SCN_INCLUDES_MAX) {
+		p->stop = true;
+		return err_at(p, kw,
+			      "more than %d includes in one scenario (a file included twice "
+			      "counts twice, with every include in it): include each file once, "
+			      "at the top level",
+			      SCN_INCLUDES_MAX);
+	}
 	if (p->depth >= SCN_INCLUDE_DEPTH)
 		return err_at(p, kw, "includes nested deeper than %d", SCN_INCLUDE_DEPTH);
 	slash = strrchr(p->file, '/');
@@ -2154,6 +2250,8 @@ static int parse_source(struct parser *p, struct scn_src *src)
 	int rc;
 
 	for (;;) {
+		if (p->stop)
+			return 0;
 		p->file = src->file;
 		rc = scn_src_next(src, &p->raw, p->diag);
 		if (rc <= 0)
@@ -2295,6 +2393,7 @@ static int parse_pass(const char *name, const void *data, size_t len,
 	}
 	scn_src_init(&src, file, data, len);
 	rc = parse_source(p, &src);
+	addr_fixup(p);
 	if (!rc) {
 		rc = fill_tables(p->s, defs);
 	}

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fab.h"
 #include "fab_addr.h"
 #include "fab_wire.h"
 #include "nstest.h"
@@ -687,7 +688,8 @@ static const struct bad bads[] = {
     {"number overflow", "seed 18446744073709551616\n",
      "bad.scn:1:6: number too large: 18446744073709551616 (at most 18446744073709551615)"},
     {"seq over 32 bits", SETUP "h1: buffer x 4KiB fill seq 0x100000000\n",
-     "bad.scn:5:28: bad number '0x100000000': expected the sequence's number (0..0xffffffff)"},
+     "bad.scn:5:28: 0x100000000 is too large for the sequence's number: at most 4294967295 "
+     "(0xffffffff)"},
     {"munmap of a range", SETUP "h1: buffer x 8KiB\nh1: munmap x[0..4KiB]\n",
      "bad.scn:6:12: munmap unmaps a whole buffer: write 'munmap x' (to drop the pages of a "
      "part, 'madvise x[...] dontneed')"},
@@ -810,6 +812,47 @@ static const struct bad bads[] = {
      "bad.scn:9:30: 'after e': e is a descriptor made by 'desc' (line 8), which does not end "
      "as a call does; name what a host call made (-> NAME), or declare the fault after that "
      "statement without 'after'"},
+    {"a back-reference in a regex",
+     SETUP "program p on a \"true\"\nstart p\nwait p output /^(a*)*\\1b/\n",
+     "bad.scn:7:1: /^(a*)*\\1b/: '\\1' is a back-reference, which a POSIX extended regular "
+     "expression does not have (and whose matching can take exponential time): match the "
+     "text itself, or escape a digit as [1]"},
+    {"a param named SEED", "param SEED = 5\n",
+     "bad.scn:1:7: 'SEED' is built in (the seed the scenario runs with): set it with 'seed "
+     "N', --seed N or -D SEED=N, or name the parameter otherwise"},
+    {"a param named RUN_DIR", "param RUN_DIR = /tmp\n",
+     "bad.scn:1:7: 'RUN_DIR' is built in (the run directory): name the parameter otherwise"},
+    {"a param named like a NIC's address", "param a.addr = 10.0.0.1\nnic a 198.18.0.1\n",
+     "bad.scn:1:7: 'a.addr' is built in (the address of NIC 'a'): give the address on the "
+     "nic line, or name the parameter otherwise"},
+    {"a NIC's address before the NIC", "title \"${a.addr}\"\nnic b 198.18.0.2\nnic a 198.18.0.1\n",
+     "bad.scn:1:8: ${a.addr}: NIC 'a' is declared later, at bad.scn:3: declare it before "
+     "this line"},
+    {"the address of no NIC", "nic b 198.18.0.2\ntitle \"${a.addr}\"\n",
+     "bad.scn:2:8: ${a.addr}: no NIC 'a' is declared before this line: declare it first "
+     "with 'nic a ADDR'"},
+    {"an rkey past 32 bits",
+     SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register-rdma s y -> d\n"
+	   "desc e = d with rkey 0xff00000501\n",
+     "bad.scn:8:22: 0xff00000501 is too large for an rkey (32 bits): at most 4294967295 "
+     "(0xffffffff)"},
+    {"a version past 16 bits",
+     SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register-rdma s y -> d\n"
+	   "desc e = d with version 65536\n",
+     "bad.scn:8:25: 65536 is too large for a version (16 bits): at most 65535 (0xffff)"},
+    {"a magic past 32 bits",
+     SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register-rdma s y -> d\n"
+	   "desc e = d with magic 0x100000000\n",
+     "bad.scn:8:23: 0x100000000 is too large for a magic (32 bits): at most 4294967295 "
+     "(0xffffffff)"},
+    {"a NUL escape", "title \"a\\x00b\"\n",
+     "bad.scn:1:9: \\x00: a NUL byte is not allowed in a string (a string is C text); use "
+     "\\x01..\\xff"},
+    {"a link latency past the fabric's", SETUP "link a -> b latency 86400s\n",
+     "bad.scn:5:21: latency 86400s: a link's times are at most 10000ms"},
+    {"a TPT past its largest", "nic a 198.18.0.1 tpt-capacity 16777216\n",
+     "bad.scn:1:31: 16777216 is too large for the TPT's capacity: at most 16777215 "
+     "(0xffffff)"},
     {"expect tpt key of a handle",
      SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register s y -> hy\n"
 	   "expect tpt a key hy valid\n",
@@ -859,6 +902,124 @@ static void test_bad_regex(void)
 	NST_REQUIRE(diag.n >= 1);
 	STR_EQ(diag.msg[0].text, want);
 	scn_script_free(s);
+}
+
+/* A regex may hold a backslash and a digit as a bracket's members: only
+ * \1 to \9 outside brackets are back-references. */
+static void test_regex_brackets(void)
+{
+	static const char text[] = SETUP "program p on a \"true\"\nstart p\n"
+					 "wait p output /[\\1]x[]\\2][[:digit:]\\3]\\\\4/\n";
+	struct scn_script *s = NULL;
+
+	write_file("re.scn", text, strlen(text));
+	NST_REQUIRE_EQ(parse_check("re.scn", NULL, &s), 0);
+	STR_EQ(s->stmts[6].u.output.text, "[\\1]x[]\\2][[:digit:]\\3]\\\\4");
+	scn_script_free(s);
+}
+
+/* An unquoted parameter value is the rest of the line as written: a '/'
+ * in it starts no regex, and a '#' still starts a comment. */
+static void test_param_rest_of_line(void)
+{
+	struct scn_script *s = NULL;
+
+	put("pv.scn", "param A = /tmp\n"
+		      "param B = a/b\n"
+		      "param C = ./x.sh --to 1.2 # a comment\n"
+		      "param D = \"quoted # kept\"\n"
+		      "param E =   64KiB   \n"
+		      "param F = x \\\n"
+		      "  /y\n"
+		      "nic a 198.18.0.1\n"
+		      "program p on a \"${A} ${B} ${C} ${D} ${E} ${F}\"\n");
+	NST_REQUIRE_EQ(parse_check("pv.scn", NULL, &s), 0);
+	NST_REQUIRE_EQ(s->nparams, 6);
+	STR_EQ(s->params[0]->u.param.value, "/tmp");
+	STR_EQ(s->params[1]->u.param.value, "a/b");
+	STR_EQ(s->params[2]->u.param.value, "./x.sh --to 1.2");
+	STR_EQ(s->params[3]->u.param.value, "quoted # kept");
+	STR_EQ(s->params[4]->u.param.value, "64KiB");
+	STR_EQ(s->params[5]->u.param.value, "x   /y");
+	STR_EQ(s->programs[0]->u.program.command,
+	       "/tmp a/b ./x.sh --to 1.2 quoted # kept 64KiB x   /y");
+	scn_script_free(s);
+}
+
+/* A UTF-8 byte order mark first in a file is skipped; columns count from
+ * the text after it. */
+static void test_bom(void)
+{
+	static const char text[] = "\xef\xbb\xbfnic a 10.0.0.1\n";
+	struct scn_script *s = NULL;
+
+	write_file("bom.scn", text, strlen(text));
+	NST_EQ(parse_check("bom.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "bom.scn:1:7: 10.0.0.1: not a NIC address: nicsim NICs take "
+				 "198.18.0.1 to 198.19.255.254 (198.18.0.0/15)");
+	put("bom2.scn", "nic a 198.18.0.1 \xef\xbb\xbf\n");
+	NST_EQ(parse_check("bom2.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	STR_EQ(diag.msg[0].text, "bom2.scn:1:18: a byte order mark (U+FEFF) in the middle of "
+				 "the text: delete it");
+}
+
+/* More NICs than the fabric has port slots is found by check. */
+static void test_too_many_nics(void)
+{
+	char text[64 * (FAB_DEFAULT_PORTS + 1)], want[160];
+	struct scn_script *s = NULL;
+	size_t used = 0;
+	unsigned i;
+
+	for (i = 1; i <= FAB_DEFAULT_PORTS; i++)
+		used += (size_t)snprintf(text + used, sizeof(text) - used, "nic n%u 198.18.0.%u\n",
+					 i, i);
+	put("nics.scn", text);
+	NST_REQUIRE_EQ(parse_check("nics.scn", NULL, &s), 0);
+	scn_script_free(s);
+	s = NULL;
+	snprintf(text + used, sizeof(text) - used, "nic n%u 198.18.1.1\n", i);
+	put("nics.scn", text);
+	NST_EQ(parse_check("nics.scn", NULL, &s), -EINVAL);
+	NST_REQUIRE(diag.n >= 1);
+	snprintf(want, sizeof(want),
+		 "nics.scn:%u:1: NIC 'n%u' is NIC number %u: a scenario has at most %u NICs "
+		 "(the fabric's port slots); split it in two",
+		 i, i, i, FAB_DEFAULT_PORTS);
+	STR_EQ(diag.msg[0].text, want);
+}
+
+/* Files that include each other over and over, with no statement in them,
+ * stop at the include limit, at once. */
+static void test_include_fan_out(void)
+{
+	char text[32 * 100 + 1], name[32];
+	struct scn_script *s = NULL;
+	size_t used;
+	int level, k;
+
+	put("fan0.inc", "# nothing\n");
+	for (level = 1; level <= 5; level++) {
+		used = 0;
+		for (k = 0; k < 100; k++)
+			used += (size_t)snprintf(text + used, sizeof(text) - used,
+						 "include \"fan%d.inc\"\n", level - 1);
+		snprintf(name, sizeof(name), "fan%d.inc", level);
+		put(name, text);
+	}
+	put("fan.scn", "nic a 198.18.0.1\ninclude \"fan5.inc\"\n");
+	NST_EQ(parse_check("fan.scn", NULL, &s), -EINVAL);
+	NST_EQ(diag.errors, 1);
+	NST_REQUIRE(diag.n >= 1);
+	/* The 1001st include read: 4 on the way down to fan2, then each of
+	 * fan2's lines 101 (its own and fan1's 100): 997 = 9 * 101 + 88, the
+	 * 87th of fan1's includes after fan2's tenth. */
+	STR_EQ(diag.msg[0].text,
+	       "fan1.inc:87:1: more than 1000 includes in one scenario (a file included twice "
+	       "counts twice, with every include in it): include each file once, at the top "
+	       "level");
 }
 
 static void test_include_cycle_and_depth(void)
@@ -1160,6 +1321,11 @@ int main(int argc, char **argv)
 	    {"${RUN_DIR} replaced", test_subst_run_dir},
 	    {"a parameter's value limit", test_param_limit},
 	    {"a bad regular expression", test_bad_regex},
+	    {"a regex's brackets", test_regex_brackets},
+	    {"a parameter's value is the rest of the line", test_param_rest_of_line},
+	    {"a byte order mark", test_bom},
+	    {"too many NICs", test_too_many_nics},
+	    {"include fan-out", test_include_fan_out},
 	    {"a 10 MB line", test_long_line},
 	    {"many errors", test_many_errors},
 	    {"empty file and comments", test_empty_and_comments},
