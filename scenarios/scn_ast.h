@@ -448,6 +448,7 @@ struct scn_refusal {
 	char reason[SCN_NAME_MAX]; /* as written: stale-key, no-access ... (NIC_TPT_REASONS) */
 	int reason_code;           /* enum nic_tpt_reason */
 	char from[SCN_NAME_MAX];   /* the requester's NIC; "" for any */
+	char since[SCN_NAME_MAX];  /* a mark: refusals recorded after it only; "" for any */
 };
 
 /* One statement. */

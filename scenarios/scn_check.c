@@ -682,6 +682,8 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 		use(c, st, st->u.refusal.nic, SCN_KIND_NIC);
 		if (st->u.refusal.from[0])
 			use(c, st, st->u.refusal.from, SCN_KIND_NIC);
+		if (st->u.refusal.since[0])
+			use(c, st, st->u.refusal.since, SCN_KIND_MARK);
 		break;
 	default: break;
 	}

@@ -736,6 +736,7 @@ static int expect_refusal(struct scn_runner *r, const struct scn_stmt *st)
 	struct scn_nicd *n = scn_rt_nic(r, rf->nic), *from = NULL;
 	struct nic_mgmt_fault_rec *recs = NULL;
 	char addr[16], word[SCN_NAME_MAX];
+	uint64_t since = 0;
 	size_t count = 0;
 	int rc;
 
@@ -743,18 +744,33 @@ static int expect_refusal(struct scn_runner *r, const struct scn_stmt *st)
 		scn_fail(r, st, "%s is not a NIC of this scenario", n ? rf->from : rf->nic);
 		return -ENOENT;
 	}
+	if (rf->since[0]) {
+		/* The latest mark of that name, as `delta from` takes it. */
+		size_t i = r->nmarks;
+
+		while (i-- > 0 && strcmp(r->marks[i].name, rf->since))
+			;
+		if (i == (size_t)-1) {
+			scn_fail(r, st, "mark %s was not taken before this step", rf->since);
+			return -ENOENT;
+		}
+		since = r->marks[i].realtime_ns;
+	}
 	rc = scn_topo_faults(&r->topo, n, &recs, &count);
 	if (rc) {
 		scn_fail(r, st, "NIC %s did not list its faults: %s", n->name, strerror(-rc));
 		return rc;
 	}
 	for (size_t i = 0; i < count; i++)
-		if (recs[i].reason == rf->reason_code && (!from || recs[i].peer_addr == from->addr))
+		if (recs[i].reason == rf->reason_code &&
+		    (!from || recs[i].peer_addr == from->addr) && recs[i].when_ns >= since)
 			goto out;
-	scn_fail(r, st, "NIC %s recorded no refusal %s%s%s", n->name, rf->reason,
-		 from ? " from " : "", from ? from->name : "");
-	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "refusal: reason %s%s%s",
-			rf->reason, from ? ", requester " : "", from ? from->addr_str : "");
+	scn_fail(r, st, "NIC %s recorded no refusal %s%s%s%s%s", n->name, rf->reason,
+		 from ? " from " : "", from ? from->name : "", since ? " since mark " : "",
+		 since ? rf->since : "");
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "refusal: reason %s%s%s%s%s",
+			rf->reason, from ? ", requester " : "", from ? from->addr_str : "",
+			since ? ", since mark " : "", since ? rf->since : "");
 	if (!count)
 		scn_outcome_add(r->out->found, sizeof(r->out->found), "refusals: none");
 	for (size_t i = 0; i < count && i < 8; i++)

@@ -69,7 +69,7 @@
  *   filter    = NAME "->" NAME { "opcode" ( NAME | N ) | "syndrome" NAME | "qpn" N } ;
  *   expect    = "tpt" NAME ( "entries" cmp [ "of" NAME ] | "key" NAME tptstate )
  *             | "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp
- *             | "refusal" NAME "reason" NAME [ "from" NAME ]
+ *             | "refusal" NAME "reason" NAME [ "from" NAME ] [ "since" NAME ]
  *             | "frames" filter "count" cmp
  *             | NAME "output" ( STR | RE )
  *             | NAME range ( "==" pattern | "==" NAME range | "unchanged" | "checksum" N ) ;
@@ -1688,7 +1688,7 @@ static int get_tpt(struct parser *p, struct scn_tpt *tp)
 	return 0;
 }
 
-/* refusal NIC "reason" REASON [ "from" NIC ]: reasons as NIC_TPT_REASONS
+/* refusal NIC "reason" REASON [ "from" NIC ] [ "since" MARK ]: reasons as NIC_TPT_REASONS
  * names them, lower case with '-' ("stale-key" is NIC_TPT_R_STALE_KEY). */
 static int get_refusal(struct parser *p, struct scn_refusal *r)
 {
@@ -1718,7 +1718,9 @@ static int get_refusal(struct parser *p, struct scn_refusal *r)
 			      "bad-state, wrong-qp, out-of-range)",
 			      r->reason);
 	r->reason_code = (int)i;
-	return accept_word(p, "from") ? get_name(p, "the requester's NIC", r->from, NULL) : 0;
+	if (accept_word(p, "from") && get_name(p, "the requester's NIC", r->from, NULL))
+		return -EINVAL;
+	return accept_word(p, "since") ? get_name(p, "a mark", r->since, NULL) : 0;
 }
 
 /* HOST RANGE ( "==" PATTERN | "==" HOST RANGE | "unchanged" | "checksum" N ) */

@@ -23,6 +23,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -181,6 +182,13 @@ int scn_rt_mark_take(struct scn_runner *r, const char *name, const struct scn_st
 		return -ENOMEM;
 	m = &r->marks[r->nmarks];
 	snprintf(m->name, sizeof(m->name), "%s", name);
+	{
+		/* The clock of a NIC's refusal records (`expect refusal ... since`). */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		m->realtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
 	m->stats = calloc(r->topo.nnics ? r->topo.nnics : 1, sizeof(*m->stats));
 	m->have = calloc(r->topo.nnics ? r->topo.nnics : 1, sizeof(*m->have));
 	if (!m->stats || !m->have) {

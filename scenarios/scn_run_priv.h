@@ -151,6 +151,7 @@ struct scn_rt_mark {
 	char name[SCN_NAME_MAX];
 	struct nic_stats *stats; /* one per NIC, index as topo.nics */
 	bool *have;
+	uint64_t realtime_ns; /* CLOCK_REALTIME when taken, as refusal records say */
 };
 
 /* A fault of the scenario (scn_fault.c). */

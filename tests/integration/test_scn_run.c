@@ -202,6 +202,30 @@ static void test_refusal_reason_spelling(void)
 	OUT_HAS("refusal: reason stale-key, requester 198.18.0.2");
 }
 
+/* `since MARK` counts only the refusals recorded after the mark: an older
+ * one of the same reason no longer satisfies the expectation. */
+static void test_refusal_since_mark(void)
+{
+	char path[P];
+
+	write_file("refusal-since.scn",
+		   "# a refusal before the mark\n"
+		   "seed 11\n" TWO_HOSTS "mark m0\n"
+		   "desc forged = d with rkey 0x00001234\n"
+		   "h2: write t y[0..4KiB] forged[0] = WSAECONNRESET\n"
+		   "wait frame a -> b opcode ACK syndrome NAK-REMOTE-ACCESS within 5s\n"
+		   "mark m\n"
+		   "expect refusal a reason stale-key from b since m0\n"
+		   "expect refusal a reason stale-key from b\n"
+		   "expect refusal a reason stale-key from b since m\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "-v"), 1);
+	OUT_HAS("ok   line 26   expect refusal a reason stale-key from b since m0");
+	OUT_HAS("ok   line 27   expect refusal a reason stale-key from b (");
+	OUT_HAS("NIC a recorded no refusal stale-key from b since mark m\n");
+	OUT_HAS("expected: refusal: reason stale-key, requester 198.18.0.2, since mark m\n");
+}
+
 static void test_fault_never_fired(void)
 {
 	char path[P];
@@ -1135,6 +1159,7 @@ int main(int argc, char **argv)
 	    {"unchanged_follows_own_writes", test_unchanged_follows_own_writes},
 	    {"fault_never_fired", test_fault_never_fired},
 	    {"refusal_reason_spelling", test_refusal_reason_spelling},
+	    {"refusal_since_mark", test_refusal_since_mark},
 	    {"timeout_names_wait", test_timeout_names_wait},
 	    {"programs_and_nics", test_programs_and_nics},
 	    {"output_flood", test_output_flood},

@@ -853,6 +853,8 @@ static const struct bad bads[] = {
     {"a TPT past its largest", "nic a 198.18.0.1 tpt-capacity 16777216\n",
      "bad.scn:1:31: 16777216 is too large for the TPT's capacity: at most 16777215 "
      "(0xffffff)"},
+    {"refusal since no mark", SETUP "expect refusal a reason stale-key from b since m\n",
+     "bad.scn:5:48: 'm' is not defined (a mark is wanted)"},
     {"expect tpt key of a handle",
      SETUP "h1: socket -> s\nh1: buffer y 4KiB\nh1: register s y -> hy\n"
 	   "expect tpt a key hy valid\n",
