@@ -367,6 +367,33 @@ static void check_counter(struct checker *c, const struct scn_stmt *st, const st
 	      k->counter, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 }
 
+/* The ']' that ends the bracket expression at re ('['), or NULL: a ']'
+ * first is a member, [:x:], [.x.] and [=x=] hold their own ']', and a
+ * backslash is itself. */
+static const char *bracket_end(const char *re)
+{
+	const char *q = re + 1;
+
+	if (*q == '^')
+		q++;
+	if (*q == ']')
+		q++;
+	while (*q && *q != ']') {
+		if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+			const char *end = strchr(q + 2, q[1]);
+
+			while (end && end[1] != ']')
+				end = strchr(end + 1, q[1]);
+			if (end) {
+				q = end + 2;
+				continue;
+			}
+		}
+		q++;
+	}
+	return *q ? q : NULL;
+}
+
 /*
  * Where re (an ERE) has a back-reference, \1 to \9 outside a bracket
  * expression, or NULL.  POSIX EREs have none; glibc takes them as an
@@ -375,43 +402,85 @@ static void check_counter(struct checker *c, const struct scn_stmt *st, const st
  */
 static const char *back_reference(const char *re)
 {
-	const char *q;
-
 	for (; *re; re++) {
 		if (*re == '\\') {
 			if (re[1] >= '1' && re[1] <= '9')
 				return re;
 			if (re[1])
 				re++;
-			continue;
+		} else if (*re == '[') {
+			re = bracket_end(re);
+			if (!re)
+				return NULL; /* regcomp says what is wrong */
 		}
-		if (*re != '[')
-			continue;
-		/* A bracket expression: a ']' first is a member, [:x:], [.x.]
-		 * and [=x=] hold their own ']', and a backslash is itself. */
-		q = re + 1;
-		if (*q == '^')
-			q++;
-		if (*q == ']')
-			q++;
-		while (*q && *q != ']') {
-			if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
-				const char *end = strchr(q + 2, q[1]);
-
-				while (end && end[1] != ']')
-					end = strchr(end + 1, q[1]);
-				if (end) {
-					q = end + 2;
-					continue;
-				}
-			}
-			q++;
-		}
-		if (!*q)
-			return NULL; /* regcomp says what is wrong */
-		re = q;
 	}
 	return NULL;
+}
+
+/* Copies of one atom that counted repetitions nested in each other may
+ * make: glibc builds its automaton with a copy per repetition, so
+ * (a{1,255}){1,255} is 65,025 copies, and matching a line takes seconds. */
+#define SCN_RE_COPIES_MAX 255
+
+/* The largest product of nested {M,N} bounds in re (N, else M). */
+static unsigned long long re_copies(const char *re)
+{
+	unsigned long long inner[SCN_TEXT_MAX + 1], last = 1, worst = 1, b, m;
+	const char *q;
+	size_t depth = 0;
+
+	inner[0] = 1;
+	for (; *re; re++) {
+		switch (*re) {
+		case '\\':
+			if (re[1])
+				re++;
+			last = 1;
+			break;
+		case '[':
+			q = bracket_end(re);
+			if (!q)
+				return worst; /* regcomp says what is wrong */
+			re = q;
+			last = 1;
+			break;
+		case '(':
+			if (depth + 1 < ARRAY_SIZE(inner))
+				inner[++depth] = 1;
+			last = 1;
+			break;
+		case ')':
+			if (!depth)
+				break;
+			last = inner[depth--];
+			if (last > inner[depth])
+				inner[depth] = last;
+			break;
+		case '{':
+			if (re[1] < '0' || re[1] > '9')
+				break;
+			for (m = 0, q = re + 1; *q >= '0' && *q <= '9' && m < 100000; q++)
+				m = m * 10 + (unsigned long long)(*q - '0');
+			b = m;
+			if (*q == ',' && q[1] >= '0' && q[1] <= '9')
+				for (b = 0, q++; *q >= '0' && *q <= '9' && b < 100000; q++)
+					b = b * 10 + (unsigned long long)(*q - '0');
+			else if (*q == ',')
+				q++;
+			if (*q != '}')
+				break;
+			re = q;
+			last *= b ? b : 1;
+			if (last > inner[depth])
+				inner[depth] = last;
+			break;
+		default: last = 1; break;
+		}
+	}
+	for (size_t i = 0; i <= depth; i++)
+		if (inner[i] > worst)
+			worst = inner[i];
+	return worst;
 }
 
 /* A /ERE/ that regcomp refuses is the script's error, not a line never seen. */
@@ -431,6 +500,14 @@ static void check_regex(struct checker *c, const struct scn_stmt *st, const stru
 		      "expression does not have (and whose matching can take exponential "
 		      "time): match the text itself, or escape a digit as [%c]",
 		      o->text, br[1], br[1]);
+		return;
+	}
+	if (re_copies(o->text) > SCN_RE_COPIES_MAX) {
+		error(c, st, NULL,
+		      "/%s/: counted repetitions {M,N} (nested ones multiplied) make %llu copies "
+		      "of an atom, more than %d, and matching a line would take seconds: use "
+		      "smaller counts, or * and + instead",
+		      o->text, re_copies(o->text), SCN_RE_COPIES_MAX);
 		return;
 	}
 	rc = regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB);

@@ -817,6 +817,11 @@ static const struct bad bads[] = {
      "bad.scn:7:1: /^(a*)*\\1b/: '\\1' is a back-reference, which a POSIX extended regular "
      "expression does not have (and whose matching can take exponential time): match the "
      "text itself, or escape a digit as [1]"},
+    {"nested counted repetitions in a regex",
+     SETUP "program p on a \"true\"\nstart p\nwait p output /(a{1,255}){1,255}b/\n",
+     "bad.scn:7:1: /(a{1,255}){1,255}b/: counted repetitions {M,N} (nested ones multiplied) "
+     "make 65025 copies of an atom, more than 255, and matching a line would take seconds: "
+     "use smaller counts, or * and + instead"},
     {"a param named SEED", "param SEED = 5\n",
      "bad.scn:1:7: 'SEED' is built in (the seed the scenario runs with): set it with 'seed "
      "N', --seed N or -D SEED=N, or name the parameter otherwise"},
@@ -910,13 +915,14 @@ static void test_bad_regex(void)
  * \1 to \9 outside brackets are back-references. */
 static void test_regex_brackets(void)
 {
-	static const char text[] = SETUP "program p on a \"true\"\nstart p\n"
-					 "wait p output /[\\1]x[]\\2][[:digit:]\\3]\\\\4/\n";
+	static const char text[] =
+	    SETUP "program p on a \"true\"\nstart p\n"
+		  "wait p output /[\\1]x[]\\2][[:digit:]\\3]\\\\4(a{1,15}){17}[{]{9}/\n";
 	struct scn_script *s = NULL;
 
 	write_file("re.scn", text, strlen(text));
 	NST_REQUIRE_EQ(parse_check("re.scn", NULL, &s), 0);
-	STR_EQ(s->stmts[6].u.output.text, "[\\1]x[]\\2][[:digit:]\\3]\\\\4");
+	STR_EQ(s->stmts[6].u.output.text, "[\\1]x[]\\2][[:digit:]\\3]\\\\4(a{1,15}){17}[{]{9}");
 	scn_script_free(s);
 }
 
