@@ -161,6 +161,45 @@ static void test_refused_at_check(void)
 		     "its length): copy it to a file first"));
 }
 
+/*
+ * What would stall a run is refused before anything starts, with exit 2:
+ * a back-reference (exponential matching), and files of comments that
+ * include each other 100 times over, six deep (read 100^6 times before the
+ * include limit; the command is bounded by RUN_MS).
+ */
+static void test_refused_before_run(void)
+{
+	const char *run[] = {"scenario", "run", "backref.scn", NULL};
+	const char *fan[] = {"scenario", "check", "fan.scn", NULL};
+	char text[32 * 100 + 1], name[32];
+	size_t used;
+	int level, k;
+
+	put("backref.scn", "nic a 198.18.0.1\n"
+			   "program p on a \"printf 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac\\n'\"\n"
+			   "start p\n"
+			   "wait p output /^(a*)*(a*)*\\1\\2b/ within 2s\n");
+	NST_EQ(nicsim(run), 2);
+	NST_TRUE(has_line("backref.scn:4:1: /^(a*)*(a*)*\\1\\2b/: '\\1' is a back-reference, "
+			  "which a POSIX extended regular expression does not have (and whose "
+			  "matching can take exponential time): match the text itself, or escape "
+			  "a digit as [1]"));
+	NST_TRUE(has_line("nicsim scenario: 1 of 1 script bad: nothing was run"));
+
+	put("l0.inc", "# only a comment\n");
+	for (level = 1; level <= 6; level++) {
+		used = 0;
+		for (k = 0; k < 100; k++)
+			used += (size_t)snprintf(text + used, sizeof(text) - used,
+						 "include \"l%d.inc\"\n", level - 1);
+		snprintf(name, sizeof(name), "l%d.inc", level);
+		put(name, text);
+	}
+	put("fan.scn", "nic a 198.18.0.1\ninclude \"l6.inc\"\n");
+	NST_EQ(nicsim(fan), 2);
+	NST_TRUE(strstr(out, "more than 1000 includes in one scenario") != NULL);
+}
+
 static void test_usage(void)
 {
 	const char *help1[] = {"scenario", "--help", NULL};
@@ -213,6 +252,7 @@ int main(int argc, char **argv)
 	    {"a directory", test_directory},
 	    {"-D overrides", test_defines},
 	    {"refused at check", test_refused_at_check},
+	    {"refused before a run", test_refused_before_run},
 	    {"help and usage errors", test_usage},
 	    {NULL, NULL},
 	};
