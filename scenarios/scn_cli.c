@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "nicsim_rundir.h"
@@ -352,6 +353,11 @@ static int run_run(const struct scn_args *a)
 	if (a->val[RUN_SEED]) {
 		errno = 0;
 		o.seed = strtoull(a->val[RUN_SEED], &end, 0);
+		if (errno == ERANGE) {
+			cli_err("--seed %s: too large (at most 2^64-1, 18446744073709551615)",
+				a->val[RUN_SEED]);
+			return CLI_EXIT_USAGE;
+		}
 		if (errno || end == a->val[RUN_SEED] || *end || a->val[RUN_SEED][0] == '-') {
 			cli_err("--seed %s: expected a number (decimal or 0x hex)",
 				a->val[RUN_SEED]);
@@ -379,8 +385,17 @@ static int run_run(const struct scn_args *a)
 	if (a->val[RUN_DIR] || a->dir) {
 		const char *d = a->val[RUN_DIR] ? a->val[RUN_DIR] : a->dir;
 
+		struct stat st;
+
 		if (nic_run_dir(dir, sizeof(dir), d)) {
 			cli_err("--dir %s: expected a directory path (not too long)", d);
+			return CLI_EXIT_USAGE;
+		}
+		/* Checked before anything runs: a missing directory is the
+		 * command's mistake, not every scenario's failure. */
+		if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+			cli_err("--dir %s: %s; create it first or name another", d,
+				errno == ENOENT ? "no such directory" : "not a directory");
 			return CLI_EXIT_USAGE;
 		}
 		o.dir = dir;

@@ -24,7 +24,8 @@
 enum scn_status {
 	SCN_PASSED = 0,
 	SCN_FAILED = 1,
-	SCN_BROKEN = 2, /* a script error: nothing was started */
+	SCN_BROKEN = 2,  /* a script error: nothing was started */
+	SCN_NOT_RUN = 3, /* never started: the runner was interrupted first */
 };
 
 /* One step as run: for `-v` and TAP subtests. */
@@ -118,7 +119,18 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, uint64_t elapsed_ns,
 			bool tap);
 
-/* Write the JUnit XML file for every outcome.  0 or a negative errno. */
+/* Where --junit FILE is written: a symlink is followed (to its resolved
+ * target, which may not exist yet); *in_place is set when the target
+ * exists and is not a regular file (a device, a FIFO), which is opened and
+ * written, never replaced.  Refused (with why, a sentence for the user):
+ * an empty path, a directory, a target whose directory does not exist or
+ * is not a directory.  0 or a negative errno. */
+int scn_report_junit_target(const char *path, char *target, size_t size, bool *in_place, char *why,
+			    size_t wsize);
+
+/* Write the JUnit XML file for every outcome: a regular file (or a new
+ * one) atomically, by a rename beside its target; a device or a FIFO in
+ * place.  0 or a negative errno. */
 int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
 		     const struct scn_report_opts *ro);
 

@@ -2183,6 +2183,7 @@ static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t pare
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* The runner's death (SIGKILL) ends the scenario as SIGTERM does,
 	 * through its clean-up.  SIGTERM is blocked here, so it arrives on
@@ -2358,6 +2359,19 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		status = 2;
 		goto out;
 	}
+	/* The report's file is checked before anything runs, not found
+	 * unwritable after every scenario ran. */
+	if (opts->junit) {
+		char target[PATH_MAX], why[PATH_MAX + 128];
+		bool in_place;
+
+		if (scn_report_junit_target(opts->junit, target, sizeof(target), &in_place, why,
+					    sizeof(why))) {
+			fprintf(stderr, "nicsim scenario: %s\n", why);
+			status = 2;
+			goto out;
+		}
+	}
 	jobs = calloc(l.n, sizeof(*jobs));
 	outs = calloc(l.n, sizeof(*outs));
 	pf = calloc(l.n + 1, sizeof(*pf));
@@ -2396,12 +2410,14 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		snprintf(jobs[i].out->path, sizeof(jobs[i].out->path), "%s", l.path[i]);
 		outs[i] = jobs[i].out;
 	}
-	/* SIGINT and SIGTERM end the scenarios cleanly: each child turns them
-	 * into an end of its loop (its own signalfd); here they stop new
-	 * starts and are passed on to the children running. */
+	/* SIGINT, SIGTERM and SIGHUP (a closed terminal) end the scenarios
+	 * cleanly: each child turns them into an end of its loop (its own
+	 * signalfd); here they stop new starts and are passed on to the
+	 * children running. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -2425,11 +2441,10 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		if (interrupted)
 			for (; started < l.n; started++) {
 				jobs[started].finished = true;
-				jobs[started].out->status = SCN_FAILED;
+				jobs[started].out->status = SCN_NOT_RUN;
 				snprintf(jobs[started].out->message,
 					 sizeof(jobs[started].out->message),
-					 "not run: the runner was interrupted (SIG%s)",
-					 sig_abbrev(signo));
+					 "not run: interrupted (SIG%s)", sig_abbrev(signo));
 			}
 		print_ready(jobs, l.n, &next, opts, &ro);
 		if (!running)

@@ -518,7 +518,8 @@ static pid_t runner_child(pid_t runner)
  * scenario), and wait for the runner's end: its exit status, its output in
  * out, the processes that ran in s.
  */
-static int run_and_signal(const char *tag, int sig, bool to_child, struct started_run *s)
+static int run_and_signal_more(const char *tag, int sig, bool to_child, struct started_run *s,
+			       const char *more, const char *opt)
 {
 	char path[P], log[P];
 	const char *bin = nst_bin("nicsim");
@@ -551,7 +552,10 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setenv("TMPDIR", s->tmpdir, 1);
-		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
+		if (more)
+			execl(bin, "nicsim", "scenario", "run", path, more, opt, (char *)NULL);
+		else
+			execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
 		_exit(127);
 	}
 	NST_TRUE(nst_wait_until(scenario_running, s, START_MS, 10));
@@ -571,6 +575,11 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 	for (size_t i = 0; i < s->n; i++)
 		NST_CHECK_(!nst_pid_alive(s->pids[i]), CU_FALSE, "pid %d is gone", (int)s->pids[i]);
 	return status;
+}
+
+static int run_and_signal(const char *tag, int sig, bool to_child, struct started_run *s)
+{
+	return run_and_signal_more(tag, sig, to_child, s, NULL, NULL);
 }
 
 static void test_sigterm_cleans_up(void)
@@ -596,6 +605,32 @@ static void test_sigint_reported(void)
 		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
 	OUT_HAS("interrupted (SIGINT)");
 	NST_CHECK_(strstr(out, "SIGTERM") == NULL, CU_FALSE, "no SIGTERM in the report");
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
+}
+
+/*
+ * SIGHUP (a closed terminal) ends the run as SIGTERM does, with a report;
+ * a scenario never started is reported as not run (a TAP SKIP, no seed
+ * and no replay), not as failed.
+ */
+static void test_sighup_and_not_run(void)
+{
+	static struct started_run s;
+	char later[P], want[W];
+	int status;
+
+	write_file("later # TODO.scn", "# never started\nnic a 198.18.0.1\n", later, sizeof(later));
+	status = run_and_signal_more("hup", SIGHUP, false, &s, later, "--tap");
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("interrupted (SIGHUP)");
+	/* The file's '#' is escaped, so that the SKIP is the directive. */
+	snprintf(want, sizeof(want),
+		 "%.*s/later \\# TODO.scn # SKIP not run: interrupted (SIGHUP)\n",
+		 (int)(strrchr(later, '/') - later), later);
+	NST_CHECK_(strstr(out, "ok 2 - ") && strstr(out, want), CU_FALSE, "output has %s", want);
+	NST_TRUE(strstr(out, "--seed 0") == NULL);
+	OUT_HAS("# 2 scenarios: 0 passed, 1 failed, 1 not run");
 	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
 }
 
@@ -671,6 +706,85 @@ static void test_tap_and_junit(void)
 	OUT_HAS("is a scenario file: the report would overwrite it");
 	NST_REQUIRE(read_all(bad, xml, sizeof(xml)));
 	NST_TRUE(!strncmp(xml, "# a counter that does not move\n", 31));
+}
+
+/*
+ * --junit FILE never replaces what is not a regular file: a FIFO is
+ * written in place, a symlink is written through (its target replaced, the
+ * link kept, a dangling one creating its target), and a path that cannot
+ * be written is refused before anything runs.
+ */
+static void test_junit_targets(void)
+{
+	static const char one_nic[] = "# one NIC\nseed 3\nnic a 198.18.0.1\n";
+	char scn[P], fifo[P], link[P], real[P], dangling[P], made[P], bad[P];
+	static char xml[1 << 16];
+	struct stat st;
+	ssize_t n;
+	int rfd;
+
+	write_file("junit-one.scn", one_nic, scn, sizeof(scn));
+	snprintf(fifo, sizeof(fifo), "%s/junit.fifo", tmp);
+	NST_REQUIRE(mkfifo(fifo, 0600) == 0);
+	/* A reader first, so that the runner's open for writing completes;
+	 * the report is far smaller than the pipe's buffer. */
+	rfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	NST_REQUIRE(rfd >= 0);
+	NST_EQ(SCN(scn, "--junit", fifo), 0);
+	NST_REQUIRE(lstat(fifo, &st) == 0);
+	NST_CHECK_(S_ISFIFO(st.st_mode), CU_FALSE, "%s is still a FIFO (mode %o)", fifo,
+		   (unsigned)st.st_mode);
+	n = read(rfd, xml, sizeof(xml) - 1);
+	close(rfd);
+	NST_REQUIRE(n > 0);
+	xml[n] = '\0';
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+	unlink(fifo);
+
+	/* A symlink (relative, as `ln -s real.xml link.xml` makes it). */
+	snprintf(real, sizeof(real), "%s/junit-real.xml", tmp);
+	snprintf(link, sizeof(link), "%s/junit-link.xml", tmp);
+	write_file("junit-real.xml", "old\n", real, sizeof(real));
+	NST_REQUIRE(symlink("junit-real.xml", link) == 0);
+	NST_EQ(SCN(scn, "--junit", link), 0);
+	NST_REQUIRE(lstat(link, &st) == 0);
+	NST_CHECK_(S_ISLNK(st.st_mode), CU_FALSE, "%s is still a symlink (mode %o)", link,
+		   (unsigned)st.st_mode);
+	NST_REQUIRE(read_all(real, xml, sizeof(xml)));
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+	snprintf(dangling, sizeof(dangling), "%s/junit-dangling.xml", tmp);
+	snprintf(made, sizeof(made), "%s/junit-made.xml", tmp);
+	NST_REQUIRE(symlink(made, dangling) == 0);
+	NST_EQ(SCN(scn, "--junit", dangling), 0);
+	NST_REQUIRE(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
+	NST_REQUIRE(read_all(made, xml, sizeof(xml)));
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+
+	/* Refused up front: usage errors, and no scenario ran. */
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/r.xml", tmp);
+	NST_EQ(SCN(scn, "--junit", bad), 2);
+	OUT_HAS("no-such-dir does not exist");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+	NST_EQ(SCN(scn, "--junit", tmp), 2);
+	OUT_HAS("is a directory: name a file in it");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+	NST_EQ(SCN(scn, "--junit", ""), 2);
+	OUT_HAS("--junit '': expected a file name");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+}
+
+/* Mistakes in the command are usage errors before anything runs. */
+static void test_usage_errors_up_front(void)
+{
+	char scn[P], dir[P];
+
+	write_file("usage-one.scn", "# one NIC\nnic a 198.18.0.1\n", scn, sizeof(scn));
+	NST_EQ(SCN(scn, "--seed", "18446744073709551616"), 2);
+	OUT_HAS("too large (at most 2^64-1");
+	snprintf(dir, sizeof(dir), "%s/no-such-run-dir", tmp);
+	NST_EQ(SCN(scn, "--dir", dir), 2);
+	OUT_HAS("no such directory; create it first");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
 }
 
 static void test_same_seed_same_decisions(void)
@@ -1143,8 +1257,11 @@ int main(int argc, char **argv)
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
 	    {"killed_runner_cleaned_up", test_killed_runner_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
+	    {"junit_targets", test_junit_targets},
+	    {"usage_errors_up_front", test_usage_errors_up_front},
 	    {"same_seed_same_decisions", test_same_seed_same_decisions},
 	    {"sigint_reported", test_sigint_reported},
+	    {"sighup_and_not_run", test_sighup_and_not_run},
 	    {"teardown_in_parallel", test_teardown_in_parallel},
 	    {"host_end_status", test_host_end_status},
 	    {"program_exit_ends_waits", test_program_exit_ends_waits},
