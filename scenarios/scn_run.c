@@ -1959,6 +1959,8 @@ static void free_runner(struct scn_runner *r)
 	free(r->bufs);
 	free(r->handles);
 	free(r->faults);
+	for (size_t i = 0; i < r->nlinks; i++)
+		free(r->links[i].armed);
 	free(r->links);
 	free(r->topo.nics);
 	free(r->prog_path);
@@ -2083,6 +2085,26 @@ static char *prog_path(const char *exe_dir, const char *agent)
 	return out;
 }
 
+/*
+ * Before each step: a signal that came (SIGINT, SIGTERM, SIGHUP) or the
+ * scenario's budget spent ends the run here, so that no number of steps
+ * that do not wait (faults, marks) runs past --timeout or past a signal.
+ * 0, -EINTR or -ETIMEDOUT.
+ */
+static int step_gate(struct scn_runner *r)
+{
+	struct signalfd_siginfo si;
+
+	if (!r->interrupted && r->sigfd >= 0 &&
+	    read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		r->interrupted = true;
+		r->signo = (int)si.ssi_signo;
+	}
+	if (r->interrupted)
+		return -EINTR;
+	return scn_now_ns() >= r->deadline ? -ETIMEDOUT : 0;
+}
+
 /* Run one parsed and checked scenario in this process; fills out. */
 static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
 			 struct scn_outcome *out, int sigfd)
@@ -2125,7 +2147,15 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 		if (scn_stmt_is_setup(st->kind))
 			continue;
 		r.cur = st;
-		rc = step(&r, st);
+		rc = step_gate(&r);
+		if (rc == -ETIMEDOUT) {
+			scn_fail(&r, st, "the scenario's timeout (%.3f s) ran out before this step",
+				 (double)budget * r.slow / 1e9);
+			record_step(&r, st, t_start, false);
+			break;
+		}
+		if (!rc)
+			rc = step(&r, st);
 		if (rc == -ETIMEDOUT) {
 			pending_what(st, what, sizeof(what));
 			if (scn_now_ns() >= r.deadline)

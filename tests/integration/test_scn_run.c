@@ -787,6 +787,35 @@ static void test_usage_errors_up_front(void)
 	NST_TRUE(strstr(out, "1 scenario") == NULL);
 }
 
+/*
+ * Arming costs the faults on the link, not every fault of the scenario
+ * (3000 faults on one link once took minutes), and the budget is checked
+ * between steps: a --timeout far shorter than the steps ends the run.
+ */
+static void test_many_faults(void)
+{
+	static char text[3000 * 48 + 256];
+	char path[P];
+	uint64_t t0;
+	size_t len;
+
+	len = (size_t)snprintf(text, sizeof(text),
+			       "# many faults\nnic a 198.18.0.1\n"
+			       "nic b 198.18.0.2\nhost h on a\nh: startup\n");
+	for (int i = 0; i < 3000; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"fault f%d a -> b loss 1%% optional\n", i);
+	write_file("many-faults.scn", text, path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path), 0);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 20000);
+	OUT_HAS("1 scenario: 1 passed, 0 failed");
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "--timeout", "0.001"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 20000);
+	OUT_HAS("the scenario's timeout (0.001 s) ran out");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1268,6 +1297,7 @@ int main(int argc, char **argv)
 	    {"programs_find_binaries", test_programs_find_binaries},
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
+	    {"many_faults", test_many_faults},
 	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
 	};
