@@ -36,6 +36,7 @@
 #define AGENT_CLOSE_MS 1000 /* an agent's end after its channel closes, then SIGKILL */
 #define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
 #define OUT_CHUNK 4096
+#define PROG_READ_CHUNKS 64 /* reads of OUT_CHUNK bytes a program's turn takes at most */
 #define OUT_HEAD (1u << 20) /* a program's first output bytes kept */
 #define OUT_TAIL (1u << 20) /* and its latest */
 #define LOG_MAX (16u << 20) /* the most of a program's output its log keeps */
@@ -528,6 +529,41 @@ static bool text_match(const char *text, size_t len, const struct scn_output *o,
 	return found;
 }
 
+/*
+ * Whether an ERE has a back-reference (\1 to \9 outside a bracket
+ * expression).  Matching one can take time exponential in the line's
+ * length (a line of 130 bytes took half a minute), which no deadline can
+ * cut short, so the runner refuses them as the checker does.
+ */
+static bool ere_has_backref(const char *ere)
+{
+	bool bracket = false;
+
+	for (const char *c = ere; *c; c++) {
+		if (bracket) {
+			/* "[]...]" and "[^]...]": a ']' first is a member. */
+			if (*c == ']' && c[-1] != '[' && !(c[-1] == '^' && c[-2] == '['))
+				bracket = false;
+		} else if (*c == '[') {
+			bracket = true;
+		} else if (*c == '\\' && c[1]) {
+			if (c[1] >= '1' && c[1] <= '9')
+				return true;
+			c++;
+		}
+	}
+	return false;
+}
+
+/* Compile an output step's ERE: 0, or nonzero when the C library refuses
+ * it or it has a back-reference (ere_has_backref). */
+static int ere_compile(regex_t *re, const char *ere)
+{
+	if (ere_has_backref(ere))
+		return REG_ESUBREG;
+	return regcomp(re, ere, REG_EXTENDED | REG_NOSUB);
+}
+
 /* Whether a line of text[0..len) contains o's text (or matches its ERE). */
 static bool text_has(const char *text, size_t len, const struct scn_output *o)
 {
@@ -536,7 +572,7 @@ static bool text_has(const char *text, size_t len, const struct scn_output *o)
 
 	if (!o->regex)
 		return text_match(text, len, o, NULL);
-	if (regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
+	if (ere_compile(&re, o->text))
 		return false;
 	found = text_match(text, len, o, &re);
 	regfree(&re);
@@ -611,8 +647,7 @@ static int prog_watches_setup(struct scn_runner *r)
 		w = &p->watches[p->nwatches++];
 		memset(w, 0, sizeof(*w));
 		w->st = st;
-		w->compiled = st->u.output.regex &&
-			      !regcomp(&w->re, st->u.output.text, REG_EXTENDED | REG_NOSUB);
+		w->compiled = st->u.output.regex && !ere_compile(&w->re, st->u.output.text);
 	}
 	return 0;
 }
@@ -719,7 +754,10 @@ static void prog_read(struct scn_rt_prog *p)
 	ssize_t n;
 	size_t len;
 
-	for (;;) {
+	/* At most PROG_READ_CHUNKS reads at a time: a program that writes
+	 * as fast as it is read leaves the loop its turn to see the
+	 * deadline and signals; what is left is read on its next turn. */
+	for (int turn = 0; turn < PROG_READ_CHUNKS; turn++) {
 		n = read(p->out_fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -1621,7 +1659,13 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	w = prog_watch_of(p, st);
 	if (st->u.output.regex && (!w || !w->compiled)) {
-		scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
+		if (ere_has_backref(st->u.output.text))
+			scn_fail(r, st,
+				 "regular expression /%s/: back-references (\\1 to \\9) are not "
+				 "allowed: their matching time has no bound",
+				 st->u.output.text);
+		else
+			scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
 		return -EINVAL;
 	}
 	if (st->kind == SCN_WAIT_OUTPUT) {

@@ -816,6 +816,34 @@ static void test_many_faults(void)
 	OUT_HAS("the scenario's timeout (0.001 s) ran out");
 }
 
+/*
+ * A back-reference makes matching exponential in the line's length (this
+ * one stalled the runner for half a minute past its `within`): refused,
+ * by the checker or at the latest by the runner, and the run ends at once.
+ */
+static void test_backreference_refused(void)
+{
+	char path[P];
+	uint64_t t0;
+	int rc;
+
+	write_file(
+	    "backref.scn",
+	    "# a regex with back-references on a long line\n"
+	    "nic a 198.18.0.1\n"
+	    "program p on a \"printf "
+	    "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac\\n'; sleep 30\"\n"
+	    "start p\n"
+	    "wait p output /^(a*)*(a*)*\\1\\2b/ within 2s\n",
+	    path, sizeof(path));
+	t0 = nst_now_ns();
+	rc = SCN(path);
+	NST_CHECK_(rc == 1 || rc == 2, CU_FALSE, "refused (exit %d)", rc);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 10000);
+	OUT_HAS("back-reference");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1298,6 +1326,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"backreference_refused", test_backreference_refused},
 	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
 	};
