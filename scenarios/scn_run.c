@@ -1499,7 +1499,9 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 		}
 		renewals = r->topo.fab_renewals;
 		scn_fault_rebase(r, false);
-		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		rc = scn_topo_nic_path_check(&r->topo, r->opts->dir, n->addr_str, why, sizeof(why));
+		if (!rc)
+			rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;
@@ -1826,7 +1828,9 @@ static int topo_setup(struct scn_runner *r)
 			if (st->u.nic.timer[k] >= 0)
 				snprintf(n->timer[k], sizeof(n->timer[k]), "%d",
 					 st->u.nic.timer[k]);
-		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		rc = scn_topo_nic_path_check(&r->topo, r->opts->dir, n->addr_str, why, sizeof(why));
+		if (!rc)
+			rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;

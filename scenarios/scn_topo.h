@@ -98,6 +98,13 @@ struct scn_topo {
  * else /tmp).  Returns 0 or a negative errno. */
 int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t size);
 
+/* Whether the socket of a NIC at addr_str ("198.18.0.1") fits in a UNIX
+ * socket's path below t->dir, made below parent as scn_topo_make_dir
+ * says: 0, or -ENAMETOOLONG with why (which of TMPDIR and --dir is too
+ * long, its limit, what to do). */
+int scn_topo_nic_path_check(const struct scn_topo *t, const char *parent, const char *addr_str,
+			    char *why, size_t size);
+
 /*
  * Start NIC n in t->dir with its options (creating the fabric with t->seed
  * if it is the first NIC running), and open the fabric if t->fab is NULL.

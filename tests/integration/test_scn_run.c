@@ -844,6 +844,47 @@ static void test_backreference_refused(void)
 	OUT_HAS("back-reference");
 }
 
+/*
+ * A TMPDIR so long that a NIC's socket path does not fit: the report says
+ * so at the NIC's line (which of TMPDIR and --dir, its limit, what to do),
+ * and names no NIC log that was never written.
+ */
+static void test_long_tmpdir_reported(void)
+{
+	char path[P], longdir[P], log[P];
+	const char *bin = nst_bin("nicsim");
+	pid_t pid;
+	int fd, status;
+
+	write_file("long-tmpdir.scn", "# one NIC\nnic a 198.18.0.1\n", path, sizeof(path));
+	snprintf(longdir, sizeof(longdir), "%s/%.*s", tmp, 100,
+		 "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt"
+		 "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt");
+	NST_REQUIRE(mkdir(longdir, 0700) == 0);
+	snprintf(log, sizeof(log), "%s/long-tmpdir.out", tmp);
+	pid = fork();
+	NST_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("TMPDIR", longdir, 1);
+		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
+		_exit(127);
+	}
+	status = nst_wait(pid, RUN_MS);
+	NST_REQUIRE(read_all(log, out, sizeof(out)));
+	printf("\n%s", out);
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("long-tmpdir.scn:2: nic a 198.18.0.1\n");
+	OUT_HAS("over the 107 a UNIX socket's path may have: TMPDIR ");
+	OUT_HAS("set TMPDIR to a shorter directory");
+	NST_CHECK_(strstr(out, "its log:") == NULL, CU_FALSE, "no NIC log named");
+	/* Nothing said outside the report (on stderr, before it). */
+	NST_CHECK_(!strncmp(out, path, strlen(path)), CU_FALSE, "the report comes first");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1326,6 +1367,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"long_tmpdir_reported", test_long_tmpdir_reported},
 	    {"backreference_refused", test_backreference_refused},
 	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
