@@ -179,30 +179,28 @@ static void hex_row(char *out, size_t size, size_t *len, const uint8_t *p, size_
 		put(out, size, len, i < n ? "%02x " : "   ", i < n ? p[i] : 0);
 }
 
-size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
-		   size_t size)
+void scn_hexdiff_rows(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base,
+		      uint64_t diff, uint64_t total, bool at_least, char *out, size_t size)
 {
-	size_t diff = 0, first = len, lines = 0, olen = 0, row, n, i;
-	bool differs;
+	size_t first = 0, lines = 0, olen = 0, row, n, i;
+	uint64_t shown = 0;
 
 	out[0] = '\0';
-	for (i = 0; i < len; i++)
-		if (want[i] != got[i]) {
-			if (first == len)
-				first = i;
-			diff++;
-		}
-	if (!diff)
-		return 0;
-	put(out, size, &olen, "%zu of %zu bytes differ, the first at offset 0x%llx:\n", diff, len,
+	while (first < len && want[first] == got[first])
+		first++;
+	if (first == len)
+		return;
+	put(out, size, &olen, "%s%llu of %llu bytes differ, the first at offset 0x%llx:\n",
+	    at_least ? "at least " : "", (unsigned long long)diff, (unsigned long long)total,
 	    (unsigned long long)(base + first));
 	put(out, size, &olen, "  %-10s  %-48s| %s\n", "offset", "expected", "actual");
 	for (row = first - first % HEXDIFF_WIDTH; row < len && lines < HEXDIFF_LINES;
 	     row += HEXDIFF_WIDTH) {
 		n = len - row < HEXDIFF_WIDTH ? len - row : HEXDIFF_WIDTH;
-		differs = memcmp(want + row, got + row, n) != 0;
-		if (!differs)
+		if (!memcmp(want + row, got + row, n))
 			continue;
+		for (i = row; i < row + n; i++)
+			shown += want[i] != got[i];
 		put(out, size, &olen, "  0x%08llx  ", (unsigned long long)(base + row));
 		hex_row(out, size, &olen, want + row, n);
 		put(out, size, &olen, "| ");
@@ -212,17 +210,42 @@ size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t
 		put(out, size, &olen, "\n");
 		lines++;
 	}
-	if (row < len) {
-		size_t rest = 0;
-
-		for (i = row; i < len; i++)
-			rest += want[i] != got[i];
-		if (rest)
-			put(out, size, &olen, "  ... and %zu more differing bytes after 0x%llx\n",
-			    rest, (unsigned long long)(base + row));
-	}
+	if (diff > shown)
+		put(out, size, &olen, "  ... and %s%llu more differing bytes after 0x%llx\n",
+		    at_least ? "at least " : "", (unsigned long long)(diff - shown),
+		    (unsigned long long)(base + row));
 	if (olen && out[olen - 1] == '\n')
 		out[--olen] = '\0';
+}
+
+size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
+		   size_t size)
+{
+	size_t diff = scn_diff_count(want, got, len);
+
+	out[0] = '\0';
+	if (diff)
+		scn_hexdiff_rows(want, got, len, base, diff, len, false, out, size);
+	return diff;
+}
+
+size_t scn_diff_count(const uint8_t *want, const uint8_t *got, size_t len)
+{
+	size_t diff = 0, i = 0;
+	uint64_t a, b;
+
+	/* Word by word where words are equal, byte by byte in those that
+	 * differ. */
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&a, want + i, 8);
+		memcpy(&b, got + i, 8);
+		if (a == b)
+			continue;
+		for (size_t k = 0; k < 8; k++)
+			diff += want[i + k] != got[i + k];
+	}
+	for (; i < len; i++)
+		diff += want[i] != got[i];
 	return diff;
 }
 

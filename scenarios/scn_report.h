@@ -99,6 +99,16 @@ void scn_outcome_add(char *field, size_t size, const char *fmt, ...)
  * beside actual, at most 8 lines, then how many more bytes differ.  Into
  * out (always NUL-terminated).  Returns the number of bytes that differ.
  */
+/* The bytes in which want and got differ. */
+size_t scn_diff_count(const uint8_t *want, const uint8_t *got, size_t len);
+
+/* scn_hexdiff's text for a piece want/got[0..len) at offset base of a
+ * larger range of total bytes, in which diff bytes differ ("at least" diff
+ * when at_least: not every piece was read).  The rows shown come from
+ * this piece, which holds the range's first difference. */
+void scn_hexdiff_rows(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base,
+		      uint64_t diff, uint64_t total, bool at_least, char *out, size_t size);
+
 size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
 		   size_t size);
 

@@ -885,6 +885,35 @@ static void test_long_tmpdir_reported(void)
 	NST_CHECK_(!strncmp(out, path, strlen(path)), CU_FALSE, "the report comes first");
 }
 
+/*
+ * Memory expectations cover a whole buffer past 64 MiB: one that holds
+ * what is expected passes, one that differs everywhere fails quickly,
+ * counting at least the bytes it read and showing the first difference.
+ */
+static void test_big_memory_expectations(void)
+{
+	char path[P];
+	uint64_t t0;
+
+	write_file("big-mem.scn",
+		   "# an 80 MiB buffer\n"
+		   "nic a 198.18.0.1\n"
+		   "host h1 on a\n"
+		   "h1: startup\n"
+		   "h1: buffer x 80MiB fill seq 1\n"
+		   "expect h1 x == seq 1\n"
+		   "expect h1 x[1MiB..] unchanged\n"
+		   "expect h1 x == seq 2\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "-v"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 60000);
+	OUT_HAS("ok   line 6    expect h1 x == seq 1");
+	OUT_HAS("ok   line 7    expect h1 x[1MiB..] unchanged");
+	OUT_HAS("h1 x[0..83886080] does not hold seq 2: at least ");
+	OUT_HAS("of 83886080 bytes differ, the first at offset 0x");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1367,6 +1396,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"big_memory_expectations", test_big_memory_expectations},
 	    {"long_tmpdir_reported", test_long_tmpdir_reported},
 	    {"backreference_refused", test_backreference_refused},
 	    {"control_characters", test_control_characters},
