@@ -63,7 +63,8 @@ enum run_opt {
 	RUN_VERBOSE,
 	RUN_TAP,
 	RUN_JUNIT,
-	RUN_DIR
+	RUN_DIR,
+	RUN_CAPTURE_MAX
 };
 
 static const struct scn_opt run_opts[] = {
@@ -76,6 +77,8 @@ static const struct scn_opt run_opts[] = {
     [RUN_TAP] = {"tap", NULL, "TAP 14 on stdout"},
     [RUN_JUNIT] = {"junit", "FILE", "write JUnit XML to FILE"},
     [RUN_DIR] = {"dir", "D", "make the run directories below D (default: $TMPDIR, else /tmp)"},
+    [RUN_CAPTURE_MAX] = {"capture-max", "SIZE",
+			 "stop writing capture.pcapng at SIZE (64MiB default; KiB, MiB, GiB)"},
     {NULL, NULL, NULL},
 };
 
@@ -377,6 +380,28 @@ static int run_run(const struct scn_args *a)
 	if (a->val[RUN_SLOW]) {
 		if (run_number(a, RUN_SLOW, 0.01, 1000, false, &o.slow))
 			return CLI_EXIT_USAGE;
+	}
+	if (a->val[RUN_CAPTURE_MAX]) {
+		const char *t = a->val[RUN_CAPTURE_MAX];
+		unsigned long long n;
+		unsigned shift = 0;
+
+		errno = 0;
+		n = strtoull(t, &end, 10);
+		if (!strcmp(end, "KiB"))
+			shift = 10;
+		else if (!strcmp(end, "MiB"))
+			shift = 20;
+		else if (!strcmp(end, "GiB"))
+			shift = 30;
+		if (errno || end == t || t[0] == '-' || (*end && !shift) || !n ||
+		    n > (1ull << 40) >> shift) {
+			cli_err("--capture-max %s: expected a size from 1 to 1TiB, in bytes or "
+				"with KiB, MiB or GiB (e.g. 256MiB)",
+				t);
+			return CLI_EXIT_USAGE;
+		}
+		o.capture_max = (uint64_t)n << shift;
 	}
 	o.keep = a->val[RUN_KEEP] != NULL;
 	o.verbose = a->val[RUN_VERBOSE] != NULL;

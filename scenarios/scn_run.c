@@ -2171,6 +2171,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	r.sigfd = sigfd;
 	r.topo.capture.wake_fd = -1;
 	r.slow = opts->slow > 0 ? opts->slow : 1.0;
+	r.topo.capture_max = opts->capture_max;
 	out->seed = r.topo.seed = opts->seed_set ? opts->seed
 				  : s->seed_set  ? s->seed
 						 : random_seed();
@@ -2235,6 +2236,19 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 				"interrupted: the run directory %s is removed (--keep keeps it)",
 				r.topo.dir);
 	teardown(&r, keep);
+	/* Read once the capture thread has ended (teardown joined it). */
+	if (r.topo.capture.pcap_cut) {
+		uint64_t max = r.topo.capture.pcap_max, cut_ns = r.topo.capture.pcap_cut_ns;
+
+		scn_outcome_add(out->notes, sizeof(out->notes),
+				"capture.pcapng was cut at %llu %s (--capture-max): %llu frames "
+				"from %.3f s on are not in it (wait frame and expect frames saw "
+				"them)",
+				(unsigned long long)(max % (1u << 20) ? max : max >> 20),
+				max % (1u << 20) ? "bytes" : "MiB",
+				(unsigned long long)r.topo.capture.pcap_cut,
+				cut_ns > r.t0 ? (cut_ns - r.t0) / 1e9 : 0.0);
+	}
 	if (keep)
 		list_files(out);
 	free_runner(&r);

@@ -463,7 +463,15 @@ static int on_cap_record(void *arg, const struct fab_cap_rec *r)
 
 	frame_parse(&f, r);
 	fab_cap_describe(r->marks, r->rx_drop, note, sizeof(note));
-	if (c->pcapng)
+	/* The file stops at its limit (a flood of frames once wrote 288 MB
+	 * a second); the frames stay in the list `wait frame` looks at. */
+	if (c->pcapng && c->pcap_bytes >= c->pcap_max) {
+		if (!c->pcap_cut++)
+			c->pcap_cut_ns = r->ts_ns;
+	} else if (c->pcapng) {
+		/* An enhanced packet block: 32 bytes, the data padded to 4,
+		 * the options (comment, flags, drop count) and the end. */
+		c->pcap_bytes += 64 + ((r->caplen + 3u) & ~3u) + strlen(note);
 		pcapng_packet(c->pcapng,
 			      &(struct pcapng_pkt){
 				  .ifid = 0,
@@ -475,6 +483,7 @@ static int on_cap_record(void *arg, const struct fab_cap_rec *r)
 				  .dropcount = r->lost_before,
 				  .comment = note,
 			      });
+	}
 	/* Only what a seed decides: the marks of the link's rules, by the
 	 * frame's number on its link (not its time, which varies run to run). */
 	if (c->decisions && (r->marks || r->rx_drop))
@@ -574,6 +583,7 @@ int scn_capture_start(struct scn_topo *t, char *why, size_t size)
 
 	memset(c, 0, sizeof(*c));
 	c->wake_fd = -1;
+	c->pcap_max = t->capture_max ? t->capture_max : SCN_CAPTURE_MAX;
 	pthread_mutex_init(&c->lock, NULL);
 	c->inited = true;
 	snprintf(path, sizeof(path), "%s/decisions.log", t->dir);

@@ -914,6 +914,28 @@ static void test_big_memory_expectations(void)
 	OUT_HAS("of 83886080 bytes differ, the first at offset 0x");
 }
 
+/* capture.pcapng stops at --capture-max (64 MiB by default), and the
+ * report says it was cut; `expect frames` still sees every frame. */
+static void test_capture_cut(void)
+{
+	char path[P], dir[D], file[2 * D];
+	struct stat st;
+
+	write_file("capture-cut.scn", write_ok, path, sizeof(path));
+	NST_EQ(SCN(path, "--capture-max", "2KiB", "--keep"), 0);
+	OUT_HAS("capture.pcapng was cut at 2048 bytes (--capture-max): ");
+	OUT_HAS("frames from ");
+	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
+	snprintf(file, sizeof(file), "%s/capture.pcapng", dir);
+	NST_REQUIRE(stat(file, &st) == 0);
+	/* The limit, plus the one record that went over it. */
+	NST_CHECK_(st.st_size < 2048 + 8192, CU_FALSE, "capture.pcapng is %lld bytes",
+		   (long long)st.st_size);
+	nst_rmtree(dir);
+	NST_EQ(SCN(path, "--capture-max", "2XB"), 2);
+	OUT_HAS("--capture-max 2XB: expected a size");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1396,6 +1418,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"capture_cut", test_capture_cut},
 	    {"big_memory_expectations", test_big_memory_expectations},
 	    {"long_tmpdir_reported", test_long_tmpdir_reported},
 	    {"backreference_refused", test_backreference_refused},
