@@ -26,7 +26,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fab.h"
 #include "fab_addr.h"
+#include "nicsim_rundir.h"
 #include "scn.h"
 #include "scn_agent_client.h"
 #include "scn_run_priv.h"
@@ -35,6 +37,7 @@
 #define AGENT_NAME "nicsim-agent"
 #define AGENT_CLOSE_MS 1000 /* an agent's end after its channel closes, then SIGKILL */
 #define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
+#define DESCENDANTS_MS 2000 /* bound on ending what the programs left behind */
 #define OUT_CHUNK 4096
 #define PROG_READ_CHUNKS 64 /* reads of OUT_CHUNK bytes a program's turn takes at most */
 #define OUT_HEAD (1u << 20) /* a program's first output bytes kept */
@@ -2267,6 +2270,76 @@ struct job {
 	bool running, finished, printed;
 };
 
+/* The parent of process pid, from /proc (0 if it cannot be read). */
+static pid_t proc_ppid(pid_t pid)
+{
+	char path[64], stat[512], *close_paren;
+	int ppid = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	stat[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold anything, even ')'. */
+	close_paren = strrchr(stat, ')');
+	if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+/*
+ * End every process still a child of this one once the scenario's own
+ * clean-up is done: as a child subreaper it inherits what its programs
+ * left behind, even those that left their process group (setsid), and
+ * what they left in turn.  SIGKILL, then reaped, round after round until
+ * none is left or ms have passed.
+ */
+static void end_descendants(int ms)
+{
+	uint64_t deadline = scn_now_ns() + (uint64_t)ms * 1000000u;
+	pid_t self = getpid(), pid, last;
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	for (;;) {
+		last = 0;
+		d = opendir("/proc");
+		while (d && (e = readdir(d))) {
+			pid = (pid_t)atoi(e->d_name);
+			if (pid > 0 && pid != self && proc_ppid(pid) == self) {
+				kill(pid, SIGKILL);
+				last = pid;
+			}
+		}
+		if (d)
+			closedir(d);
+		if (!last || scn_now_ns() >= deadline)
+			break;
+		/* The last one killed gone (its pidfd readable), within the
+		 * bound, then every child that ended is reaped. */
+		fd = scn_pidfd_open(last);
+		if (fd >= 0) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			uint64_t now = scn_now_ns();
+
+			poll(&p, 1, now < deadline ? (int)((deadline - now) / 1000000u) + 1 : 0);
+			close(fd);
+		}
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+	}
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
 static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t parent)
 {
 	sigset_t mask;
@@ -2283,7 +2356,11 @@ static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t pare
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != parent)
 		kill(getpid(), SIGTERM);
+	/* What the scenario's programs leave behind (a daemon that called
+	 * setsid) is re-parented here, not to init: end_descendants ends it. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_scenario(j->script, opts, j->out, sigfd);
+	end_descendants(DESCENDANTS_MS);
 	j->out->complete = true;
 	return j->out->status == SCN_PASSED ? 0 : 1;
 }
@@ -2325,7 +2402,7 @@ static void job_done(struct job *j)
 {
 	struct scn_outcome *o = j->out;
 	struct cli_opts down;
-	char buf[64];
+	char buf[64], lock[PATH_MAX + 32];
 	int status = 0;
 
 	if (read(j->fd, buf, sizeof(buf)) > 0)
@@ -2354,6 +2431,11 @@ static void job_done(struct job *j)
 	snprintf(down.dir, sizeof(down.dir), "%s", o->work_dir);
 	down.quiet = true;
 	cli_down(&down);
+	/* As the scenario's own teardown does: the NICs are down, so the
+	 * fabric's files and the lock serve no one in the kept directory. */
+	fab_destroy_files(o->work_dir);
+	if (snprintf(lock, sizeof(lock), "%s/%s", o->work_dir, NIC_RUN_LOCK) < (int)sizeof(lock))
+		unlink(lock);
 	snprintf(o->run_dir, sizeof(o->run_dir), "%s", o->work_dir);
 	list_files(o);
 }

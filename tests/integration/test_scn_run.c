@@ -636,9 +636,15 @@ static void test_sighup_and_not_run(void)
 
 /* The process running a scenario killed outright: the runner reports it,
  * ends its NICs (daemons of their own) and keeps the run directory. */
+static bool pid_gone(void *arg)
+{
+	return !nst_pid_alive(*(pid_t *)arg);
+}
+
 static void test_killed_scenario_cleaned_up(void)
 {
 	static struct started_run s;
+	char lock[D + 16];
 	int status = run_and_signal("kill", SIGKILL, true, &s);
 
 	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
@@ -646,7 +652,38 @@ static void test_killed_scenario_cleaned_up(void)
 	OUT_HAS("ended before its end (wait status 0x9)");
 	OUT_HAS("  kept: ");
 	NST_CHECK_(access(s.dir, F_OK) == 0, CU_FALSE, "%.400s is kept", s.dir);
+	/* The NICs are down: no lock and no fabric left in what is kept. */
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", s.dir);
+	NST_CHECK_(access(lock, F_OK) != 0, CU_FALSE, "%.400s is removed", lock);
 	nst_rmtree(s.dir);
+}
+
+/* A program that leaves its process group (setsid) is ended with the
+ * scenario all the same: the scenario's process is a child subreaper. */
+static void test_setsid_escape_ended(void)
+{
+	char path[P], pidfile[P], text[W + P], buf[32];
+	pid_t pid;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/escaped.pid", tmp);
+	snprintf(text, sizeof(text),
+		 "# a program whose child leaves its process group\n"
+		 "nic a 198.18.0.1\n"
+		 "program esc on a \"setsid sh -c 'echo $$ > %s; echo escaped; exec sleep 300' & "
+		 "exec sleep 300\"\n"
+		 "start esc\n"
+		 "wait esc output \"escaped\"\n",
+		 pidfile);
+	write_file("setsid-escape.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path), 0);
+	/* The escaped process wrote its pid before it said "escaped". */
+	NST_REQUIRE(read_all(pidfile, buf, sizeof(buf)));
+	pid = (pid_t)atoi(buf);
+	NST_REQUIRE_GT(pid, 0);
+	NST_CHECK_(nst_wait_until(pid_gone, &pid, GONE_MS, 10), CU_FALSE,
+		   "the escaped process %d is ended", (int)pid);
+	if (nst_pid_alive(pid))
+		kill(pid, SIGKILL);
 }
 
 /* The runner killed outright: the process running its scenario gets
@@ -1404,6 +1441,7 @@ int main(int argc, char **argv)
 	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
+	    {"setsid_escape_ended", test_setsid_escape_ended},
 	    {"killed_runner_cleaned_up", test_killed_runner_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
 	    {"junit_targets", test_junit_targets},
