@@ -503,10 +503,16 @@ static void counter_fail(struct scn_runner *r, const struct scn_stmt *st,
 			 const struct scn_counter *c, uint64_t value, uint64_t base,
 			 uint64_t waited_ns)
 {
-	char want[64], when[64] = "";
+	char want[64], when[128] = "";
 
 	cmp_text(&c->cmp, want, sizeof(want));
-	if (waited_ns)
+	/* A wait the scenario's budget cut short says so: its own `within`
+	 * did not run out. */
+	if (waited_ns && scn_now_ns() >= r->deadline)
+		snprintf(when, sizeof(when),
+			 " after waiting %.3f s, when the scenario's timeout (%.3f s) ran out",
+			 waited_ns / 1e9, (r->deadline - r->t0) / 1e9);
+	else if (waited_ns)
 		snprintf(when, sizeof(when), " after waiting %.3f s", waited_ns / 1e9);
 	scn_fail(r, st, "counter %s.%s%s is %llu%s, not %s", c->nic, c->counter,
 		 c->delta ? " delta" : "", (unsigned long long)(value - base), when, want);

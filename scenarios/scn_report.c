@@ -258,6 +258,24 @@ static void shell_word(char *buf, size_t size, size_t *len, const char *w)
 		put(buf, size, len, " %s", w);
 		return;
 	}
+	/* A control character or a byte past ASCII would be shown as an
+	 * escape (scn_visible), which '...' would take literally: such a word
+	 * is written $'...' (bash, zsh, ksh, POSIX.1-2024 sh) with \xHH for
+	 * those bytes, so that the replay line runs as printed. */
+	for (const unsigned char *u = (const unsigned char *)w; *u; u++)
+		if (*u < 0x20 || *u >= 0x7f) {
+			put(buf, size, len, " $'");
+			for (u = (const unsigned char *)w; *u; u++) {
+				if (*u < 0x20 || *u >= 0x7f)
+					put(buf, size, len, "\\x%02x", *u);
+				else if (*u == '\'' || *u == '\\')
+					put(buf, size, len, "\\%c", *u);
+				else
+					put(buf, size, len, "%c", *u);
+			}
+			put(buf, size, len, "'");
+			return;
+		}
 	put(buf, size, len, " '");
 	for (; *w; w++)
 		put(buf, size, len, *w == '\'' ? "'\\''" : "%c", *w);

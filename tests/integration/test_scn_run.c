@@ -973,6 +973,22 @@ static void test_capture_cut(void)
 	OUT_HAS("--capture-max 2XB: expected a size");
 }
 
+/* A `wait counter` cut short by the scenario's budget says so, not only
+ * how long it waited. */
+static void test_wait_counter_budget(void)
+{
+	char path[P];
+
+	write_file("counter-budget.scn",
+		   "# a counter that never moves, a budget shorter than the wait\n"
+		   "nic a 198.18.0.1\n"
+		   "wait counter a.retransmits >= 1 within 60s\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "--timeout", "0.5"), 1);
+	OUT_HAS("counter a.retransmits is 0 after waiting ");
+	OUT_HAS(", when the scenario's timeout (0.500 s) ran out, not >= 1");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1456,6 +1472,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"wait_counter_budget", test_wait_counter_budget},
 	    {"capture_cut", test_capture_cut},
 	    {"big_memory_expectations", test_big_memory_expectations},
 	    {"long_tmpdir_reported", test_long_tmpdir_reported},

@@ -300,6 +300,17 @@ static void test_tap_escaping(void)
 	fclose(f);
 	HAS("SKIP later.scn (not run: interrupted (SIGINT))\n");
 	LACKS("replay");
+	/* A replay line for a name with control characters runs as printed:
+	 * $'...' with \xHH escapes. */
+	{
+		struct scn_report_opts plain = {.slow = 1};
+
+		snprintf(o->path, sizeof(o->path), "a\nb'\x1b\\.scn");
+		o->seed = 5;
+		scn_replay_cmd(o, &plain, buf, sizeof(buf));
+		NST_CHECK_(!strcmp(buf, "nicsim scenario run $'a\\x0ab\\'\\x1b\\\\.scn' --seed 5"),
+			   CU_FALSE, "replay: %.400s", buf);
+	}
 	/* U+202E (right-to-left override) and U+2066 (left-to-right isolate). */
 	NST_EQ(scn_visible("a\xe2\x80\xae"
 			   "b\xe2\x81\xa6"
