@@ -597,8 +597,38 @@ int scn_report_junit_target(const char *path, char *target, size_t size, bool *i
 		snprintf(why, wsize, "--junit %s: the path is too long", path);
 		return -ENAMETOOLONG;
 	}
-	/* Follow symlinks one by one, so that a dangling one names the file
-	 * it would create; a loop ends after a bound. */
+	/* An existing file, through any links (even /proc's: /dev/stdout
+	 * leads to "pipe:[N]", which is no path): a device or a FIFO is
+	 * opened by the name given; a regular file is replaced at its real
+	 * path, so that a link to it stays a link. */
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(
+			    why, wsize,
+			    "--junit %s is a directory: name a file in it (e.g. %s/report.xml)",
+			    path, path);
+			return -EISDIR;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			*in_place = true;
+			return 0;
+		}
+		if (!lstat(path, &st) && S_ISLNK(st.st_mode)) {
+			if (!realpath(path, link) ||
+			    snprintf(target, size, "%s", link) >= (int)size) {
+				snprintf(why, wsize, "--junit %s: cannot resolve the link: %s",
+					 path, strerror(errno ? errno : ENAMETOOLONG));
+				return -EINVAL;
+			}
+		}
+		return 0;
+	}
+	if (errno != ENOENT) {
+		snprintf(why, wsize, "--junit %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	/* A new file, or a dangling link: follow the links one by one to
+	 * the file they would create; a loop ends after a bound. */
 	for (hops = 0; !lstat(target, &st) && S_ISLNK(st.st_mode); hops++) {
 		if (hops == 40) {
 			snprintf(why, wsize, "--junit %s: too many levels of symbolic links", path);
@@ -622,21 +652,6 @@ int scn_report_junit_target(const char *path, char *target, size_t size, bool *i
 			return -ENAMETOOLONG;
 		}
 	}
-	if (!stat(target, &st)) {
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(
-			    why, wsize,
-			    "--junit %s is a directory: name a file in it (e.g. %s/report.xml)",
-			    path, path);
-			return -EISDIR;
-		}
-		*in_place = !S_ISREG(st.st_mode);
-		return 0;
-	}
-	if (errno != ENOENT) {
-		snprintf(why, wsize, "--junit %s: %s", path, strerror(errno));
-		return -errno;
-	}
 	len = (ssize_t)strlen(target);
 	if (len && target[len - 1] == '/') {
 		snprintf(why, wsize, "--junit %s: expected a file name, not a directory", path);
@@ -644,12 +659,12 @@ int scn_report_junit_target(const char *path, char *target, size_t size, bool *i
 	}
 	slash = strrchr(target, '/');
 	if (slash) {
+		int e;
+
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - target + (slash == target)),
 			 target);
-		int e = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-
+		e = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 		if (e) {
-
 			snprintf(why, wsize,
 				 "--junit %s: the directory %s %s; create it first or name "
 				 "another file",

@@ -757,6 +757,7 @@ static void test_junit_targets(void)
 	char scn[P], fifo[P], link[P], real[P], dangling[P], made[P], bad[P];
 	static char xml[1 << 16];
 	struct stat st;
+	bool was_link;
 	ssize_t n;
 	int rfd;
 
@@ -796,6 +797,14 @@ static void test_junit_targets(void)
 	NST_REQUIRE(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
 	NST_REQUIRE(read_all(made, xml, sizeof(xml)));
 	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+
+	/* /dev/stdout leads through /proc to "pipe:[N]": written in place. */
+	NST_REQUIRE(lstat("/dev/stdout", &st) == 0);
+	was_link = S_ISLNK(st.st_mode);
+	NST_EQ(SCN(scn, "--junit", "/dev/stdout"), 0);
+	OUT_HAS("<testsuites ");
+	NST_REQUIRE(lstat("/dev/stdout", &st) == 0);
+	NST_EQ(S_ISLNK(st.st_mode), was_link);
 
 	/* Refused up front: usage errors, and no scenario ran. */
 	snprintf(bad, sizeof(bad), "%s/no-such-dir/r.xml", tmp);
