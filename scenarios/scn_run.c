@@ -39,6 +39,7 @@
 #define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
 #define DESCENDANTS_MS 2000 /* bound on ending what the programs left behind */
 #define OUT_CHUNK 4096
+#define RE_PIECE 4096       /* bytes of a line an ERE is matched against at a time */
 #define PROG_READ_CHUNKS 64 /* reads of OUT_CHUNK bytes a program's turn takes at most */
 #define OUT_HEAD (1u << 20) /* a program's first output bytes kept */
 #define OUT_TAIL (1u << 20) /* and its latest */
@@ -509,25 +510,37 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	return 0;
 }
 
-/* Whether a line of text[0..len) contains o's text (or matches re, o's
- * ERE compiled). */
-static bool text_match(const char *text, size_t len, const struct scn_output *o, const regex_t *re)
+/*
+ * Whether a line of text[0..len) contains o's text (or matches re, o's
+ * ERE compiled).  An ERE is matched against pieces of at most RE_PIECE
+ * bytes, each overlapping the one before by half, as lines too long for
+ * the watch are (prog_watch): regexec's time grows faster than a line's
+ * length (a 1 MB line once took minutes), a piece's is bounded.  Past
+ * deadline (CLOCK_MONOTONIC ns) no more pieces are matched.
+ */
+static bool text_match(const char *text, size_t len, const struct scn_output *o, const regex_t *re,
+		       uint64_t deadline)
 {
 	const char *line = text, *end = text + len, *nl;
-	size_t tlen = strlen(o->text);
+	size_t tlen = strlen(o->text), llen, at, n;
 	char *copy;
 	bool found = false;
 
 	for (; line < end && !found; line = nl ? nl + 1 : end) {
 		nl = memchr(line, '\n', (size_t)(end - line));
+		llen = (size_t)((nl ? nl : end) - line);
 		if (!o->regex) {
-			found =
-			    memmem(line, (size_t)((nl ? nl : end) - line), o->text, tlen) != NULL;
+			found = memmem(line, llen, o->text, tlen) != NULL;
 			continue;
 		}
-		copy = strndup(line, (size_t)((nl ? nl : end) - line));
-		found = copy && !regexec(re, copy, 0, NULL, 0);
-		free(copy);
+		for (at = 0; !found && (at == 0 || at + RE_PIECE / 2 < llen); at += RE_PIECE / 2) {
+			if (deadline != UINT64_MAX && scn_now_ns() >= deadline)
+				return false;
+			n = llen - at < RE_PIECE ? llen - at : RE_PIECE;
+			copy = strndup(line + at, n);
+			found = copy && !regexec(re, copy, 0, NULL, 0);
+			free(copy);
+		}
 	}
 	return found;
 }
@@ -568,16 +581,16 @@ static int ere_compile(regex_t *re, const char *ere)
 }
 
 /* Whether a line of text[0..len) contains o's text (or matches its ERE). */
-static bool text_has(const char *text, size_t len, const struct scn_output *o)
+static bool text_has(const char *text, size_t len, const struct scn_output *o, uint64_t deadline)
 {
 	regex_t re;
 	bool found;
 
 	if (!o->regex)
-		return text_match(text, len, o, NULL);
+		return text_match(text, len, o, NULL, deadline);
 	if (ere_compile(&re, o->text))
 		return false;
-	found = text_match(text, len, o, &re);
+	found = text_match(text, len, o, &re, deadline);
 	regfree(&re);
 	return found;
 }
@@ -611,7 +624,7 @@ static void prog_watch_text(struct scn_rt_prog *p, const char *text, size_t n)
 	for (size_t k = 0; n && k < p->nwatches; k++) {
 		w = &p->watches[k];
 		if (!w->hit && (w->compiled || !w->st->u.output.regex))
-			w->hit = text_match(text, n, &w->st->u.output, &w->re);
+			w->hit = text_match(text, n, &w->st->u.output, &w->re, UINT64_MAX);
 	}
 }
 
@@ -751,7 +764,10 @@ static void prog_log(struct scn_rt_prog *p, const char *data, size_t n)
 	}
 }
 
-static void prog_read(struct scn_rt_prog *p)
+/* Read what program p wrote, at most PROG_READ_CHUNKS reads: true when
+ * it stopped at that bound (more may be waiting), false at the pipe's
+ * end or when it is empty for now. */
+static bool prog_read(struct scn_rt_prog *p)
 {
 	char chunk[OUT_CHUNK], text[2 * OUT_CHUNK];
 	ssize_t n;
@@ -769,7 +785,7 @@ static void prog_read(struct scn_rt_prog *p)
 				close(p->out_fd);
 				p->out_fd = -1;
 			}
-			return;
+			return false;
 		}
 		prog_log(p, chunk, (size_t)n);
 		/* A NUL byte would end the kept text: keep it as "\0". */
@@ -784,6 +800,7 @@ static void prog_read(struct scn_rt_prog *p)
 		}
 		prog_keep(p, text, len);
 	}
+	return true;
 }
 
 static void prog_reap(struct scn_rt_prog *p)
@@ -991,8 +1008,13 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 				prog_reap(&r->progs[idx[i]]);
 				if (r->progs[idx[i]].exited)
 					r->progs[idx[i]].exit_during = r->cur;
-				if (r->progs[idx[i]].out_fd >= 0)
-					prog_read(&r->progs[idx[i]]);
+				/* What it wrote is all in once it exited: the
+				 * pipe is read dry (at most 8 turns, past the
+				 * largest pipe an unprivileged program makes). */
+				for (int t = 0; t < 8 && r->progs[idx[i]].out_fd >= 0 &&
+						prog_read(&r->progs[idx[i]]);
+				     t++)
+					;
 				break;
 			case PF_NIC: nic_exited(r, &r->topo.nics[idx[i]]); break;
 			}
@@ -1619,19 +1641,20 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 /* Whether program p wrote a line that step st looks for: a line matched as
  * it arrived (w), the line not ended yet, or, for a match across the
  * pieces of a line too long to match whole, what is kept. */
-static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept)
+static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept,
+		       uint64_t deadline)
 {
 	struct scn_rt_watch *w = prog_watch_of(p, st);
 	const struct scn_output *o = &st->u.output;
 
 	if (!w)
-		return text_has(p->part, p->partlen, o) ||
-		       (p->out && text_has(p->out, p->outlen, o)) ||
-		       (p->tail && text_has(p->tail, p->taillen, o));
-	if (w->hit || text_match(p->part, p->partlen, o, &w->re))
+		return text_has(p->part, p->partlen, o, deadline) ||
+		       (p->out && text_has(p->out, p->outlen, o, deadline)) ||
+		       (p->tail && text_has(p->tail, p->taillen, o, deadline));
+	if (w->hit || text_match(p->part, p->partlen, o, &w->re, deadline))
 		return true;
-	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re)) ||
-			(p->tail && text_match(p->tail, p->taillen, o, &w->re)));
+	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re, deadline)) ||
+			(p->tail && text_match(p->tail, p->taillen, o, &w->re, deadline)));
 }
 
 static bool output_seen(struct scn_runner *r, void *arg)
@@ -1644,7 +1667,7 @@ static bool output_seen(struct scn_runner *r, void *arg)
 	 * in (the loop reads its pipe dry when it sees the exit): the line
 	 * can no longer come, whatever processes it left behind still hold
 	 * its pipe. */
-	return output_has(p, st, false) || p->exited;
+	return output_has(p, st, false, r->deadline) || p->exited;
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1681,9 +1704,11 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
-	found = output_has(p, st, true);
+	found = output_has(p, st, true, r->deadline);
 	if (found)
 		return 0;
+	if (scn_now_ns() >= r->deadline)
+		return -ETIMEDOUT;
 	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
 		 st->u.output.regex ? "/" : "\"", st->u.output.text,
 		 st->u.output.regex ? "/" : "\"");

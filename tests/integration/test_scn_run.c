@@ -998,6 +998,29 @@ static void test_wait_counter_budget(void)
 	OUT_HAS(", when the scenario's timeout (0.500 s) ran out, not >= 1");
 }
 
+/*
+ * An ERE on a line of a megabyte is matched in pieces (it once took
+ * minutes whole), and the scenario's budget is looked at between pieces.
+ */
+static void test_long_line_regex_bounded(void)
+{
+	char path[P];
+	uint64_t t0;
+
+	write_file("long-line-re.scn",
+		   "# a long line and a regex that backtracks\n"
+		   "nic a 198.18.0.1\n"
+		   "program p on a \"head -c 1000000 /dev/zero | tr '\\\\0' a; echo; sleep 30\"\n"
+		   "start p\n"
+		   "wait p output \"aaaa\" within 30s\n"
+		   "expect p output /(a|aa)*c/\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "--timeout", "5"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 60000);
+	OUT_HAS("expect p output /(a|aa)*c/");
+}
+
 static void test_same_seed_same_decisions(void)
 {
 	char path[P], dir1[D], dir2[D], f1[D + 32], f2[D + 32];
@@ -1481,6 +1504,7 @@ int main(int argc, char **argv)
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
 	    {"many_faults", test_many_faults},
+	    {"long_line_regex_bounded", test_long_line_regex_bounded},
 	    {"wait_counter_budget", test_wait_counter_budget},
 	    {"capture_cut", test_capture_cut},
 	    {"big_memory_expectations", test_big_memory_expectations},
