@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "nicsim_rundir.h"
@@ -62,7 +63,8 @@ enum run_opt {
 	RUN_VERBOSE,
 	RUN_TAP,
 	RUN_JUNIT,
-	RUN_DIR
+	RUN_DIR,
+	RUN_CAPTURE_MAX
 };
 
 static const struct scn_opt run_opts[] = {
@@ -75,6 +77,8 @@ static const struct scn_opt run_opts[] = {
     [RUN_TAP] = {"tap", NULL, "TAP 14 on stdout"},
     [RUN_JUNIT] = {"junit", "FILE", "write JUnit XML to FILE"},
     [RUN_DIR] = {"dir", "D", "make the run directories below D (default: $TMPDIR, else /tmp)"},
+    [RUN_CAPTURE_MAX] = {"capture-max", "SIZE",
+			 "stop writing capture.pcapng at SIZE (64MiB default; KiB, MiB, GiB)"},
     {NULL, NULL, NULL},
 };
 
@@ -352,6 +356,11 @@ static int run_run(const struct scn_args *a)
 	if (a->val[RUN_SEED]) {
 		errno = 0;
 		o.seed = strtoull(a->val[RUN_SEED], &end, 0);
+		if (errno == ERANGE) {
+			cli_err("--seed %s: too large (at most 2^64-1, 18446744073709551615)",
+				a->val[RUN_SEED]);
+			return CLI_EXIT_USAGE;
+		}
 		if (errno || end == a->val[RUN_SEED] || *end || a->val[RUN_SEED][0] == '-') {
 			cli_err("--seed %s: expected a number (decimal or 0x hex)",
 				a->val[RUN_SEED]);
@@ -372,6 +381,28 @@ static int run_run(const struct scn_args *a)
 		if (run_number(a, RUN_SLOW, 0.01, 1000, false, &o.slow))
 			return CLI_EXIT_USAGE;
 	}
+	if (a->val[RUN_CAPTURE_MAX]) {
+		const char *t = a->val[RUN_CAPTURE_MAX];
+		unsigned long long n;
+		unsigned shift = 0;
+
+		errno = 0;
+		n = strtoull(t, &end, 10);
+		if (!strcmp(end, "KiB"))
+			shift = 10;
+		else if (!strcmp(end, "MiB"))
+			shift = 20;
+		else if (!strcmp(end, "GiB"))
+			shift = 30;
+		if (errno || end == t || t[0] == '-' || (*end && !shift) || !n ||
+		    n > (1ull << 40) >> shift) {
+			cli_err("--capture-max %s: expected a size from 1 to 1TiB, in bytes or "
+				"with KiB, MiB or GiB (e.g. 256MiB)",
+				t);
+			return CLI_EXIT_USAGE;
+		}
+		o.capture_max = (uint64_t)n << shift;
+	}
 	o.keep = a->val[RUN_KEEP] != NULL;
 	o.verbose = a->val[RUN_VERBOSE] != NULL;
 	o.tap = a->val[RUN_TAP] != NULL;
@@ -379,8 +410,17 @@ static int run_run(const struct scn_args *a)
 	if (a->val[RUN_DIR] || a->dir) {
 		const char *d = a->val[RUN_DIR] ? a->val[RUN_DIR] : a->dir;
 
+		struct stat st;
+
 		if (nic_run_dir(dir, sizeof(dir), d)) {
 			cli_err("--dir %s: expected a directory path (not too long)", d);
+			return CLI_EXIT_USAGE;
+		}
+		/* Checked before anything runs: a missing directory is the
+		 * command's mistake, not every scenario's failure. */
+		if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+			cli_err("--dir %s: %s; create it first or name another", d,
+				errno == ENOENT ? "no such directory" : "not a directory");
 			return CLI_EXIT_USAGE;
 		}
 		o.dir = dir;

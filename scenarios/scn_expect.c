@@ -18,7 +18,10 @@
 #define COUNTER_GAP_MAX_NS 10000000ull /* backing off to this */
 #define PEEK_CHUNK 1024u               /* SCN_AGENT_PEEK_MAX */
 #define PEEK_TIMEOUT_MS 5000
-#define MEM_MAX (64ull << 20) /* the largest range an expectation reads */
+#define MEM_MAX (64ull << 20)   /* the largest range kept for `unchanged` (scn_mem_snapshot) */
+#define CMP_CHUNK (1u << 20)    /* an expectation compares its range piece by piece */
+#define CMP_READ_MAX (2u << 20) /* bytes of differing pieces read to show and count */
+#define SUM_BYTES_PER_MS (256u << 10) /* a slow agent's CRC-32 speed, for its timeout */
 
 /* ---- Patterns ------------------------------------------------------------------ */
 
@@ -65,6 +68,18 @@ static void pattern_text(const struct scn_pattern *p, char *buf, size_t size)
 
 /* ---- Memory ---------------------------------------------------------------------- */
 
+/* The value of a hex digit, or -1. */
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint64_t off,
 	     uint64_t len, uint8_t *out, char *why, size_t size)
 {
@@ -72,7 +87,6 @@ int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint6
 	struct scn_reply rep;
 	uint64_t done = 0, n;
 	const char *p;
-	unsigned v;
 	int rc;
 
 	(void)r;
@@ -97,11 +111,13 @@ int scn_peek(struct scn_runner *r, struct scn_rt_host *h, const char *buf, uint6
 		}
 		p += 2;
 		for (uint64_t i = 0; i < n; i++, p += 2) {
-			if (sscanf(p, "%2x", &v) != 1) {
+			int hi = hex_digit(p[0]), lo = hi < 0 ? -1 : hex_digit(p[1]);
+
+			if (lo < 0) {
 				snprintf(why, size, "host %s answered a peek short", h->name);
 				return -EIO;
 			}
-			out[done + i] = (uint8_t)v;
+			out[done + i] = (uint8_t)(hi << 4 | lo);
 		}
 		done += n;
 	}
@@ -117,8 +133,10 @@ static int agent_sum(struct scn_rt_host *h, const char *buf, uint64_t off, uint6
 	struct scn_reply rep;
 	int rc;
 
-	rc = scn_agent_call(h->agent, line, sizeof(line), PEEK_TIMEOUT_MS, "sum %s %llu %llu", buf,
-			    (unsigned long long)off, (unsigned long long)len);
+	/* A whole buffer of up to 1 GiB takes the agent a while. */
+	rc = scn_agent_call(h->agent, line, sizeof(line),
+			    PEEK_TIMEOUT_MS + (int)(len / SUM_BYTES_PER_MS), "sum %s %llu %llu",
+			    buf, (unsigned long long)off, (unsigned long long)len);
 	if (rc < 0) {
 		snprintf(why, size, "host %s did not answer a sum: %s", h->name, strerror(-rc));
 		return rc;
@@ -222,126 +240,202 @@ static int mem_range(struct scn_runner *r, const struct scn_stmt *st, const char
 	*len = rg->form == SCN_RANGE_SPAN ? rg->end - rg->off
 	       : *off <= b->size          ? b->size - *off
 					  : 0;
-	if (*off > b->size || *len > b->size - *off || *len > MEM_MAX) {
-		scn_fail(r, st,
-			 "%s[%llu..%llu] is outside buffer %s (%llu bytes) or over %llu bytes",
-			 rg->name, (unsigned long long)*off, (unsigned long long)(*off + *len),
-			 rg->name, (unsigned long long)b->size, (unsigned long long)MEM_MAX);
+	if (*off > b->size || *len > b->size - *off) {
+		scn_fail(r, st, "%s[%llu..%llu] is outside buffer %s (%llu bytes)", rg->name,
+			 (unsigned long long)*off, (unsigned long long)(*off + *len), rg->name,
+			 (unsigned long long)b->size);
 		return -ERANGE;
 	}
 	return 0;
 }
 
-static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
+/* What an expectation compares, piece by piece (mem_compare). */
+struct mem_cmp {
+	const struct scn_mem *m;
+	struct scn_rt_host *h, *ph; /* the host, and the peer's host (== peer) */
+	struct scn_rt_buf *b;       /* the buffer (`unchanged`) */
+	struct scn_pattern pat;     /* the pattern (== pattern) */
+	uint64_t off, poff, len;
+	char words[2 * SCN_NAME_MAX + 8];
+};
+
+/* What piece [at, at+n) of the range should hold, into want: the
+ * pattern's bytes, what the buffer held (`unchanged`), or the peer's
+ * bytes, read only when the checksums of the two pieces differ and read
+ * is true (*same says whether they are equal).  0 or an error with why. */
+static int mem_want(struct scn_runner *r, struct mem_cmp *c, uint64_t at, uint64_t n, uint8_t *want,
+		    bool read, bool *same, char *why, size_t size)
 {
-	const struct scn_mem *m = &st->u.mem;
-	struct scn_rt_host *h, *ph;
-	struct scn_rt_buf *b;
-	uint64_t off, len, poff, plen;
-	uint8_t *got = NULL, *want = NULL;
-	struct scn_pattern pat;
-	char why[SCN_WHY_MAX], words[2 * SCN_NAME_MAX + 8];
+	char words[sizeof(c->words)];
 	uint32_t crc, pcrc;
 	int rc;
 
-	rc = mem_range(r, st, m->host, &m->range, &h, &off, &len);
-	if (rc)
-		return rc;
-	got = malloc(len ? len : 1);
-	want = malloc(len ? len : 1);
-	if (!got || !want) {
+	*same = false;
+	switch (c->m->check) {
+	case SCN_MEM_PEER:
+		rc = agent_sum(c->ph, c->m->peer.name, c->poff + at, n, &pcrc, why, size);
+		if (!rc)
+			rc = agent_sum(c->h, c->m->range.name, c->off + at, n, &crc, why, size);
+		if (rc || crc == pcrc || !read) {
+			*same = !rc && crc == pcrc;
+			return rc;
+		}
+		return scn_peek(r, c->ph, c->m->peer.name, c->poff + at, n, want, why, size);
+	case SCN_MEM_UNCHANGED:
+		/* Named after a copy the range holds, in any piece. */
+		mem_expected(r, c->b, c->off + at, n, want, words, sizeof(words));
+		if (!strncmp(words, "what it held", 12))
+			snprintf(c->words, sizeof(c->words), "%s", words);
+		break;
+	default: pattern_fill(r, &c->pat, at, want, n); break;
+	}
+	rc = agent_sum(c->h, c->m->range.name, c->off + at, n, &crc, why, size);
+	if (!rc && crc == fab_crc32(0, want, (size_t)n))
+		*same = true;
+	return rc;
+}
+
+/*
+ * Compare the range piece by piece (CMP_CHUNK bytes): the agent's
+ * checksum of a piece against the expected bytes' first, so that a range
+ * that holds what is expected costs one request a piece (a 1 GiB buffer
+ * in seconds), and only pieces that differ are read, CMP_READ_MAX bytes
+ * of them at most.  Past that, each piece that differs counts as one
+ * byte and the count is "at least".  The hex diff shows the first piece
+ * that differs.  0, -EINVAL (a difference, failed) or an error.
+ */
+static int mem_compare(struct scn_runner *r, const struct scn_stmt *st, struct mem_cmp *c)
+{
+	uint64_t at, n, diff = 0, read = 0, d;
+	uint8_t *want = malloc(CMP_CHUNK), *got = malloc(CMP_CHUNK);
+	uint8_t *fwant = NULL, *fgot = NULL;
+	uint64_t first_at = 0, first_n = 0;
+	char why[SCN_WHY_MAX];
+	bool same, at_least = false;
+	int rc = 0;
+
+	if (!want || !got) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (m->check == SCN_MEM_CHECKSUM) {
-		rc = agent_sum(h, m->range.name, off, len, &crc, why, sizeof(why));
+	for (at = 0; at < c->len; at += CMP_CHUNK) {
+		n = c->len - at < CMP_CHUNK ? c->len - at : CMP_CHUNK;
+		rc = mem_want(r, c, at, n, want, read < CMP_READ_MAX, &same, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			goto out;
 		}
+		if (same)
+			continue;
+		if (read >= CMP_READ_MAX) {
+			diff++;
+			at_least = true;
+			continue;
+		}
+		rc = scn_peek(r, c->h, c->m->range.name, c->off + at, n, got, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, st, "%s", why);
+			goto out;
+		}
+		read += n;
+		d = scn_diff_count(want, got, n);
+		if (!d) /* a CRC-32 that differs over equal bytes: not from this world */
+			continue;
+		diff += d;
+		if (!fwant) {
+			fwant = want, fgot = got;
+			want = malloc(CMP_CHUNK), got = malloc(CMP_CHUNK);
+			first_at = at, first_n = n;
+			if (!want || !got) {
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+	}
+	if (!diff)
+		goto out;
+	scn_hexdiff_rows(fwant, fgot, first_n, c->off + first_at, diff, c->len, at_least,
+			 r->out->detail, sizeof(r->out->detail));
+	scn_fail(r, st, "%s %s[%llu..%llu] does not hold %s: %s%llu byte%s differ", c->m->host,
+		 c->m->range.name, (unsigned long long)c->off,
+		 (unsigned long long)(c->off + c->len), c->words, at_least ? "at least " : "",
+		 (unsigned long long)diff, diff == 1 ? "" : "s");
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s[%llu..%llu]: %s%s",
+			c->m->range.name, (unsigned long long)c->off,
+			(unsigned long long)(c->off + c->len),
+			c->m->check == SCN_MEM_UNCHANGED ? "unchanged, " : "", c->words);
+	scn_outcome_add(r->out->found, sizeof(r->out->found),
+			"%s%llu differing bytes (hex diff below)", at_least ? "at least " : "",
+			(unsigned long long)diff);
+	rc = -EINVAL;
+out:
+	free(want);
+	free(got);
+	free(fwant);
+	free(fgot);
+	return rc;
+}
+
+static int expect_mem(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_mem *m = &st->u.mem;
+	struct mem_cmp c = {.m = m};
+	uint64_t plen;
+	char why[SCN_WHY_MAX];
+	uint32_t crc;
+	int rc;
+
+	rc = mem_range(r, st, m->host, &m->range, &c.h, &c.off, &c.len);
+	if (rc)
+		return rc;
+	switch (m->check) {
+	case SCN_MEM_CHECKSUM:
+		rc = agent_sum(c.h, m->range.name, c.off, c.len, &crc, why, sizeof(why));
+		if (rc) {
+			scn_fail(r, st, "%s", why);
+			return rc;
+		}
 		if (crc != m->checksum) {
 			scn_fail(r, st, "the checksum of %s[%llu..%llu] on %s differs",
-				 m->range.name, (unsigned long long)off,
-				 (unsigned long long)(off + len), m->host);
+				 m->range.name, (unsigned long long)c.off,
+				 (unsigned long long)(c.off + c.len), m->host);
 			scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "crc32: 0x%08x",
 					m->checksum);
 			scn_outcome_add(r->out->found, sizeof(r->out->found), "crc32: 0x%08x", crc);
-			rc = -EINVAL;
+			return -EINVAL;
 		}
-		goto out;
-	}
-	switch (m->check) {
+		return 0;
 	case SCN_MEM_PEER:
-		rc = mem_range(r, st, m->peer_host, &m->peer, &ph, &poff, &plen);
+		rc = mem_range(r, st, m->peer_host, &m->peer, &c.ph, &c.poff, &plen);
 		if (rc)
-			goto out;
-		if (plen != len) {
+			return rc;
+		if (plen != c.len) {
 			scn_fail(r, st, "the two ranges differ in length (%llu and %llu bytes)",
-				 (unsigned long long)len, (unsigned long long)plen);
-			rc = -EINVAL;
-			goto out;
+				 (unsigned long long)c.len, (unsigned long long)plen);
+			return -EINVAL;
 		}
-		snprintf(words, sizeof(words), "%s %s", m->peer_host, m->peer.name);
-		/* Equal checksums: equal ranges (as far as a CRC-32 tells), with
-		 * two requests; the bytes are read only to show a difference. */
-		rc = agent_sum(ph, m->peer.name, poff, plen, &pcrc, why, sizeof(why));
-		if (!rc)
-			rc = agent_sum(h, m->range.name, off, len, &crc, why, sizeof(why));
-		if (!rc && crc == pcrc)
-			goto out;
-		if (!rc)
-			rc = scn_peek(r, ph, m->peer.name, poff, plen, want, why, sizeof(why));
+		snprintf(c.words, sizeof(c.words), "%s %s", m->peer_host, m->peer.name);
 		break;
 	case SCN_MEM_UNCHANGED:
-		b = scn_rt_buf(r, m->range.name);
-		if (b->snap_lost) {
+		c.b = scn_rt_buf(r, m->range.name);
+		if (c.b->snap_lost) {
 			scn_fail(r, st,
 				 "cannot tell whether %s changed: the runner could not keep a copy "
 				 "of it after line %u (over %llu bytes, or host %s gone)",
-				 m->range.name, b->snap_lost->loc.line, (unsigned long long)MEM_MAX,
-				 b->host->name);
-			rc = -EIO;
-			goto out;
+				 m->range.name, c.b->snap_lost->loc.line,
+				 (unsigned long long)MEM_MAX, c.b->host->name);
+			return -EIO;
 		}
-		mem_expected(r, b, off, len, want, words, sizeof(words));
+		/* The words: from the first piece (mem_expected names the
+		 * last copy it used). */
+		pattern_text(&c.b->fill, c.words, sizeof(c.words));
 		break;
 	default:
-		pat = m->pattern;
-		pattern_text(&pat, words, sizeof(words));
-		pattern_fill(r, &pat, 0, want, len);
+		c.pat = m->pattern;
+		pattern_text(&c.pat, c.words, sizeof(c.words));
 		break;
 	}
-	/* The agent's checksum first: a range that holds what is expected
-	 * costs one request, and only a difference is read byte by byte. */
-	if (!rc && m->check != SCN_MEM_PEER)
-		rc = agent_sum(h, m->range.name, off, len, &crc, why, sizeof(why));
-	if (!rc && m->check != SCN_MEM_PEER && crc == fab_crc32(0, want, len))
-		goto out;
-	if (!rc)
-		rc = scn_peek(r, h, m->range.name, off, len, got, why, sizeof(why));
-	if (rc) {
-		scn_fail(r, st, "%s", why);
-		goto out;
-	}
-	if (memcmp(want, got, len)) {
-		size_t diff =
-		    scn_hexdiff(want, got, len, off, r->out->detail, sizeof(r->out->detail));
-
-		scn_fail(r, st, "%s %s[%llu..%llu] does not hold %s: %zu byte%s differ", m->host,
-			 m->range.name, (unsigned long long)off, (unsigned long long)(off + len),
-			 words, diff, diff == 1 ? "" : "s");
-		scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s[%llu..%llu]: %s%s",
-				m->range.name, (unsigned long long)off,
-				(unsigned long long)(off + len),
-				m->check == SCN_MEM_UNCHANGED ? "unchanged, " : "", words);
-		scn_outcome_add(r->out->found, sizeof(r->out->found),
-				"%zu differing bytes (hex diff below)", diff);
-		rc = -EINVAL;
-	}
-out:
-	free(got);
-	free(want);
-	return rc;
+	return mem_compare(r, st, &c);
 }
 
 /* ---- Comparisons ----------------------------------------------------------------- */
@@ -409,10 +503,16 @@ static void counter_fail(struct scn_runner *r, const struct scn_stmt *st,
 			 const struct scn_counter *c, uint64_t value, uint64_t base,
 			 uint64_t waited_ns)
 {
-	char want[64], when[64] = "";
+	char want[64], when[128] = "";
 
 	cmp_text(&c->cmp, want, sizeof(want));
-	if (waited_ns)
+	/* A wait the scenario's budget cut short says so: its own `within`
+	 * did not run out. */
+	if (waited_ns && scn_now_ns() >= r->deadline)
+		snprintf(when, sizeof(when),
+			 " after waiting %.3f s, when the scenario's timeout (%.3f s) ran out",
+			 waited_ns / 1e9, (r->deadline - r->t0) / 1e9);
+	else if (waited_ns)
 		snprintf(when, sizeof(when), " after waiting %.3f s", waited_ns / 1e9);
 	scn_fail(r, st, "counter %s.%s%s is %llu%s, not %s", c->nic, c->counter,
 		 c->delta ? " delta" : "", (unsigned long long)(value - base), when, want);

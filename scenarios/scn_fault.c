@@ -113,13 +113,7 @@ static uint64_t rule_hits(const struct fab_link_stats *st, uint32_t fields)
 
 static uint32_t fault_fields(const struct scn_rt_fault *f)
 {
-	struct fab_link_config cfg;
-	uint32_t fields = 0;
-	char why[SCN_WHY_MAX];
-
-	if (parse_words(&f->st->u.fault.words, &cfg, &fields, why, sizeof(why)))
-		return 0;
-	return fields;
+	return f->fields;
 }
 
 /* Copy the fields of src that mask names into dst (fab_link_set's merge). */
@@ -195,59 +189,69 @@ static struct scn_rt_link *link_of(struct scn_runner *r, uint32_t src, uint32_t 
 		r->cap_links = ncap;
 	}
 	l = &r->links[r->nlinks++];
+	memset(l, 0, sizeof(*l));
 	l->src = src;
 	l->dst = dst;
 	if (!r->topo.fab || fab_link_get(r->topo.fab, src, dst, &l->base))
 		fab_link_config_default(&l->base);
+	l->cur = l->base;
 	return l;
 }
 
 /* Link l's settings: its baseline, then every fault armed on it in the
  * order they began. */
-static void link_compose(struct scn_runner *r, const struct scn_rt_link *l,
+static void link_compose(const struct scn_runner *r, const struct scn_rt_link *l,
 			 struct fab_link_config *cfg)
 {
-	const struct scn_rt_fault *next, *f;
-	struct fab_link_config fc;
-	uint64_t after = 0;
-	uint32_t fields;
-	char why[SCN_WHY_MAX];
+	const struct scn_rt_fault *f;
 
 	*cfg = l->base;
-	for (;;) {
-		next = NULL;
-		for (size_t i = 0; i < r->nfaults; i++) {
-			f = &r->faults[i];
-			if (f->state != SCN_RF_ARMED || f->armed_seq <= after ||
-			    (next && f->armed_seq >= next->armed_seq))
-				continue;
-			for (size_t k = 0; k < f->nlinks; k++)
-				if (f->src[k] == l->src && f->dst[k] == l->dst)
-					next = f;
-		}
-		if (!next)
-			return;
-		after = next->armed_seq;
-		if (!parse_words(&next->st->u.fault.words, &fc, &fields, why, sizeof(why)))
-			cfg_merge(cfg, &fc, fields);
+	for (size_t i = 0; i < l->narmed; i++) {
+		f = &r->faults[l->armed[i]];
+		cfg_merge(cfg, &f->cfg, f->fields);
 	}
 }
 
 /*
- * Arm (arm true) or heal fault f on link l: compose the link's settings
- * before and after, and write the fields that changed.  0 or
+ * Arm (arm true) or heal fault f on link l: its settings before and after,
+ * and write the fields that changed.  Arming adds f last (it began last),
+ * so its settings go over the link's; healing takes it out and composes
+ * the rest again.  Either costs the faults armed on l.  0, -ENOMEM or
  * fab_link_set's error.
  */
 static int link_apply(struct scn_runner *r, struct scn_rt_link *l, struct scn_rt_fault *f, bool arm)
 {
-	struct fab_link_config before, after;
+	size_t fi = (size_t)(f - r->faults), i;
+	struct fab_link_config after;
 	uint32_t changed;
 
-	f->state = arm ? SCN_RF_HEALED : SCN_RF_ARMED;
-	link_compose(r, l, &before);
-	f->state = arm ? SCN_RF_ARMED : SCN_RF_HEALED;
-	link_compose(r, l, &after);
-	changed = cfg_diff(&before, &after);
+	for (i = 0; i < l->narmed && l->armed[i] != fi; i++)
+		;
+	if (arm && i == l->narmed) {
+		if (l->narmed == l->cap_armed) {
+			size_t ncap = l->cap_armed ? 2 * l->cap_armed : 4;
+			size_t *bigger = realloc(l->armed, ncap * sizeof(*l->armed));
+
+			if (!bigger)
+				return -ENOMEM;
+			l->armed = bigger;
+			l->cap_armed = ncap;
+		}
+		l->armed[l->narmed++] = fi;
+		after = l->cur;
+		cfg_merge(&after, &f->cfg, f->fields);
+	} else if (!arm) {
+		if (i < l->narmed) {
+			memmove(&l->armed[i], &l->armed[i + 1],
+				(l->narmed - i - 1) * sizeof(*l->armed));
+			l->narmed--;
+		}
+		link_compose(r, l, &after);
+	} else {
+		return 0;
+	}
+	changed = cfg_diff(&l->cur, &after);
+	l->cur = after;
 	if (!changed || !r->topo.fab)
 		return 0;
 	return fab_link_set(r->topo.fab, l->src, l->dst, &after, changed);
@@ -257,15 +261,11 @@ static void fault_arm(struct scn_runner *r, struct scn_rt_fault *f, uint64_t now
 {
 	struct fab_link_config cfg;
 	struct fab_link_stats ls;
-	uint32_t fields = 0;
-	char why[SCN_WHY_MAX];
+	uint32_t fields;
 	int rc;
 
-	if (parse_words(&f->st->u.fault.words, &cfg, &fields, why, sizeof(why))) {
-		scn_fail(r, f->st, "fault %s: %s", f->st->name, why);
-		f->state = SCN_RF_HEALED;
-		return;
-	}
+	cfg = f->cfg;
+	fields = f->fields;
 	f->armed_seq = ++r->fault_seq;
 	for (size_t k = 0; k < f->nlinks; k++) {
 		struct scn_rt_link *l = link_of(r, f->src[k], f->dst[k]);
@@ -351,6 +351,8 @@ int scn_fault_step(struct scn_runner *r, const struct scn_stmt *st)
 	f = &r->faults[r->nfaults];
 	memset(f, 0, sizeof(*f));
 	f->st = st;
+	f->cfg = cfg;
+	f->fields = fields;
 	if (ends_of(r, st, &fd->ends, f->src, f->dst, &f->nlinks))
 		return -ENOENT;
 	r->nfaults++;

@@ -4,9 +4,12 @@
 #include "scn_report.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HEXDIFF_LINES 8u
@@ -19,7 +22,8 @@
  * (at least 16 bytes): a valid UTF-8 character as it is, except a control
  * character; '\n' and '\t' as they are; any other C0 control, DEL and a
  * byte that is not part of valid UTF-8 as \xHH; C1 controls and the
- * non-characters U+FFFE and U+FFFF as \uHHHH.  Returns the bytes of s
+ * non-characters U+FFFE and U+FFFF, the bidirectional controls U+202A to
+ * U+202E and U+2066 to U+2069 as \uHHHH.  Returns the bytes of s
  * taken.
  */
 static size_t vis_next(const char *s, char *piece)
@@ -54,7 +58,10 @@ static size_t vis_next(const char *s, char *piece)
 		snprintf(piece, 16, "\\x%02x", u[0]);
 		return 1;
 	}
-	if ((cp >= 0x80 && cp <= 0x9f) || cp == 0xfffe || cp == 0xffff) {
+	/* The bidirectional embeddings, overrides and isolates too: they
+	 * would reorder what a terminal shows of the report. */
+	if ((cp >= 0x80 && cp <= 0x9f) || cp == 0xfffe || cp == 0xffff ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
 		snprintf(piece, 16, "\\u%04x", cp);
 		return n;
 	}
@@ -172,30 +179,28 @@ static void hex_row(char *out, size_t size, size_t *len, const uint8_t *p, size_
 		put(out, size, len, i < n ? "%02x " : "   ", i < n ? p[i] : 0);
 }
 
-size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
-		   size_t size)
+void scn_hexdiff_rows(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base,
+		      uint64_t diff, uint64_t total, bool at_least, char *out, size_t size)
 {
-	size_t diff = 0, first = len, lines = 0, olen = 0, row, n, i;
-	bool differs;
+	size_t first = 0, lines = 0, olen = 0, row, n, i;
+	uint64_t shown = 0;
 
 	out[0] = '\0';
-	for (i = 0; i < len; i++)
-		if (want[i] != got[i]) {
-			if (first == len)
-				first = i;
-			diff++;
-		}
-	if (!diff)
-		return 0;
-	put(out, size, &olen, "%zu of %zu bytes differ, the first at offset 0x%llx:\n", diff, len,
+	while (first < len && want[first] == got[first])
+		first++;
+	if (first == len)
+		return;
+	put(out, size, &olen, "%s%llu of %llu bytes differ, the first at offset 0x%llx:\n",
+	    at_least ? "at least " : "", (unsigned long long)diff, (unsigned long long)total,
 	    (unsigned long long)(base + first));
 	put(out, size, &olen, "  %-10s  %-48s| %s\n", "offset", "expected", "actual");
 	for (row = first - first % HEXDIFF_WIDTH; row < len && lines < HEXDIFF_LINES;
 	     row += HEXDIFF_WIDTH) {
 		n = len - row < HEXDIFF_WIDTH ? len - row : HEXDIFF_WIDTH;
-		differs = memcmp(want + row, got + row, n) != 0;
-		if (!differs)
+		if (!memcmp(want + row, got + row, n))
 			continue;
+		for (i = row; i < row + n; i++)
+			shown += want[i] != got[i];
 		put(out, size, &olen, "  0x%08llx  ", (unsigned long long)(base + row));
 		hex_row(out, size, &olen, want + row, n);
 		put(out, size, &olen, "| ");
@@ -205,17 +210,42 @@ size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t
 		put(out, size, &olen, "\n");
 		lines++;
 	}
-	if (row < len) {
-		size_t rest = 0;
-
-		for (i = row; i < len; i++)
-			rest += want[i] != got[i];
-		if (rest)
-			put(out, size, &olen, "  ... and %zu more differing bytes after 0x%llx\n",
-			    rest, (unsigned long long)(base + row));
-	}
+	if (diff > shown)
+		put(out, size, &olen, "  ... and %s%llu more differing bytes after 0x%llx\n",
+		    at_least ? "at least " : "", (unsigned long long)(diff - shown),
+		    (unsigned long long)(base + row));
 	if (olen && out[olen - 1] == '\n')
 		out[--olen] = '\0';
+}
+
+size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
+		   size_t size)
+{
+	size_t diff = scn_diff_count(want, got, len);
+
+	out[0] = '\0';
+	if (diff)
+		scn_hexdiff_rows(want, got, len, base, diff, len, false, out, size);
+	return diff;
+}
+
+size_t scn_diff_count(const uint8_t *want, const uint8_t *got, size_t len)
+{
+	size_t diff = 0, i = 0;
+	uint64_t a, b;
+
+	/* Word by word where words are equal, byte by byte in those that
+	 * differ. */
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&a, want + i, 8);
+		memcpy(&b, got + i, 8);
+		if (a == b)
+			continue;
+		for (size_t k = 0; k < 8; k++)
+			diff += want[i + k] != got[i + k];
+	}
+	for (; i < len; i++)
+		diff += want[i] != got[i];
 	return diff;
 }
 
@@ -228,6 +258,24 @@ static void shell_word(char *buf, size_t size, size_t *len, const char *w)
 		put(buf, size, len, " %s", w);
 		return;
 	}
+	/* A control character or a byte past ASCII would be shown as an
+	 * escape (scn_visible), which '...' would take literally: such a word
+	 * is written $'...' (bash, zsh, ksh, POSIX.1-2024 sh) with \xHH for
+	 * those bytes, so that the replay line runs as printed. */
+	for (const unsigned char *u = (const unsigned char *)w; *u; u++)
+		if (*u < 0x20 || *u >= 0x7f) {
+			put(buf, size, len, " $'");
+			for (u = (const unsigned char *)w; *u; u++) {
+				if (*u < 0x20 || *u >= 0x7f)
+					put(buf, size, len, "\\x%02x", *u);
+				else if (*u == '\'' || *u == '\\')
+					put(buf, size, len, "\\%c", *u);
+				else
+					put(buf, size, len, "%c", *u);
+			}
+			put(buf, size, len, "'");
+			return;
+		}
 	put(buf, size, len, " '");
 	for (; *w; w++)
 		put(buf, size, len, *w == '\'' ? "'\\''" : "%c", *w);
@@ -291,6 +339,11 @@ void scn_report_text(FILE *f, const struct scn_outcome *o, const struct scn_repo
 	char replay[PATH_MAX + 1024];
 	const struct scn_step_rec *r;
 
+	/* A scenario never started has no seed and nothing to replay. */
+	if (o->status == SCN_NOT_RUN) {
+		vis_printf(f, "SKIP %s (%s)\n", o->path, o->message);
+		return;
+	}
 	scn_replay_cmd(o, ro, replay, sizeof(replay));
 	vis_printf(f, "%s: seed %llu (replay: %s)\n", o->path, (unsigned long long)o->seed, replay);
 	if (ro->verbose) {
@@ -362,6 +415,31 @@ static void yaml_value(FILE *f, const char *indent, const char *key, const char 
 	fputs("\"\n", f);
 }
 
+/*
+ * s visibly (scn_visible) on one TAP line: a newline, a tab or a carriage
+ * return as \n, \t, \r so that no text splits the line; in a test
+ * point's description (desc) also a backslash as \\ and '#' as \#
+ * (TAP 14), so that no name reads as a directive such as "# TODO".
+ */
+static void tap_puts(FILE *f, const char *s, bool desc)
+{
+	char piece[16];
+
+	while (*s) {
+		s += vis_next(s, piece);
+		for (const char *c = piece; *c; c++) {
+			if (*c == '\n')
+				fputs("\\n", f);
+			else if (*c == '\t')
+				fputs("\\t", f);
+			else if (desc && (*c == '\\' || *c == '#'))
+				fprintf(f, "\\%c", *c);
+			else
+				fputc(*c, f);
+		}
+	}
+}
+
 void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 		    const struct scn_report_opts *ro)
 {
@@ -369,16 +447,29 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 	const struct scn_step_rec *r;
 
 	if (ro->verbose && o->nrecs) {
-		vis_printf(f, "# Subtest: %s\n", o->path);
-		vis_printf(f, "    1..%u\n", o->nrecs);
+		fputs("# Subtest: ", f);
+		tap_puts(f, o->path, false);
+		fprintf(f, "\n    1..%u\n", o->nrecs);
 		for (uint32_t i = 0; i < o->nrecs; i++) {
 			r = &o->recs[i];
-			vis_printf(f, "    %s %u - %s: %s # time=%.3fms\n", r->ok ? "ok" : "not ok",
-				   i + 1, r->at, r->text, r->dur_ns / 1e6);
+			fprintf(f, "    %s %u - ", r->ok ? "ok" : "not ok", i + 1);
+			tap_puts(f, r->at, true);
+			fputs(": ", f);
+			tap_puts(f, r->text, true);
+			fprintf(f, " # time=%.3fms\n", r->dur_ns / 1e6);
 		}
 	}
-	vis_printf(f, "%s %zu - %s [seed %llu]\n", o->status == SCN_PASSED ? "ok" : "not ok", n,
-		   o->path, (unsigned long long)o->seed);
+	if (o->status == SCN_NOT_RUN) {
+		fprintf(f, "ok %zu - ", n);
+		tap_puts(f, o->path, true);
+		fputs(" # SKIP ", f);
+		tap_puts(f, o->message, true);
+		fputc('\n', f);
+		return;
+	}
+	fprintf(f, "%s %zu - ", o->status == SCN_PASSED ? "ok" : "not ok", n);
+	tap_puts(f, o->path, true);
+	fprintf(f, " [seed %llu]\n", (unsigned long long)o->seed);
 	if (o->status == SCN_PASSED)
 		return;
 	scn_replay_cmd(o, ro, replay, sizeof(replay));
@@ -404,20 +495,36 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, uint64_t elapsed_ns,
 			bool tap)
 {
-	size_t passed = 0, failed = 0;
+	size_t passed = 0, failed = 0, skipped = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (o[i]->status == SCN_PASSED)
 			passed++;
+		else if (o[i]->status == SCN_NOT_RUN)
+			skipped++;
 		else
 			failed++;
 	}
-	vis_printf(f, "%s%zu scenario%s: %zu passed, %zu failed (%.2f s)\n", tap ? "# " : "", n,
-		   n == 1 ? "" : "s", passed, failed, elapsed_ns / 1e9);
-	for (size_t i = 0; i < n && failed; i++)
-		if (o[i]->status != SCN_PASSED)
-			vis_printf(f, "%s  failed: %s%s%s\n", tap ? "# " : "", o[i]->path,
-				   o[i]->at[0] ? " at " : "", o[i]->at);
+	fprintf(f, "%s%zu scenario%s: %zu passed, %zu failed", tap ? "# " : "", n,
+		n == 1 ? "" : "s", passed, failed);
+	if (skipped)
+		fprintf(f, ", %zu not run", skipped);
+	fprintf(f, " (%.2f s)\n", elapsed_ns / 1e9);
+	for (size_t i = 0; i < n && failed; i++) {
+		if (o[i]->status == SCN_PASSED || o[i]->status == SCN_NOT_RUN)
+			continue;
+		fprintf(f, "%s  failed: ", tap ? "# " : "");
+		if (tap) {
+			tap_puts(f, o[i]->path, false);
+			if (o[i]->at[0]) {
+				fputs(" at ", f);
+				tap_puts(f, o[i]->at, false);
+			}
+			fputc('\n', f);
+		} else {
+			vis_printf(f, "%s%s%s\n", o[i]->path, o[i]->at[0] ? " at " : "", o[i]->at);
+		}
+	}
 }
 
 /* ---- JUnit XML ---------------------------------------------------------------- */
@@ -472,47 +579,143 @@ static const char *relative(const char *path, const char *cwd)
 	return path;
 }
 
-int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
-		     const struct scn_report_opts *ro)
+int scn_report_junit_target(const char *path, char *target, size_t size, bool *in_place, char *why,
+			    size_t wsize)
+{
+	char link[PATH_MAX], dir[PATH_MAX];
+	struct stat st;
+	const char *slash;
+	ssize_t len;
+	int hops;
+
+	*in_place = false;
+	if (!path[0]) {
+		snprintf(why, wsize, "--junit '': expected a file name (e.g. report.xml)");
+		return -EINVAL;
+	}
+	if (snprintf(target, size, "%s", path) >= (int)size) {
+		snprintf(why, wsize, "--junit %s: the path is too long", path);
+		return -ENAMETOOLONG;
+	}
+	/* An existing file, through any links (even /proc's: /dev/stdout
+	 * leads to "pipe:[N]", which is no path): a device or a FIFO is
+	 * opened by the name given; a regular file is replaced at its real
+	 * path, so that a link to it stays a link. */
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(
+			    why, wsize,
+			    "--junit %s is a directory: name a file in it (e.g. %s/report.xml)",
+			    path, path);
+			return -EISDIR;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			*in_place = true;
+			return 0;
+		}
+		if (!lstat(path, &st) && S_ISLNK(st.st_mode)) {
+			if (!realpath(path, link) ||
+			    snprintf(target, size, "%s", link) >= (int)size) {
+				snprintf(why, wsize, "--junit %s: cannot resolve the link: %s",
+					 path, strerror(errno ? errno : ENAMETOOLONG));
+				return -EINVAL;
+			}
+		}
+		return 0;
+	}
+	if (errno != ENOENT) {
+		snprintf(why, wsize, "--junit %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	/* A new file, or a dangling link: follow the links one by one to
+	 * the file they would create; a loop ends after a bound. */
+	for (hops = 0; !lstat(target, &st) && S_ISLNK(st.st_mode); hops++) {
+		if (hops == 40) {
+			snprintf(why, wsize, "--junit %s: too many levels of symbolic links", path);
+			return -ELOOP;
+		}
+		len = readlink(target, link, sizeof(link) - 1);
+		if (len < 0) {
+			snprintf(why, wsize, "--junit %s: %s", path, strerror(errno));
+			return -errno;
+		}
+		link[len] = '\0';
+		slash = strrchr(target, '/');
+		/* A relative link is relative to the link's directory. */
+		if (link[0] != '/' && slash)
+			len = snprintf(dir, sizeof(dir), "%.*s/%s", (int)(slash - target), target,
+				       link);
+		else
+			len = snprintf(dir, sizeof(dir), "%s", link);
+		if (len >= (ssize_t)sizeof(dir) || snprintf(target, size, "%s", dir) >= (int)size) {
+			snprintf(why, wsize, "--junit %s: the path is too long", path);
+			return -ENAMETOOLONG;
+		}
+	}
+	len = (ssize_t)strlen(target);
+	if (len && target[len - 1] == '/') {
+		snprintf(why, wsize, "--junit %s: expected a file name, not a directory", path);
+		return -EISDIR;
+	}
+	slash = strrchr(target, '/');
+	if (slash) {
+		int e;
+
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - target + (slash == target)),
+			 target);
+		e = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+		if (e) {
+			snprintf(why, wsize,
+				 "--junit %s: the directory %s %s; create it first or name "
+				 "another file",
+				 path, dir, e == ENOENT ? "does not exist" : "is not a directory");
+			return -(e == ENOENT ? ENOENT : ENOTDIR);
+		}
+	}
+	return 0;
+}
+
+/* The JUnit document for every outcome, on f. */
+static void junit_write(FILE *f, const struct scn_outcome *const *o, size_t n,
+			const struct scn_report_opts *ro)
 {
 	char dir[PATH_MAX], name[PATH_MAX], cwd[PATH_MAX], replay[PATH_MAX + 1024];
-	char tmp[PATH_MAX + 32];
-	size_t failed = 0;
+	size_t failed = 0, skipped = 0;
 	double total = 0;
-	FILE *f;
-	int rc;
 
-	/* Written beside path and renamed over it: a reader (or a run that
-	 * dies half-way) never sees half a report. */
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "wxe");
-	if (!f)
-		return -errno;
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
-		failed += o[i]->status != SCN_PASSED;
+		skipped += o[i]->status == SCN_NOT_RUN;
+		failed += o[i]->status != SCN_PASSED && o[i]->status != SCN_NOT_RUN;
 		total += o[i]->elapsed_ns / 1e9;
 	}
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
 	fprintf(f,
 		"<testsuites name=\"nicsim scenarios\" tests=\"%zu\" failures=\"%zu\" "
-		"time=\"%.3f\">\n",
-		n, failed, total);
+		"skipped=\"%zu\" time=\"%.3f\">\n",
+		n, failed, skipped, total);
 	fprintf(f,
 		"  <testsuite name=\"nicsim scenarios\" tests=\"%zu\" failures=\"%zu\" "
-		"errors=\"0\" time=\"%.3f\">\n",
-		n, failed, total);
+		"errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n",
+		n, failed, skipped, total);
 	for (size_t i = 0; i < n; i++) {
 		split_path(o[i]->path, dir, sizeof(dir), name, sizeof(name));
 		fputs("    <testcase name=\"", f);
 		xml_text(f, name);
-		fprintf(f, " [seed %llu]\" classname=\"", (unsigned long long)o[i]->seed);
+		if (o[i]->status != SCN_NOT_RUN)
+			fprintf(f, " [seed %llu]", (unsigned long long)o[i]->seed);
+		fputs("\" classname=\"", f);
 		xml_text(f, dir);
 		fprintf(f, "\" file=\"");
 		xml_text(f, o[i]->path);
 		fprintf(f, "\" time=\"%.3f\"", o[i]->elapsed_ns / 1e9);
+		if (o[i]->status == SCN_NOT_RUN) {
+			fputs(">\n      <skipped message=\"", f);
+			xml_text(f, o[i]->message);
+			fputs("\"/>\n    </testcase>\n", f);
+			continue;
+		}
 		if (o[i]->status == SCN_PASSED && !o[i]->run_dir[0]) {
 			fputs("/>\n", f);
 			continue;
@@ -568,10 +771,50 @@ int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_
 		fputs("    </testcase>\n", f);
 	}
 	fputs("  </testsuite>\n</testsuites>\n", f);
+}
+
+int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
+		     const struct scn_report_opts *ro)
+{
+	char target[PATH_MAX], tmp[PATH_MAX + 32], why[PATH_MAX + 128];
+	bool in_place;
+	FILE *f;
+	int rc, fd;
+
+	rc = scn_report_junit_target(path, target, sizeof(target), &in_place, why, sizeof(why));
+	if (rc)
+		return rc;
+	if (in_place) {
+		/* A device or a FIFO: written as it is, never replaced by a
+		 * regular file (not even /dev/null by root). */
+		fd = open(target, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return -errno;
+		f = fdopen(fd, "w");
+		if (!f) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		junit_write(f, o, n, ro);
+		rc = ferror(f) ? -EIO : 0;
+		if (fclose(f) && !rc)
+			rc = -errno;
+		return rc;
+	}
+	/* Written beside the target and renamed over it: a reader (or a run
+	 * that dies half-way) never sees half a report; a symlink named on
+	 * the command line stays, its target is replaced. */
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", target, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "wxe");
+	if (!f)
+		return -errno;
+	junit_write(f, o, n, ro);
 	rc = ferror(f) ? -EIO : 0;
 	if (fclose(f) && !rc)
 		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
+	if (!rc && rename(tmp, target) < 0)
 		rc = -errno;
 	if (rc)
 		unlink(tmp);

@@ -24,7 +24,8 @@
 enum scn_status {
 	SCN_PASSED = 0,
 	SCN_FAILED = 1,
-	SCN_BROKEN = 2, /* a script error: nothing was started */
+	SCN_BROKEN = 2,  /* a script error: nothing was started */
+	SCN_NOT_RUN = 3, /* never started: the runner was interrupted first */
 };
 
 /* One step as run: for `-v` and TAP subtests. */
@@ -98,6 +99,16 @@ void scn_outcome_add(char *field, size_t size, const char *fmt, ...)
  * beside actual, at most 8 lines, then how many more bytes differ.  Into
  * out (always NUL-terminated).  Returns the number of bytes that differ.
  */
+/* The bytes in which want and got differ. */
+size_t scn_diff_count(const uint8_t *want, const uint8_t *got, size_t len);
+
+/* scn_hexdiff's text for a piece want/got[0..len) at offset base of a
+ * larger range of total bytes, in which diff bytes differ ("at least" diff
+ * when at_least: not every piece was read).  The rows shown come from
+ * this piece, which holds the range's first difference. */
+void scn_hexdiff_rows(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base,
+		      uint64_t diff, uint64_t total, bool at_least, char *out, size_t size);
+
 size_t scn_hexdiff(const uint8_t *want, const uint8_t *got, size_t len, uint64_t base, char *out,
 		   size_t size);
 
@@ -118,7 +129,18 @@ void scn_report_tap(FILE *f, size_t n, const struct scn_outcome *o,
 void scn_report_summary(FILE *f, const struct scn_outcome *const *o, size_t n, uint64_t elapsed_ns,
 			bool tap);
 
-/* Write the JUnit XML file for every outcome.  0 or a negative errno. */
+/* Where --junit FILE is written: a symlink is followed (to its resolved
+ * target, which may not exist yet); *in_place is set when the target
+ * exists and is not a regular file (a device, a FIFO), which is opened and
+ * written, never replaced.  Refused (with why, a sentence for the user):
+ * an empty path, a directory, a target whose directory does not exist or
+ * is not a directory.  0 or a negative errno. */
+int scn_report_junit_target(const char *path, char *target, size_t size, bool *in_place, char *why,
+			    size_t wsize);
+
+/* Write the JUnit XML file for every outcome: a regular file (or a new
+ * one) atomically, by a rename beside its target; a device or a FIFO in
+ * place.  0 or a negative errno. */
 int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_t n,
 		     const struct scn_report_opts *ro);
 

@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fab.h"
 #include "fab_addr.h"
+#include "nicsim_rundir.h"
 #include "scn.h"
 #include "scn_agent_client.h"
 #include "scn_run_priv.h"
@@ -36,7 +38,10 @@
 #define AGENT_NAME "nicsim-agent"
 #define AGENT_CLOSE_MS 1000 /* an agent's end after its channel closes, then SIGKILL */
 #define PROG_TERM_MS 1000   /* a program's SIGTERM before SIGKILL at the end */
+#define DESCENDANTS_MS 2000 /* bound on ending what the programs left behind */
 #define OUT_CHUNK 4096
+#define RE_PIECE 4096       /* bytes of a line an ERE is matched against at a time */
+#define PROG_READ_CHUNKS 64 /* reads of OUT_CHUNK bytes a program's turn takes at most */
 #define OUT_HEAD (1u << 20) /* a program's first output bytes kept */
 #define OUT_TAIL (1u << 20) /* and its latest */
 #define LOG_MAX (16u << 20) /* the most of a program's output its log keeps */
@@ -513,40 +518,87 @@ static int prog_start(struct scn_runner *r, struct scn_rt_prog *p, const struct 
 	return 0;
 }
 
-/* Whether a line of text[0..len) contains o's text (or matches re, o's
- * ERE compiled). */
-static bool text_match(const char *text, size_t len, const struct scn_output *o, const regex_t *re)
+/*
+ * Whether a line of text[0..len) contains o's text (or matches re, o's
+ * ERE compiled).  An ERE is matched against pieces of at most RE_PIECE
+ * bytes, each overlapping the one before by half, as lines too long for
+ * the watch are (prog_watch): regexec's time grows faster than a line's
+ * length (a 1 MB line once took minutes), a piece's is bounded.  Past
+ * deadline (CLOCK_MONOTONIC ns) no more pieces are matched.
+ */
+static bool text_match(const char *text, size_t len, const struct scn_output *o, const regex_t *re,
+		       uint64_t deadline)
 {
 	const char *line = text, *end = text + len, *nl;
-	size_t tlen = strlen(o->text);
+	size_t tlen = strlen(o->text), llen, at, n;
 	char *copy;
 	bool found = false;
 
 	for (; line < end && !found; line = nl ? nl + 1 : end) {
 		nl = memchr(line, '\n', (size_t)(end - line));
+		llen = (size_t)((nl ? nl : end) - line);
 		if (!o->regex) {
-			found =
-			    memmem(line, (size_t)((nl ? nl : end) - line), o->text, tlen) != NULL;
+			found = memmem(line, llen, o->text, tlen) != NULL;
 			continue;
 		}
-		copy = strndup(line, (size_t)((nl ? nl : end) - line));
-		found = copy && !regexec(re, copy, 0, NULL, 0);
-		free(copy);
+		for (at = 0; !found && (at == 0 || at + RE_PIECE / 2 < llen); at += RE_PIECE / 2) {
+			if (deadline != UINT64_MAX && scn_now_ns() >= deadline)
+				return false;
+			n = llen - at < RE_PIECE ? llen - at : RE_PIECE;
+			copy = strndup(line + at, n);
+			found = copy && !regexec(re, copy, 0, NULL, 0);
+			free(copy);
+		}
 	}
 	return found;
 }
 
+/*
+ * Whether an ERE has a back-reference (\1 to \9 outside a bracket
+ * expression).  Matching one can take time exponential in the line's
+ * length (a line of 130 bytes took half a minute), which no deadline can
+ * cut short, so the runner refuses them as the checker does.
+ */
+static bool ere_has_backref(const char *ere)
+{
+	bool bracket = false;
+
+	for (const char *c = ere; *c; c++) {
+		if (bracket) {
+			/* "[]...]" and "[^]...]": a ']' first is a member. */
+			if (*c == ']' && c[-1] != '[' && !(c[-1] == '^' && c[-2] == '['))
+				bracket = false;
+		} else if (*c == '[') {
+			bracket = true;
+		} else if (*c == '\\' && c[1]) {
+			if (c[1] >= '1' && c[1] <= '9')
+				return true;
+			c++;
+		}
+	}
+	return false;
+}
+
+/* Compile an output step's ERE: 0, or nonzero when the C library refuses
+ * it or it has a back-reference (ere_has_backref). */
+static int ere_compile(regex_t *re, const char *ere)
+{
+	if (ere_has_backref(ere))
+		return REG_ESUBREG;
+	return regcomp(re, ere, REG_EXTENDED | REG_NOSUB);
+}
+
 /* Whether a line of text[0..len) contains o's text (or matches its ERE). */
-static bool text_has(const char *text, size_t len, const struct scn_output *o)
+static bool text_has(const char *text, size_t len, const struct scn_output *o, uint64_t deadline)
 {
 	regex_t re;
 	bool found;
 
 	if (!o->regex)
-		return text_match(text, len, o, NULL);
-	if (regcomp(&re, o->text, REG_EXTENDED | REG_NOSUB))
+		return text_match(text, len, o, NULL, deadline);
+	if (ere_compile(&re, o->text))
 		return false;
-	found = text_match(text, len, o, &re);
+	found = text_match(text, len, o, &re, deadline);
 	regfree(&re);
 	return found;
 }
@@ -580,7 +632,7 @@ static void prog_watch_text(struct scn_rt_prog *p, const char *text, size_t n)
 	for (size_t k = 0; n && k < p->nwatches; k++) {
 		w = &p->watches[k];
 		if (!w->hit && (w->compiled || !w->st->u.output.regex))
-			w->hit = text_match(text, n, &w->st->u.output, &w->re);
+			w->hit = text_match(text, n, &w->st->u.output, &w->re, UINT64_MAX);
 	}
 }
 
@@ -619,8 +671,7 @@ static int prog_watches_setup(struct scn_runner *r)
 		w = &p->watches[p->nwatches++];
 		memset(w, 0, sizeof(*w));
 		w->st = st;
-		w->compiled = st->u.output.regex &&
-			      !regcomp(&w->re, st->u.output.text, REG_EXTENDED | REG_NOSUB);
+		w->compiled = st->u.output.regex && !ere_compile(&w->re, st->u.output.text);
 	}
 	return 0;
 }
@@ -721,13 +772,19 @@ static void prog_log(struct scn_rt_prog *p, const char *data, size_t n)
 	}
 }
 
-static void prog_read(struct scn_rt_prog *p)
+/* Read what program p wrote, at most PROG_READ_CHUNKS reads: true when
+ * it stopped at that bound (more may be waiting), false at the pipe's
+ * end or when it is empty for now. */
+static bool prog_read(struct scn_rt_prog *p)
 {
 	char chunk[OUT_CHUNK], text[2 * OUT_CHUNK];
 	ssize_t n;
 	size_t len;
 
-	for (;;) {
+	/* At most PROG_READ_CHUNKS reads at a time: a program that writes
+	 * as fast as it is read leaves the loop its turn to see the
+	 * deadline and signals; what is left is read on its next turn. */
+	for (int turn = 0; turn < PROG_READ_CHUNKS; turn++) {
 		n = read(p->out_fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -736,7 +793,7 @@ static void prog_read(struct scn_rt_prog *p)
 				close(p->out_fd);
 				p->out_fd = -1;
 			}
-			return;
+			return false;
 		}
 		prog_log(p, chunk, (size_t)n);
 		/* A NUL byte would end the kept text: keep it as "\0". */
@@ -751,6 +808,7 @@ static void prog_read(struct scn_rt_prog *p)
 		}
 		prog_keep(p, text, len);
 	}
+	return true;
 }
 
 static void prog_reap(struct scn_rt_prog *p)
@@ -958,8 +1016,13 @@ int scn_loop_until(struct scn_runner *r, scn_cond_fn cond, void *arg, uint64_t d
 				prog_reap(&r->progs[idx[i]]);
 				if (r->progs[idx[i]].exited)
 					r->progs[idx[i]].exit_during = r->cur;
-				if (r->progs[idx[i]].out_fd >= 0)
-					prog_read(&r->progs[idx[i]]);
+				/* What it wrote is all in once it exited: the
+				 * pipe is read dry (at most 8 turns, past the
+				 * largest pipe an unprivileged program makes). */
+				for (int t = 0; t < 8 && r->progs[idx[i]].out_fd >= 0 &&
+						prog_read(&r->progs[idx[i]]);
+				     t++)
+					;
 				break;
 			case PF_NIC: nic_exited(r, &r->topo.nics[idx[i]]); break;
 			}
@@ -1469,7 +1532,9 @@ static int nic_step(struct scn_runner *r, const struct scn_stmt *st)
 		}
 		renewals = r->topo.fab_renewals;
 		scn_fault_rebase(r, false);
-		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		rc = scn_topo_nic_path_check(&r->topo, r->opts->dir, n->addr_str, why, sizeof(why));
+		if (!rc)
+			rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;
@@ -1584,19 +1649,20 @@ static int wait_exit_step(struct scn_runner *r, const struct scn_stmt *st)
 /* Whether program p wrote a line that step st looks for: a line matched as
  * it arrived (w), the line not ended yet, or, for a match across the
  * pieces of a line too long to match whole, what is kept. */
-static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept)
+static bool output_has(struct scn_rt_prog *p, const struct scn_stmt *st, bool kept,
+		       uint64_t deadline)
 {
 	struct scn_rt_watch *w = prog_watch_of(p, st);
 	const struct scn_output *o = &st->u.output;
 
 	if (!w)
-		return text_has(p->part, p->partlen, o) ||
-		       (p->out && text_has(p->out, p->outlen, o)) ||
-		       (p->tail && text_has(p->tail, p->taillen, o));
-	if (w->hit || text_match(p->part, p->partlen, o, &w->re))
+		return text_has(p->part, p->partlen, o, deadline) ||
+		       (p->out && text_has(p->out, p->outlen, o, deadline)) ||
+		       (p->tail && text_has(p->tail, p->taillen, o, deadline));
+	if (w->hit || text_match(p->part, p->partlen, o, &w->re, deadline))
 		return true;
-	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re)) ||
-			(p->tail && text_match(p->tail, p->taillen, o, &w->re)));
+	return kept && ((p->out && text_match(p->out, p->outlen, o, &w->re, deadline)) ||
+			(p->tail && text_match(p->tail, p->taillen, o, &w->re, deadline)));
 }
 
 static bool output_seen(struct scn_runner *r, void *arg)
@@ -1609,7 +1675,7 @@ static bool output_seen(struct scn_runner *r, void *arg)
 	 * in (the loop reads its pipe dry when it sees the exit): the line
 	 * can no longer come, whatever processes it left behind still hold
 	 * its pipe. */
-	return output_has(p, st, false) || p->exited;
+	return output_has(p, st, false, r->deadline) || p->exited;
 }
 
 static int output_step(struct scn_runner *r, const struct scn_stmt *st)
@@ -1629,7 +1695,13 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	w = prog_watch_of(p, st);
 	if (st->u.output.regex && (!w || !w->compiled)) {
-		scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
+		if (ere_has_backref(st->u.output.text))
+			scn_fail(r, st,
+				 "regular expression /%s/: back-references (\\1 to \\9) are not "
+				 "allowed: their matching time has no bound",
+				 st->u.output.text);
+		else
+			scn_fail(r, st, "bad regular expression /%s/", st->u.output.text);
 		return -EINVAL;
 	}
 	if (st->kind == SCN_WAIT_OUTPUT) {
@@ -1640,9 +1712,11 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	} else if (p->out_fd >= 0) {
 		prog_read(p);
 	}
-	found = output_has(p, st, true);
+	found = output_has(p, st, true, r->deadline);
 	if (found)
 		return 0;
+	if (scn_now_ns() >= r->deadline)
+		return -ETIMEDOUT;
 	snprintf(what, sizeof(what), "%s %s%s%s", st->u.output.regex ? "matching" : "containing",
 		 st->u.output.regex ? "/" : "\"", st->u.output.text,
 		 st->u.output.regex ? "/" : "\"");
@@ -1790,7 +1864,9 @@ static int topo_setup(struct scn_runner *r)
 			if (st->u.nic.timer[k] >= 0)
 				snprintf(n->timer[k], sizeof(n->timer[k]), "%d",
 					 st->u.nic.timer[k]);
-		rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
+		rc = scn_topo_nic_path_check(&r->topo, r->opts->dir, n->addr_str, why, sizeof(why));
+		if (!rc)
+			rc = scn_topo_nic_start(&r->topo, n, why, sizeof(why));
 		if (rc) {
 			scn_fail(r, st, "%s", why);
 			return rc;
@@ -1967,6 +2043,8 @@ static void free_runner(struct scn_runner *r)
 	free(r->bufs);
 	free(r->handles);
 	free(r->faults);
+	for (size_t i = 0; i < r->nlinks; i++)
+		free(r->links[i].armed);
 	free(r->links);
 	free(r->topo.nics);
 	free(r->prog_path);
@@ -2091,6 +2169,26 @@ static char *prog_path(const char *exe_dir, const char *agent)
 	return out;
 }
 
+/*
+ * Before each step: a signal that came (SIGINT, SIGTERM, SIGHUP) or the
+ * scenario's budget spent ends the run here, so that no number of steps
+ * that do not wait (faults, marks) runs past --timeout or past a signal.
+ * 0, -EINTR or -ETIMEDOUT.
+ */
+static int step_gate(struct scn_runner *r)
+{
+	struct signalfd_siginfo si;
+
+	if (!r->interrupted && r->sigfd >= 0 &&
+	    read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		r->interrupted = true;
+		r->signo = (int)si.ssi_signo;
+	}
+	if (r->interrupted)
+		return -EINTR;
+	return scn_now_ns() >= r->deadline ? -ETIMEDOUT : 0;
+}
+
 /* Run one parsed and checked scenario in this process; fills out. */
 static void run_scenario(const struct scn_script *s, const struct scn_run_opts *opts,
 			 struct scn_outcome *out, int sigfd)
@@ -2109,6 +2207,7 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 	r.sigfd = sigfd;
 	r.topo.capture.wake_fd = -1;
 	r.slow = opts->slow > 0 ? opts->slow : 1.0;
+	r.topo.capture_max = opts->capture_max;
 	out->seed = r.topo.seed = opts->seed_set ? opts->seed
 				  : s->seed_set  ? s->seed
 						 : random_seed();
@@ -2133,7 +2232,15 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 		if (scn_stmt_is_setup(st->kind))
 			continue;
 		r.cur = st;
-		rc = step(&r, st);
+		rc = step_gate(&r);
+		if (rc == -ETIMEDOUT) {
+			scn_fail(&r, st, "the scenario's timeout (%.3f s) ran out before this step",
+				 (double)budget * r.slow / 1e9);
+			record_step(&r, st, t_start, false);
+			break;
+		}
+		if (!rc)
+			rc = step(&r, st);
 		if (rc == -ETIMEDOUT) {
 			pending_what(st, what, sizeof(what));
 			if (scn_now_ns() >= r.deadline)
@@ -2165,6 +2272,19 @@ static void run_scenario(const struct scn_script *s, const struct scn_run_opts *
 				"interrupted: the run directory %s is removed (--keep keeps it)",
 				r.topo.dir);
 	teardown(&r, keep);
+	/* Read once the capture thread has ended (teardown joined it). */
+	if (r.topo.capture.pcap_cut) {
+		uint64_t max = r.topo.capture.pcap_max, cut_ns = r.topo.capture.pcap_cut_ns;
+
+		scn_outcome_add(out->notes, sizeof(out->notes),
+				"capture.pcapng was cut at %llu %s (--capture-max): %llu frames "
+				"from %.3f s on are not in it (wait frame and expect frames saw "
+				"them)",
+				(unsigned long long)(max % (1u << 20) ? max : max >> 20),
+				max % (1u << 20) ? "bytes" : "MiB",
+				(unsigned long long)r.topo.capture.pcap_cut,
+				cut_ns > r.t0 ? (cut_ns - r.t0) / 1e9 : 0.0);
+	}
 	if (keep)
 		list_files(out);
 	free_runner(&r);
@@ -2183,6 +2303,76 @@ struct job {
 	bool running, finished, printed;
 };
 
+/* The parent of process pid, from /proc (0 if it cannot be read). */
+static pid_t proc_ppid(pid_t pid)
+{
+	char path[64], stat[512], *close_paren;
+	int ppid = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	stat[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold anything, even ')'. */
+	close_paren = strrchr(stat, ')');
+	if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+/*
+ * End every process still a child of this one once the scenario's own
+ * clean-up is done: as a child subreaper it inherits what its programs
+ * left behind, even those that left their process group (setsid), and
+ * what they left in turn.  SIGKILL, then reaped, round after round until
+ * none is left or ms have passed.
+ */
+static void end_descendants(int ms)
+{
+	uint64_t deadline = scn_now_ns() + (uint64_t)ms * 1000000u;
+	pid_t self = getpid(), pid, last;
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	for (;;) {
+		last = 0;
+		d = opendir("/proc");
+		while (d && (e = readdir(d))) {
+			pid = (pid_t)atoi(e->d_name);
+			if (pid > 0 && pid != self && proc_ppid(pid) == self) {
+				kill(pid, SIGKILL);
+				last = pid;
+			}
+		}
+		if (d)
+			closedir(d);
+		if (!last || scn_now_ns() >= deadline)
+			break;
+		/* The last one killed gone (its pidfd readable), within the
+		 * bound, then every child that ended is reaped. */
+		fd = scn_pidfd_open(last);
+		if (fd >= 0) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			uint64_t now = scn_now_ns();
+
+			poll(&p, 1, now < deadline ? (int)((deadline - now) / 1000000u) + 1 : 0);
+			close(fd);
+		}
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+	}
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
 static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t parent)
 {
 	sigset_t mask;
@@ -2191,6 +2381,7 @@ static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t pare
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* The runner's death (SIGKILL) ends the scenario as SIGTERM does,
 	 * through its clean-up.  SIGTERM is blocked here, so it arrives on
@@ -2198,7 +2389,11 @@ static int child_main(struct job *j, const struct scn_run_opts *opts, pid_t pare
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != parent)
 		kill(getpid(), SIGTERM);
+	/* What the scenario's programs leave behind (a daemon that called
+	 * setsid) is re-parented here, not to init: end_descendants ends it. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_scenario(j->script, opts, j->out, sigfd);
+	end_descendants(DESCENDANTS_MS);
 	j->out->complete = true;
 	return j->out->status == SCN_PASSED ? 0 : 1;
 }
@@ -2240,7 +2435,7 @@ static void job_done(struct job *j)
 {
 	struct scn_outcome *o = j->out;
 	struct cli_opts down;
-	char buf[64];
+	char buf[64], lock[PATH_MAX + 32];
 	int status = 0;
 
 	if (read(j->fd, buf, sizeof(buf)) > 0)
@@ -2269,6 +2464,11 @@ static void job_done(struct job *j)
 	snprintf(down.dir, sizeof(down.dir), "%s", o->work_dir);
 	down.quiet = true;
 	cli_down(&down);
+	/* As the scenario's own teardown does: the NICs are down, so the
+	 * fabric's files and the lock serve no one in the kept directory. */
+	fab_destroy_files(o->work_dir);
+	if (snprintf(lock, sizeof(lock), "%s/%s", o->work_dir, NIC_RUN_LOCK) < (int)sizeof(lock))
+		unlink(lock);
 	snprintf(o->run_dir, sizeof(o->run_dir), "%s", o->work_dir);
 	list_files(o);
 }
@@ -2366,6 +2566,19 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		status = 2;
 		goto out;
 	}
+	/* The report's file is checked before anything runs, not found
+	 * unwritable after every scenario ran. */
+	if (opts->junit) {
+		char target[PATH_MAX], why[PATH_MAX + 128];
+		bool in_place;
+
+		if (scn_report_junit_target(opts->junit, target, sizeof(target), &in_place, why,
+					    sizeof(why))) {
+			fprintf(stderr, "nicsim scenario: %s\n", why);
+			status = 2;
+			goto out;
+		}
+	}
 	jobs = calloc(l.n, sizeof(*jobs));
 	outs = calloc(l.n, sizeof(*outs));
 	pf = calloc(l.n + 1, sizeof(*pf));
@@ -2404,12 +2617,14 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		snprintf(jobs[i].out->path, sizeof(jobs[i].out->path), "%s", l.path[i]);
 		outs[i] = jobs[i].out;
 	}
-	/* SIGINT and SIGTERM end the scenarios cleanly: each child turns them
-	 * into an end of its loop (its own signalfd); here they stop new
-	 * starts and are passed on to the children running. */
+	/* SIGINT, SIGTERM and SIGHUP (a closed terminal) end the scenarios
+	 * cleanly: each child turns them into an end of its loop (its own
+	 * signalfd); here they stop new starts and are passed on to the
+	 * children running. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -2433,11 +2648,10 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 		if (interrupted)
 			for (; started < l.n; started++) {
 				jobs[started].finished = true;
-				jobs[started].out->status = SCN_FAILED;
+				jobs[started].out->status = SCN_NOT_RUN;
 				snprintf(jobs[started].out->message,
 					 sizeof(jobs[started].out->message),
-					 "not run: the runner was interrupted (SIG%s)",
-					 sig_abbrev(signo));
+					 "not run: interrupted (SIG%s)", sig_abbrev(signo));
 			}
 		print_ready(jobs, l.n, &next, opts, &ro);
 		if (!running)

@@ -174,14 +174,21 @@ struct scn_rt_fault {
 	uint64_t frames_before; /* FOR_FRAMES: frames counted on an earlier fabric */
 	uint64_t armed_seq;     /* the order faults began in (scn_fault.c) */
 	bool ever_armed;
+	struct fab_link_config cfg; /* its words, parsed once when its step ran */
+	uint32_t fields;            /* the fields (FAB_LF_*) its words name */
 };
 
 /* A link a fault has touched: its settings without any fault, taken when
  * the first fault on it began.  Its settings at any time are these plus
- * every fault armed on it, in the order they began. */
+ * every fault armed on it, in the order they began: armed lists them (as
+ * indices into the runner's faults), so that arming or healing costs the
+ * faults on this link, not every fault of the scenario. */
 struct scn_rt_link {
 	uint32_t src, dst;
 	struct fab_link_config base;
+	struct fab_link_config cur; /* base and the armed faults: what the fabric has */
+	size_t *armed;
+	size_t narmed, cap_armed;
 };
 
 struct scn_runner {

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +73,29 @@ int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t 
 		return -err;
 	}
 	return 0;
+}
+
+int scn_topo_nic_path_check(const struct scn_topo *t, const char *parent, const char *addr_str,
+			    char *why, size_t size)
+{
+	const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	const char *tmp = parent ? parent : getenv("TMPDIR");
+	size_t len = strlen(t->dir) + strlen("/nic-") + strlen(addr_str) + strlen(".sock");
+	size_t room, plen;
+
+	if (len <= max)
+		return 0;
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	plen = strlen(tmp);
+	/* What the parent may have: the socket's path without the parent. */
+	room = len - plen < max ? max - (len - plen) : 0;
+	snprintf(why, size,
+		 "the NIC's socket %s/nic-%s.sock would be %zu bytes, over the %zu a UNIX "
+		 "socket's path may have: %s %s is %zu bytes and may be at most %zu here; %s",
+		 t->dir, addr_str, len, max, parent ? "--dir" : "TMPDIR", tmp, plen, room,
+		 parent ? "name a shorter --dir" : "set TMPDIR to a shorter directory (e.g. /tmp)");
+	return -ENAMETOOLONG;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -167,6 +192,7 @@ static int fabric_renewed(struct scn_topo *t, struct fab *fresh, char *why, size
 
 int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t size)
 {
+	char err[NIC_RUN_WHY_MAX];
 	struct cli_opts o;
 	struct fab *fresh;
 	pid_t pid = 0;
@@ -187,10 +213,21 @@ int scn_topo_nic_start(struct scn_topo *t, struct scn_nicd *n, char *why, size_t
 	o.seed = t->seed;
 	o.quiet = true;
 	o.up_pids = &pid;
+	/* What `nicsim up` would say on stderr goes into the report, at the
+	 * NIC's line; its log is named only when there is one. */
+	cli_err_capture(err, sizeof(err));
 	rc = cli_up(&o);
+	cli_err_capture(NULL, 0);
 	if (rc != CLI_EXIT_OK || pid <= 0) {
-		snprintf(why, size, "NIC %s (%s) did not start; its log: %s/nic-%s.log", n->name,
-			 n->addr_str, t->dir, n->addr_str);
+		char log[sizeof(t->dir) + 32];
+		struct stat st;
+		int len;
+
+		snprintf(log, sizeof(log), "%s/nic-%s.log", t->dir, n->addr_str);
+		len = snprintf(why, size, "NIC %s (%s) did not start: %s", n->name, n->addr_str,
+			       err[0] ? err : "nicsim up failed");
+		if (len >= 0 && (size_t)len < size && !stat(log, &st) && st.st_size > 0)
+			snprintf(why + len, size - (size_t)len, " (its log: %s)", log);
 		return -EIO;
 	}
 	n->pid = pid;
@@ -426,7 +463,15 @@ static int on_cap_record(void *arg, const struct fab_cap_rec *r)
 
 	frame_parse(&f, r);
 	fab_cap_describe(r->marks, r->rx_drop, note, sizeof(note));
-	if (c->pcapng)
+	/* The file stops at its limit (a flood of frames once wrote 288 MB
+	 * a second); the frames stay in the list `wait frame` looks at. */
+	if (c->pcapng && c->pcap_bytes >= c->pcap_max) {
+		if (!c->pcap_cut++)
+			c->pcap_cut_ns = r->ts_ns;
+	} else if (c->pcapng) {
+		/* An enhanced packet block: 32 bytes, the data padded to 4,
+		 * the options (comment, flags, drop count) and the end. */
+		c->pcap_bytes += 64 + ((r->caplen + 3u) & ~3u) + strlen(note);
 		pcapng_packet(c->pcapng,
 			      &(struct pcapng_pkt){
 				  .ifid = 0,
@@ -438,6 +483,7 @@ static int on_cap_record(void *arg, const struct fab_cap_rec *r)
 				  .dropcount = r->lost_before,
 				  .comment = note,
 			      });
+	}
 	/* Only what a seed decides: the marks of the link's rules, by the
 	 * frame's number on its link (not its time, which varies run to run). */
 	if (c->decisions && (r->marks || r->rx_drop))
@@ -537,6 +583,7 @@ int scn_capture_start(struct scn_topo *t, char *why, size_t size)
 
 	memset(c, 0, sizeof(*c));
 	c->wake_fd = -1;
+	c->pcap_max = t->capture_max ? t->capture_max : SCN_CAPTURE_MAX;
 	pthread_mutex_init(&c->lock, NULL);
 	c->inited = true;
 	snprintf(path, sizeof(path), "%s/decisions.log", t->dir);

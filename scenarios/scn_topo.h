@@ -67,6 +67,8 @@ struct scn_wire_frame {
 	bool rx_drop;
 };
 
+#define SCN_CAPTURE_MAX (64ull << 20) /* capture.pcapng's default limit */
+
 struct scn_capture {
 	pthread_t thread;
 	bool inited; /* lock initialised (scn_capture_start ran) */
@@ -82,11 +84,16 @@ struct scn_capture {
 	struct fab_cap *cap;
 	FILE *pcapng, *decisions;
 	int64_t mono_to_real;
+	/* capture.pcapng stops growing at pcap_max bytes (about: records
+	 * are counted as written); the frames not written are counted. */
+	uint64_t pcap_max, pcap_bytes, pcap_cut;
+	uint64_t pcap_cut_ns; /* when the first frame was left out (CLOCK_MONOTONIC) */
 };
 
 struct scn_topo {
 	char dir[PATH_MAX]; /* the run directory; "" before it exists */
 	uint64_t seed;
+	uint64_t capture_max; /* capture.pcapng's limit in bytes; 0: SCN_CAPTURE_MAX */
 	struct fab *fab;
 	struct scn_nicd *nics;
 	size_t nnics;
@@ -97,6 +104,13 @@ struct scn_topo {
 /* Make the private run directory (t->dir) below parent (NULL: $TMPDIR,
  * else /tmp).  Returns 0 or a negative errno. */
 int scn_topo_make_dir(struct scn_topo *t, const char *parent, char *why, size_t size);
+
+/* Whether the socket of a NIC at addr_str ("198.18.0.1") fits in a UNIX
+ * socket's path below t->dir, made below parent as scn_topo_make_dir
+ * says: 0, or -ENAMETOOLONG with why (which of TMPDIR and --dir is too
+ * long, its limit, what to do). */
+int scn_topo_nic_path_check(const struct scn_topo *t, const char *parent, const char *addr_str,
+			    char *why, size_t size);
 
 /*
  * Start NIC n in t->dir with its options (creating the fabric with t->seed

@@ -205,15 +205,32 @@ static const struct cmd_spec cmd_specs[] = {
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+static char *err_buf;
+static size_t err_size;
+
+void cli_err_capture(char *buf, size_t size)
+{
+	err_buf = size ? buf : NULL;
+	err_size = size;
+	if (err_buf)
+		err_buf[0] = '\0';
+}
+
 void cli_err(const char *fmt, ...)
 {
 	char text[NIC_RUN_WHY_MAX], shown[NIC_RUN_WHY_MAX];
 	va_list ap;
+	size_t len;
 
 	fflush(stdout);
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	if (err_buf) {
+		len = strlen(err_buf);
+		snprintf(err_buf + len, err_size - len, "%s%s", len ? "; " : "", text);
+		return;
+	}
 	/* One line, whatever the paths in it hold (they come from the
 	 * environment and the command line). */
 	fprintf(stderr, "nicsim: %s\n", nic_escape(shown, sizeof(shown), text));

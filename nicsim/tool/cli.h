@@ -94,8 +94,17 @@ void cli_version(FILE *f);
 
 /* ---- Shared by cli.c and updown.c ---------------------------------------- */
 
-/* "nicsim: <message>\n" on stderr. */
+/* "nicsim: <message>\n" on stderr, or kept (cli_err_capture). */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * For a program that calls the tool as a library (the scenario runner,
+ * which reports a NIC's failure to start in its own report): while buf is
+ * not NULL, cli_err appends its messages to buf (NUL-terminated, "; "
+ * between two, cut at size) instead of printing them.  NULL prints again.
+ * Not thread-safe: one caller at a time.
+ */
+void cli_err_capture(char *buf, size_t size);
 
 /*
  * Check that o->dir is safe to use (nic_run_dir_check): 0 when it is, or

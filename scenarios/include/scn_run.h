@@ -29,8 +29,9 @@ struct scn_run_opts {
 	bool verbose;                   /* -v: a line per step */
 	bool tap;                       /* --tap */
 	const char *junit;              /* --junit FILE, or NULL */
-	const char *agent; /* nicsim-agent to use; NULL: beside this program, else PATH */
-	const char *dir;   /* --dir D: run directories below D; NULL: $TMPDIR, else /tmp */
+	const char *agent;    /* nicsim-agent to use; NULL: beside this program, else PATH */
+	const char *dir;      /* --dir D: run directories below D; NULL: $TMPDIR, else /tmp */
+	uint64_t capture_max; /* --capture-max SIZE: capture.pcapng's limit; 0: 64 MiB */
 };
 
 /* Run the scenarios of npaths files (a directory: every *.scn below it,

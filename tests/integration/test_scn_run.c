@@ -542,7 +542,8 @@ static pid_t runner_child(pid_t runner)
  * scenario), and wait for the runner's end: its exit status, its output in
  * out, the processes that ran in s.
  */
-static int run_and_signal(const char *tag, int sig, bool to_child, struct started_run *s)
+static int run_and_signal_more(const char *tag, int sig, bool to_child, struct started_run *s,
+			       const char *more, const char *opt)
 {
 	char path[P], log[P];
 	const char *bin = nst_bin("nicsim");
@@ -575,7 +576,10 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setenv("TMPDIR", s->tmpdir, 1);
-		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
+		if (more)
+			execl(bin, "nicsim", "scenario", "run", path, more, opt, (char *)NULL);
+		else
+			execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
 		_exit(127);
 	}
 	NST_TRUE(nst_wait_until(scenario_running, s, START_MS, 10));
@@ -595,6 +599,11 @@ static int run_and_signal(const char *tag, int sig, bool to_child, struct starte
 	for (size_t i = 0; i < s->n; i++)
 		NST_CHECK_(!nst_pid_alive(s->pids[i]), CU_FALSE, "pid %d is gone", (int)s->pids[i]);
 	return status;
+}
+
+static int run_and_signal(const char *tag, int sig, bool to_child, struct started_run *s)
+{
+	return run_and_signal_more(tag, sig, to_child, s, NULL, NULL);
 }
 
 static void test_sigterm_cleans_up(void)
@@ -623,11 +632,43 @@ static void test_sigint_reported(void)
 	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
 }
 
+/*
+ * SIGHUP (a closed terminal) ends the run as SIGTERM does, with a report;
+ * a scenario never started is reported as not run (a TAP SKIP, no seed
+ * and no replay), not as failed.
+ */
+static void test_sighup_and_not_run(void)
+{
+	static struct started_run s;
+	char later[P], want[W];
+	int status;
+
+	write_file("later # TODO.scn", "# never started\nnic a 198.18.0.1\n", later, sizeof(later));
+	status = run_and_signal_more("hup", SIGHUP, false, &s, later, "--tap");
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("interrupted (SIGHUP)");
+	/* The file's '#' is escaped, so that the SKIP is the directive. */
+	snprintf(want, sizeof(want),
+		 "%.*s/later \\# TODO.scn # SKIP not run: interrupted (SIGHUP)\n",
+		 (int)(strrchr(later, '/') - later), later);
+	NST_CHECK_(strstr(out, "ok 2 - ") && strstr(out, want), CU_FALSE, "output has %s", want);
+	NST_TRUE(strstr(out, "--seed 0") == NULL);
+	OUT_HAS("# 2 scenarios: 0 passed, 1 failed, 1 not run");
+	NST_CHECK_(access(s.dir, F_OK) != 0, CU_FALSE, "%.400s is removed", s.dir);
+}
+
 /* The process running a scenario killed outright: the runner reports it,
  * ends its NICs (daemons of their own) and keeps the run directory. */
+static bool pid_gone(void *arg)
+{
+	return !nst_pid_alive(*(pid_t *)arg);
+}
+
 static void test_killed_scenario_cleaned_up(void)
 {
 	static struct started_run s;
+	char lock[D + 16];
 	int status = run_and_signal("kill", SIGKILL, true, &s);
 
 	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
@@ -635,7 +676,38 @@ static void test_killed_scenario_cleaned_up(void)
 	OUT_HAS("ended before its end (wait status 0x9)");
 	OUT_HAS("  kept: ");
 	NST_CHECK_(access(s.dir, F_OK) == 0, CU_FALSE, "%.400s is kept", s.dir);
+	/* The NICs are down: no lock and no fabric left in what is kept. */
+	snprintf(lock, sizeof(lock), "%s/nicsim.lock", s.dir);
+	NST_CHECK_(access(lock, F_OK) != 0, CU_FALSE, "%.400s is removed", lock);
 	nst_rmtree(s.dir);
+}
+
+/* A program that leaves its process group (setsid) is ended with the
+ * scenario all the same: the scenario's process is a child subreaper. */
+static void test_setsid_escape_ended(void)
+{
+	char path[P], pidfile[P], text[W + P], buf[32];
+	pid_t pid;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/escaped.pid", tmp);
+	snprintf(text, sizeof(text),
+		 "# a program whose child leaves its process group\n"
+		 "nic a 198.18.0.1\n"
+		 "program esc on a \"setsid sh -c 'echo $$ > %s; echo escaped; exec sleep 300' & "
+		 "exec sleep 300\"\n"
+		 "start esc\n"
+		 "wait esc output \"escaped\"\n",
+		 pidfile);
+	write_file("setsid-escape.scn", text, path, sizeof(path));
+	NST_EQ(SCN(path), 0);
+	/* The escaped process wrote its pid before it said "escaped". */
+	NST_REQUIRE(read_all(pidfile, buf, sizeof(buf)));
+	pid = (pid_t)atoi(buf);
+	NST_REQUIRE_GT(pid, 0);
+	NST_CHECK_(nst_wait_until(pid_gone, &pid, GONE_MS, 10), CU_FALSE,
+		   "the escaped process %d is ended", (int)pid);
+	if (nst_pid_alive(pid))
+		kill(pid, SIGKILL);
 }
 
 /* The runner killed outright: the process running its scenario gets
@@ -695,6 +767,282 @@ static void test_tap_and_junit(void)
 	OUT_HAS("is a scenario file: the report would overwrite it");
 	NST_REQUIRE(read_all(bad, xml, sizeof(xml)));
 	NST_TRUE(!strncmp(xml, "# a counter that does not move\n", 31));
+}
+
+/*
+ * --junit FILE never replaces what is not a regular file: a FIFO is
+ * written in place, a symlink is written through (its target replaced, the
+ * link kept, a dangling one creating its target), and a path that cannot
+ * be written is refused before anything runs.
+ */
+static void test_junit_targets(void)
+{
+	static const char one_nic[] = "# one NIC\nseed 3\nnic a 198.18.0.1\n";
+	char scn[P], fifo[P], link[P], real[P], dangling[P], made[P], bad[P];
+	static char xml[1 << 16];
+	struct stat st;
+	bool was_link;
+	ssize_t n;
+	int rfd;
+
+	write_file("junit-one.scn", one_nic, scn, sizeof(scn));
+	snprintf(fifo, sizeof(fifo), "%s/junit.fifo", tmp);
+	NST_REQUIRE(mkfifo(fifo, 0600) == 0);
+	/* A reader first, so that the runner's open for writing completes;
+	 * the report is far smaller than the pipe's buffer. */
+	rfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	NST_REQUIRE(rfd >= 0);
+	NST_EQ(SCN(scn, "--junit", fifo), 0);
+	NST_REQUIRE(lstat(fifo, &st) == 0);
+	NST_CHECK_(S_ISFIFO(st.st_mode), CU_FALSE, "%s is still a FIFO (mode %o)", fifo,
+		   (unsigned)st.st_mode);
+	n = read(rfd, xml, sizeof(xml) - 1);
+	close(rfd);
+	NST_REQUIRE(n > 0);
+	xml[n] = '\0';
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+	unlink(fifo);
+
+	/* A symlink (relative, as `ln -s real.xml link.xml` makes it). */
+	snprintf(real, sizeof(real), "%s/junit-real.xml", tmp);
+	snprintf(link, sizeof(link), "%s/junit-link.xml", tmp);
+	write_file("junit-real.xml", "old\n", real, sizeof(real));
+	NST_REQUIRE(symlink("junit-real.xml", link) == 0);
+	NST_EQ(SCN(scn, "--junit", link), 0);
+	NST_REQUIRE(lstat(link, &st) == 0);
+	NST_CHECK_(S_ISLNK(st.st_mode), CU_FALSE, "%s is still a symlink (mode %o)", link,
+		   (unsigned)st.st_mode);
+	NST_REQUIRE(read_all(real, xml, sizeof(xml)));
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+	snprintf(dangling, sizeof(dangling), "%s/junit-dangling.xml", tmp);
+	snprintf(made, sizeof(made), "%s/junit-made.xml", tmp);
+	NST_REQUIRE(symlink(made, dangling) == 0);
+	NST_EQ(SCN(scn, "--junit", dangling), 0);
+	NST_REQUIRE(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
+	NST_REQUIRE(read_all(made, xml, sizeof(xml)));
+	NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+
+	/* /dev/stdout leads through /proc to "pipe:[N]": written in place. */
+	NST_REQUIRE(lstat("/dev/stdout", &st) == 0);
+	was_link = S_ISLNK(st.st_mode);
+	NST_EQ(SCN(scn, "--junit", "/dev/stdout"), 0);
+	OUT_HAS("<testsuites ");
+	NST_REQUIRE(lstat("/dev/stdout", &st) == 0);
+	NST_EQ(S_ISLNK(st.st_mode), was_link);
+
+	/* Refused up front: usage errors, and no scenario ran. */
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/r.xml", tmp);
+	NST_EQ(SCN(scn, "--junit", bad), 2);
+	OUT_HAS("no-such-dir does not exist");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+	NST_EQ(SCN(scn, "--junit", tmp), 2);
+	OUT_HAS("is a directory: name a file in it");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+	NST_EQ(SCN(scn, "--junit", ""), 2);
+	OUT_HAS("--junit '': expected a file name");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+}
+
+/* Mistakes in the command are usage errors before anything runs. */
+static void test_usage_errors_up_front(void)
+{
+	char scn[P], dir[P];
+
+	write_file("usage-one.scn", "# one NIC\nnic a 198.18.0.1\n", scn, sizeof(scn));
+	NST_EQ(SCN(scn, "--seed", "18446744073709551616"), 2);
+	OUT_HAS("too large (at most 2^64-1");
+	snprintf(dir, sizeof(dir), "%s/no-such-run-dir", tmp);
+	NST_EQ(SCN(scn, "--dir", dir), 2);
+	OUT_HAS("no such directory; create it first");
+	NST_TRUE(strstr(out, "1 scenario") == NULL);
+}
+
+/*
+ * Arming costs the faults on the link, not every fault of the scenario
+ * (3000 faults on one link once took minutes), and the budget is checked
+ * between steps: a --timeout far shorter than the steps ends the run.
+ */
+static void test_many_faults(void)
+{
+	static char text[3000 * 48 + 256];
+	char path[P];
+	uint64_t t0;
+	size_t len;
+
+	len = (size_t)snprintf(text, sizeof(text),
+			       "# many faults\nnic a 198.18.0.1\n"
+			       "nic b 198.18.0.2\nhost h on a\nh: startup\n");
+	for (int i = 0; i < 3000; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"fault f%d a -> b loss 1%% optional\n", i);
+	write_file("many-faults.scn", text, path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path), 0);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 20000);
+	OUT_HAS("1 scenario: 1 passed, 0 failed");
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "--timeout", "0.001"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 20000);
+	OUT_HAS("the scenario's timeout (0.001 s) ran out");
+}
+
+/*
+ * A back-reference makes matching exponential in the line's length (this
+ * one stalled the runner for half a minute past its `within`): refused,
+ * by the checker or at the latest by the runner, and the run ends at once.
+ */
+static void test_backreference_refused(void)
+{
+	char path[P];
+	uint64_t t0;
+	int rc;
+
+	write_file(
+	    "backref.scn",
+	    "# a regex with back-references on a long line\n"
+	    "nic a 198.18.0.1\n"
+	    "program p on a \"printf "
+	    "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac\\n'; sleep 30\"\n"
+	    "start p\n"
+	    "wait p output /^(a*)*(a*)*\\1\\2b/ within 2s\n",
+	    path, sizeof(path));
+	t0 = nst_now_ns();
+	rc = SCN(path);
+	NST_CHECK_(rc == 1 || rc == 2, CU_FALSE, "refused (exit %d)", rc);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 10000);
+	OUT_HAS("back-reference");
+}
+
+/*
+ * A TMPDIR so long that a NIC's socket path does not fit: the report says
+ * so at the NIC's line (which of TMPDIR and --dir, its limit, what to do),
+ * and names no NIC log that was never written.
+ */
+static void test_long_tmpdir_reported(void)
+{
+	char path[P], longdir[P], log[P];
+	const char *bin = nst_bin("nicsim");
+	pid_t pid;
+	int fd, status;
+
+	write_file("long-tmpdir.scn", "# one NIC\nnic a 198.18.0.1\n", path, sizeof(path));
+	snprintf(longdir, sizeof(longdir), "%s/%.*s", tmp, 100,
+		 "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt"
+		 "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt");
+	NST_REQUIRE(mkdir(longdir, 0700) == 0);
+	snprintf(log, sizeof(log), "%s/long-tmpdir.out", tmp);
+	pid = fork();
+	NST_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("TMPDIR", longdir, 1);
+		execl(bin, "nicsim", "scenario", "run", path, (char *)NULL);
+		_exit(127);
+	}
+	status = nst_wait(pid, RUN_MS);
+	NST_REQUIRE(read_all(log, out, sizeof(out)));
+	printf("\n%s", out);
+	NST_CHECK_(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, CU_FALSE,
+		   "the runner exits 1 (wait status 0x%x)", (unsigned)status);
+	OUT_HAS("long-tmpdir.scn:2: nic a 198.18.0.1\n");
+	OUT_HAS("over the 107 a UNIX socket's path may have: TMPDIR ");
+	OUT_HAS("set TMPDIR to a shorter directory");
+	NST_CHECK_(strstr(out, "its log:") == NULL, CU_FALSE, "no NIC log named");
+	/* Nothing said outside the report (on stderr, before it). */
+	NST_CHECK_(!strncmp(out, path, strlen(path)), CU_FALSE, "the report comes first");
+}
+
+/*
+ * Memory expectations cover a whole buffer past 64 MiB: one that holds
+ * what is expected passes, one that differs everywhere fails quickly,
+ * counting at least the bytes it read and showing the first difference.
+ */
+static void test_big_memory_expectations(void)
+{
+	char path[P];
+	uint64_t t0;
+
+	write_file("big-mem.scn",
+		   "# an 80 MiB buffer\n"
+		   "nic a 198.18.0.1\n"
+		   "host h1 on a\n"
+		   "h1: startup\n"
+		   "h1: buffer x 80MiB fill seq 1\n"
+		   "expect h1 x == seq 1\n"
+		   "expect h1 x[1MiB..] unchanged\n"
+		   "expect h1 x == seq 2\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "-v"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 60000);
+	OUT_HAS("ok   line 6    expect h1 x == seq 1");
+	OUT_HAS("ok   line 7    expect h1 x[1MiB..] unchanged");
+	OUT_HAS("h1 x[0..83886080] does not hold seq 2: at least ");
+	OUT_HAS("of 83886080 bytes differ, the first at offset 0x");
+}
+
+/* capture.pcapng stops at --capture-max (64 MiB by default), and the
+ * report says it was cut; `expect frames` still sees every frame. */
+static void test_capture_cut(void)
+{
+	char path[P], dir[D], file[2 * D];
+	struct stat st;
+
+	write_file("capture-cut.scn", write_ok, path, sizeof(path));
+	NST_EQ(SCN(path, "--capture-max", "2KiB", "--keep"), 0);
+	OUT_HAS("capture.pcapng was cut at 2048 bytes (--capture-max): ");
+	OUT_HAS("frames from ");
+	NST_REQUIRE(kept_dir(dir, sizeof(dir)));
+	snprintf(file, sizeof(file), "%s/capture.pcapng", dir);
+	NST_REQUIRE(stat(file, &st) == 0);
+	/* The limit, plus the one record that went over it. */
+	NST_CHECK_(st.st_size < 2048 + 8192, CU_FALSE, "capture.pcapng is %lld bytes",
+		   (long long)st.st_size);
+	nst_rmtree(dir);
+	NST_EQ(SCN(path, "--capture-max", "2XB"), 2);
+	OUT_HAS("--capture-max 2XB: expected a size");
+}
+
+/* A `wait counter` cut short by the scenario's budget says so, not only
+ * how long it waited. */
+static void test_wait_counter_budget(void)
+{
+	char path[P];
+
+	write_file("counter-budget.scn",
+		   "# a counter that never moves, a budget shorter than the wait\n"
+		   "nic a 198.18.0.1\n"
+		   "wait counter a.retransmits >= 1 within 60s\n",
+		   path, sizeof(path));
+	NST_EQ(SCN(path, "--timeout", "0.5"), 1);
+	OUT_HAS("counter a.retransmits is 0 after waiting ");
+	OUT_HAS(", when the scenario's timeout (0.500 s) ran out, not >= 1");
+}
+
+/*
+ * An ERE on a line of a megabyte is matched in pieces (it once took
+ * minutes whole), and the scenario's budget is looked at between pieces.
+ */
+static void test_long_line_regex_bounded(void)
+{
+	char path[P];
+	uint64_t t0;
+
+	write_file("long-line-re.scn",
+		   "# a long line and a regex that backtracks\n"
+		   "nic a 198.18.0.1\n"
+		   "program p on a \"head -c 1000000 /dev/zero | tr '\\\\0' a; echo; sleep 30\"\n"
+		   "start p\n"
+		   "wait p output \"aaaa\" within 30s\n"
+		   "expect p output /(a|aa)*c/\n",
+		   path, sizeof(path));
+	t0 = nst_now_ns();
+	NST_EQ(SCN(path, "--timeout", "5"), 1);
+	NST_LT((long long)((nst_now_ns() - t0) / 1000000), 60000);
+	OUT_HAS("expect p output /(a|aa)*c/");
 }
 
 static void test_same_seed_same_decisions(void)
@@ -1166,16 +1514,27 @@ int main(int argc, char **argv)
 	    {"every_nic_restarted", test_every_nic_restarted},
 	    {"sigterm_cleans_up", test_sigterm_cleans_up},
 	    {"killed_scenario_cleaned_up", test_killed_scenario_cleaned_up},
+	    {"setsid_escape_ended", test_setsid_escape_ended},
 	    {"killed_runner_cleaned_up", test_killed_runner_cleaned_up},
 	    {"tap_and_junit", test_tap_and_junit},
+	    {"junit_targets", test_junit_targets},
+	    {"usage_errors_up_front", test_usage_errors_up_front},
 	    {"same_seed_same_decisions", test_same_seed_same_decisions},
 	    {"sigint_reported", test_sigint_reported},
+	    {"sighup_and_not_run", test_sighup_and_not_run},
 	    {"teardown_in_parallel", test_teardown_in_parallel},
 	    {"host_end_status", test_host_end_status},
 	    {"program_exit_ends_waits", test_program_exit_ends_waits},
 	    {"programs_find_binaries", test_programs_find_binaries},
 	    {"global_options", test_global_options},
 	    {"faults_compose", test_faults_compose},
+	    {"many_faults", test_many_faults},
+	    {"long_line_regex_bounded", test_long_line_regex_bounded},
+	    {"wait_counter_budget", test_wait_counter_budget},
+	    {"capture_cut", test_capture_cut},
+	    {"big_memory_expectations", test_big_memory_expectations},
+	    {"long_tmpdir_reported", test_long_tmpdir_reported},
+	    {"backreference_refused", test_backreference_refused},
 	    {"control_characters", test_control_characters},
 	    {NULL, NULL},
 	};

@@ -258,6 +258,69 @@ static void test_control_characters(void)
 	free(o);
 }
 
+/*
+ * TAP descriptions are escaped (TAP 14): a '#' in a file name or a step
+ * does not make a directive, a backslash is doubled, a newline does not
+ * split the test point; bidirectional controls are shown escaped.
+ */
+static void test_tap_escaping(void)
+{
+	struct scn_report_opts ro = {.slow = 1, .verbose = true};
+	struct scn_outcome *o = calloc(1, sizeof(*o));
+	char vis[64];
+	FILE *f;
+
+	NST_REQUIRE(o != NULL);
+	snprintf(o->path, sizeof(o->path), "x # TODO\nok 9 - a\\b.scn");
+	o->seed = 5;
+	o->status = SCN_FAILED;
+	snprintf(o->message, sizeof(o->message), "failed");
+	o->nrecs = o->nsteps = 1;
+	o->recs[0] = (struct scn_step_rec){.at = "line 2", .ok = true, .text = "echo '#' # SKIP"};
+	f = mem_open();
+	scn_report_tap(f, 1, o, &ro);
+	fclose(f);
+	printf("\n%s", buf);
+	HAS("not ok 1 - x \\# TODO\\nok 9 - a\\\\b.scn [seed 5]\n");
+	HAS("# Subtest: x # TODO\\nok 9 - a\\b.scn\n");
+	HAS("    ok 1 - line 2: echo '\\#' \\# SKIP # time=");
+	LACKS("\nok 9");
+	/* Not run: a SKIP, no seed, no replay. */
+	o->status = SCN_NOT_RUN;
+	o->nrecs = 0;
+	snprintf(o->path, sizeof(o->path), "later.scn");
+	snprintf(o->message, sizeof(o->message), "not run: interrupted (SIGINT)");
+	f = mem_open();
+	scn_report_tap(f, 3, o, &ro);
+	fclose(f);
+	HAS("ok 3 - later.scn # SKIP not run: interrupted (SIGINT)\n");
+	LACKS("seed");
+	f = mem_open();
+	scn_report_text(f, o, &ro);
+	fclose(f);
+	HAS("SKIP later.scn (not run: interrupted (SIGINT))\n");
+	LACKS("replay");
+	/* A replay line for a name with control characters runs as printed:
+	 * $'...' with \xHH escapes. */
+	{
+		struct scn_report_opts plain = {.slow = 1};
+
+		snprintf(o->path, sizeof(o->path), "a\nb'\x1b\\.scn");
+		o->seed = 5;
+		scn_replay_cmd(o, &plain, buf, sizeof(buf));
+		NST_CHECK_(!strcmp(buf, "nicsim scenario run $'a\\x0ab\\'\\x1b\\\\.scn' --seed 5"),
+			   CU_FALSE, "replay: %.400s", buf);
+	}
+	/* U+202E (right-to-left override) and U+2066 (left-to-right isolate). */
+	NST_EQ(scn_visible("a\xe2\x80\xae"
+			   "b\xe2\x81\xa6"
+			   "c",
+			   vis, sizeof(vis)),
+	       15);
+	NST_CHECK_(!strcmp(vis, "a\\u202eb\\u2066c"), CU_FALSE, "visible: %s", vis);
+	free(o);
+}
+
 static int suite_init(void)
 {
 	return nst_suite_dir(tmp, sizeof(tmp), "scn-report", 0);
@@ -276,6 +339,7 @@ int main(int argc, char **argv)
 	    {"tap", test_tap},
 	    {"junit", test_junit},
 	    {"control_characters", test_control_characters},
+	    {"tap_escaping", test_tap_escaping},
 	    {NULL, NULL},
 	};
 
