@@ -61,8 +61,11 @@ struct fab_heap_ent {
 	uint32_t len;
 	uint32_t src_addr;
 	uint16_t src_slot;
-	uint16_t marks;
+	uint16_t marks; /* FAB_MARKS_DELIVERED, and FAB_ENT_NO_ICRC */
 };
+
+/* A frame of a burst unit: its sender left the ICRC out (fab.h). */
+#define FAB_ENT_NO_ICRC 0x8000u
 
 #define FAB_HELD_MAX 8u
 

@@ -297,7 +297,14 @@ struct fab_seg_frame {
 	uint16_t src_slot;
 	uint16_t dst_slot;
 	uint32_t marks; /* FAB_MARK_*, delivered marks only */
-	uint32_t reserved[2];
+	/* Burst units (fab.h): 0 for a frame sent alone, with its ICRC.  For
+	 * a frame of a unit, whose ICRC its sender left out, the number of
+	 * frames from this one to the unit's end (the head holds the unit's
+	 * length, 1 .. FAB_UNIT_MAX), and unit_next the index of the frame
+	 * after it (when unit > 1).  Every frame of a unit carries the ring
+	 * position of the one ring entry that names its head. */
+	uint32_t unit;
+	uint32_t unit_next;
 };
 
 /* ---- Capture ------------------------------------------------------------ */
