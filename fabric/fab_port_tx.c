@@ -256,11 +256,13 @@ static bool link_plain(const struct fab_link_config *c)
 	       !(c->flags & FAB_LINK_DOWN);
 }
 
-/* Whether this port's frames are observed as they are sent: its own tap or
- * an attached capture. */
+/* Whether this port's frames are observed, as they are sent, by something
+ * that needs each with its ICRC: a tap callback.  An attached capture gets
+ * a unit's frames without their ICRCs and computes them itself
+ * (fab_port_tap_unit), so that a capture costs a unit no CRC. */
 static bool port_observed(const struct fab_port *p)
 {
-	return p->tap || FAB_TAP_CTL_SNAP(fab_tap_ctl(p->fab));
+	return p->tap != NULL;
 }
 
 int fab_unit_whole(struct fab_port *p, uint32_t dst)
@@ -319,6 +321,7 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 	struct send_ctx sc;
 	struct fab_tx *t;
 	uint32_t prod, *ring;
+	bool captured;
 	int d;
 
 	memset(res, 0, sizeof(*res));
@@ -359,6 +362,7 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 	 * frames are chained from the head in order.
 	 */
 	sc.now = send_clock(p, &t->view.cfg);
+	captured = FAB_TAP_CTL_SNAP(fab_tap_ctl(fab)) != 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct fab_seg_frame *m = &fab->meta[idx[i]];
 
@@ -375,6 +379,8 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 		m->marks = 0;
 		m->unit = n - i;
 		m->unit_next = i + 1 < n ? idx[i + 1] : 0;
+		if (captured)
+			fab_port_tap_unit(p, idx[i], len[i], dst, sc.now, v.due_ns, v.link_seq);
 		__atomic_store_n(&m->holder, FAB_HOLDER(FAB_HOLD_INFLIGHT, sc.d, sc.dgen),
 				 __ATOMIC_RELEASE);
 	}

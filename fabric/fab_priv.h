@@ -208,6 +208,10 @@ static inline void fab_port_release(struct fab_port *p, uint32_t idx)
  */
 void fab_port_tap(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
 		  uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx);
+/* fab_port_tap for a frame of a burst unit sent whole (its ICRC left out),
+ * while a capture is attached: the capture rings only. */
+void fab_port_tap_unit(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst,
+		       uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq);
 
 /* fab_port_rx.c: read what the bell holds (the wake-ups it stands for are
  * taken already). */

@@ -254,20 +254,23 @@ void fab_port_release_kicks(struct fab_port *port);
  * sender may hand the fabric a run of up to FAB_UNIT_MAX frames to one
  * destination (the packets of one message, in order), each a complete
  * frame of its own but with its ICRC left out (fab_pkt_encode_opt with
- * FAB_PKT_NO_ICRC).  fab_send_unit sends them as one ring entry when
- * nothing can observe a packet on the way: the link has no rule at all (no
+ * FAB_PKT_NO_ICRC).  fab_send_unit sends them as one ring entry when no
+ * rule can decide on a packet on the way: the link has no rule at all (no
  * latency, jitter, rate, loss, duplication, reordering, corruption, delay,
- * drop-nth, and it is up), no tap is installed on the port and no capture
- * is attached.  The link model still numbers and counts each frame as it
- * would have one sent alone at that moment, and the receiver gets them one
- * by one from fab_recv, in order, with no_icrc set.  Otherwise the unit is
- * split where the packets become observable, before any rule decides: each
- * frame gets its ICRC (fab_pkt_icrc_fill) and goes through fab_send alone,
- * byte for byte the frame the sender would have sent without units, meeting
- * each rule and the capture as such a frame does.  A frame of a unit that
- * the receiver drops on delivery (the link went down meanwhile) gets its
- * ICRC before the tap sees it.  Bridging a port off this machine's fabric
- * would be one more such place.
+ * drop-nth, and it is up), and no tap callback is installed on the port.
+ * The link model still numbers and counts each frame as it would have one
+ * sent alone at that moment, and the receiver gets them one by one from
+ * fab_recv, in order, with no_icrc set.  An attached capture records each
+ * frame as one sent alone, and computes its ICRC from its own copy when it
+ * reads the record (the port computes it for a capture that keeps less
+ * than the whole frame).  Otherwise the unit is split where the packets
+ * become observable, before any rule decides: each frame gets its ICRC
+ * (fab_pkt_icrc_fill) and goes through fab_send alone, byte for byte the
+ * frame the sender would have sent without units, meeting each rule and
+ * the tap as such a frame does.  A frame of a unit that the receiver drops
+ * on delivery (the link went down meanwhile) gets its ICRC before the tap
+ * and the capture see it.  Bridging a port off this machine's fabric would
+ * be one more such place.
  */
 #define FAB_UNIT_MAX 64u
 
@@ -282,7 +285,7 @@ struct fab_unit_res {
 
 /*
  * Whether a unit sent to dst now would cross whole: 1, or 0 when it would be
- * split (a rule on the link, a tap, a capture, or the ring full), or
+ * split (a rule on the link, a tap callback, or the ring full), or
  * -EHOSTUNREACH.  Nothing but this port sends into that ring, so room found
  * here stays until this port sends something else to dst.
  */
@@ -350,6 +353,10 @@ struct fab_tap_frame {
 	uint64_t sent_ns;
 	uint64_t due_ns; /* 0 for frames dropped at send */
 	uint64_t link_seq;
+	/* Its ICRC is left out (a frame of a burst unit).  Only the capture
+	 * rings get such frames, and the capture fills the ICRC in before it
+	 * hands the frame out (fab_capture.h); a tap callback never sees one. */
+	bool no_icrc;
 };
 
 /* Called by the sender for each frame it sends or the rules drop (and each

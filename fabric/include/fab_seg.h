@@ -329,6 +329,9 @@ struct fab_seg_frame {
 #define FAB_TAP_ALIGN 8u             /* records start and end on this */
 #define FAB_TAP_REC_PAD (1u << 0)    /* filler to the end of the ring: skip it */
 #define FAB_TAP_REC_RX (1u << 1)     /* written by the receiver: dropped on delivery */
+/* A frame of a burst unit, whole (caplen == len), its ICRC left out: the
+ * capture computes it from the record's copy. */
+#define FAB_TAP_REC_NO_ICRC (1u << 2)
 /* struct fab_seg_hdr.tap_flags.  Without FAB_TAP_F_LOSSY a port whose ring
  * is full waits for the capture to make room, for as long as the capture
  * makes progress (FAB_TAP_STALL_NS); with it, it leaves the frame out. */
