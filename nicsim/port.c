@@ -108,7 +108,7 @@ bool port_unit_join(struct nic *nic, uint32_t dst)
 		port_flush(nic);
 	if (nic->unit.n)
 		return true;
-	/* A unit that would be split (a rule, a capture, a full ring) is not
+	/* A unit that would be split (a rule, a tap callback, a full ring) is not
 	 * built: its frames go one by one with their ICRCs, as before. */
 	if (!nic->port || fab_unit_whole(nic->port, dst) != 1)
 		return false;
