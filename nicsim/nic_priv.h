@@ -122,17 +122,18 @@ struct nic_ctx {
 	struct nic_ctx *next;
 };
 
+/* Frames of a burst unit at most (fab.h: FAB_UNIT_MAX).  Fewer than the
+ * fabric takes, so that the receiver can start on a unit while the sender
+ * builds the next; units of 4 and of 64 measured no different
+ * (docs/transport.md, Burst units). */
+#define NIC_UNIT_MAX 16u
+
 /*
  * Received payloads the transport accepted, waiting to be written to host
  * memory in one DMA (qpio.c): consecutive pieces of one QP's buffer, each
  * still in its frame.
  */
 #define NIC_RX_BATCH 64u
-
-/* Frames of a burst unit at most (fab.h: FAB_UNIT_MAX).  Smaller than the
- * fabric allows, so that the receiver starts on a unit while the sender
- * builds the next. */
-#define NIC_UNIT_MAX 16u
 struct nic_rx_batch {
 	struct qp *qp; /* NULL: empty */
 	const struct rc_mem *mem;
