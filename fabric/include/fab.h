@@ -427,7 +427,7 @@ int fab_link_config_check(const struct fab_link_config *cfg, char *why, size_t s
 struct fab_link_stats {
 	struct fab_link_tx_counters tx;
 	struct fab_link_rx_counters rx;
-	uint32_t queued;      /* frames in the ring, not yet pulled by the receiver */
+	uint32_t queued; /* ring entries (a burst unit is one) not yet pulled by the receiver */
 	uint32_t nth_matched; /* frames matched by the drop-nth filter so far */
 	uint32_t prod, cons;  /* the ring's positions as read */
 	bool ring_bad;        /* they are impossible (more than the ring holds): queued 0 */
