@@ -1,5 +1,5 @@
 /*
- * The fabric segment, version 2 (FAB_SEG_VERSION): the layout of
+ * The fabric segment, version 3 (FAB_SEG_VERSION): the layout of
  * D/fabric.shm, which every process of a fabric maps (each nicsimd, the
  * nicsim tool, a capture, tests).  fab.h is the API over it and describes
  * the design; this header is the layout alone, for the code that must read
@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define FAB_SEG_MAGIC 0x4241464eu /* "NFAB" in file order */
-#define FAB_SEG_VERSION 2u
+#define FAB_SEG_VERSION 3u
 #define FAB_SEG_FILE "fabric.shm"
 #define FAB_BELL_PREFIX "fab-" /* D/fab-<addr>.bell: a port's wake-up FIFO */
 #define FAB_BELL_SUFFIX ".bell"
