@@ -46,6 +46,7 @@
 
 #include "fab_capture.h"
 #include "fab_capture_priv.h"
+#include "fab_wire.h"
 
 _Static_assert(FAB_CAP_COPY_MIN == FAB_HDR_BASE, "ports keep the headers through the BTH");
 
@@ -361,7 +362,8 @@ void fab_tap_ring_put(struct fab *fab, uint32_t slot, struct fab_tap_wait *w, ui
 	}
 	rec = (struct fab_tap_rec){
 	    .rec_len = p.need,
-	    .flags = rx ? FAB_TAP_REC_RX : 0,
+	    .flags = (rx ? FAB_TAP_REC_RX : 0) |
+		     (f->no_icrc && caplen == f->len ? FAB_TAP_REC_NO_ICRC : 0),
 	    .len = f->len,
 	    .caplen = caplen,
 	    .src = f->src,
@@ -420,6 +422,10 @@ struct fab_cap {
 	uint32_t *lim;   /* [max_ports] */
 	uint32_t *upto;  /* [max_ports] */
 	struct fab_cap_stats st;
+	/* A frame of a burst unit, copied out of its ring and given its ICRC
+	 * (FAB_TAP_REC_NO_ICRC): what the callback gets instead of the ring's
+	 * bytes. */
+	uint8_t whole[FAB_SLOT_BYTES];
 };
 
 static void cap_free(struct fab_cap *cap)
@@ -609,8 +615,10 @@ static void resync(struct fab_cap *cap, uint32_t s, uint64_t prod)
 /* A record header copied out of a ring: whether its fields add up. */
 static bool rec_valid(const struct fab_tap_rec *rec)
 {
-	return !(rec->flags & ~FAB_TAP_REC_RX) && rec->len >= 1 && rec->len <= FAB_SLOT_BYTES &&
-	       rec->caplen <= rec->len && rec->rec_len == align8(sizeof(*rec) + rec->caplen);
+	return !(rec->flags & ~(FAB_TAP_REC_RX | FAB_TAP_REC_NO_ICRC)) &&
+	       (!(rec->flags & FAB_TAP_REC_NO_ICRC) || rec->caplen == rec->len) && rec->len >= 1 &&
+	       rec->len <= FAB_SLOT_BYTES && rec->caplen <= rec->len &&
+	       rec->rec_len == align8(sizeof(*rec) + rec->caplen);
 }
 
 /*
@@ -809,6 +817,13 @@ int fab_cap_read(struct fab_cap *cap, fab_cap_fn fn, void *arg, size_t *count)
 		    .due_ns = rec->due_ns,
 		    .link_seq = rec->link_seq,
 		};
+		/* The packet as it would have been sent alone: the ICRC its
+		 * sender left out is computed here, from the copy. */
+		if (rec->flags & FAB_TAP_REC_NO_ICRC) {
+			memcpy(cap->whole, out.data, rec->len);
+			fab_pkt_icrc_fill(cap->whole, rec->len);
+			out.data = cap->whole;
+		}
 		/* The producer's count only grows; anything else is scribbling. */
 		if (rec->not_captured >= cap->nocap[s]) {
 			out.lost_before = rec->not_captured - cap->nocap[s];

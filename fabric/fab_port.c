@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "fab_addr.h"
+#include "fab_capture.h"
 #include "fab_capture_priv.h"
 #include "fab_priv.h"
+#include "fab_wire.h"
 
 uint64_t fab_now_ns(void)
 {
@@ -56,6 +58,39 @@ void fab_port_tap(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, 
 		fab_tap_ring_put(p->fab, p->slot, &p->tap_wait, ctl, &f, rx);
 	if (p->tap)
 		p->tap(p->tap_arg, &f);
+}
+
+void fab_port_tap_unit(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst,
+		       uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq)
+{
+	uint64_t ctl = fab_tap_ctl(p->fab);
+	uint32_t snap = FAB_TAP_CTL_SNAP(ctl);
+	uint8_t *data = fab_frame_at(p->fab, idx);
+	struct fab_tap_frame f;
+
+	if (!snap)
+		return;
+	/* The capture computes the ICRC from a whole copy; one that keeps less
+	 * than the frame gets it from here (the snap as fab_tap_ring_put
+	 * clamps it). */
+	if (snap < FAB_CAP_COPY_MIN)
+		snap = FAB_CAP_COPY_MIN;
+	f = (struct fab_tap_frame){
+	    .data = data,
+	    .len = len,
+	    .idx = idx,
+	    .src = p->addr,
+	    .dst = dst,
+	    .sent_ns = sent_ns,
+	    .due_ns = due_ns,
+	    .link_seq = link_seq,
+	    .no_icrc = true,
+	};
+	if (snap < len) {
+		fab_pkt_icrc_fill(data, len);
+		f.no_icrc = false;
+	}
+	fab_tap_ring_put(p->fab, p->slot, &p->tap_wait, ctl, &f, false);
 }
 
 void fab_port_set_tap(struct fab_port *p, fab_tap_fn fn, void *arg)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fab_priv.h"
+#include "fab_wire.h"
 
 /* A frame due further ahead than this was not scheduled by a link model
  * (the longest legitimate wait is a few FAB_LINK_MAX_NS). */
@@ -122,28 +123,113 @@ static bool due_by(const struct fab_heap_ent *e, uint64_t now)
 }
 
 /*
- * Move every frame published in the ring from slot s into the heap.  The
- * ring, the frame indices and the metadata are validated; the return value
- * is the number of entries consumed.
+ * Take frame idx, named by ring position pos of the ring from slot s, out
+ * of flight: its holder word from in flight to us to held by us, then its
+ * metadata copied into *e, each field once, and the copy judged.  *unit and
+ * *next are the copy's unit fields (fab_seg.h).  True when the frame is
+ * ours to deliver; false when it was not ours or was refused (counted,
+ * and released if it was ours).
  *
- * Any process that maps the segment can write the producer index, the ring
- * entries and a frame's metadata while this runs, also after the frame was
- * taken: each is read once into a local (FAB_READ_ONCE), the local is
- * checked, and only the local is used.
+ * Any process that maps the segment can write the ring entries and a
+ * frame's metadata while this runs, also after the frame was taken: each
+ * is read once into a local (FAB_READ_ONCE), the local is checked, and only
+ * the local is used.
+ */
+static bool take(struct fab_port *p, uint32_t s, uint32_t pos, uint32_t idx, uint64_t *now,
+		 struct fab_heap_ent *e, uint32_t *unit, uint32_t *next)
+{
+	struct fab *fab = p->fab;
+	const uint64_t inflight = FAB_HOLDER(FAB_HOLD_INFLIGHT, p->slot, p->gen);
+	struct fab_seg_frame *m;
+	uint32_t src_slot, ring_pos;
+	uint64_t expect;
+
+	if (idx >= fab->nframes) {
+		FAB_PORT_COUNT(p, bad_index);
+		return false;
+	}
+	m = &fab->meta[idx];
+	expect = inflight;
+	if (!__atomic_compare_exchange_n(&m->holder, &expect, p->holder, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED)) {
+		/* In flight to an earlier generation of this port: ours to
+		 * free.  Anything else is not ours to touch. */
+		if (FAB_HOLDER_STATE(expect) == FAB_HOLD_INFLIGHT &&
+		    FAB_HOLDER_SLOT(expect) == p->slot && FAB_HOLDER_GEN(expect) != p->gen &&
+		    __atomic_compare_exchange_n(&m->holder, &expect, 0, false, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			FAB_PORT_COUNT(p, reclaimed);
+		else
+			FAB_PORT_COUNT(p, stale);
+		return false;
+	}
+	/* Ours now: copy the metadata out, each field once, then judge the
+	 * copy.  Nothing below reads m again. */
+	e->due_ns = FAB_READ_ONCE(m->due_ns);
+	e->sent_ns = FAB_READ_ONCE(m->sent_ns);
+	e->link_seq = FAB_READ_ONCE(m->link_seq);
+	e->len = FAB_READ_ONCE(m->len);
+	e->src_addr = FAB_READ_ONCE(m->src_addr);
+	e->marks = (uint16_t)(FAB_READ_ONCE(m->marks) & FAB_MARKS_DELIVERED);
+	*unit = FAB_READ_ONCE(m->unit);
+	*next = FAB_READ_ONCE(m->unit_next);
+	src_slot = FAB_READ_ONCE(m->src_slot);
+	ring_pos = FAB_READ_ONCE(m->ring_pos);
+	e->idx = idx;
+	if (src_slot != s || ring_pos != pos) {
+		/* An index left in the ring from before, naming a frame that is
+		 * in flight to us from elsewhere: give it back untouched. */
+		__atomic_store_n(&m->holder, inflight, __ATOMIC_RELEASE);
+		FAB_PORT_COUNT(p, stale);
+		return false;
+	}
+	/* The ring's own slot, not the metadata's: it indexes our arrays. */
+	e->src_slot = (uint16_t)s;
+	if (*unit)
+		e->marks |= FAB_ENT_NO_ICRC;
+	/* A frame due when it was sent needs no clock reading. */
+	if (!*now && !due_at_send(e))
+		*now = fab_now_ns();
+	if (e->len == 0 || e->len > FAB_SLOT_BYTES || *unit > FAB_UNIT_MAX ||
+	    e->src_addr != FAB_READ_ONCE(fab->ports[s].addr) ||
+	    (!due_at_send(e) && e->due_ns > *now && e->due_ns - *now > DUE_MAX_AHEAD_NS)) {
+		FAB_PORT_COUNT(p, bad_meta);
+		fab_port_release(p, idx);
+		return false;
+	}
+	return true;
+}
+
+/* Queue a frame taken for delivery, unless the queue and heap are full. */
+static bool deliver_later(struct fab_port *p, struct fab_heap_ent *e)
+{
+	if (waiting(p) == p->fab->nframes) {
+		FAB_PORT_COUNT(p, heap_full);
+		fab_port_release(p, e->idx);
+		return false;
+	}
+	e->order = p->order++;
+	wait_push(p, e);
+	return true;
+}
+
+/*
+ * Move every frame published in the ring from slot s into the heap: a ring
+ * entry names one frame, or the head of a burst unit whose other frames
+ * follow it in order through their unit_next fields.  The ring, the frame
+ * indices and the metadata are validated; the return value is the number
+ * of entries consumed.
  */
 static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 {
 	struct fab *fab = p->fab;
 	struct fab_seg_link *l = fab_link_at(fab, s, p->slot);
 	const uint32_t *ring = fab_ring_at(fab, s, p->slot);
-	const uint64_t inflight = FAB_HOLDER(FAB_HOLD_INFLIGHT, p->slot, p->gen);
 	uint32_t cons = FAB_READ_ONCE(l->cons);
 	/* seq_cst: the other half of the sender's fence (fab.h, "Wake-ups"). */
 	uint32_t prod = __atomic_load_n(&l->prod, __ATOMIC_SEQ_CST);
-	uint32_t n = prod - cons, idx, mask = fab->ring_depth - 1, src_slot, ring_pos;
-	struct fab_seg_frame *m;
+	uint32_t n = prod - cons, mask = fab->ring_depth - 1, unit, next, k, left;
 	struct fab_heap_ent e;
-	uint64_t expect;
 
 	if (n == 0)
 		return 0;
@@ -155,64 +241,24 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 		return 0;
 	}
 	for (; cons != prod; cons++) {
-		idx = FAB_READ_ONCE(ring[cons & mask]);
-		if (idx >= fab->nframes) {
-			FAB_PORT_COUNT(p, bad_index);
+		if (!take(p, s, cons, FAB_READ_ONCE(ring[cons & mask]), now, &e, &unit, &next))
 			continue;
+		deliver_later(p, &e);
+		/* The rest of a unit: each frame must say it is the one the
+		 * chain expects (its count of frames left one less than the
+		 * last's), or the walk stops there; the frames it did not
+		 * reach stay in flight to this generation, as any frame whose
+		 * ring entry was overwritten does. */
+		for (left = unit; left > 1; left--) {
+			if (!take(p, s, cons, next, now, &e, &k, &next))
+				break;
+			if (k != left - 1) {
+				FAB_PORT_COUNT(p, bad_meta);
+				fab_port_release(p, e.idx);
+				break;
+			}
+			deliver_later(p, &e);
 		}
-		m = &fab->meta[idx];
-		expect = inflight;
-		if (!__atomic_compare_exchange_n(&m->holder, &expect, p->holder, false,
-						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-			/* In flight to an earlier generation of this port: ours to
-			 * free.  Anything else is not ours to touch. */
-			if (FAB_HOLDER_STATE(expect) == FAB_HOLD_INFLIGHT &&
-			    FAB_HOLDER_SLOT(expect) == p->slot &&
-			    FAB_HOLDER_GEN(expect) != p->gen &&
-			    __atomic_compare_exchange_n(&m->holder, &expect, 0, false,
-							__ATOMIC_RELEASE, __ATOMIC_RELAXED))
-				FAB_PORT_COUNT(p, reclaimed);
-			else
-				FAB_PORT_COUNT(p, stale);
-			continue;
-		}
-		/* Ours now: copy the metadata out, each field once, then judge
-		 * the copy.  Nothing below reads m again. */
-		e.due_ns = FAB_READ_ONCE(m->due_ns);
-		e.sent_ns = FAB_READ_ONCE(m->sent_ns);
-		e.link_seq = FAB_READ_ONCE(m->link_seq);
-		e.len = FAB_READ_ONCE(m->len);
-		e.src_addr = FAB_READ_ONCE(m->src_addr);
-		e.marks = (uint16_t)(FAB_READ_ONCE(m->marks) & FAB_MARKS_DELIVERED);
-		src_slot = FAB_READ_ONCE(m->src_slot);
-		ring_pos = FAB_READ_ONCE(m->ring_pos);
-		e.idx = idx;
-		if (src_slot != s || ring_pos != cons) {
-			/* An index left in the ring from before, naming a frame that
-			 * is in flight to us from elsewhere: give it back untouched. */
-			__atomic_store_n(&m->holder, inflight, __ATOMIC_RELEASE);
-			FAB_PORT_COUNT(p, stale);
-			continue;
-		}
-		/* The ring's own slot, not the metadata's: it indexes our arrays. */
-		e.src_slot = (uint16_t)s;
-		/* A frame due when it was sent needs no clock reading. */
-		if (!*now && !due_at_send(&e))
-			*now = fab_now_ns();
-		if (e.len == 0 || e.len > FAB_SLOT_BYTES ||
-		    e.src_addr != FAB_READ_ONCE(fab->ports[s].addr) ||
-		    (!due_at_send(&e) && e.due_ns > *now && e.due_ns - *now > DUE_MAX_AHEAD_NS)) {
-			FAB_PORT_COUNT(p, bad_meta);
-			fab_port_release(p, idx);
-			continue;
-		}
-		if (waiting(p) == fab->nframes) {
-			FAB_PORT_COUNT(p, heap_full);
-			fab_port_release(p, idx);
-			continue;
-		}
-		e.order = p->order++;
-		wait_push(p, &e);
 	}
 	__atomic_store_n(&l->cons, cons, __ATOMIC_RELEASE);
 	return n;
@@ -279,6 +325,10 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 			FAB_PORT_COUNT(p, bad_config);
 		if (v->cfg.flags & FAB_LINK_DOWN) {
 			fab_count(&fab_link_at(p->fab, e.src_slot, p->slot)->rx.dropped_down_rx, 1);
+			/* Observed here: what the tap sees has its ICRC. */
+			if (e.marks & FAB_ENT_NO_ICRC)
+				fab_pkt_icrc_fill(fab_frame_at(p->fab, e.idx), e.len);
+			e.marks &= (uint16_t)~FAB_ENT_NO_ICRC;
 			fab_port_tap(p, e.idx, e.len, e.src_addr, p->addr,
 				     e.marks | FAB_MARK_DROP_DOWN, e.sent_ns, e.due_ns, e.link_seq,
 				     true);
@@ -292,7 +342,8 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 		    .len = e.len,
 		    .data = fab_frame_at(p->fab, e.idx),
 		    .src = e.src_addr,
-		    .marks = e.marks,
+		    .marks = e.marks & FAB_MARKS_DELIVERED,
+		    .no_icrc = e.marks & FAB_ENT_NO_ICRC,
 		    .due_ns = e.due_ns,
 		    .sent_ns = e.sent_ns,
 		    .link_seq = e.link_seq,

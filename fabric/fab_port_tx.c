@@ -12,6 +12,7 @@
 
 #include "fab_capture_priv.h"
 #include "fab_priv.h"
+#include "fab_wire.h"
 
 /* ---- Waking ------------------------------------------------------------------------- */
 
@@ -103,6 +104,7 @@ static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t pos,
 	m->src_slot = (uint16_t)p->slot;
 	m->dst_slot = (uint16_t)sc->d;
 	m->marks = marks;
+	m->unit = 0;
 	fab_port_tap(p, idx, len, p->addr, sc->dst, marks, sc->now, v->due_ns, v->link_seq, false);
 	__atomic_store_n(&m->holder, FAB_HOLDER(FAB_HOLD_INFLIGHT, sc->d, sc->dgen),
 			 __ATOMIC_RELEASE);
@@ -236,5 +238,159 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	if (dup)
 		publish(p, &sc, prod + 1, dup_idx, len, &v, v.marks | FAB_MARK_DUPLICATE);
 	kick_or_hold(p, sc.d);
+	return 0;
+}
+
+/* ---- Burst units ------------------------------------------------------------------ */
+
+/*
+ * Whether a frame on a link with configuration c could meet anything that
+ * looks at it on its way: a rule that decides on it or times it.  A link
+ * with none of them delivers every frame unchanged, in order, due when
+ * sent, which is what lets a unit cross it whole.
+ */
+static bool link_plain(const struct fab_link_config *c)
+{
+	return !c->latency_ns && !c->jitter_ns && !c->rate_mbps && !c->loss_ppb && !c->dup_ppb &&
+	       !c->reorder_ppb && !c->corrupt_ppb && !c->delay_ns && !c->nth &&
+	       !(c->flags & FAB_LINK_DOWN);
+}
+
+/* Whether this port's frames are observed, as they are sent, by something
+ * that needs each with its ICRC: a tap callback.  An attached capture gets
+ * a unit's frames without their ICRCs and computes them itself
+ * (fab_port_tap_unit), so that a capture costs a unit no CRC. */
+static bool port_observed(const struct fab_port *p)
+{
+	return p->tap != NULL;
+}
+
+int fab_unit_whole(struct fab_port *p, uint32_t dst)
+{
+	struct fab *fab = p->fab;
+	struct fab_seg_link *l;
+	struct fab_tx *t;
+	int d = fab_slot_find(fab, dst);
+
+	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN)
+		return -EHOSTUNREACH;
+	l = fab_link_at(fab, p->slot, (uint32_t)d);
+	t = &p->tx[d];
+	if (!fab_link_view_refresh(fab, l, p->slot, (uint32_t)d, &t->view))
+		FAB_PORT_COUNT(p, bad_config);
+	if (port_observed(p) || !link_plain(&t->view.cfg))
+		return 0;
+	return ring_room(fab, t, l, FAB_READ_ONCE(l->prod), 1) ? 1 : 0;
+}
+
+/* Split the unit: each frame gets its ICRC and goes alone, through every
+ * rule and past the capture, as fab_send would have sent it. */
+static void unit_split(struct fab_port *p, const uint32_t *idx, const uint32_t *len, uint32_t n,
+		       uint32_t dst, struct fab_unit_res *res)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int err;
+
+		if (fab_port_holds(p, idx[i]) && len[i] <= FAB_SLOT_BYTES)
+			fab_pkt_icrc_fill(fab_frame_at(p->fab, idx[i]), len[i]);
+		err = fab_send(p, idx[i], len[i], dst);
+		if (!err)
+			res->sent++;
+		else if (err == -ENOBUFS)
+			res->ring_full++;
+		else if (err == -EHOSTUNREACH)
+			res->unreachable++;
+		else
+			res->refused++;
+	}
+}
+
+/* Release the frames of a unit that cannot go. */
+static void unit_release(struct fab_port *p, const uint32_t *idx, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (fab_port_holds(p, idx[i]))
+			fab_port_release(p, idx[i]);
+}
+
+int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, uint32_t n,
+		  uint32_t dst, struct fab_unit_res *res)
+{
+	struct fab *fab = p->fab;
+	struct fab_verdict v;
+	struct send_ctx sc;
+	struct fab_tx *t;
+	uint32_t prod, *ring;
+	bool captured;
+	int d;
+
+	memset(res, 0, sizeof(*res));
+	if (n == 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!fab_port_holds(p, idx[i]) || len[i] < FAB_FRAME_MIN ||
+		    len[i] > FAB_FRAME_MAX) {
+			/* Not a unit this port can vouch for: every frame alone, and
+			 * fab_send judges each. */
+			unit_split(p, idx, len, n, dst, res);
+			return 0;
+		}
+	}
+	d = fab_slot_find(fab, dst);
+	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN) {
+		unit_release(p, idx, n);
+		res->unreachable = n;
+		return -EHOSTUNREACH;
+	}
+	sc.d = (uint32_t)d;
+	sc.dst = dst;
+	sc.dgen = __atomic_load_n(&fab->ports[d].gen, __ATOMIC_ACQUIRE);
+	sc.l = fab_link_at(fab, p->slot, sc.d);
+	t = &p->tx[d];
+	if (!fab_link_view_refresh(fab, sc.l, p->slot, sc.d, &t->view))
+		FAB_PORT_COUNT(p, bad_config);
+	prod = FAB_READ_ONCE(sc.l->prod);
+	if (n > FAB_UNIT_MAX || port_observed(p) || !link_plain(&t->view.cfg) ||
+	    !ring_room(fab, t, sc.l, prod, 1)) {
+		unit_split(p, idx, len, n, dst, res);
+		return 0;
+	}
+	/*
+	 * Whole: the link model numbers and counts each frame as it would one
+	 * sent alone at this moment (a plain link drops, marks and delays
+	 * none), every frame's metadata names the one ring entry, and the
+	 * frames are chained from the head in order.
+	 */
+	sc.now = send_clock(p, &t->view.cfg);
+	captured = FAB_TAP_CTL_SNAP(fab_tap_ctl(fab)) != 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fab_seg_frame *m = &fab->meta[idx[i]];
+
+		fab_link_decide(sc.l, &t->view, fab_frame_at(fab, idx[i]), len[i], sc.now, &v);
+		m->due_ns = v.due_ns;
+		m->sent_ns = sc.now;
+		m->link_seq = v.link_seq;
+		m->len = len[i];
+		m->src_addr = p->addr;
+		m->dst_addr = dst;
+		m->ring_pos = prod;
+		m->src_slot = (uint16_t)p->slot;
+		m->dst_slot = (uint16_t)sc.d;
+		m->marks = 0;
+		m->unit = n - i;
+		m->unit_next = i + 1 < n ? idx[i + 1] : 0;
+		if (captured)
+			fab_port_tap_unit(p, idx[i], len[i], dst, sc.now, v.due_ns, v.link_seq);
+		__atomic_store_n(&m->holder, FAB_HOLDER(FAB_HOLD_INFLIGHT, sc.d, sc.dgen),
+				 __ATOMIC_RELEASE);
+	}
+	ring = fab_ring_at(fab, p->slot, sc.d);
+	__atomic_store_n(&ring[prod & (fab->ring_depth - 1)], idx[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&sc.l->prod, prod + 1, __ATOMIC_RELEASE);
+	res->sent = n;
+	res->whole = true;
+	/* A unit is a batch already: its receiver is told at once, so that it
+	 * works on this unit while the next one is built. */
+	kick(p, sc.d);
 	return 0;
 }

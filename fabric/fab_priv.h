@@ -61,8 +61,11 @@ struct fab_heap_ent {
 	uint32_t len;
 	uint32_t src_addr;
 	uint16_t src_slot;
-	uint16_t marks;
+	uint16_t marks; /* FAB_MARKS_DELIVERED, and FAB_ENT_NO_ICRC */
 };
+
+/* A frame of a burst unit: its sender left the ICRC out (fab.h). */
+#define FAB_ENT_NO_ICRC 0x8000u
 
 #define FAB_HELD_MAX 8u
 
@@ -205,6 +208,10 @@ static inline void fab_port_release(struct fab_port *p, uint32_t idx)
  */
 void fab_port_tap(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t src, uint32_t dst,
 		  uint32_t marks, uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq, bool rx);
+/* fab_port_tap for a frame of a burst unit sent whole (its ICRC left out),
+ * while a capture is attached: the capture rings only. */
+void fab_port_tap_unit(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst,
+		       uint64_t sent_ns, uint64_t due_ns, uint64_t link_seq);
 
 /* fab_port_rx.c: read what the bell holds (the wake-ups it stands for are
  * taken already). */

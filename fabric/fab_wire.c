@@ -370,6 +370,12 @@ int fab_pkt_init(struct fab_pkt *p, uint8_t opcode)
 
 int fab_pkt_encode(const struct fab_pkt *p, uint8_t *frame, size_t cap, size_t *len)
 {
+	return fab_pkt_encode_opt(p, frame, cap, len, 0);
+}
+
+int fab_pkt_encode_opt(const struct fab_pkt *p, uint8_t *frame, size_t cap, size_t *len,
+		       unsigned flags)
+{
 	const struct fab_opcode_info *oi;
 	size_t hdr, total;
 	unsigned pad;
@@ -391,7 +397,10 @@ int fab_pkt_encode(const struct fab_pkt *p, uint8_t *frame, size_t cap, size_t *
 	if (p->payload && p->payload_len && p->payload != frame + hdr)
 		memmove(frame + hdr, p->payload, p->payload_len);
 	memset(frame + hdr + p->payload_len, 0, pad);
-	put_icrc(frame, total - FAB_ICRC_LEN);
+	if (flags & FAB_PKT_NO_ICRC)
+		memset(frame + total - FAB_ICRC_LEN, 0, FAB_ICRC_LEN);
+	else
+		put_icrc(frame, total - FAB_ICRC_LEN);
 	*len = total;
 	return 0;
 }
@@ -407,6 +416,14 @@ int fab_pkt_seal(uint8_t *frame, size_t len)
 		return -EINVAL;
 	fab_put16(h->ip.csum, fab_ip4_csum(&h->ip));
 	fab_put16(h->udp.csum, 0);
+	put_icrc(frame, len - FAB_ICRC_LEN);
+	return 0;
+}
+
+int fab_pkt_icrc_fill(uint8_t *frame, size_t len)
+{
+	if (!frame || len < FAB_FRAME_MIN || len > FAB_FRAME_MAX)
+		return -EINVAL;
 	put_icrc(frame, len - FAB_ICRC_LEN);
 	return 0;
 }
@@ -535,7 +552,8 @@ _Static_assert(HDRS_LEN(FAB_HDR_RETH | FAB_HDR_IMMDT) <= FAB_EXT_MAX &&
  * first place, while the headers, which decide where the data goes and how
  * much of it there is, are the ones the ICRC covered.
  */
-static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt *pkt)
+static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt *pkt,
+				unsigned flags)
 {
 	uint8_t hdr[HDR_COPY];
 	const struct fab_roce_hdr *h = (const struct fab_roce_hdr *)hdr;
@@ -561,9 +579,11 @@ static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt
 	if (err != FAB_WIRE_E_NONE)
 		return err;
 	end = FAB_ETH_HLEN + ip_len - FAB_ICRC_LEN; /* where the ICRC starts */
-	memcpy(icrc, frame + end, sizeof(icrc));
-	if (fab_icrc_from_copy(hdr, hlen, frame, end) != fab_le32(icrc))
-		return FAB_WIRE_E_ICRC;
+	if (!(flags & FAB_PKT_NO_ICRC)) {
+		memcpy(icrc, frame + end, sizeof(icrc));
+		if (fab_icrc_from_copy(hdr, hlen, frame, end) != fab_le32(icrc))
+			return FAB_WIRE_E_ICRC;
+	}
 
 	if (h->bth.flags & FAB_BTH_TVER_MASK)
 		return FAB_WIRE_E_BTH_TVER;
@@ -609,12 +629,18 @@ static enum fab_wire_err decode(const uint8_t *frame, size_t len, struct fab_pkt
 
 int fab_pkt_decode(const uint8_t *frame, size_t len, struct fab_pkt *out, enum fab_wire_err *why)
 {
+	return fab_pkt_decode_opt(frame, len, out, why, 0);
+}
+
+int fab_pkt_decode_opt(const uint8_t *frame, size_t len, struct fab_pkt *out,
+		       enum fab_wire_err *why, unsigned flags)
+{
 	struct fab_pkt pkt;
 	enum fab_wire_err err;
 
 	if (!frame || !out)
 		return -EINVAL;
-	err = decode(frame, len, &pkt);
+	err = decode(frame, len, &pkt, flags);
 	if (why)
 		*why = err;
 	if (err != FAB_WIRE_E_NONE)

@@ -634,6 +634,9 @@ static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 	}
 	work += conn_timers(nic, now, deadline);
 	hello_expire(nic, now, deadline);
+	/* Whatever built a burst unit sends it before the NIC may wait. */
+	if (nic->port)
+		port_flush(nic);
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
 		if (c->irq_due) {
 			c->irq_due = false;

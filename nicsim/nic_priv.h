@@ -122,6 +122,12 @@ struct nic_ctx {
 	struct nic_ctx *next;
 };
 
+/* Frames of a burst unit at most (fab.h: FAB_UNIT_MAX).  Fewer than the
+ * fabric takes, so that the receiver can start on a unit while the sender
+ * builds the next; units of 4 and of 64 measured no different
+ * (docs/transport.md, Burst units). */
+#define NIC_UNIT_MAX 16u
+
 /*
  * Received payloads the transport accepted, waiting to be written to host
  * memory in one DMA (qpio.c): consecutive pieces of one QP's buffer, each
@@ -182,6 +188,12 @@ struct nic {
 	uint64_t timer_armed;    /* deadline the timerfd is set to, 0: none */
 	uint32_t woke_by;        /* NIC_WOKE_* bits of the events served by poll_events */
 	struct conn_state *conn; /* listeners, pending requests (conn.c) */
+	/* Frames built for one destination and not yet sent: a burst unit
+	 * (port.c, fab.h), sent at port_flush. */
+	struct {
+		uint32_t dst, n;
+		uint32_t idx[NIC_UNIT_MAX], len[NIC_UNIT_MAX];
+	} unit;
 	/* The frame being dispatched (port.c), which qpio.c may keep. */
 	struct nic_rx_batch rxb;
 	uint32_t rx_idx;
@@ -249,6 +261,16 @@ int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data);
 void port_frame_put(struct nic *nic, uint32_t idx);
 /* Send a frame taken with port_frame_get (it is the fabric's after), counted. */
 int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst);
+/*
+ * Burst units (fab.h).  port_unit_join: whether the next frame to dst may
+ * join the unit being built (sending first one built for elsewhere): it
+ * then goes without its ICRC (FAB_PKT_NO_ICRC) to port_unit_add, which
+ * cannot fail.  port_flush sends the unit; every other send does so first,
+ * so frames keep their order, and the NIC flushes before it waits.
+ */
+bool port_unit_join(struct nic *nic, uint32_t dst);
+void port_unit_add(struct nic *nic, uint32_t idx, uint32_t len);
+void port_flush(struct nic *nic);
 /* Send a frame built by fill() (which returns its length or a negative errno). */
 int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *frame, size_t cap),
 	      void *arg);

@@ -56,6 +56,7 @@ int port_open(struct nic *nic)
 
 void port_close(struct nic *nic)
 {
+	nic->unit.n = 0; /* fab_port_close frees the frames it held */
 	fab_port_close(nic->port);
 	nic->port = NULL;
 	fab_close(nic->fab);
@@ -86,9 +87,48 @@ void port_frame_put(struct nic *nic, uint32_t idx)
 	fab_frame_put(nic->port, idx);
 }
 
+_Static_assert(NIC_UNIT_MAX <= FAB_UNIT_MAX, "a unit the fabric takes");
+
+void port_flush(struct nic *nic)
+{
+	struct fab_unit_res res;
+
+	if (!nic->unit.n)
+		return;
+	fab_send_unit(nic->port, nic->unit.idx, nic->unit.len, nic->unit.n, nic->unit.dst, &res);
+	nic->unit.n = 0;
+	nic->stats.tx_frames += res.sent;
+	nic->stats.dest_ring_full += res.ring_full;
+	nic->stats.tx_unreachable += res.unreachable;
+}
+
+bool port_unit_join(struct nic *nic, uint32_t dst)
+{
+	if (nic->unit.n && (nic->unit.dst != dst || nic->unit.n == NIC_UNIT_MAX))
+		port_flush(nic);
+	if (nic->unit.n)
+		return true;
+	/* A unit that would be split (a rule, a tap callback, a full ring) is not
+	 * built: its frames go one by one with their ICRCs, as before. */
+	if (!nic->port || fab_unit_whole(nic->port, dst) != 1)
+		return false;
+	nic->unit.dst = dst;
+	return true;
+}
+
+void port_unit_add(struct nic *nic, uint32_t idx, uint32_t len)
+{
+	nic->unit.idx[nic->unit.n] = idx;
+	nic->unit.len[nic->unit.n] = len;
+	nic->unit.n++;
+}
+
 int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst)
 {
-	int err = fab_send(nic->port, idx, len, dst);
+	int err;
+
+	port_flush(nic);
+	err = fab_send(nic->port, idx, len, dst);
 
 	if (err == -ENOBUFS)
 		nic->stats.dest_ring_full++;
@@ -124,7 +164,8 @@ static void dispatch(struct nic *nic, const struct fab_rx *rx, uint64_t now)
 	enum fab_wire_err why;
 	struct qp *qp;
 
-	if (fab_pkt_decode(rx->data, rx->len, &pkt, &why) < 0) {
+	if (fab_pkt_decode_opt(rx->data, rx->len, &pkt, &why, rx->no_icrc ? FAB_PKT_NO_ICRC : 0) <
+	    0) {
 		nic->stats.rx_bad_frames++;
 		nic_dbg(&nic->log, "frame from fabric slot %u refused: %s", rx->idx,
 			fab_wire_err_str(why));

@@ -246,6 +246,60 @@ int fab_send(struct fab_port *port, uint32_t idx, uint32_t len, uint32_t dst);
 void fab_port_hold_kicks(struct fab_port *port);
 void fab_port_release_kicks(struct fab_port *port);
 
+/*
+ * Burst units.  Most of a packet's cost in the fabric and its two ports
+ * does not depend on its bytes: a ring entry, a wake-up, and the ICRC that
+ * its sender computes and its receiver checks, which only a fault rule that
+ * corrupts, or a capture, could ever need.  As GSO and GRO do for TCP, a
+ * sender may hand the fabric a run of up to FAB_UNIT_MAX frames to one
+ * destination (the packets of one message, in order), each a complete
+ * frame of its own but with its ICRC left out (fab_pkt_encode_opt with
+ * FAB_PKT_NO_ICRC).  fab_send_unit sends them as one ring entry when no
+ * rule can decide on a packet on the way: the link has no rule at all (no
+ * latency, jitter, rate, loss, duplication, reordering, corruption, delay,
+ * drop-nth, and it is up), and no tap callback is installed on the port.
+ * The link model still numbers and counts each frame as it would have one
+ * sent alone at that moment, and the receiver gets them one by one from
+ * fab_recv, in order, with no_icrc set.  An attached capture records each
+ * frame as one sent alone, and computes its ICRC from its own copy when it
+ * reads the record (the port computes it for a capture that keeps less
+ * than the whole frame).  Otherwise the unit is split where the packets
+ * become observable, before any rule decides: each frame gets its ICRC
+ * (fab_pkt_icrc_fill) and goes through fab_send alone, byte for byte the
+ * frame the sender would have sent without units, meeting each rule and
+ * the tap as such a frame does.  A frame of a unit that the receiver drops
+ * on delivery (the link went down meanwhile) gets its ICRC before the tap
+ * and the capture see it.  Bridging a port off this machine's fabric would
+ * be one more such place.
+ */
+#define FAB_UNIT_MAX 64u
+
+/* What became of a unit's frames. */
+struct fab_unit_res {
+	uint32_t sent;        /* accepted by the fabric (a rule may still drop them) */
+	uint32_t ring_full;   /* refused: the destination's ring was full */
+	uint32_t unreachable; /* refused: no open port at dst */
+	uint32_t refused;     /* refused: not a frame this port holds, or a bad length */
+	bool whole;           /* crossed as one unit (else split, or refused) */
+};
+
+/*
+ * Whether a unit sent to dst now would cross whole: 1, or 0 when it would be
+ * split (a rule on the link, a tap callback, or the ring full), or
+ * -EHOSTUNREACH.  Nothing but this port sends into that ring, so room found
+ * here stays until this port sends something else to dst.
+ */
+int fab_unit_whole(struct fab_port *port, uint32_t dst);
+
+/*
+ * Send the n frames idx[0..n-1] of lengths len[] to dst as one unit, or
+ * split (above).  The frames are the fabric's from then on, whatever the
+ * result; *res says what became of them.  Returns 0, or -EHOSTUNREACH when
+ * no open port has address dst (every frame released).
+ */
+int fab_send_unit(struct fab_port *port, const uint32_t *idx, const uint32_t *len, uint32_t n,
+		  uint32_t dst, struct fab_unit_res *res);
+
 /* A received frame, valid until fab_rx_done(idx). */
 struct fab_rx {
 	uint32_t idx;
@@ -253,6 +307,10 @@ struct fab_rx {
 	void *data;
 	uint32_t src;   /* source address */
 	uint32_t marks; /* FAB_MARK_DUPLICATE/CORRUPTED/DELAYED/REORDERED */
+	/* It crossed in a burst unit and its sender left the ICRC out (zeros):
+	 * decode it with FAB_PKT_NO_ICRC, and fill the ICRC in
+	 * (fab_pkt_icrc_fill) before sending it on or showing it to anyone. */
+	bool no_icrc;
 	uint64_t due_ns;
 	uint64_t sent_ns;
 	uint64_t link_seq; /* the frame's number on its link */
@@ -295,6 +353,10 @@ struct fab_tap_frame {
 	uint64_t sent_ns;
 	uint64_t due_ns; /* 0 for frames dropped at send */
 	uint64_t link_seq;
+	/* Its ICRC is left out (a frame of a burst unit).  Only the capture
+	 * rings get such frames, and the capture fills the ICRC in before it
+	 * hands the frame out (fab_capture.h); a tap callback never sees one. */
+	bool no_icrc;
 };
 
 /* Called by the sender for each frame it sends or the rules drop (and each
@@ -365,7 +427,7 @@ int fab_link_config_check(const struct fab_link_config *cfg, char *why, size_t s
 struct fab_link_stats {
 	struct fab_link_tx_counters tx;
 	struct fab_link_rx_counters rx;
-	uint32_t queued;      /* frames in the ring, not yet pulled by the receiver */
+	uint32_t queued; /* ring entries (a burst unit is one) not yet pulled by the receiver */
 	uint32_t nth_matched; /* frames matched by the drop-nth filter so far */
 	uint32_t prod, cons;  /* the ring's positions as read */
 	bool ring_bad;        /* they are impossible (more than the ring holds): queued 0 */

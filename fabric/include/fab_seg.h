@@ -1,5 +1,5 @@
 /*
- * The fabric segment, version 2 (FAB_SEG_VERSION): the layout of
+ * The fabric segment, version 3 (FAB_SEG_VERSION): the layout of
  * D/fabric.shm, which every process of a fabric maps (each nicsimd, the
  * nicsim tool, a capture, tests).  fab.h is the API over it and describes
  * the design; this header is the layout alone, for the code that must read
@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define FAB_SEG_MAGIC 0x4241464eu /* "NFAB" in file order */
-#define FAB_SEG_VERSION 2u
+#define FAB_SEG_VERSION 3u
 #define FAB_SEG_FILE "fabric.shm"
 #define FAB_BELL_PREFIX "fab-" /* D/fab-<addr>.bell: a port's wake-up FIFO */
 #define FAB_BELL_SUFFIX ".bell"
@@ -297,7 +297,14 @@ struct fab_seg_frame {
 	uint16_t src_slot;
 	uint16_t dst_slot;
 	uint32_t marks; /* FAB_MARK_*, delivered marks only */
-	uint32_t reserved[2];
+	/* Burst units (fab.h): 0 for a frame sent alone, with its ICRC.  For
+	 * a frame of a unit, whose ICRC its sender left out, the number of
+	 * frames from this one to the unit's end (the head holds the unit's
+	 * length, 1 .. FAB_UNIT_MAX), and unit_next the index of the frame
+	 * after it (when unit > 1).  Every frame of a unit carries the ring
+	 * position of the one ring entry that names its head. */
+	uint32_t unit;
+	uint32_t unit_next;
 };
 
 /* ---- Capture ------------------------------------------------------------ */
@@ -322,6 +329,9 @@ struct fab_seg_frame {
 #define FAB_TAP_ALIGN 8u             /* records start and end on this */
 #define FAB_TAP_REC_PAD (1u << 0)    /* filler to the end of the ring: skip it */
 #define FAB_TAP_REC_RX (1u << 1)     /* written by the receiver: dropped on delivery */
+/* A frame of a burst unit, whole (caplen == len), its ICRC left out: the
+ * capture computes it from the record's copy. */
+#define FAB_TAP_REC_NO_ICRC (1u << 2)
 /* struct fab_seg_hdr.tap_flags.  Without FAB_TAP_F_LOSSY a port whose ring
  * is full waits for the capture to make room, for as long as the capture
  * makes progress (FAB_TAP_STALL_NS); with it, it leaves the frame out. */

@@ -474,6 +474,27 @@ int fab_pkt_init(struct fab_pkt *p, uint8_t opcode);
 int fab_pkt_encode(const struct fab_pkt *p, uint8_t *frame, size_t cap, size_t *len);
 
 /*
+ * The ICRC left out.  A frame that crosses the shared-memory fabric inside
+ * a burst unit (fab.h, "Burst units") is observed by nothing on its way, so
+ * its sender skips the CRC, the largest cost of a packet after the copy of
+ * its payload: fab_pkt_encode_opt with FAB_PKT_NO_ICRC writes the same
+ * bytes as fab_pkt_encode but zeros where the ICRC goes, and
+ * fab_pkt_icrc_fill later makes the frame byte for byte what
+ * fab_pkt_encode would have made.  fab_pkt_decode_opt with the flag checks
+ * everything fab_pkt_decode checks but the ICRC: for a frame the fabric
+ * delivered as one whose sender left the ICRC out (struct fab_rx.no_icrc).
+ */
+#define FAB_PKT_NO_ICRC 1u
+
+int fab_pkt_encode_opt(const struct fab_pkt *p, uint8_t *frame, size_t cap, size_t *len,
+		       unsigned flags);
+
+/* Compute the ICRC of the complete frame of len bytes and write it in its
+ * last four bytes.  0, or -EINVAL (len outside [FAB_FRAME_MIN,
+ * FAB_FRAME_MAX]; nothing written). */
+int fab_pkt_icrc_fill(uint8_t *frame, size_t len);
+
+/*
  * Recompute the IPv4 header checksum and the ICRC of a complete frame of len
  * bytes after its headers were changed in place; the UDP checksum is set to
  * 0.  Checks only what it needs: len within [FAB_FRAME_MIN, FAB_FRAME_MAX],
@@ -539,6 +560,10 @@ const char *fab_wire_err_str(enum fab_wire_err err);
  * IPv4 packet (the Ethernet minimum); longer frames must end with the ICRC.
  */
 int fab_pkt_decode(const uint8_t *frame, size_t len, struct fab_pkt *out, enum fab_wire_err *why);
+
+/* The same; flags FAB_PKT_NO_ICRC leaves the ICRC unchecked (above). */
+int fab_pkt_decode_opt(const uint8_t *frame, size_t len, struct fab_pkt *out,
+		       enum fab_wire_err *why, unsigned flags);
 
 /* ---- Checksums and addresses --------------------------------------------- */
 

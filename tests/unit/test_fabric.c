@@ -1,9 +1,9 @@
 /*
  * The fabric in one process: ports of one segment sending real RoCEv2
  * frames (fab_wire.h) to each other by index, the link model (latency,
- * rate, every fault rule, replay from a seed), the frame pool, reclaiming a
- * dead port's frames, the bell, and a segment scribbled over by a hostile
- * writer.  Each test gets a fresh fabric in its own directory.
+ * rate, every fault rule, replay from a seed), burst units and where they
+ * are split, the frame pool, reclaiming a dead port's frames, the bell, and
+ * a segment scribbled over by a hostile writer.  Each test gets a fresh fabric in its own directory.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 
 #include "fab.h"
 #include "fab_addr.h"
+#include "fab_capture.h"
 #include "fab_wire.h"
 #include "nstest.h"
 
@@ -804,6 +805,400 @@ static void test_tap(void)
 	fab_port_set_tap(pa, NULL, NULL);
 }
 
+/* ---- Burst units ------------------------------------------------------------------- */
+
+#define UNIT_N 40u
+#define UNIT_SEEN 200u
+
+/*
+ * Packet i of a UNIT_N-packet RDMA WRITE, as a requester makes them: FIRST
+ * with its RETH, MIDDLEs, a shorter LAST, PSNs that wrap past 2^24, AckReq
+ * every 16th packet and on the last, a payload that depends on i; encoded
+ * into buf with fab_pkt_encode_opt's flags.
+ */
+static uint32_t unit_frame(uint8_t *buf, uint32_t i, unsigned flags)
+{
+	static uint8_t payload[FAB_MTU];
+	struct fab_pkt pkt;
+	uint8_t opcode = i == 0            ? FAB_OP_RDMA_WRITE_FIRST
+			 : i + 1 == UNIT_N ? FAB_OP_RDMA_WRITE_LAST
+					   : FAB_OP_RDMA_WRITE_MIDDLE;
+	size_t len = 0;
+
+	NST_REQUIRE_EQ(fab_pkt_init(&pkt, opcode), 0);
+	pkt.src_ip = a_addr;
+	pkt.dst_ip = b_addr;
+	pkt.udp_sport = fab_udp_sport(QPN);
+	pkt.dest_qpn = QPN;
+	pkt.psn = (0xfffff0u + i) & FAB_MASK24;
+	pkt.ack_req = i + 1 == UNIT_N || i % 16 == 15;
+	pkt.payload_len = i + 1 == UNIT_N ? FAB_MTU - 101 : FAB_MTU;
+	if (pkt.has_reth) {
+		pkt.va = 0x7f0000001000ull;
+		pkt.rkey = 0x4321;
+		pkt.dma_len = (UNIT_N - 1) * FAB_MTU + FAB_MTU - 101;
+	}
+	for (uint32_t k = 0; k < pkt.payload_len; k++)
+		payload[k] = (uint8_t)(i * 131u + k * 7u);
+	pkt.payload = payload;
+	NST_REQUIRE_EQ(fab_pkt_encode_opt(&pkt, buf, FAB_SLOT_BYTES, &len, flags), 0);
+	return (uint32_t)len;
+}
+
+/* The length of packet i's frame. */
+static uint32_t unit_frame_len(uint32_t i)
+{
+	static uint8_t buf[FAB_SLOT_BYTES];
+
+	return unit_frame(buf, i, 0);
+}
+
+/* A frame as someone saw it: received, tapped or captured. */
+struct seen {
+	uint64_t link_seq;
+	uint32_t marks, len, caplen;
+	bool no_icrc;
+	uint8_t bytes[FAB_SLOT_BYTES];
+};
+
+struct seen_list {
+	uint32_t n;
+	struct seen s[UNIT_SEEN];
+};
+
+static void seen_add(struct seen_list *l, const void *data, uint32_t len, uint32_t caplen,
+		     uint32_t marks, uint64_t link_seq, bool no_icrc)
+{
+	struct seen *s;
+
+	NST_REQUIRE(l->n < UNIT_SEEN && caplen <= len && len <= FAB_SLOT_BYTES);
+	s = &l->s[l->n++];
+	s->link_seq = link_seq;
+	s->marks = marks;
+	s->len = len;
+	s->caplen = caplen;
+	s->no_icrc = no_icrc;
+	memcpy(s->bytes, data, caplen);
+}
+
+static void seen_tap(void *arg, const struct fab_tap_frame *f)
+{
+	NST_TRUE(!f->no_icrc);
+	seen_add(arg, f->data, f->len, f->len, f->marks, f->link_seq, false);
+}
+
+static int seen_cap(void *arg, const struct fab_cap_rec *r)
+{
+	seen_add(arg, r->data, r->len, r->caplen, r->marks | (r->rx_drop ? 0x80000000u : 0),
+		 r->link_seq, false);
+	return 0;
+}
+
+/* Order of a list that does not depend on delivery times: by link
+ * sequence, each copy after its original. */
+static int seen_cmp(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+
+	if (x->link_seq != y->link_seq)
+		return x->link_seq < y->link_seq ? -1 : 1;
+	return (int)(x->marks & FAB_MARK_DUPLICATE) - (int)(y->marks & FAB_MARK_DUPLICATE);
+}
+
+/* Receive at B everything that will arrive, as collect() does, keeping the
+ * bytes. */
+static void seen_collect(struct seen_list *l)
+{
+	uint64_t deadline = fab_now_ns() + (uint64_t)WAIT_MS * 1000000u, due, now;
+	struct fab_rx rx;
+
+	for (;;) {
+		if (fab_recv(pb, &rx) == 0) {
+			seen_add(l, rx.data, rx.len, rx.len, rx.marks, rx.link_seq, rx.no_icrc);
+			NST_EQ(fab_rx_done(pb, rx.idx), 0);
+			continue;
+		}
+		due = fab_next_due_ns(pb);
+		if (due == UINT64_MAX)
+			break;
+		now = fab_now_ns();
+		NST_REQUIRE(now < deadline);
+		if (due > now)
+			sleep_ns(due - now < 1000000u ? due - now : 1000000u);
+	}
+}
+
+/* The two lists hold the same frames, byte for byte, with the same marks
+ * and numbers on the link. */
+static void seen_same(const char *what, struct seen_list *unit, struct seen_list *alone)
+{
+	qsort(unit->s, unit->n, sizeof(unit->s[0]), seen_cmp);
+	qsort(alone->s, alone->n, sizeof(alone->s[0]), seen_cmp);
+	NST_CHECK_(unit->n == alone->n, CU_TRUE, "%s: %u frames from the unit, %u sent alone", what,
+		   unit->n, alone->n);
+	for (uint32_t i = 0; i < unit->n && i < alone->n; i++) {
+		const struct seen *u = &unit->s[i], *a = &alone->s[i];
+
+		NST_CHECK_(u->link_seq == a->link_seq && u->marks == a->marks && u->len == a->len &&
+			       u->caplen == a->caplen && memcmp(u->bytes, a->bytes, u->caplen) == 0,
+			   CU_TRUE,
+			   "%s: frame %u differs: link_seq %llu/%llu marks 0x%x/0x%x len %u/%u, "
+			   "bytes %s",
+			   what, i, (unsigned long long)u->link_seq,
+			   (unsigned long long)a->link_seq, u->marks, a->marks, u->len, a->len,
+			   u->caplen == a->caplen && memcmp(u->bytes, a->bytes, u->caplen) == 0
+			       ? "equal"
+			       : "differ");
+	}
+}
+
+/* Who watches A's frames: nobody, a tap callback, or a capture that keeps
+ * whole frames, all but the last two bytes of the longest (so part of its
+ * ICRC), or the first 100 bytes. */
+enum unit_watch { WATCH_NONE, WATCH_TAP, WATCH_CAPTURE, WATCH_CAPTURE_PART, WATCH_CAPTURE_HEAD };
+
+struct unit_run {
+	struct seen_list rx, seen; /* received at B; tapped or captured at A */
+	bool whole;
+	struct fab_unit_res res;
+};
+
+/*
+ * Send the UNIT_N packets from A to B over a link set to settings, with the
+ * link's decisions restarted from one seed, as one unit (encoded without
+ * their ICRCs) or one frame at a time (with them), and keep what B received
+ * and what the tap or the capture saw.
+ */
+static void unit_run(const char *settings, bool as_unit, enum unit_watch watch,
+		     struct unit_run *out)
+{
+	uint32_t idx[UNIT_N], len[UNIT_N];
+	struct fab_cap *cap = NULL;
+	struct fab *cap_fab = NULL;
+	char words[256];
+	void *data;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(words, sizeof(words), "clear seed 99 %s", settings);
+	link_set(a_addr, b_addr, words);
+	if (watch == WATCH_TAP)
+		fab_port_set_tap(pa, seen_tap, &out->seen);
+	if (watch >= WATCH_CAPTURE) {
+		uint32_t copy = watch == WATCH_CAPTURE        ? FAB_SLOT_BYTES
+				: watch == WATCH_CAPTURE_PART ? unit_frame_len(0) - 2
+							      : 100;
+
+		NST_REQUIRE_EQ(fab_open(dir, &cap_fab), 0);
+		NST_REQUIRE_EQ(fab_cap_attach(cap_fab, copy, &cap), 0);
+	}
+	for (uint32_t i = 0; i < UNIT_N; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx[i], &data), 0);
+		len[i] = unit_frame(data, i, as_unit ? FAB_PKT_NO_ICRC : 0);
+	}
+	if (as_unit) {
+		NST_EQ(fab_send_unit(pa, idx, len, UNIT_N, b_addr, &out->res), 0);
+		NST_EQ(out->res.sent, UNIT_N);
+		out->whole = out->res.whole;
+	} else {
+		for (uint32_t i = 0; i < UNIT_N; i++)
+			NST_EQ(fab_send(pa, idx[i], len[i], b_addr), 0);
+	}
+	seen_collect(&out->rx);
+	/* What B received, as an observer would see it: a frame of a unit that
+	 * crossed whole gets its ICRC where it is looked at. */
+	for (uint32_t i = 0; i < out->rx.n; i++) {
+		struct seen *s = &out->rx.s[i];
+		struct fab_pkt pkt;
+		enum fab_wire_err why;
+
+		if (!s->no_icrc)
+			continue;
+		NST_EQ(fab_pkt_decode_opt(s->bytes, s->len, &pkt, &why, FAB_PKT_NO_ICRC), 0);
+		/* Left out, unless a capture that keeps less than the frame had
+		 * the sender compute it. */
+		if (watch < WATCH_CAPTURE_PART)
+			NST_EQ(fab_pkt_decode(s->bytes, s->len, &pkt, &why), -EBADMSG);
+		NST_EQ(fab_pkt_icrc_fill(s->bytes, s->len), 0);
+		NST_EQ(fab_pkt_decode(s->bytes, s->len, &pkt, &why), 0);
+	}
+	if (watch == WATCH_TAP)
+		fab_port_set_tap(pa, NULL, NULL);
+	if (cap) {
+		size_t n;
+
+		do
+			NST_EQ(fab_cap_read(cap, seen_cap, &out->seen, &n), 0);
+		while (n);
+		fab_cap_detach(cap);
+		fab_close(cap_fab);
+	}
+}
+
+/*
+ * A unit's packets, split out where they become observable, are the packets
+ * sent one at a time: the same bytes (headers, payload, ICRC), the same
+ * fate under every rule, the same numbers on the link, and the same frames
+ * in the tap and the capture.  Only on a link with no rule and nothing
+ * watching does the unit cross whole; its frames then reach the receiver
+ * without their ICRCs, and are the same frames once it is filled in.
+ */
+static void test_unit_split_identical(void)
+{
+	static const struct {
+		const char *settings;
+		enum unit_watch watch;
+		bool whole;
+	} cases[] = {
+	    {"", WATCH_NONE, true},
+	    {"", WATCH_TAP, false},
+	    {"", WATCH_CAPTURE, true},
+	    {"", WATCH_CAPTURE_PART, true},
+	    {"", WATCH_CAPTURE_HEAD, true},
+	    {"loss 30", WATCH_NONE, false},
+	    {"loss 30", WATCH_TAP, false},
+	    {"dup 30", WATCH_NONE, false},
+	    {"dup 30", WATCH_CAPTURE, false},
+	    {"loss 10", WATCH_CAPTURE_PART, false},
+	    {"reorder 30", WATCH_NONE, false},
+	    {"reorder 30 reorder-gap 5", WATCH_CAPTURE, false},
+	    {"corrupt 30", WATCH_NONE, false},
+	    {"corrupt 30 dup 20 loss 10", WATCH_CAPTURE, false},
+	    {"delay 30 delay-pct 40", WATCH_TAP, false},
+	    {"drop-nth 5", WATCH_NONE, false},
+	    {"drop-nth 3 qpn 291", WATCH_CAPTURE, false},
+	    {"drop-nth 2 opcode RDMA_WRITE_MIDDLE", WATCH_TAP, false},
+	    {"down", WATCH_TAP, false},
+	    {"latency 20", WATCH_NONE, false},
+	    {"latency 10 jitter 5", WATCH_NONE, false},
+	    {"rate 100", WATCH_TAP, false},
+	};
+	static struct unit_run unit, alone;
+	char what[128];
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		snprintf(what, sizeof(what), "'%s'%s", cases[c].settings,
+			 cases[c].watch == WATCH_TAP       ? " with a tap"
+			 : cases[c].watch == WATCH_CAPTURE ? " with a capture"
+			 : cases[c].watch > WATCH_CAPTURE  ? " with a capture of part of each frame"
+							   : "");
+		unit_run(cases[c].settings, true, cases[c].watch, &unit);
+		unit_run(cases[c].settings, false, cases[c].watch, &alone);
+		NST_CHECK_(unit.whole == cases[c].whole, CU_TRUE,
+			   "%s: crossed whole %d, expected %d", what, unit.whole, cases[c].whole);
+		seen_same(what, &unit.rx, &alone.rx);
+		seen_same(what, &unit.seen, &alone.seen);
+		for (uint32_t i = 0; i < unit.rx.n; i++)
+			NST_CHECK_(unit.rx.s[i].no_icrc == unit.whole, CU_TRUE,
+				   "%s: frame %u no_icrc %d", what, i, unit.rx.s[i].no_icrc);
+		if (cases[c].watch != WATCH_NONE)
+			NST_CHECK_(alone.seen.n >= UNIT_N, CU_TRUE, "%s: %u frames observed", what,
+				   alone.seen.n);
+	}
+	NST_EQ(frames_free(), 4096);
+}
+
+/* A unit that crossed whole is one ring entry, counted as its frames on
+ * the link; a frame of it dropped on delivery (the link went down while it
+ * was in flight) reaches the tap with its ICRC, as the frame sent alone. */
+static void test_unit_whole_and_dropped_in_flight(void)
+{
+	uint32_t idx[UNIT_N], len[UNIT_N], prod0;
+	static struct seen_list unit_tap, rx;
+	static uint8_t want[FAB_SLOT_BYTES];
+	struct fab_unit_res res;
+	struct fab_link_stats st;
+	void *data;
+
+	prod0 = stats(a_addr, b_addr).prod;
+	NST_EQ(fab_unit_whole(pa, b_addr), 1);
+	NST_EQ(fab_unit_whole(pa, d_addr), -EHOSTUNREACH);
+	for (uint32_t i = 0; i < UNIT_N; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx[i], &data), 0);
+		len[i] = unit_frame(data, i, FAB_PKT_NO_ICRC);
+	}
+	NST_EQ(fab_send_unit(pa, idx, len, UNIT_N, b_addr, &res), 0);
+	NST_TRUE(res.whole);
+	st = stats(a_addr, b_addr);
+	NST_EQ(st.prod - prod0, 1);
+	NST_EQ(st.tx.frames, UNIT_N);
+	link_set(a_addr, b_addr, "down");
+	fab_port_set_tap(pb, seen_tap, &unit_tap);
+	seen_collect(&rx);
+	fab_port_set_tap(pb, NULL, NULL);
+	NST_EQ(rx.n, 0);
+	NST_EQ(stats(a_addr, b_addr).rx.dropped_down_rx, UNIT_N);
+	NST_EQ(unit_tap.n, UNIT_N);
+	for (uint32_t i = 0; i < unit_tap.n && i < UNIT_N; i++) {
+		uint32_t n = unit_frame(want, i, 0);
+
+		NST_EQ(unit_tap.s[i].link_seq, i);
+		NST_EQ(unit_tap.s[i].marks, FAB_MARK_DROP_DOWN);
+		NST_CHECK_(unit_tap.s[i].len == n && memcmp(unit_tap.s[i].bytes, want, n) == 0,
+			   CU_TRUE, "frame %u dropped in flight: not the frame sent alone", i);
+	}
+	/* A unit to a port nobody opened: refused whole, its frames back in
+	 * the pool. */
+	for (uint32_t i = 0; i < 4; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx[i], &data), 0);
+		len[i] = unit_frame(data, i, FAB_PKT_NO_ICRC);
+	}
+	NST_EQ(fab_send_unit(pa, idx, len, 4, d_addr, &res), -EHOSTUNREACH);
+	NST_EQ(res.unreachable, 4);
+	NST_EQ(frames_free(), 4096);
+}
+
+/* A unit whose chain a hostile writer broke: the frames before the break
+ * are delivered, the break is counted, nothing is read outside the pool. */
+static void test_unit_chain_broken(void)
+{
+	uint32_t idx[8], len[8];
+	struct fab_port_counters c0 = port_counters(b_addr), c;
+	struct fab_seg_frame *meta;
+	struct fab_seg_hdr *h;
+	struct fab_unit_res res;
+	static struct seen_list rx;
+	char path[PATH_MAX];
+	struct stat st;
+	uint8_t *base;
+	void *data;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
+	fd = open(path, O_RDWR);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(fstat(fd, &st), 0);
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	NST_REQUIRE(base != MAP_FAILED);
+	h = (struct fab_seg_hdr *)base;
+	meta = (struct fab_seg_frame *)(base + h->meta_off);
+
+	for (uint32_t i = 0; i < 8; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx[i], &data), 0);
+		len[i] = unit_frame(data, i, FAB_PKT_NO_ICRC);
+	}
+	NST_EQ(fab_send_unit(pa, idx, len, 8, b_addr, &res), 0);
+	NST_TRUE(res.whole);
+	meta[idx[3]].unit = 9;                /* not the count the chain expects */
+	meta[idx[5]].unit_next = 0xfffffff0u; /* outside the pool */
+	seen_collect(&rx);
+	c = port_counters(b_addr);
+	NST_EQ(rx.n, 3);
+	NST_EQ(c.bad_meta - c0.bad_meta, 1);
+	/* A count over the most a unit holds, on a head: refused. */
+	for (uint32_t i = 0; i < 2; i++) {
+		NST_REQUIRE_EQ(fab_frame_get(pa, &idx[i], &data), 0);
+		len[i] = unit_frame(data, i, FAB_PKT_NO_ICRC);
+	}
+	NST_EQ(fab_send_unit(pa, idx, len, 2, b_addr, &res), 0);
+	meta[idx[0]].unit = FAB_UNIT_MAX + 1;
+	rx.n = 0;
+	seen_collect(&rx);
+	NST_EQ(rx.n, 0);
+	NST_EQ(port_counters(b_addr).bad_meta - c0.bad_meta, 2);
+	munmap(base, (size_t)st.st_size);
+}
+
 /* ---- Pool, ports, bells --------------------------------------------------------------- */
 
 static void test_pool_exhaustion(void)
@@ -1377,6 +1772,9 @@ static const struct nst_test tests[] = {
     {"drop_nth_filter", test_drop_nth_filter},
     {"link_down_up", test_link_down_up},
     {"tap", test_tap},
+    {"unit_split_identical", test_unit_split_identical},
+    {"unit_whole_and_dropped_in_flight", test_unit_whole_and_dropped_in_flight},
+    {"unit_chain_broken", test_unit_chain_broken},
     {"pool_exhaustion", test_pool_exhaustion},
     {"ring_full", test_ring_full},
     {"reopen_reclaims", test_reopen_reclaims},

@@ -514,6 +514,68 @@ static void test_encode_payload_in_place(void)
 	NST_TRUE(memcmp(a, b, la) == 0);
 }
 
+/*
+ * Without the ICRC: the same bytes with zeros where the ICRC goes, which the
+ * decoder takes only when told the ICRC was left out, and which the fill
+ * turns into the frame the ordinary encoder makes, for every opcode, length
+ * and pad.
+ */
+static void test_encode_without_icrc_then_fill(void)
+{
+	static const uint32_t lens[] = {0, 1, 2, 3, 4, 5, 64, 1001, 4095, 4096};
+	uint8_t a[FAB_FRAME_MAX], b[FAB_FRAME_MAX];
+	uint8_t payload[FAB_MTU];
+	struct rng r = {11};
+	unsigned frames = 0;
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)rnd(&r);
+	for (size_t o = 0; o < N_SUPPORTED; o++) {
+		uint8_t op = every_supported[o];
+
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+			struct fab_pkt p, d, e;
+			enum fab_wire_err why = FAB_WIRE_E_NONE;
+			size_t la, lb = 0;
+
+			if (lens[li] && !(fab_opcode_info(op)->flags & FAB_OPF_PAYLOAD))
+				continue;
+			random_pkt(&r, &p, op, payload, lens[li]);
+			la = encode_ok(&p, a, sizeof(a));
+			memset(b, 0xa5, sizeof(b));
+			NST_REQUIRE_EQ(fab_pkt_encode_opt(&p, b, sizeof(b), &lb, FAB_PKT_NO_ICRC),
+				       0);
+			NST_REQUIRE_EQ(lb, la);
+			NST_TRUE(memcmp(a, b, la - FAB_ICRC_LEN) == 0);
+			NST_EQ(fab_get32(b + la - FAB_ICRC_LEN), 0);
+			NST_EQ(fab_pkt_decode(b, lb, &d, &why), -EBADMSG);
+			NST_EQ(why, FAB_WIRE_E_ICRC);
+			NST_REQUIRE_EQ(fab_pkt_decode_opt(b, lb, &d, &why, FAB_PKT_NO_ICRC), 0);
+			NST_REQUIRE_EQ(fab_pkt_decode(a, la, &e, &why), 0);
+			check_same(&p, &d, (uint8_t)e.pad);
+			NST_EQ(fab_pkt_icrc_fill(b, lb), 0);
+			NST_TRUE(memcmp(a, b, la) == 0);
+			frames++;
+		}
+	}
+	NST_TRUE(frames > 100);
+	/* Everything but the ICRC is still checked. */
+	{
+		struct fab_pkt p, d;
+		enum fab_wire_err why = FAB_WIRE_E_NONE;
+		size_t len = 0;
+
+		random_pkt(&r, &p, FAB_OP_SEND_ONLY, payload, 100);
+		NST_REQUIRE_EQ(fab_pkt_encode_opt(&p, b, sizeof(b), &len, FAB_PKT_NO_ICRC), 0);
+		b[FAB_ETH_HLEN + 10] ^= 1; /* the IPv4 header checksum */
+		NST_EQ(fab_pkt_decode_opt(b, len, &d, &why, FAB_PKT_NO_ICRC), -EBADMSG);
+		NST_EQ(why, FAB_WIRE_E_IP_CSUM);
+		NST_EQ(fab_pkt_icrc_fill(b, FAB_FRAME_MIN - 1), -EINVAL);
+		NST_EQ(fab_pkt_icrc_fill(b, FAB_FRAME_MAX + 1), -EINVAL);
+		NST_EQ(fab_pkt_icrc_fill(NULL, len), -EINVAL);
+	}
+}
+
 static void test_encode_refuses_bad_packets(void)
 {
 	uint8_t f[FAB_FRAME_MAX], before[FAB_FRAME_MAX];
@@ -1100,6 +1162,7 @@ static const struct nst_test tests[] = {
     {"encode_matches_hand_built_frame", test_encode_matches_hand_built_frame},
     {"round_trip_every_opcode_length_and_pad", test_round_trip_every_opcode_length_and_pad},
     {"encode_payload_in_place", test_encode_payload_in_place},
+    {"encode_without_icrc_then_fill", test_encode_without_icrc_then_fill},
     {"encode_refuses_bad_packets", test_encode_refuses_bad_packets},
     {"decode_refuses_each_reason", test_decode_refuses_each_reason},
     {"decode_failure_leaves_output_alone", test_decode_failure_leaves_output_alone},
