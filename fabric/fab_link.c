@@ -261,8 +261,8 @@ static void writer_unlock(struct fab_seg_link *l, uint64_t locked)
 	__atomic_store_n(&l->cfg_seq, (uint64_t)(uint32_t)(seq_of(locked) + 1), __ATOMIC_RELEASE);
 }
 
-/* Copy the fields selected by mask from src into dst. */
-static void cfg_merge(struct fab_link_config *dst, const struct fab_link_config *src, uint32_t mask)
+void fab_link_config_merge(struct fab_link_config *dst, const struct fab_link_config *src,
+			   uint32_t mask)
 {
 	if (mask & FAB_LF_LATENCY)
 		dst->latency_ns = src->latency_ns;
@@ -297,6 +297,27 @@ static void cfg_merge(struct fab_link_config *dst, const struct fab_link_config 
 	}
 }
 
+uint32_t fab_link_config_diff(const struct fab_link_config *a, const struct fab_link_config *b)
+{
+	uint32_t d = 0;
+
+	d |= a->latency_ns != b->latency_ns ? FAB_LF_LATENCY : 0;
+	d |= a->jitter_ns != b->jitter_ns ? FAB_LF_JITTER : 0;
+	d |= a->rate_mbps != b->rate_mbps ? FAB_LF_RATE : 0;
+	d |= a->loss_ppb != b->loss_ppb ? FAB_LF_LOSS : 0;
+	d |= a->dup_ppb != b->dup_ppb ? FAB_LF_DUP : 0;
+	d |= a->reorder_ppb != b->reorder_ppb ? FAB_LF_REORDER : 0;
+	d |= a->reorder_gap_ns != b->reorder_gap_ns ? FAB_LF_REORDER_GAP : 0;
+	d |= a->corrupt_ppb != b->corrupt_ppb ? FAB_LF_CORRUPT : 0;
+	d |= a->delay_ns != b->delay_ns ? FAB_LF_DELAY : 0;
+	d |= a->delay_ppb != b->delay_ppb ? FAB_LF_DELAY_PPB : 0;
+	d |= a->nth != b->nth || a->nth_opcode != b->nth_opcode || a->nth_qpn != b->nth_qpn
+		 ? FAB_LF_NTH
+		 : 0;
+	d |= (a->flags ^ b->flags) & FAB_LINK_DOWN ? FAB_LF_DOWN : 0;
+	return d;
+}
+
 static int link_slots(struct fab *fab, uint32_t src, uint32_t dst, struct fab_seg_link **l,
 		      uint32_t *s, uint32_t *d)
 {
@@ -323,7 +344,7 @@ int fab_link_set(struct fab *fab, uint32_t src, uint32_t dst, const struct fab_l
 		return -EINVAL;
 	/* Check the new values alone, before touching anything. */
 	fab_link_config_default(&want);
-	cfg_merge(&want, cfg, fields);
+	fab_link_config_merge(&want, cfg, fields);
 	if (!cfg_valid(&want))
 		return -EINVAL;
 	rc = link_slots(fab, src, dst, &l, &s, &d);
@@ -336,7 +357,7 @@ int fab_link_set(struct fab *fab, uint32_t src, uint32_t dst, const struct fab_l
 	/* Words a dead writer left half written, or a hostile one garbled. */
 	if (!cfg_valid(&cur))
 		fab_link_config_default(&cur);
-	cfg_merge(&cur, cfg, fields);
+	fab_link_config_merge(&cur, cfg, fields);
 	cfg_store(l, &cur);
 	if (fields & FAB_LF_SEED)
 		__atomic_store_n(&l->seed_gen, l->seed_gen + 1, __ATOMIC_RELAXED);

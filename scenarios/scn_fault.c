@@ -116,60 +116,6 @@ static uint32_t fault_fields(const struct scn_rt_fault *f)
 	return f->fields;
 }
 
-/* Copy the fields of src that mask names into dst (fab_link_set's merge). */
-static void cfg_merge(struct fab_link_config *dst, const struct fab_link_config *src, uint32_t mask)
-{
-	if (mask & FAB_LF_LATENCY)
-		dst->latency_ns = src->latency_ns;
-	if (mask & FAB_LF_JITTER)
-		dst->jitter_ns = src->jitter_ns;
-	if (mask & FAB_LF_RATE)
-		dst->rate_mbps = src->rate_mbps;
-	if (mask & FAB_LF_LOSS)
-		dst->loss_ppb = src->loss_ppb;
-	if (mask & FAB_LF_DUP)
-		dst->dup_ppb = src->dup_ppb;
-	if (mask & FAB_LF_REORDER)
-		dst->reorder_ppb = src->reorder_ppb;
-	if (mask & FAB_LF_REORDER_GAP)
-		dst->reorder_gap_ns = src->reorder_gap_ns;
-	if (mask & FAB_LF_CORRUPT)
-		dst->corrupt_ppb = src->corrupt_ppb;
-	if (mask & FAB_LF_DELAY)
-		dst->delay_ns = src->delay_ns;
-	if (mask & FAB_LF_DELAY_PPB)
-		dst->delay_ppb = src->delay_ppb;
-	if (mask & FAB_LF_NTH) {
-		dst->nth = src->nth;
-		dst->nth_opcode = src->nth_opcode;
-		dst->nth_qpn = src->nth_qpn;
-	}
-	if (mask & FAB_LF_DOWN)
-		dst->flags = (dst->flags & ~FAB_LINK_DOWN) | (src->flags & FAB_LINK_DOWN);
-}
-
-/* The fields (FAB_LF_*, not the seed) in which a and b differ. */
-static uint32_t cfg_diff(const struct fab_link_config *a, const struct fab_link_config *b)
-{
-	uint32_t d = 0;
-
-	d |= a->latency_ns != b->latency_ns ? FAB_LF_LATENCY : 0;
-	d |= a->jitter_ns != b->jitter_ns ? FAB_LF_JITTER : 0;
-	d |= a->rate_mbps != b->rate_mbps ? FAB_LF_RATE : 0;
-	d |= a->loss_ppb != b->loss_ppb ? FAB_LF_LOSS : 0;
-	d |= a->dup_ppb != b->dup_ppb ? FAB_LF_DUP : 0;
-	d |= a->reorder_ppb != b->reorder_ppb ? FAB_LF_REORDER : 0;
-	d |= a->reorder_gap_ns != b->reorder_gap_ns ? FAB_LF_REORDER_GAP : 0;
-	d |= a->corrupt_ppb != b->corrupt_ppb ? FAB_LF_CORRUPT : 0;
-	d |= a->delay_ns != b->delay_ns ? FAB_LF_DELAY : 0;
-	d |= a->delay_ppb != b->delay_ppb ? FAB_LF_DELAY_PPB : 0;
-	d |= a->nth != b->nth || a->nth_opcode != b->nth_opcode || a->nth_qpn != b->nth_qpn
-		 ? FAB_LF_NTH
-		 : 0;
-	d |= (a->flags ^ b->flags) & FAB_LINK_DOWN ? FAB_LF_DOWN : 0;
-	return d;
-}
-
 /* The link src -> dst as faults know it, made (its baseline read from the
  * fabric now) the first time a fault touches it; NULL without memory. */
 static struct scn_rt_link *link_of(struct scn_runner *r, uint32_t src, uint32_t dst)
@@ -208,7 +154,7 @@ static void link_compose(const struct scn_runner *r, const struct scn_rt_link *l
 	*cfg = l->base;
 	for (size_t i = 0; i < l->narmed; i++) {
 		f = &r->faults[l->armed[i]];
-		cfg_merge(cfg, &f->cfg, f->fields);
+		fab_link_config_merge(cfg, &f->cfg, f->fields);
 	}
 }
 
@@ -239,7 +185,7 @@ static int link_apply(struct scn_runner *r, struct scn_rt_link *l, struct scn_rt
 		}
 		l->armed[l->narmed++] = fi;
 		after = l->cur;
-		cfg_merge(&after, &f->cfg, f->fields);
+		fab_link_config_merge(&after, &f->cfg, f->fields);
 	} else if (!arm) {
 		if (i < l->narmed) {
 			memmove(&l->armed[i], &l->armed[i + 1],
@@ -250,7 +196,7 @@ static int link_apply(struct scn_runner *r, struct scn_rt_link *l, struct scn_rt
 	} else {
 		return 0;
 	}
-	changed = cfg_diff(&l->cur, &after);
+	changed = fab_link_config_diff(&l->cur, &after);
 	l->cur = after;
 	if (!changed || !r->topo.fab)
 		return 0;

@@ -388,6 +388,14 @@ void fab_port_set_tap(struct fab_port *port, fab_tap_fn fn, void *arg);
 /* The configuration of a link nobody has changed. */
 void fab_link_config_default(struct fab_link_config *cfg);
 
+/* Copy the fields of src that mask (FAB_LF_*) selects into dst, as
+ * fab_link_set() does; FAB_LF_SEED also sets FAB_LINK_SEEDED. */
+void fab_link_config_merge(struct fab_link_config *dst, const struct fab_link_config *src,
+			   uint32_t mask);
+
+/* The fields (FAB_LF_*, the seed left out) in which a and b differ. */
+uint32_t fab_link_config_diff(const struct fab_link_config *a, const struct fab_link_config *b);
+
 /*
  * Change the fields of link src -> dst that fields selects, from cfg.  Both
  * addresses must be bound (fab_port_claim; src == dst is the port's

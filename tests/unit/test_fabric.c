@@ -1419,6 +1419,36 @@ static void test_held_kicks(void)
 
 /* ---- Configuration ---------------------------------------------------------------- */
 
+/* fab_link_config_merge() takes the fields a mask names, and
+ * fab_link_config_diff() names the fields that differ, the seed left out. */
+static void test_link_config_merge_diff(void)
+{
+	struct fab_link_config base, f, c;
+
+	fab_link_config_default(&base);
+	fab_link_config_default(&f);
+	f.loss_ppb = 1000;
+	f.latency_ns = 5000;
+	f.nth = 3;
+	f.nth_opcode = 7;
+	f.flags |= FAB_LINK_DOWN;
+	f.seed = 42;
+	c = base;
+	fab_link_config_merge(&c, &f, FAB_LF_LOSS | FAB_LF_DOWN);
+	NST_EQ(c.loss_ppb, 1000);
+	NST_EQ(c.latency_ns, 0);
+	NST_EQ(c.nth, 0);
+	NST_TRUE(c.flags & FAB_LINK_DOWN);
+	NST_EQ_U(fab_link_config_diff(&base, &c), FAB_LF_LOSS | FAB_LF_DOWN);
+	fab_link_config_merge(&c, &f, FAB_LF_NTH | FAB_LF_SEED);
+	NST_EQ(c.nth, 3);
+	NST_EQ(c.nth_opcode, 7);
+	NST_EQ_U(c.seed, 42);
+	NST_TRUE(c.flags & FAB_LINK_SEEDED);
+	NST_EQ_U(fab_link_config_diff(&base, &c), FAB_LF_LOSS | FAB_LF_DOWN | FAB_LF_NTH);
+	NST_EQ_U(fab_link_config_diff(&c, &c), 0);
+}
+
 static void test_link_config(void)
 {
 	struct fab_link_config cfg, got;
@@ -1782,6 +1812,7 @@ static const struct nst_test tests[] = {
     {"bell", test_bell},
     {"held_kicks", test_held_kicks},
     {"link_config", test_link_config},
+    {"link_config_merge_diff", test_link_config_merge_diff},
     {"writer_died", test_writer_died},
     {"hostile_segment", test_hostile_segment},
     {"open_rejects_bad_segments", test_open_rejects_bad_segments},
