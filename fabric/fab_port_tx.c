@@ -85,6 +85,26 @@ struct send_ctx {
 	uint64_t now;
 };
 
+/* The sending context for frames to dst, its link view refreshed: the
+ * port's transmit state for dst, or NULL when dst is not an open port. */
+static struct fab_tx *send_ctx_open(struct fab_port *p, uint32_t dst, struct send_ctx *sc)
+{
+	struct fab *fab = p->fab;
+	struct fab_tx *t;
+	int d = fab_slot_find(fab, dst);
+
+	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN)
+		return NULL;
+	sc->d = (uint32_t)d;
+	sc->dst = dst;
+	sc->dgen = __atomic_load_n(&fab->ports[d].gen, __ATOMIC_ACQUIRE);
+	sc->l = fab_link_at(fab, p->slot, sc->d);
+	t = &p->tx[d];
+	if (!fab_link_view_refresh(fab, sc->l, p->slot, sc->d, &t->view))
+		FAB_PORT_COUNT(p, bad_config);
+	return t;
+}
+
 /* Publish frame idx at ring position pos (the producer index fab_send read,
  * plus one for a duplicate). */
 static void publish(struct fab_port *p, const struct send_ctx *sc, uint32_t pos, uint32_t idx,
@@ -184,7 +204,6 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	uint32_t dup_idx, prod;
 	uint8_t *data;
 	bool dup = false;
-	int d;
 
 	if (!fab_port_holds(p, idx))
 		return -EINVAL;
@@ -192,18 +211,11 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 		fab_port_release(p, idx);
 		return len ? -EMSGSIZE : -EINVAL;
 	}
-	d = fab_slot_find(fab, dst);
-	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN) {
+	t = send_ctx_open(p, dst, &sc);
+	if (!t) {
 		fab_port_release(p, idx);
 		return -EHOSTUNREACH;
 	}
-	sc.d = (uint32_t)d;
-	sc.dst = dst;
-	sc.dgen = __atomic_load_n(&fab->ports[d].gen, __ATOMIC_ACQUIRE);
-	sc.l = fab_link_at(fab, p->slot, sc.d);
-	t = &p->tx[d];
-	if (!fab_link_view_refresh(fab, sc.l, p->slot, sc.d, &t->view))
-		FAB_PORT_COUNT(p, bad_config);
 	sc.now = send_clock(p, &t->view.cfg);
 	data = fab_frame_at(fab, idx);
 	fab_link_decide(sc.l, &t->view, data, len, sc.now, &v);
@@ -322,7 +334,6 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 	struct fab_tx *t;
 	uint32_t prod, *ring;
 	bool captured;
-	int d;
 
 	memset(res, 0, sizeof(*res));
 	if (n == 0)
@@ -336,19 +347,12 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 			return 0;
 		}
 	}
-	d = fab_slot_find(fab, dst);
-	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN) {
+	t = send_ctx_open(p, dst, &sc);
+	if (!t) {
 		unit_release(p, idx, n);
 		res->unreachable = n;
 		return -EHOSTUNREACH;
 	}
-	sc.d = (uint32_t)d;
-	sc.dst = dst;
-	sc.dgen = __atomic_load_n(&fab->ports[d].gen, __ATOMIC_ACQUIRE);
-	sc.l = fab_link_at(fab, p->slot, sc.d);
-	t = &p->tx[d];
-	if (!fab_link_view_refresh(fab, sc.l, p->slot, sc.d, &t->view))
-		FAB_PORT_COUNT(p, bad_config);
 	prod = FAB_READ_ONCE(sc.l->prod);
 	if (n > FAB_UNIT_MAX || port_observed(p) || !link_plain(&t->view.cfg) ||
 	    !ring_room(fab, t, sc.l, prod, 1)) {
