@@ -492,20 +492,28 @@ struct started_run {
 	size_t n;
 };
 
+/* A scenario's run directory (nicsim-scn-*) below tmpdir, into dir; false
+ * while there is none. */
+static bool run_dir_below(const char *tmpdir, char *dir, size_t size)
+{
+	struct dirent *e;
+	DIR *d = opendir(tmpdir);
+
+	dir[0] = '\0';
+	while (d && (e = readdir(d)))
+		if (!strncmp(e->d_name, "nicsim-scn-", 11))
+			snprintf(dir, size, "%s/%s", tmpdir, e->d_name);
+	if (d)
+		closedir(d);
+	return dir[0] != '\0';
+}
+
 /* The run directory below tmpdir once its two agents and NICs run. */
 static bool scenario_running(void *arg)
 {
 	struct started_run *s = arg;
-	struct dirent *e;
-	DIR *d = opendir(s->tmpdir);
 
-	s->dir[0] = '\0';
-	while (d && (e = readdir(d)))
-		if (!strncmp(e->d_name, "nicsim-scn-", 11))
-			snprintf(s->dir, sizeof(s->dir), "%s/%s", s->tmpdir, e->d_name);
-	if (d)
-		closedir(d);
-	if (!s->dir[0])
+	if (!run_dir_below(s->tmpdir, s->dir, sizeof(s->dir)))
 		return false;
 	s->n = pids_of(s->dir, s->pids, MAX_PIDS - 1); /* room for the runner's child */
 	return s->n >= 5;                              /* two agents, two NICs, a program */
@@ -1107,16 +1115,8 @@ struct gate {
 static bool gate_made(void *arg)
 {
 	struct gate *g = arg;
-	struct dirent *e;
-	DIR *d = opendir(g->tmpdir);
 
-	g->dir[0] = '\0';
-	while (d && (e = readdir(d)))
-		if (!strncmp(e->d_name, "nicsim-scn-", 11))
-			snprintf(g->dir, sizeof(g->dir), "%s/%s", g->tmpdir, e->d_name);
-	if (d)
-		closedir(d);
-	if (!g->dir[0])
+	if (!run_dir_below(g->tmpdir, g->dir, sizeof(g->dir)))
 		return false;
 	snprintf(g->fifo, sizeof(g->fifo), "%s/gate", g->dir);
 	return access(g->fifo, F_OK) == 0;
