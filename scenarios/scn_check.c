@@ -27,6 +27,7 @@
 #include "fab.h"
 #include "fab_addr.h"
 #include "nicsim_mgmt.h"
+#include "scn.h"
 #include "scn_priv.h"
 
 struct sym {
@@ -394,13 +395,7 @@ static const char *bracket_end(const char *re)
 	return *q ? q : NULL;
 }
 
-/*
- * Where re (an ERE) has a back-reference, \1 to \9 outside a bracket
- * expression, or NULL.  POSIX EREs have none; glibc takes them as an
- * extension, and matching them is exponential in the line's length (a
- * program's output line could stall the run far past every deadline).
- */
-static const char *back_reference(const char *re)
+const char *scn_ere_backref(const char *re)
 {
 	for (; *re; re++) {
 		if (*re == '\\') {
@@ -493,7 +488,7 @@ static void check_regex(struct checker *c, const struct scn_stmt *st, const stru
 
 	if (!o->regex)
 		return;
-	br = back_reference(o->text);
+	br = scn_ere_backref(o->text);
 	if (br) {
 		error(c, st, NULL,
 		      "/%s/: '\\%c' is a back-reference, which a POSIX extended regular "

@@ -553,37 +553,11 @@ static bool text_match(const char *text, size_t len, const struct scn_output *o,
 	return found;
 }
 
-/*
- * Whether an ERE has a back-reference (\1 to \9 outside a bracket
- * expression).  Matching one can take time exponential in the line's
- * length (a line of 130 bytes took half a minute), which no deadline can
- * cut short, so the runner refuses them as the checker does.
- */
-static bool ere_has_backref(const char *ere)
-{
-	bool bracket = false;
-
-	for (const char *c = ere; *c; c++) {
-		if (bracket) {
-			/* "[]...]" and "[^]...]": a ']' first is a member. */
-			if (*c == ']' && c[-1] != '[' && !(c[-1] == '^' && c[-2] == '['))
-				bracket = false;
-		} else if (*c == '[') {
-			bracket = true;
-		} else if (*c == '\\' && c[1]) {
-			if (c[1] >= '1' && c[1] <= '9')
-				return true;
-			c++;
-		}
-	}
-	return false;
-}
-
 /* Compile an output step's ERE: 0, or nonzero when the C library refuses
- * it or it has a back-reference (ere_has_backref). */
+ * it or it has a back-reference (scn_ere_backref). */
 static int ere_compile(regex_t *re, const char *ere)
 {
-	if (ere_has_backref(ere))
+	if (scn_ere_backref(ere))
 		return REG_ESUBREG;
 	return regcomp(re, ere, REG_EXTENDED | REG_NOSUB);
 }
@@ -1695,7 +1669,7 @@ static int output_step(struct scn_runner *r, const struct scn_stmt *st)
 	}
 	w = prog_watch_of(p, st);
 	if (st->u.output.regex && (!w || !w->compiled)) {
-		if (ere_has_backref(st->u.output.text))
+		if (scn_ere_backref(st->u.output.text))
 			scn_fail(r, st,
 				 "regular expression /%s/: back-references (\\1 to \\9) are not "
 				 "allowed: their matching time has no bound",

@@ -59,4 +59,13 @@ int scn_check_files(const struct scn_files *files, const struct scn_defines *def
  */
 int scn_cli_main(int argc, char **argv);
 
+/*
+ * Where re (an ERE) has a back-reference, \1 to \9 outside a bracket
+ * expression, or NULL.  POSIX EREs have none; glibc takes them as an
+ * extension, and matching them is exponential in the line's length (a
+ * program's output line could stall the run far past every deadline), so
+ * the checker refuses them and the runner never compiles one.
+ */
+const char *scn_ere_backref(const char *re);
+
 #endif /* SCN_H */
