@@ -579,6 +579,33 @@ static const char *relative(const char *path, const char *cwd)
 	return path;
 }
 
+/*
+ * The descriptor of this process that path names (/dev/stdout, /dev/stderr,
+ * /dev/fd/N, /proc/self/fd/N), or -1.  Such a report goes to the open
+ * descriptor itself: opened again by name, a redirected standard output
+ * would be truncated or replaced, and the text report on it lost.
+ */
+static int own_fd(const char *path)
+{
+	static const char *const dirs[] = {"/dev/fd/", "/proc/self/fd/"};
+	const char *num = NULL;
+	char *end;
+	long n;
+
+	if (!strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (!strncmp(path, dirs[i], strlen(dirs[i])))
+			num = path + strlen(dirs[i]);
+	if (!num || *num < '0' || *num > '9')
+		return -1;
+	errno = 0;
+	n = strtol(num, &end, 10);
+	return !errno && !*end && n <= 1024 * 1024 ? (int)n : -1;
+}
+
 int scn_report_junit_target(const char *path, char *target, size_t size, bool *in_place, char *why,
 			    size_t wsize)
 {
@@ -596,6 +623,15 @@ int scn_report_junit_target(const char *path, char *target, size_t size, bool *i
 	if (snprintf(target, size, "%s", path) >= (int)size) {
 		snprintf(why, wsize, "--junit %s: the path is too long", path);
 		return -ENAMETOOLONG;
+	}
+	if (own_fd(path) >= 0) {
+		if (fcntl(own_fd(path), F_GETFL) < 0) {
+			snprintf(why, wsize, "--junit %s: descriptor %d is not open", path,
+				 own_fd(path));
+			return -EBADF;
+		}
+		*in_place = true;
+		return 0;
 	}
 	/* An existing file, through any links (even /proc's: /dev/stdout
 	 * leads to "pipe:[N]", which is no path): a device or a FIFO is
@@ -785,9 +821,20 @@ int scn_report_junit(const char *path, const struct scn_outcome *const *o, size_
 	if (rc)
 		return rc;
 	if (in_place) {
-		/* A device or a FIFO: written as it is, never replaced by a
-		 * regular file (not even /dev/null by root). */
-		fd = open(target, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		/* One of this process's descriptors, a device or a FIFO:
+		 * written as it is, never replaced by a regular file (not even
+		 * /dev/null by root).  A FIFO is opened without waiting for a
+		 * reader: with none, ENXIO, not a run that never ends. */
+		if (own_fd(path) >= 0) {
+			fflush(NULL);
+			fd = fcntl(own_fd(path), F_DUPFD_CLOEXEC, 3);
+		} else {
+			fd = open(target, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+			if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+				close(fd);
+				fd = -1;
+			}
+		}
 		if (fd < 0)
 			return -errno;
 		f = fdopen(fd, "w");

@@ -2667,12 +2667,13 @@ int scn_run(const char *const *paths, size_t npaths, const struct scn_run_opts *
 			status = 1;
 	if (interrupted)
 		status = 1;
-	scn_report_summary(opts->tap ? stdout : stdout, outs, l.n, scn_now_ns() - t0, opts->tap);
+	scn_report_summary(stdout, outs, l.n, scn_now_ns() - t0, opts->tap);
 	if (opts->junit) {
 		rc = scn_report_junit(opts->junit, outs, l.n, &ro);
 		if (rc) {
 			fprintf(stderr, "nicsim scenario: cannot write %s: %s\n", opts->junit,
-				strerror(-rc));
+				rc == -ENXIO ? "it is a FIFO that no process is reading"
+					     : strerror(-rc));
 			status = status ? status : 1;
 		}
 	}

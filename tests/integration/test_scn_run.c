@@ -837,6 +837,28 @@ static void test_junit_targets(void)
 	OUT_HAS("<testsuites ");
 	NST_REQUIRE(lstat("/dev/stdout", &st) == 0);
 	NST_EQ(S_ISLNK(st.st_mode), was_link);
+	/* Standard output a regular file: the report goes after the text
+	 * report, through the descriptor, not in the file's place. */
+	{
+		char cmd[4 * P], txt[P];
+
+		snprintf(txt, sizeof(txt), "%s/junit-stdout.txt", tmp);
+		snprintf(cmd, sizeof(cmd),
+			 "exec '%s' scenario run '%s' --junit /dev/stdout > '%s' 2>&1",
+			 nst_bin("nicsim"), scn, txt);
+		NST_EQ(nst_run((const char *const[]){"/bin/sh", "-c", cmd, NULL}, out, sizeof(out),
+			       RUN_MS),
+		       0);
+		NST_REQUIRE(read_all(txt, xml, sizeof(xml)));
+		NST_TRUE(strstr(xml, "PASS ") != NULL);
+		NST_TRUE(strstr(xml, "<testsuites ") != NULL);
+	}
+	/* A FIFO nobody reads: the run ends, saying so, and does not wait
+	 * for a reader that never comes. */
+	NST_REQUIRE(mkfifo(fifo, 0600) == 0);
+	NST_EQ(SCN(scn, "--junit", fifo), 1);
+	OUT_HAS("it is a FIFO that no process is reading");
+	unlink(fifo);
 
 	/* Refused up front: usage errors, and no scenario ran. */
 	snprintf(bad, sizeof(bad), "%s/no-such-dir/r.xml", tmp);
