@@ -396,9 +396,10 @@ static int run_run(const struct scn_args *a)
 			shift = 30;
 		if (errno || end == t || t[0] == '-' || (*end && !shift) || !n ||
 		    n > (1ull << 40) >> shift) {
-			cli_err("--capture-max %s: expected a size from 1 byte to 1024GiB, in bytes or "
-				"with KiB, MiB or GiB (e.g. 256MiB)",
-				t);
+			cli_err(
+			    "--capture-max %s: expected a size from 1 byte to 1024GiB, in bytes or "
+			    "with KiB, MiB or GiB (e.g. 256MiB)",
+			    t);
 			return CLI_EXIT_USAGE;
 		}
 		o.capture_max = (uint64_t)n << shift;
