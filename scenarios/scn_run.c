@@ -1352,6 +1352,18 @@ static void snapshot_written(struct scn_runner *r, const struct scn_rt_op *op)
 	scn_mem_snapshot(r, op->st, b, off, len);
 }
 
+/* Fail step st: host h has ended and can make no call; how it ended is
+ * waited for (bounded) and said.  -EPIPE. */
+static int host_ended_fail(struct scn_runner *r, const struct scn_stmt *st, struct scn_rt_host *h)
+{
+	char how[128];
+
+	host_settle(r, h);
+	host_end_text(h, how, sizeof(how));
+	scn_fail(r, st, "host %s has ended (%s): it can make no call", h->name, how);
+	return -EPIPE;
+}
+
 static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	const struct scn_call *c = &st->u.call;
@@ -1367,14 +1379,8 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 		scn_fail(r, st, "%s is not a running host", c->host);
 		return -ENOENT;
 	}
-	if (h->gone) {
-		char how[128];
-
-		host_settle(r, h);
-		host_end_text(h, how, sizeof(how));
-		scn_fail(r, st, "host %s has ended (%s): it can make no call", h->name, how);
-		return -EPIPE;
-	}
+	if (h->gone)
+		return host_ended_fail(r, st, h);
 	if (c->verb == SCN_V_FORK) {
 		id = scn_agent_fork(h->agent, &ca);
 		if (id > 0) {
@@ -1393,6 +1399,10 @@ static int call_step(struct scn_runner *r, const struct scn_stmt *st)
 			return -EINVAL;
 		id = scn_agent_request(h->agent, "%s", line);
 	}
+	/* A host that ended since the last step (its channel not yet seen
+	 * closed) refuses the call: say how it ended, as for one seen gone. */
+	if (id == -EPIPE || id == -ECONNRESET)
+		return host_ended_fail(r, st, h);
 	if (id < 0) {
 		scn_fail(r, st, "cannot send the call to host %s: %s", h->name, strerror((int)-id));
 		return (int)id;

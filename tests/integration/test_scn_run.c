@@ -1262,8 +1262,15 @@ static void test_host_end_status(void)
 		   "h1: exit 3\n"
 		   "h1: startup\n",
 		   path, sizeof(path));
-	NST_EQ(SCN(path), 1);
-	OUT_HAS("exited with status 3");
+	/* Whether the runner sees the host's channel closed before it sends
+	 * the call, or the send fails, or the call is sent and never
+	 * answered, the report says how the host ended. */
+	for (int i = 0; i < 5; i++) {
+		NST_EQ(SCN(path), 1);
+		OUT_HAS("exited.scn:5: h1: startup");
+		OUT_HAS("exited with status 3");
+		NST_CHECK_(strstr(out, "Broken pipe") == NULL, CU_FALSE, "no bare EPIPE reported");
+	}
 }
 
 /*
