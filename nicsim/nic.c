@@ -46,6 +46,15 @@
  */
 #define NIC_YIELD_SLOW_NS 200000u
 #define NIC_CONTENDED_NS 100000000u
+/*
+ * Slow yields in a row before the CPU counts as contended.  One alone says
+ * little: a virtual CPU that its hypervisor preempted, or an interrupt,
+ * makes a yield slow once now and then on an idle machine (seen here every
+ * few tens of milliseconds), and each false alarm cost a ping-pong a sleep
+ * and a wake-up per message for NIC_CONTENDED_NS, 10 us becoming 24 us.
+ * A process that competes for the CPU makes every yield slow.
+ */
+#define NIC_SLOW_YIELDS 2u
 
 void nic_opts_default(struct nic_opts *o)
 {
@@ -686,7 +695,7 @@ int nic_run(struct nic *nic)
 {
 	const uint64_t spin_ns = (uint64_t)nic->opts.spin_us * 1000u;
 	uint64_t last_work = now_ns(), last_epoll = 0, contended_until = 0;
-	unsigned idle_polls = 0;
+	unsigned idle_polls = 0, slow_yields = 0;
 	bool check_wake = false, contended, spin;
 	int err = 0;
 
@@ -738,8 +747,11 @@ int nic_run(struct nic *nic)
 
 				sched_yield();
 				t = now_ns();
-				if (t - now >= NIC_YIELD_SLOW_NS)
+				slow_yields = t - now >= NIC_YIELD_SLOW_NS ? slow_yields + 1 : 0;
+				if (slow_yields >= NIC_SLOW_YIELDS) {
 					contended_until = t + NIC_CONTENDED_NS;
+					slow_yields = 0;
+				}
 			} else if (!work)
 				for (unsigned i = 0; i < NIC_SPIN_PAUSES; i++)
 					ring_cpu_relax();

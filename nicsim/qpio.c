@@ -312,12 +312,13 @@ static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uin
 		if (a->at[a->next] != hdr)
 			memmove(frame + hdr, frame + a->at[a->next], pkt->payload_len);
 		a->next++;
+		pkt->payload = NULL; /* read into the frame already */
 	} else {
+		/* No payload, or an inline one that the encoder copies. */
 		err = port_frame_get(nic, &idx, &frame);
 		if (err)
 			return err;
 	}
-	pkt->payload = NULL;
 	/* Into a burst unit when nothing can observe the packet on its way:
 	 * then it goes without its ICRC (fab.h, "Burst units"). */
 	unit = port_unit_join(nic, qp->peer_addr);

@@ -78,7 +78,8 @@ struct rc_ops {
 	void *arg;
 	/*
 	 * Transmit pkt (headers filled); its payload is pkt->payload_len bytes
-	 * at offset off of mem (mem NULL and payload_len 0 for none).  0, or
+	 * at offset off of mem, or, with mem NULL, at pkt->payload (an inline
+	 * send; payload_len 0 for none).  0, or
 	 * -ENOBUFS (no frame now: the engine tries again at the next
 	 * rc_progress), or another error (the packet is lost; recovery is as
 	 * for a loss on the wire).

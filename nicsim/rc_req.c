@@ -28,8 +28,17 @@ int rc_post_send(struct rc *rc, const struct nic_send_wqe *wqe)
 		return -ENOSPC;
 	if (wqe->opcode < NIC_WR_SEND || wqe->opcode > NIC_WR_RDMA_READ ||
 	    wqe->num_sge > NIC_MAX_SGE ||
-	    wqe->flags & ~(uint8_t)(NIC_WR_F_FENCE | NIC_WR_F_SOLICITED))
+	    wqe->flags & ~(uint8_t)(NIC_WR_F_FENCE | NIC_WR_F_SOLICITED | NIC_WR_F_INLINE))
 		return -EINVAL;
+	if (wqe->flags & NIC_WR_F_INLINE) {
+		/* The payload is in the request: no SGEs, nothing to read. */
+		if (wqe->opcode == NIC_WR_RDMA_READ || wqe->num_sge ||
+		    wqe->inline_len > NIC_MAX_INLINE)
+			return -EINVAL;
+		len = wqe->inline_len;
+	} else if (wqe->inline_len) {
+		return -EINVAL;
+	}
 	for (uint32_t i = 0; i < wqe->num_sge; i++)
 		len += wqe->sge[i].len;
 	/* A message is at most 2^31 bytes, as on InfiniBand. */
@@ -261,7 +270,13 @@ int rc_req_send_next(struct rc *rc, uint64_t now)
 			p.imm = w->wqe.imm;
 		p.se = k + 1 == w->npkts && (w->wqe.flags & NIC_WR_F_SOLICITED);
 		p.ack_req = k + 1 == w->npkts || ++rc->since_ackreq >= rc->cfg.ack_every;
-		err = rc->ops.xmit(rc->ops.arg, &p, p.payload_len ? &w->mem : NULL, off);
+		if (w->wqe.flags & NIC_WR_F_INLINE) {
+			/* One packet: NIC_MAX_INLINE is below any MTU. */
+			p.payload = w->wqe.inline_data;
+			err = rc->ops.xmit(rc->ops.arg, &p, NULL, 0);
+		} else {
+			err = rc->ops.xmit(rc->ops.arg, &p, p.payload_len ? &w->mem : NULL, off);
+		}
 	}
 	if (err == -ENOBUFS)
 		return 0;

@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 5 (NIC_ABI_VERSION): the structures a
+ * nicsim host interface, ABI version 6 (NIC_ABI_VERSION): the structures a
  * host driver and the emulated NIC share.  This header is the single source
  * of truth for the layouts described in docs/hardware-interface.md; every
  * size and offset a driver depends on is checked below with _Static_assert.
@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 5u
+#define NIC_ABI_VERSION 6u
 #define NIC_CACHELINE 64
 
 /*
@@ -319,9 +319,21 @@ enum nic_wr_opcode {
 
 #define NIC_WR_F_FENCE 0x1u     /* start only after earlier RDMA READs completed */
 #define NIC_WR_F_SOLICITED 0x2u /* solicited event at the receiver */
+/*
+ * The payload is in the work request itself: inline_len bytes (at most
+ * NIC_MAX_INLINE) of inline_data, in place of the SGEs (num_sge 0).  SEND,
+ * SEND_IMM, RDMA_WRITE and RDMA_WRITE_IMM only.  The NIC copies the bytes
+ * when it takes the request off the send queue, so the host may reuse its
+ * buffer once the request is posted, and no local key is involved: the NIC
+ * reads nothing of the host's memory for it.  What IBV_SEND_INLINE is to
+ * verbs, and for the same reason: a small message costs no DMA read.
+ */
+#define NIC_WR_F_INLINE 0x4u /* ABI 6 */
+#define NIC_MAX_INLINE 96u
 
 /* Send queue entry: 128 bytes.  RDMA operations name the remote buffer by
- * remote_va and rkey; the local buffers are the SGEs (the sink for a read). */
+ * remote_va and rkey; the local buffers are the SGEs (the sink for a read),
+ * or, with NIC_WR_F_INLINE, the payload itself. */
 struct nic_send_wqe {
 	uint64_t wr_id;  /* returned in the completion */
 	uint8_t opcode;  /* enum nic_wr_opcode */
@@ -331,9 +343,14 @@ struct nic_send_wqe {
 	uint32_t imm; /* _IMM opcodes: immediate data, delivered to the receiver */
 	uint64_t remote_va;
 	uint32_t rkey;
-	uint32_t reserved1;
-	struct nic_sge sge[NIC_MAX_SGE];
-	uint8_t reserved2[32];
+	uint32_t inline_len; /* NIC_WR_F_INLINE: bytes of inline_data; else 0 */
+	union {
+		struct {
+			struct nic_sge sge[NIC_MAX_SGE];
+			uint8_t reserved2[32];
+		};
+		uint8_t inline_data[NIC_MAX_INLINE];
+	};
 };
 
 /* Receive queue entry: 128 bytes. */
@@ -543,6 +560,9 @@ _Static_assert(sizeof(struct nic_sge) == 16, "sge is 16 bytes");
 _Static_assert(sizeof(struct nic_send_wqe) == 128, "send wqe is 128 bytes");
 _Static_assert(offsetof(struct nic_send_wqe, remote_va) == 16, "remote_va at 16");
 _Static_assert(offsetof(struct nic_send_wqe, sge) == 32, "send sges at 32");
+_Static_assert(offsetof(struct nic_send_wqe, inline_data) == 32 &&
+		   NIC_MAX_INLINE == sizeof(struct nic_send_wqe) - 32,
+	       "inline data fills the send wqe from 32");
 _Static_assert(sizeof(struct nic_recv_wqe) == 128, "recv wqe is 128 bytes");
 _Static_assert(offsetof(struct nic_recv_wqe, sge) == 32, "recv sges at 32");
 _Static_assert(sizeof(struct nic_cqe) == 32, "cqe is 32 bytes");

@@ -228,6 +228,26 @@ static double ref_gbps(bool pvm, uint8_t *src, uint8_t *dst, size_t len)
 }
 
 /* n requests of op (WRITE or READ) of len bytes, depth in flight: seconds. */
+/*
+ * A work request for len bytes at buf: inline when they fit and op sends
+ * them (as ib_send_lat and UCX's short messages do), else by its SGE.
+ */
+static struct nic_send_wqe small_wqe(uint64_t id, uint8_t op, const uint8_t *buf, uint32_t len,
+				     uint32_t lk)
+{
+	struct nic_send_wqe w = {.wr_id = id, .opcode = op};
+
+	if (len <= NIC_MAX_INLINE && op != NIC_WR_RDMA_READ) {
+		w.flags = NIC_WR_F_INLINE;
+		w.inline_len = len;
+		memcpy(w.inline_data, buf, len);
+	} else {
+		w.num_sge = 1;
+		w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lk};
+	}
+	return w;
+}
+
 static double rdma_run(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk, uint8_t *rbuf,
 		       uint32_t rkey, size_t len, size_t n, size_t depth)
 {
@@ -237,10 +257,8 @@ static double rdma_run(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk,
 
 	while (done < n) {
 		while (posted < n && posted - done < depth) {
-			struct nic_send_wqe w = {.wr_id = posted, .opcode = op, .num_sge = 1};
+			struct nic_send_wqe w = small_wqe(posted, op, buf, (uint32_t)len, lk);
 
-			w.sge[0] = (struct nic_sge){
-			    .va = (uintptr_t)buf, .len = (uint32_t)len, .lkey = lk};
 			w.remote_va = (uintptr_t)rbuf;
 			w.rkey = rkey;
 			NST_REQUIRE_EQ(nst_post_send(qp, &w), 0);
@@ -530,14 +548,12 @@ static int pong(void *arg, int ready_fd)
 	if (nst_accept_one(&qp, p->port, ready_fd))
 		return 3;
 	for (uint32_t i = 0; i < p->count; i++) {
-		struct nic_send_wqe w = {.wr_id = i, .opcode = NIC_WR_SEND, .num_sge = 1};
+		struct nic_send_wqe w = small_wqe(i, NIC_WR_SEND, buf + 4096, p->len, key);
 		struct nic_recv_wqe r = {.wr_id = i, .num_sge = 1};
 
 		if (spin_cq(&qp, &cqe) || cqe.opcode != NIC_WC_RECV)
 			return 6;
 		r.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = 4096, .lkey = key};
-		w.sge[0] =
-		    (struct nic_sge){.va = (uintptr_t)buf + 4096, .len = p->len, .lkey = key};
 		if (nst_post_recv(&qp, &r) || nst_post_send(&qp, &w))
 			return 7;
 		if (spin_cq(&qp, &cqe) || cqe.opcode != NIC_WC_SEND)
@@ -571,12 +587,11 @@ static double half_rtt_us(uint32_t len, uint16_t port)
 	}
 	NST_REQUIRE_EQ(nst_connect(&qp, addr_b, port), 0);
 	for (uint32_t i = 0; i < N; i++) {
-		struct nic_send_wqe w = {.wr_id = i, .opcode = NIC_WR_SEND, .num_sge = 1};
+		struct nic_send_wqe w = small_wqe(i, NIC_WR_SEND, buf + 4096, len, key);
 		struct nic_recv_wqe r = {.wr_id = i, .num_sge = 1};
 		uint64_t t0 = nst_now_ns();
 		bool got_send = false, got_recv = false;
 
-		w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf + 4096, .len = len, .lkey = key};
 		NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 		while (!got_send || !got_recv) {
 			NST_REQUIRE_EQ(spin_cq(&qp, &cqe), 0);
@@ -762,7 +777,19 @@ static void bench_bandwidth_and_latency(void)
 	close(done_pipe[1]); /* host B may go */
 	st = nst_wait(target, WAIT_MS);
 	NST_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	lat8 = half_rtt_us(8, 7001);
+	{
+		struct nic_sample la[2], lb[2];
+		uint64_t t0 = nst_now_ns();
+
+		nic_sample(sock_a, nic_a, &la[0]);
+		nic_sample(sock_b, nic_b, &lb[0]);
+		lat8 = half_rtt_us(8, 7001);
+		nic_sample(sock_a, nic_a, &la[1]);
+		nic_sample(sock_b, nic_b, &lb[1]);
+		printf("\n  8 B SEND ping-pong:\n");
+		nic_report("A", &la[0], &la[1], (double)(nst_now_ns() - t0) / 1e9);
+		nic_report("B", &lb[0], &lb[1], (double)(nst_now_ns() - t0) / 1e9);
+	}
 	lat4k = half_rtt_us(4096, 7002);
 	printf("\n  SEND half round trip (median of 2000 ping-pongs, peer in another process)\n");
 	printf("  8 B: %.2f us   4 KiB: %.2f us\n", lat8, lat4k);

@@ -673,6 +673,115 @@ static void test_malformed_request_in_order(void)
 	munmap(src, 4096);
 }
 
+/* A work request carrying its payload (NIC_WR_F_INLINE). */
+static struct nic_send_wqe iwqe(uint64_t id, uint8_t op, const void *data, uint32_t len,
+				uint64_t rva, uint32_t rkey)
+{
+	struct nic_send_wqe w = {.wr_id = id, .opcode = op, .flags = NIC_WR_F_INLINE};
+
+	memcpy(w.inline_data, data, len);
+	w.inline_len = len;
+	w.remote_va = rva;
+	w.rkey = rkey;
+	return w;
+}
+
+/*
+ * Inline sends: the payload travels in the work request, so the NIC reads
+ * nothing of the host's memory for it; the host may overwrite its buffer
+ * as soon as the request is posted.  SEND (with and without immediate data)
+ * and RDMA WRITE of 0, 1, 8 and NIC_MAX_INLINE bytes arrive intact, beside
+ * ordinary sends; a malformed inline request fails like any other.
+ */
+static void test_inline_send_and_write(void)
+{
+	static const uint32_t sizes[] = {0, 1, 8, NIC_MAX_INLINE};
+	struct pair p;
+	uint8_t *dst = map(65536), data[NIC_MAX_INLINE];
+	uint32_t dmr, rkey;
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	struct nic_cqe c;
+
+	pair_open(&p, sock_b, addr_b);
+	rkey = expose(&p, dst, 65536, NIC_ACCESS_REMOTE_WRITE, &dmr);
+	NST_REQUIRE(dmr && rkey);
+	for (uint32_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i];
+		uint8_t *rx = dst + 4096 * i, *wr = dst + 32768 + 4096 * i;
+
+		nst_fill(data, sizeof(data), 7 + i);
+		r = rwqe(10 + i, rx, 4096, dmr);
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+		w = iwqe(i, i % 2 ? NIC_WR_SEND_IMM : NIC_WR_SEND, data, n, 0, 0);
+		w.imm = 0xabc0 + i;
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		w = iwqe(100 + i, NIC_WR_RDMA_WRITE, data, n, (uintptr_t)wr, rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		/* The payload is in the posted requests already. */
+		uint32_t sum = nst_sum32(data, n);
+		memset(data, 0xee, sizeof(data));
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, i);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, 100 + i);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.opcode, NIC_WC_RDMA_WRITE);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.opcode, NIC_WC_RECV);
+		NST_EQ(c.byte_len, n);
+		NST_EQ(!!(c.flags & NIC_WC_F_IMM), i % 2);
+		if (i % 2)
+			NST_EQ_U(c.imm, 0xabc0 + i);
+		NST_EQ_U(nst_sum32(rx, n), sum);
+		NST_EQ_U(nst_sum32(wr, n), sum);
+		NST_TRUE(n == NIC_MAX_INLINE || rx[n] == 0);
+	}
+	/* An ordinary SEND after them still reads the host's memory. */
+	uint32_t lk = nst_reg(p.ha, data, sizeof(data), 0);
+	NST_REQUIRE(lk);
+	nst_fill(data, sizeof(data), 99);
+	r = rwqe(20, dst, 4096, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = swqe(20, NIC_WR_SEND, data, sizeof(data), lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ_U(nst_sum32(dst, sizeof(data)), nst_sum32(data, sizeof(data)));
+	pair_close(&p);
+	munmap(dst, 65536);
+}
+
+/* Each malformed inline request fails its QP with LOC_QP_OP_ERR. */
+static void test_inline_malformed(void)
+{
+	uint8_t data[NIC_MAX_INLINE] = {1};
+
+	for (int k = 0; k < 4; k++) {
+		struct pair p;
+		struct nic_send_wqe w = iwqe(1, NIC_WR_SEND, data, 8, 0, 0);
+		struct nic_cqe c;
+
+		switch (k) {
+		case 0: w.inline_len = NIC_MAX_INLINE + 1; break; /* too long */
+		case 1: w.opcode = NIC_WR_RDMA_READ; break;       /* nothing to send */
+		case 2: w.num_sge = 1; break;                     /* SGEs as well */
+		case 3: w.flags = 0; break;                       /* a length, no flag */
+		}
+		pair_open(&p, sock_b, addr_b);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_CHECK_(c.status == NIC_WC_LOC_QP_OP_ERR, CU_FALSE, "case %d: status %u", k,
+			   c.status);
+		pair_close(&p);
+	}
+}
+
 /*
  * A SEND with no receive posted draws RNR NAKs, each asking the requester
  * to wait the responder's RNR timer (0.64 ms by default, code 12) before it
@@ -1024,6 +1133,8 @@ int main(int argc, char **argv)
 	    {"bulk_in_units_only_on_plain_links", test_bulk_in_units_only_on_plain_links},
 	    {"dereg_waits_for_dma_in_flight", test_dereg_waits_for_dma_in_flight},
 	    {"malformed_request_in_order", test_malformed_request_in_order},
+	    {"inline_send_and_write", test_inline_send_and_write},
+	    {"inline_malformed", test_inline_malformed},
 	    {"rnr_wait_is_the_responders_timer", test_rnr_wait_is_the_responders_timer},
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {NULL, NULL},
