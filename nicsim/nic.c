@@ -691,14 +691,9 @@ static void account_sleep(struct nic *nic, uint64_t t0, uint64_t t1)
 		nic->stats.wake_socket++;
 }
 
-int nic_run(struct nic *nic)
+/* What nic_run says when it starts serving. */
+static void announce(struct nic *nic)
 {
-	const uint64_t spin_ns = (uint64_t)nic->opts.spin_us * 1000u;
-	uint64_t last_work = now_ns(), last_epoll = 0, contended_until = 0;
-	unsigned idle_polls = 0, slow_yields = 0;
-	bool check_wake = false, contended, spin;
-	int err = 0;
-
 	nic_info(&nic->log,
 		 "serving on %s (TPT %u entries, max registration %llu bytes, caps%s%s, "
 		 "up to %u host contexts)",
@@ -711,29 +706,138 @@ int nic_run(struct nic *nic)
 			 "each takes %u descriptors; raise the limit (ulimit -n) for more",
 			 (unsigned long long)nic->fd_limit, nic->max_ctx, NIC_MAX_CONTEXTS,
 			 NIC_CTX_FDS);
-	while (!nic->stop) {
-		uint64_t now, deadline, due;
+}
 
-		unsigned work = poll_all(nic, &deadline);
+/*
+ * Sleep until any NIC of the group has something to do: each announces it
+ * sleeps and looks once more, arms its timer, and then the thread waits on
+ * the NICs' epoll sets (on `top`, which holds them all, for more than one).
+ * 1 if a NIC found work instead (nothing slept), 0 after a sleep, or a
+ * negative errno.
+ */
+static int group_sleep(struct nic **nics, unsigned n, int top)
+{
+	uint64_t deadline[NIC_GROUP_MAX], t0, t1;
+	unsigned prepared = 0;
+	int err = 0;
 
+	for (unsigned i = 0; i < n; i++)
+		ctx_set_sleeping(nics[i], 1);
+	/* A peer that published before it saw the flag is caught here. */
+	for (; prepared < n; prepared++) {
+		struct nic *nic = nics[prepared];
+
+		if (poll_all(nic, &deadline[prepared]) ||
+		    (nic->port && fab_port_sleep_prepare(nic->port) == -EAGAIN))
+			break;
+	}
+	if (prepared < n) {
+		for (unsigned i = 0; i < n; i++) {
+			if (i < prepared && nics[i]->port)
+				fab_port_sleep_cancel(nics[i]->port);
+			ctx_set_sleeping(nics[i], 0);
+		}
+		nics[prepared]->stats.sleep_aborts++;
+		return 1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct nic *nic = nics[i];
+		uint64_t due = nic->port ? fab_next_due_ns(nic->port) : UINT64_MAX;
+
+		if (due != UINT64_MAX && (!deadline[i] || due < deadline[i]))
+			deadline[i] = due ? due : 1;
+		arm_timer(nic, deadline[i]);
+		nic->woke_by = 0;
+	}
+	t0 = now_ns();
+	if (n == 1) {
+		err = poll_events(nics[0], -1);
+	} else {
+		struct epoll_event ev[NIC_GROUP_MAX];
+
+		if (epoll_wait(top, ev, NIC_GROUP_MAX, -1) < 0 && errno != EINTR)
+			err = -errno;
+		for (unsigned i = 0; i < n && err >= 0; i++)
+			err = poll_events(nics[i], 0);
+	}
+	t1 = now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		if (nics[i]->port)
+			fab_port_sleep_cancel(nics[i]->port);
+		ctx_set_sleeping(nics[i], 0);
+		if (err >= 0)
+			account_sleep(nics[i], t0, t1);
+	}
+	return err < 0 ? err : 0;
+}
+
+int nic_run(struct nic *nic)
+{
+	return nic_run_group(&nic, 1);
+}
+
+int nic_run_group(struct nic **nics, unsigned n)
+{
+	uint64_t spin_ns = 0, last_work = now_ns(), last_epoll = 0, contended_until = 0;
+	unsigned idle_polls = 0, slow_yields = 0;
+	bool check_wake = false, contended, spin, stop = false;
+	int top = -1, err = 0;
+
+	if (n == 0 || n > NIC_GROUP_MAX)
+		return -EINVAL;
+	if (n > 1) {
+		top = epoll_create1(EPOLL_CLOEXEC);
+		if (top < 0)
+			return -errno;
+		for (unsigned i = 0; i < n; i++) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
+
+			if (epoll_ctl(top, EPOLL_CTL_ADD, nics[i]->epoll_fd, &ev) < 0) {
+				err = -errno;
+				close(top);
+				return err;
+			}
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t ns = (uint64_t)nics[i]->opts.spin_us * 1000u;
+
+		spin_ns = ns > spin_ns ? ns : spin_ns;
+		announce(nics[i]);
+	}
+	while (!stop) {
+		uint64_t now, deadline = 0;
+		unsigned work = 0;
+		bool share = false;
+
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t d;
+
+			work += poll_all(nics[i], &d);
+			nic_deadline_min(&deadline, d);
+		}
 		now = now_ns();
 		if (work) {
 			last_work = now;
 			idle_polls = 0;
 		} else if (check_wake) {
-			nic->stats.wake_idle++;
+			for (unsigned i = 0; i < n; i++)
+				nics[i]->stats.wake_idle++;
 		}
 		check_wake = false;
 		contended = now < contended_until;
+		for (unsigned i = 0; i < n; i++)
+			share |= ctx_share_cpu(nics[i]);
 		spin = work || now - last_work < spin_ns || (deadline && deadline <= now);
 		/* On a contended CPU, a host spinning on this one gets it by a
 		 * sleep, not by a yield. */
-		if (spin && contended && !work && ctx_share_cpu(nic))
+		if (spin && contended && !work && share)
 			spin = false;
 		if (spin) {
 			if (now - last_epoll >= NIC_EPOLL_EVERY_NS) {
 				last_epoll = now;
-				err = poll_events(nic, 0);
+				for (unsigned i = 0; i < n && err >= 0; i++)
+					err = poll_events(nics[i], 0);
 				if (err < 0)
 					break;
 			}
@@ -741,8 +845,7 @@ int nic_run(struct nic *nic)
 			 * the CPU away regularly while spinning, and at once when
 			 * a host waits on this very CPU; but not while the CPU is
 			 * contended (the scheduler's tick shares it then). */
-			if (!contended &&
-			    (++idle_polls % NIC_SPIN_BATCH == 0 || ctx_share_cpu(nic))) {
+			if (!contended && (++idle_polls % NIC_SPIN_BATCH == 0 || share)) {
 				uint64_t t;
 
 				sched_yield();
@@ -752,41 +855,28 @@ int nic_run(struct nic *nic)
 					contended_until = t + NIC_CONTENDED_NS;
 					slow_yields = 0;
 				}
-			} else if (!work)
+			} else if (!work) {
 				for (unsigned i = 0; i < NIC_SPIN_PAUSES; i++)
 					ring_cpu_relax();
-			continue;
-		}
-		/* Going to sleep: announce it to the hosts and the fabric, then
-		 * look once more (a peer that published before it saw the flag
-		 * is caught here). */
-		ctx_set_sleeping(nic, 1);
-		if (poll_all(nic, &deadline) ||
-		    (nic->port && fab_port_sleep_prepare(nic->port) == -EAGAIN)) {
-			nic->stats.sleep_aborts++;
-			ctx_set_sleeping(nic, 0);
+			}
+		} else {
+			err = group_sleep(nics, n, top);
+			if (err < 0)
+				break;
 			last_work = now_ns();
-			continue;
+			last_epoll = last_work;
+			check_wake = err == 0;
+			err = 0;
 		}
-		due = nic->port ? fab_next_due_ns(nic->port) : UINT64_MAX;
-		if (due != UINT64_MAX && (!deadline || due < deadline))
-			deadline = due ? due : 1;
-		arm_timer(nic, deadline);
-		nic->woke_by = 0;
-		now = now_ns();
-		err = poll_events(nic, -1);
-		if (nic->port)
-			fab_port_sleep_cancel(nic->port);
-		ctx_set_sleeping(nic, 0);
-		if (err < 0)
-			break;
-		last_work = now_ns();
-		last_epoll = last_work;
-		account_sleep(nic, now, last_work);
-		check_wake = true;
+		/* A signal stops every NIC of the process, whichever read it. */
+		for (unsigned i = 0; i < n; i++)
+			stop |= nics[i]->stop;
 	}
 	if (err < 0)
-		nic_err(&nic->log, "event loop failed: %s", strerror(-err));
+		for (unsigned i = 0; i < n; i++)
+			nic_err(&nics[i]->log, "event loop failed: %s", strerror(-err));
+	if (top >= 0)
+		close(top);
 	return err < 0 ? err : 0;
 }
 
@@ -928,7 +1018,7 @@ static uint32_t contexts_that_fit(struct nic *nic)
 
 	if (nic->fd_limit <= used)
 		return 0;
-	n = (nic->fd_limit - used) / NIC_CTX_FDS;
+	n = (nic->fd_limit - used) / NIC_CTX_FDS / (nic->opts.fd_share ? nic->opts.fd_share : 1);
 	return n < NIC_MAX_CONTEXTS ? (uint32_t)n : NIC_MAX_CONTEXTS;
 }
 

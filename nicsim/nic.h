@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "nicsim_abi.h"
+#include "nicsim_rundir.h" /* NIC_GROUP_MAX */
 
 #define NIC_DEFAULT_MAX_REG (1ull << 30)
 #define NIC_DEFAULT_SPIN_US 50u
@@ -62,6 +63,9 @@ struct nic_opts {
 	uint8_t rnr_timer;
 	enum nic_log_level log_level;
 	uint32_t hello_timeout_ms; /* NIC_HELLO_TIMEOUT_MS */
+	/* NICs that share this process's descriptor limit (nic_run_group):
+	 * each counts on its share of what is left.  0 or 1: alone. */
+	unsigned fd_share;
 };
 
 struct nic;
@@ -75,6 +79,16 @@ int nic_create(const struct nic_opts *o, struct nic **out);
 /* Serve until SIGTERM/SIGINT (blocked by nic_create and read through a
  * signalfd).  Returns 0, or -errno on a fatal error of the loop itself. */
 int nic_run(struct nic *nic);
+
+/*
+ * Serve n NICs (1..NIC_GROUP_MAX) from this one thread, as nic_run serves
+ * one: each pass polls them all, and the thread sleeps only when none has
+ * work.  A frame one of them sends another is then taken on the next pass,
+ * with no wake-up of another process between them, which is most of what a
+ * small message's round trip costs when processes share CPUs.  A signal
+ * stops them all.
+ */
+int nic_run_group(struct nic **nics, unsigned n);
 
 /* Accepts NULL. */
 void nic_destroy(struct nic *nic);

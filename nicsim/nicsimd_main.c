@@ -19,12 +19,17 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: nicsimd [--addr A] [--dir D] [options]\n"
+		"usage: nicsimd [--addr A]... [--dir D] [options]\n"
 		"\n"
 		"Runs one emulated SAN NIC. Host processes attach through the socket\n"
 		"D/nic-A.sock; the pid is written to D/nic-A.pid. Stops on SIGTERM or SIGINT.\n"
 		"\n"
-		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1)\n"
+		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1). Given\n"
+		"                     more than once (up to %u), one thread serves all those\n"
+		"                     NICs: a small message between two of them then needs no\n"
+		"                     other process to wake, which halves its round trip on a\n"
+		"                     busy machine, but their bulk transfers share one CPU,\n"
+		"                     and a signal or a crash ends them all\n"
 		"  --dir D            run directory (default $NICSIM_DIR, else\n"
 		"                     $XDG_RUNTIME_DIR/nicsim if valid, else /tmp/nicsim-UID)\n"
 		"  --tpt-capacity N   TPT entries, 1..%u (default %u)\n"
@@ -56,7 +61,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --help             this text\n"
 		"  --version          version\n",
-		NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US,
+		NIC_GROUP_MAX, NIC_TPT_MAX_CAPACITY, TPT_DEFAULT_CAPACITY, NIC_DEFAULT_SPIN_US,
 		RC_ACK_TIMEOUT_DEFAULT, (double)rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT) / 1e6,
 		RC_RETRY_CNT_DEFAULT,
 		(double)rc_retry_budget_ns(rc_ack_timeout_ns(RC_ACK_TIMEOUT_DEFAULT),
@@ -112,7 +117,9 @@ int main(int argc, char **argv)
 	char why[NIC_RUN_WHY_MAX];
 	const char *dir_opt = NULL;
 	struct nic_opts o;
-	struct nic *nic;
+	struct nic *nics[NIC_GROUP_MAX];
+	uint32_t addrs[NIC_GROUP_MAX];
+	unsigned naddrs = 0, created = 0;
 	uint64_t v;
 	int c, err;
 
@@ -120,7 +127,19 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			err = fab_addr_parse(optarg, &o.addr);
+			if (naddrs == NIC_GROUP_MAX) {
+				fprintf(stderr, "nicsimd: --addr %s: at most %u NICs in one process\n",
+					optarg, NIC_GROUP_MAX);
+				return 2;
+			}
+			err = fab_addr_parse(optarg, &addrs[naddrs]);
+			for (unsigned i = 0; err == 0 && i < naddrs; i++) {
+				if (addrs[i] == addrs[naddrs]) {
+					fprintf(stderr, "nicsimd: --addr %s given twice\n", optarg);
+					return 2;
+				}
+			}
+			naddrs += err == 0;
 			if (err < 0) {
 				fprintf(stderr, "nicsimd: --addr %s: %s\n", optarg,
 					err == -EADDRNOTAVAIL
@@ -225,12 +244,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nicsimd: %s\n", why);
 		return 1;
 	}
-	err = nic_create(&o, &nic);
-	if (err < 0) {
-		fprintf(stderr, "nicsimd: cannot start: %s\n", strerror(-err));
-		return 1;
+	if (naddrs == 0)
+		addrs[naddrs++] = o.addr;
+	o.fd_share = naddrs;
+	for (err = 0; created < naddrs && err == 0; created += err == 0) {
+		char a[FAB_ADDR_STRLEN];
+
+		o.addr = addrs[created];
+		err = nic_create(&o, &nics[created]);
+		if (err < 0)
+			fprintf(stderr, "nicsimd: cannot start %s: %s\n",
+				fab_addr_format(o.addr, a, sizeof(a)), strerror(-err));
 	}
-	err = nic_run(nic);
-	nic_destroy(nic);
+	if (err == 0)
+		err = nic_run_group(nics, created);
+	while (created)
+		nic_destroy(nics[--created]);
 	return err < 0 ? 1 : 0;
 }

@@ -35,6 +35,8 @@
 #include <stdint.h>
 
 #define NIC_LOG_SUFFIX ".log"
+/* NICs one nicsimd may serve (nicsimd --addr given more than once). */
+#define NIC_GROUP_MAX 16u
 #define NIC_RUN_LOCK "nicsim.lock" /* held by `nicsim up` and `nicsim down` */
 
 /* Mode bits a run directory must not have: written by group or others. */

@@ -35,6 +35,7 @@ enum opt_id {
 	OPT_MAX_REG,
 	OPT_NO_MW,
 	OPT_NO_RDMA_READ,
+	OPT_ONE_PROCESS,
 	OPT_ACK_TIMEOUT, /* the timer options, in the order of nic_timer_opts */
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
@@ -68,6 +69,9 @@ static const struct opt_spec opt_specs[] = {
     {"max-reg", OPT_MAX_REG, "SIZE", "largest registration, e.g. 65536, 64K, 1G"},
     {"no-mw", OPT_NO_MW, NULL, "NICs without memory windows"},
     {"no-rdma-read", OPT_NO_RDMA_READ, NULL, "NICs that do not serve RDMA READ"},
+    {"one-process", OPT_ONE_PROCESS, NULL,
+     "serve all the NICs from one nicsimd (one thread): small messages between them take "
+     "half the time on a busy machine; bulk transfers share one CPU"},
     {"ack-timeout", OPT_ACK_TIMEOUT, "C",
      "local ACK timeout code, 1..31: 4.096 us x 2^C (default: nicsimd's)"},
     {"retry-count", OPT_RETRY_COUNT, "N", "retransmission timeouts before a request fails, 0..7"},
@@ -107,7 +111,8 @@ struct cmd_spec {
 static const struct cmd_spec cmd_specs[] = {
     {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
-	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ACK_TIMEOUT) |
+	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ONE_PROCESS) |
+	 OPT_BIT(OPT_ACK_TIMEOUT) |
 	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
 	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) |
 	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
@@ -121,7 +126,15 @@ static const struct cmd_spec cmd_specs[] = {
      "restart one that died while the others run. A fabric that running NICs\n"
      "already use is kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
      "fault decisions. The timer options go to every nicsimd (nicsimd --help,\n"
-     "docs/transport.md \"Timeouts\")."},
+     "docs/transport.md \"Timeouts\").\n"
+     "\n"
+     "--one-process starts a single nicsimd that serves every NIC from one thread\n"
+     "(its log is the first NIC's). A message from one NIC to another then wakes no\n"
+     "other process, which halves a small message's round trip when the hosts and\n"
+     "NICs share few CPUs; but the NICs' bulk copies share one CPU, and stopping or\n"
+     "killing that process ('nicsim down --nic' included) stops every NIC in it.\n"
+     "Use it for latency-bound tests; keep the default for bandwidth and for\n"
+     "scenarios that kill a NIC."},
     {"down", NULL, cli_down, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_NIC) | OPT_BIT(OPT_TIMEOUT),
      "stop the NICs of a run directory",
      "Sends SIGTERM to every nicsimd of the run directory (or the one --nic names),\n"
@@ -544,6 +557,7 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	}
 	o->no_mw = cl->val[OPT_NO_MW] != NULL;
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
+	o->one_process = cl->val[OPT_ONE_PROCESS] != NULL;
 	if (cl->val[OPT_SEED]) {
 		rc = parse_num("seed", cl->val[OPT_SEED], 0, UINT64_MAX, &o->seed);
 		if (rc)

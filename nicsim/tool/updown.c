@@ -475,17 +475,40 @@ exec_daemon(const char *daemon, char *const *argv, int null_fd, int log_fd)
 	_exit(127);
 }
 
-static int spawn(const struct cli_opts *o, const char *daemon, struct started *s)
+/* Open (truncated) the log of the NIC at addr; -1 with the error printed. */
+static int open_log(const struct cli_opts *o, uint32_t addr)
 {
 	char log[PATH_MAX];
-	char *argv[16 + 2 * NIC_TIMER_OPTS];
+	int fd;
+
+	run_file(o, addr, NIC_LOG_SUFFIX, log, sizeof(log));
+	/* O_NOFOLLOW: a link planted in the directory must not make us
+	 * truncate whatever it points to. */
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+	if (fd < 0 && errno == ELOOP)
+		cli_err("%s", cli_link_planted(log));
+	else if (fd < 0)
+		cli_err("cannot create log %s: %s", log, strerror(errno));
+	return fd;
+}
+
+/*
+ * Start the nicsimd that serves the n NICs of s (n > 1: --one-process, its
+ * log is s[0]'s and the others' logs say where it is).  0, or -1 with the
+ * error printed.
+ */
+static int spawn(const struct cli_opts *o, const char *daemon, struct started *s, size_t n)
+{
+	char *argv[16 + 2 * NIC_TIMER_OPTS + 2 * NIC_GROUP_MAX];
 	char timer_opt[NIC_TIMER_OPTS][24];
 	int argc = 0, null_fd, log_fd;
 	pid_t pid;
 
 	argv[argc++] = (char *)DAEMON_NAME;
-	argv[argc++] = (char *)"--addr";
-	argv[argc++] = s->name;
+	for (size_t i = 0; i < n; i++) {
+		argv[argc++] = (char *)"--addr";
+		argv[argc++] = s[i].name;
+	}
 	argv[argc++] = (char *)"--dir";
 	argv[argc++] = (char *)o->dir;
 	if (o->tpt_capacity) {
@@ -513,18 +536,19 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 	}
 	argv[argc] = NULL;
 
-	run_file(o, s->addr, NIC_LOG_SUFFIX, log, sizeof(log));
-	/* O_NOFOLLOW: a link planted in the directory must not make us
-	 * truncate whatever it points to. */
-	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
-	if (log_fd < 0 && errno == ELOOP) {
-		cli_err("%s", cli_link_planted(log));
-		return -1;
+	for (size_t i = 1; i < n; i++) {
+		int fd = open_log(o, s[i].addr);
+
+		if (fd < 0)
+			return -1;
+		dprintf(fd, "nicsim: NIC %s runs in the nicsimd of %s (nicsim up --one-process); "
+			"its log is " NIC_SOCK_PREFIX "%s" NIC_LOG_SUFFIX "\n",
+			s[i].name, s[0].name, s[0].name);
+		close(fd);
 	}
-	if (log_fd < 0) {
-		cli_err("cannot create log %s: %s", log, strerror(errno));
+	log_fd = open_log(o, s->addr);
+	if (log_fd < 0)
 		return -1;
-	}
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null_fd < 0) {
 		cli_err("cannot open /dev/null: %s", strerror(errno));
@@ -541,8 +565,28 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 		cli_err("cannot start nicsimd for %s: fork: %s", s->name, strerror(errno));
 		return -1;
 	}
-	s->pid = pid;
+	for (size_t i = 0; i < n; i++)
+		s[i].pid = pid;
 	return 0;
+}
+
+/*
+ * Whether the daemon of s[i] has exited (reaped, with its status).  NICs
+ * that share a process share its end: only the first of them reaps it.
+ */
+static bool started_exited(struct started *s, size_t i)
+{
+	size_t first = i;
+
+	while (first > 0 && s[first - 1].pid == s[i].pid)
+		first--;
+	if (first != i) {
+		s[i].exited = s[first].exited;
+		s[i].status = s[first].status;
+		return s[i].exited;
+	}
+	s[i].exited = child_exited(s[i].pid, &s[i].status);
+	return s[i].exited;
 }
 
 /* One readiness check of a started NIC: it answers a stats request as the
@@ -607,8 +651,7 @@ static void stop_started(const struct cli_opts *o, struct started *s, size_t n)
 		for (i = 0; i < n; i++) {
 			if (s[i].pid <= 0 || s[i].exited)
 				continue;
-			s[i].exited = child_exited(s[i].pid, &s[i].status);
-			left |= !s[i].exited;
+			left |= !started_exited(s, i);
 		}
 		if (!left)
 			break;
@@ -724,10 +767,8 @@ static size_t wait_ready(const struct cli_opts *o, struct started *s, size_t n)
 				ready++;
 				continue;
 			}
-			if (child_exited(s[i].pid, &s[i].status)) {
-				s[i].exited = true;
+			if (started_exited(s, i))
 				return i;
-			}
 			s[i].ready =
 			    check_ready(o, &s[i], clamp_ms(deadline - now_ms(), 1, PROBE_MS));
 			ready += s[i].ready;
@@ -865,6 +906,12 @@ int cli_up(struct cli_opts *o)
 		o->timeout_ms = CLI_UP_TIMEOUT_MS;
 	if (o->nic_set)
 		n = 1; /* --nic: that NIC alone */
+	if (o->one_process && n > NIC_GROUP_MAX) {
+		cli_err("--one-process: one nicsimd serves at most %u NICs, not %zu; leave it out "
+			"to start one nicsimd per NIC",
+			NIC_GROUP_MAX, n);
+		return CLI_EXIT_USAGE;
+	}
 	s = calloc(n, sizeof(*s));
 	if (!s) {
 		cli_err("out of memory");
@@ -943,9 +990,13 @@ int cli_up(struct cli_opts *o)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	for (i = 0; i < n && !up_interrupted; i++)
-		if (spawn(o, daemon, &s[i]))
-			break;
+	if (o->one_process) {
+		i = spawn(o, daemon, s, n) ? 0 : n;
+	} else {
+		for (i = 0; i < n && !up_interrupted; i++)
+			if (spawn(o, daemon, &s[i], 1))
+				break;
+	}
 	failed = i == n ? wait_ready(o, s, n) : i;
 	if (failed < n) {
 		/* spawn() has said why it failed.  A daemon that died is the

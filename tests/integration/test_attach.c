@@ -958,6 +958,27 @@ static void test_nicsimd_addr_and_help_words(void)
 		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 0);
 		NST_TRUE(strstr(out, "fails after 3.15 s") != NULL);
 	}
+	/* One process serves up to 16 NICs, each address once. */
+	{
+		const char *argv[] = {nst_bin("nicsimd"), "--dir", dir, "--addr", "198.18.0.9",
+				      "--addr", "198.18.0.9", NULL};
+
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
+		NST_TRUE(strstr(out, "--addr 198.18.0.9 given twice") != NULL);
+	}
+	{
+		const char *argv[40] = {nst_bin("nicsimd"), "--dir", dir};
+		char addrs[17][16];
+		size_t n = 3;
+
+		for (int i = 0; i < 17; i++) {
+			snprintf(addrs[i], sizeof(addrs[i]), "198.18.1.%d", i + 1);
+			argv[n++] = "--addr";
+			argv[n++] = addrs[i];
+		}
+		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
+		NST_TRUE(strstr(out, "at most 16 NICs in one process") != NULL);
+	}
 }
 
 /* ---- Suite ---------------------------------------------------------------------------- */

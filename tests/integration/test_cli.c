@@ -347,6 +347,57 @@ static void test_up_show_down(void)
 }
 
 /*
+ * up --one-process: one nicsimd serves every NIC (each pid file names it,
+ * each NIC answers as its own address, the others' logs point to the
+ * first's); down stops it and every NIC's files go.
+ */
+static void test_up_one_process(void)
+{
+	char dir[DIR_MAX], pidf[3][FILE_MAX], sock[3][FILE_MAX], log[FILE_MAX];
+	pid_t pid;
+	int rc, i;
+
+	snprintf(dir, sizeof(dir), "%s/one", tmp);
+	for (i = 0; i < 3; i++) {
+		snprintf(pidf[i], sizeof(pidf[i]), "%s/nic-198.18.0.%d.pid", dir, i + 1);
+		snprintf(sock[i], sizeof(sock[i]), "%s/nic-198.18.0.%d.sock", dir, i + 1);
+	}
+	rc = NICSIM("up", "--dir", dir, "--hosts", "3", "--one-process");
+	pid = nst_read_pid_file(pidf[0]);
+	track(pid);
+	NST_REQUIRE_EQ(rc, 0);
+	NST_REQUIRE_GT(pid, 0);
+	NST_TRUE(nst_pid_is_nicsimd(pid));
+	for (i = 0; i < 3; i++)
+		NST_EQ(nst_read_pid_file(pidf[i]), pid);
+	rc = NICSIM("--nic", "198.18.0.3", "--dir", dir, "stats");
+	NST_EQ(rc, 0);
+	OUT_HAS("nic 198.18.0.3");
+	snprintf(log, sizeof(log), "%s/nic-198.18.0.3.log", dir);
+	{
+		char text[512] = "";
+		FILE *f = fopen(log, "re");
+
+		NST_REQUIRE(f != NULL);
+		NST_TRUE(fgets(text, sizeof(text), f) != NULL);
+		fclose(f);
+		NST_CHECK_(strstr(text, "nic-198.18.0.1.log") != NULL, CU_FALSE, "log: %s", text);
+	}
+	rc = NICSIM("down", "--dir", dir);
+	NST_EQ(rc, 0);
+	OUT_HAS("stopped nic 198.18.0.3");
+	NST_TRUE(!nst_pid_alive(pid));
+	for (i = 0; i < 3; i++)
+		NST_TRUE(!exists(sock[i]) && !exists(pidf[i]));
+	/* More NICs than one nicsimd serves: refused before anything starts. */
+	rc = NICSIM("up", "--dir", dir, "--hosts", "17", "--one-process");
+	NST_EQ(rc, 2);
+	OUT_HAS("at most 16");
+	NST_TRUE(!exists(pidf[0]));
+	kill_tracked();
+}
+
+/*
  * A copy of nicsim in dir/bin beside a fake nicsimd (a shell script): nicsim
  * runs the nicsimd beside its own binary, so this is how a test makes the
  * daemon misbehave on purpose.  Returns the path of the copy in bin.
@@ -649,6 +700,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"usage_errors", test_usage_errors},
 	    {"up_show_down", test_up_show_down},
+	    {"up_one_process", test_up_one_process},
 	    {"up_daemon_exits", test_up_daemon_exits},
 	    {"up_timeout", test_up_timeout},
 	    {"fake_nic", test_fake_nic},

@@ -25,9 +25,11 @@
 
 #define ADDR_A "198.18.0.1"
 #define ADDR_B "198.18.0.2"
+#define ADDR_C "198.18.0.3" /* C and D: one nicsimd serves both */
+#define ADDR_D "198.18.0.4"
 #define WAIT_MS 10000
 
-static char dir[256], sock_a[300], sock_b[300];
+static char dir[256], sock_a[300], sock_b[300], sock_c[300], sock_d[300];
 static const char *nic_args[] = {"--log-level", "info", NULL};
 static struct nst_nic nics[] = {{.addr = ADDR_A, .extra = nic_args},
 				{.addr = ADDR_B, .extra = nic_args}};
@@ -83,13 +85,19 @@ struct pair {
 	struct nst_qp a, b;
 };
 
-static void pair_open(struct pair *p, const char *sock_of_b, uint32_t b_addr)
+static void pair_open_at(struct pair *p, const char *sock_of_a, const char *sock_of_b,
+			 uint32_t b_addr)
 {
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p->ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_of_a, &p->ha), 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock_of_b, &p->hb), 0);
 	NST_REQUIRE_EQ(nst_qp_create(p->ha, 0, &p->a), 0);
 	NST_REQUIRE_EQ(nst_qp_create(p->hb, 0, &p->b), 0);
 	NST_REQUIRE_EQ(nst_connect_pair(&p->a, &p->b, b_addr, next_port++), 0);
+}
+
+static void pair_open(struct pair *p, const char *sock_of_b, uint32_t b_addr)
+{
+	pair_open_at(p, sock_a, sock_of_b, b_addr);
 }
 
 static void pair_close(struct pair *p)
@@ -183,6 +191,34 @@ static void test_two_nics_integrity(void)
 	pair_open(&p, sock_b, addr_b);
 	integrity(&p);
 	pair_close(&p);
+}
+
+/*
+ * Two NICs served by one nicsimd (--addr given twice): every size of SEND,
+ * WRITE and READ arrives intact between them, and one SIGTERM stops both,
+ * each removing its own files.
+ */
+static void test_one_process_two_nics(void)
+{
+	const char *const with_d[] = {"--addr", ADDR_D, "--log-level", "info", NULL};
+	char pid_c[300], pid_d[300];
+	uint32_t addr_d;
+	struct pair p;
+	pid_t pid;
+
+	fab_addr_parse(ADDR_D, &addr_d);
+	snprintf(pid_c, sizeof(pid_c), "%s/nic-" ADDR_C ".pid", dir);
+	snprintf(pid_d, sizeof(pid_d), "%s/nic-" ADDR_D ".pid", dir);
+	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
+	NST_REQUIRE(pid > 0);
+	NST_EQ(nst_read_pid_file(pid_c), pid);
+	NST_EQ(nst_read_pid_file(pid_d), pid);
+	pair_open_at(&p, sock_c, sock_d, addr_d);
+	integrity(&p);
+	pair_close(&p);
+	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
+	NST_TRUE(access(sock_c, F_OK) < 0 && access(sock_d, F_OK) < 0);
+	NST_TRUE(access(pid_c, F_OK) < 0 && access(pid_d, F_OK) < 0);
 }
 
 /* The peer in another process on the same NIC: it echoes one message. */
@@ -1083,12 +1119,14 @@ static void test_rtu_never_arrives(void)
 
 static int init(void)
 {
-	const char *const addrs[] = {ADDR_A, ADDR_B, NULL};
+	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, ADDR_D, NULL};
 
 	if (nst_tmpdir(dir, sizeof(dir), "rc") < 0)
 		return -1;
 	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
 	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
+	snprintf(sock_c, sizeof(sock_c), "%s/nic-" ADDR_C ".sock", dir);
+	snprintf(sock_d, sizeof(sock_d), "%s/nic-" ADDR_D ".sock", dir);
 	fab_addr_parse(ADDR_A, &addr_a);
 	fab_addr_parse(ADDR_B, &addr_b);
 	if (nst_make_fabric(dir, addrs) < 0)
@@ -1120,6 +1158,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"two_nics_integrity", test_two_nics_integrity},
 	    {"two_processes_one_nic", test_two_processes_one_nic},
+	    {"one_process_two_nics", test_one_process_two_nics},
 	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
 	    {"r5_foreign_region_key", test_r5_foreign_region_key},
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},

@@ -655,21 +655,31 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 		_exit(127);
 	}
 	deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	while (!sock_accepts(sock)) {
-		int status;
+	/* Its own address, then every further --addr it serves. */
+	for (size_t k = 4; k < n; k += 2) {
+		if (k > 4) {
+			for (; k < n && strcmp(argv[k - 1], "--addr") != 0; k++)
+				;
+			if (k >= n)
+				break;
+			snprintf(sock, sizeof(sock), "%s/nic-%s.sock", dir, argv[k]);
+		}
+		while (!sock_accepts(sock)) {
+			int status;
 
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			fprintf(stderr, "nicsimd %s exited early (status 0x%x); see %s\n", addr,
-				status, log);
-			return -ECHILD;
+			if (waitpid(pid, &status, WNOHANG) == pid) {
+				fprintf(stderr, "nicsimd %s exited early (status 0x%x); see %s\n",
+					addr, status, log);
+				return -ECHILD;
+			}
+			if (nst_now_ns() >= deadline) {
+				fprintf(stderr, "nicsimd %s not ready after %d ms; see %s\n", addr,
+					timeout_ms, log);
+				nst_stop(pid, 2000);
+				return -ETIMEDOUT;
+			}
+			nst_sleep_ms(5);
 		}
-		if (nst_now_ns() >= deadline) {
-			fprintf(stderr, "nicsimd %s not ready after %d ms; see %s\n", addr,
-				timeout_ms, log);
-			nst_stop(pid, 2000);
-			return -ETIMEDOUT;
-		}
-		nst_sleep_ms(5);
 	}
 	return pid;
 }

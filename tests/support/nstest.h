@@ -196,8 +196,9 @@ bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int paus
 /*
  * Start nicsimd in dir with address addr (dotted quad) and extra arguments
  * (NULL-terminated list, may be NULL); stderr goes to dir/nic-<addr>.log.
- * Waits up to timeout_ms until the NIC accepts attaches.  Returns the pid or
- * a negative errno (-ETIMEDOUT; the child is then stopped).
+ * Waits up to timeout_ms until the NIC accepts attaches (and every other
+ * NIC that an "--addr" of extra gives it to serve).  Returns the pid or a
+ * negative errno (-ETIMEDOUT; the child is then stopped).
  */
 pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra, int timeout_ms);
 
