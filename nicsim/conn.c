@@ -631,6 +631,7 @@ uint16_t conn_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd, uint32_t
 								: NIC_STATUS_BAD_QP;
 		qp->nic = nic;
 		qp->hold_first = (cmd->u.qp.flags & NIC_QP_F_HOLD_FIRST) != 0;
+		qp->recv_inline = (cmd->u.qp.flags & NIC_QP_F_RECV_INLINE) != 0;
 		*key = qp->qpn;
 		return NIC_STATUS_OK;
 	case NIC_CMD_DESTROY_QP:

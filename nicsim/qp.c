@@ -61,6 +61,7 @@ int qp_create(struct qp_table *t, struct nic_ctx *ctx, struct qp **slots, void *
 	qp->sq = (struct nic_send_wqe *)(base + NIC_QP_SQ_OFF);
 	qp->rq = (struct nic_recv_wqe *)(base + NIC_QP_RQ_OFF);
 	qp->cq = (struct nic_cqe *)(base + NIC_QP_CQ_OFF);
+	qp->cq_data = (uint8_t(*)[NIC_RECV_INLINE_MAX])(base + NIC_QP_CQ_DATA_OFF);
 	qp->state = NIC_QPS_INIT;
 	/* A reused slot starts from clean rings; the host must not use it
 	 * before the CREATE_QP completion, which is published after this. */

@@ -49,7 +49,8 @@ struct qp {
 	struct nic_send_wqe *sq;
 	struct nic_recv_wqe *rq;
 	struct nic_cqe *cq;
-	uint32_t sq_cons; /* NIC-owned indices */
+	uint8_t (*cq_data)[NIC_RECV_INLINE_MAX]; /* beside cq[i]: NIC_QP_F_RECV_INLINE */
+	uint32_t sq_cons;                        /* NIC-owned indices */
 	uint32_t rq_cons;
 	uint32_t cq_prod;
 	enum nic_qp_state state;
@@ -57,6 +58,7 @@ struct qp {
 	bool ring_broken; /* the host's receive ring index went wild */
 	bool cq_overrun;  /* a completion found the CQ full */
 	bool hold_first;  /* NIC_QP_F_HOLD_FIRST: the engine holds a first message */
+	bool recv_inline; /* NIC_QP_F_RECV_INLINE: small SENDs land beside the cqe */
 	/* Connection (conn.c). */
 	uint32_t peer_addr; /* network byte order */
 	uint32_t peer_qpn;

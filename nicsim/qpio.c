@@ -24,7 +24,8 @@ static struct nic *nic_of(const struct qp *qp)
 	return qp->nic;
 }
 
-static void post_cqe(struct qp *qp, const struct nic_cqe *cqe)
+/* Post a completion, with data beside it (byte_len bytes) when not NULL. */
+static void post_cqe_data(struct qp *qp, const struct nic_cqe *cqe, const void *data)
 {
 	struct nic *nic = nic_of(qp);
 	uint32_t cons = ring_observe(&qp->hdr->cq.cons);
@@ -37,10 +38,17 @@ static void post_cqe(struct qp *qp, const struct nic_cqe *cqe)
 		qp->cq_overrun = true;
 		return;
 	}
+	if (data)
+		memcpy(qp->cq_data[qp->cq_prod & (NIC_CQ_DEPTH - 1)], data, cqe->byte_len);
 	qp->cq[qp->cq_prod & (NIC_CQ_DEPTH - 1)] = *cqe;
 	qp->cq_prod++;
 	ring_publish(&qp->hdr->cq.prod, qp->cq_prod);
 	qp->ctx->irq_due = true;
+}
+
+static void post_cqe(struct qp *qp, const struct nic_cqe *cqe)
+{
+	post_cqe_data(qp, cqe, NULL);
 }
 
 static void set_state(struct qp *qp, enum nic_qp_state state, uint16_t error)
@@ -397,6 +405,25 @@ static void op_complete(void *arg, const struct nic_cqe *cqe)
 	post_cqe(qp, &c);
 }
 
+static void op_complete_inline(void *arg, const struct nic_cqe *cqe, const void *data)
+{
+	struct qp *qp = arg;
+
+	/* Earlier messages' batched payloads land first, as for any completion. */
+	rx_write_qp(qp);
+	if (qp->dma_fault) {
+		struct nic_cqe c = *cqe;
+
+		c.status = NIC_WC_LOC_PROT_ERR;
+		c.flags = 0;
+		c.byte_len = 0;
+		qp->dma_fault_completed = true;
+		post_cqe(qp, &c);
+		return;
+	}
+	post_cqe_data(qp, cqe, data);
+}
+
 /* Copy the next receive work request out of the host's ring. */
 static int take_recv(struct qp *qp, struct nic_recv_wqe *wqe)
 {
@@ -443,6 +470,7 @@ static const struct rc_ops qp_rc_ops = {
     .check_remote = op_check_remote,
     .release = op_release,
     .complete = op_complete,
+    .complete_inline = op_complete_inline,
     .take_recv = op_take_recv,
     .error = op_error,
 };
@@ -462,6 +490,7 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	cfg.rnr_timer = nic->opts.rnr_timer;
 	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
 	cfg.hold_first = qp->hold_first;
+	cfg.recv_inline = qp->recv_inline;
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;
 	qp->peer_qpn = peer_qpn;

@@ -101,6 +101,9 @@ struct rc_ops {
 	/* End the TPT grants of mem (called once per filled mem). */
 	void (*release)(void *arg, struct rc_mem *mem);
 	void (*complete)(void *arg, const struct nic_cqe *cqe);
+	/* The same, for a receive whose data (cqe->byte_len bytes at data) goes
+	 * beside its completion (cfg.recv_inline; cqe has NIC_WC_F_INLINE). */
+	void (*complete_inline)(void *arg, const struct nic_cqe *cqe, const void *data);
 	/* Copy the next posted receive work request out: 0 or -EAGAIN. */
 	int (*take_recv)(void *arg, struct nic_recv_wqe *wqe);
 	/* The QP went to error because of status (enum nic_wc_status). */
@@ -141,6 +144,7 @@ struct rc_config {
 	uint8_t rnr_timer;   /* RNR NAK timer code this responder sends (IBTA table 45) */
 	bool no_reads;       /* the responder refuses RDMA READ (NIC without the capability) */
 	bool hold_first;     /* hold a first message that finds no receive (above) */
+	bool recv_inline;    /* one-packet SENDs up to NIC_RECV_INLINE_MAX go beside the cqe */
 };
 
 /* Defaults: 4096-byte MTU, 512 PSNs in flight, ACK every 64, the timers of

@@ -219,6 +219,24 @@ static int recv_send(struct rc *rc, const struct fab_pkt *pkt, uint8_t flags)
 		responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
 		return -EPROTO;
 	}
+	if ((flags & FAB_OPF_FIRST) && (flags & FAB_OPF_LAST) && rc->cfg.recv_inline &&
+	    pkt->payload_len <= NIC_RECV_INLINE_MAX && pkt->payload_len <= rc->rmem.len) {
+		/* One small packet: its bytes go beside the completion. */
+		struct nic_cqe cqe = {.wr_id = rc->rwqe.wr_id,
+				      .opcode = NIC_WC_RECV,
+				      .flags = NIC_WC_F_INLINE,
+				      .byte_len = pkt->payload_len,
+				      .qpn = rc->qpn};
+
+		if (pkt->has_imm) {
+			cqe.flags |= NIC_WC_F_IMM;
+			cqe.imm = pkt->imm;
+		}
+		rc->have_rwqe = false;
+		rc->ops.complete_inline(rc->ops.arg, &cqe, pkt->payload);
+		end_message(rc);
+		return 0;
+	}
 	err = place_payload(rc, pkt, rc->rmem.len);
 	if (err) {
 		complete_recv(rc, err == -EMSGSIZE ? NIC_WC_LOC_LEN_ERR : NIC_WC_LOC_PROT_ERR,

@@ -9,7 +9,10 @@
  * connect or an accept fails with WSAENOBUFS.  Each QP is created with
  * NIC_QP_F_HOLD_FIRST: its NIC holds a first message of up to
  * NICSIM_FIRST_MESSAGE_MAX bytes that arrives before the first WSPRecv, at
- * no cost to the socket (no TPT entry, no receive of the provider's own).
+ * no cost to the socket (no TPT entry, no receive of the provider's own);
+ * and with NIC_QP_F_RECV_INLINE: a SEND of up to NIC_RECV_INLINE_MAX bytes
+ * arrives beside its completion, and the driver copies it into the
+ * receive's buffers, which saves the NIC a DMA write per small message.
  * Memory windows the socket exposed before it had a QP were bound to no
  * connection; they are bound to the new QP as soon as it exists, which
  * changes their keys (ws2san.h).
@@ -75,7 +78,7 @@ static int qp_create(struct prov_sock *sk)
 	/* The NIC keeps a first message that comes before the first WSPRecv,
 	 * which cannot be posted before WSPAccept or WSPConnect returns
 	 * (ws2san.h, WSPRecv). */
-	cmd.u.qp.flags = NIC_QP_F_HOLD_FIRST;
+	cmd.u.qp.flags = NIC_QP_F_HOLD_FIRST | NIC_QP_F_RECV_INLINE;
 	err = prov_nic_exec(nic, &cmd, &qpn);
 	pthread_mutex_lock(&nic->lock);
 	if (err) {
@@ -84,7 +87,7 @@ static int qp_create(struct prov_sock *sk)
 		/* NO_RESOURCES (no QP number) or BAD_QP (slot taken): no resources. */
 		return err == -ENOMEM || err == -EBADSLT ? -ENOBUFS : err;
 	}
-	nic_host_qp_open(nic->host, qp->slot);
+	nic_host_qp_open(nic->host, qp->slot, cmd.u.qp.flags);
 	qp->qpn = qpn;
 	qp->state = PROV_QP_INIT;
 	qp->closing = false;

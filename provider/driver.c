@@ -87,6 +87,8 @@ struct nic_host {
 	struct host_qp {
 		uint32_t sq_prod, rq_prod;
 		uint32_t cq_cons; /* relaxed atomic */
+		uint32_t rq_done; /* receive completions taken (recv_inline) */
+		bool recv_inline; /* NIC_QP_F_RECV_INLINE */
 	} qp[NIC_QP_SLOTS];
 };
 
@@ -749,12 +751,14 @@ static struct nic_qp_hdr *qp_hdr(struct nic_host *h, uint32_t slot)
 	return (struct nic_qp_hdr *)(h->qp_base + (size_t)slot * NIC_QP_SLOT_SIZE);
 }
 
-int nic_host_qp_open(struct nic_host *h, uint32_t slot)
+int nic_host_qp_open(struct nic_host *h, uint32_t slot, uint32_t flags)
 {
 	if (slot >= NIC_QP_SLOTS)
 		return -EINVAL;
 	h->qp[slot].sq_prod = 0;
 	h->qp[slot].rq_prod = 0;
+	h->qp[slot].rq_done = 0;
+	h->qp[slot].recv_inline = (flags & NIC_QP_F_RECV_INLINE) != 0;
 	idx_set(&h->qp[slot].cq_cons, 0);
 	return 0;
 }
@@ -762,7 +766,8 @@ int nic_host_qp_open(struct nic_host *h, uint32_t slot)
 /*
  * The one posting path of both work queues: room is judged by the NIC's
  * consumer index (a request is taken before it completes, so a caller that
- * bounds its requests not yet completed never sees -EAGAIN).
+ * bounds its requests not yet completed never sees -EAGAIN); on a
+ * recv_inline QP, a receive's entry is kept until its completion is taken.
  */
 static int post_wqe(struct nic_host *h, uint32_t slot, bool recv, const void *wqe)
 {
@@ -790,7 +795,8 @@ static int post_wqe(struct nic_host *h, uint32_t slot, bool recv, const void *wq
 		ring = (char *)q + NIC_QP_SQ_OFF;
 	}
 	_Static_assert(sizeof(struct nic_send_wqe) == sizeof(struct nic_recv_wqe), "one wqe size");
-	if (ring_count(*prod, ring_observe(&ri->cons)) >= depth)
+	if (ring_count(*prod, ring_observe(&ri->cons)) >= depth ||
+	    (recv && h->qp[slot].recv_inline && ring_count(*prod, h->qp[slot].rq_done) >= depth))
 		return -EAGAIN;
 	memcpy(ring + (size_t)(*prod & (depth - 1)) * sizeof(struct nic_send_wqe), wqe,
 	       sizeof(struct nic_send_wqe));
@@ -807,6 +813,19 @@ int nic_host_post_send(struct nic_host *h, uint32_t slot, const struct nic_send_
 int nic_host_post_recv(struct nic_host *h, uint32_t slot, const struct nic_recv_wqe *wqe)
 {
 	return post_wqe(h, slot, true, wqe);
+}
+
+void nic_host_scatter(const struct nic_recv_wqe *r, const uint8_t *data, uint32_t len)
+{
+	if (len > NIC_RECV_INLINE_MAX)
+		len = NIC_RECV_INLINE_MAX; /* the NIC wrote no more */
+	for (uint32_t i = 0; i < r->num_sge && i < NIC_MAX_SGE && len; i++) {
+		uint32_t n = r->sge[i].len < len ? r->sge[i].len : len;
+
+		memcpy((void *)(uintptr_t)r->sge[i].va, data, n);
+		data += n;
+		len -= n;
+	}
 }
 
 /* Take one entry of a NIC-produced ring into out: 1, 0 (empty), -EPROTO. */
@@ -828,13 +847,42 @@ static int take_entry(struct nic_ring_idx *ri, uint32_t *cons, const void *ring,
 
 int nic_host_poll_cq(struct nic_host *h, uint32_t slot, struct nic_cqe *out)
 {
+	struct host_qp *hq;
 	struct nic_qp_hdr *q;
+	uint32_t c, prod;
 
 	if (slot >= NIC_QP_SLOTS)
 		return -EINVAL;
 	q = qp_hdr(h, slot);
-	return take_entry(&q->cq, &h->qp[slot].cq_cons, (char *)q + NIC_QP_CQ_OFF, NIC_CQ_DEPTH,
-			  sizeof(*out), out);
+	hq = &h->qp[slot];
+	if (!hq->recv_inline)
+		return take_entry(&q->cq, &hq->cq_cons, (char *)q + NIC_QP_CQ_OFF, NIC_CQ_DEPTH,
+				  sizeof(*out), out);
+	/* As take_entry, with a small SEND's data copied out of the entry
+	 * beside the completion before the NIC may reuse it. */
+	c = idx_get(&hq->cq_cons);
+	prod = ring_observe(&q->cq.prod);
+	if (prod == c)
+		return 0;
+	if (ring_count(prod, c) > NIC_CQ_DEPTH)
+		return -EPROTO;
+	memcpy(out, (char *)q + NIC_QP_CQ_OFF + (size_t)(c & (NIC_CQ_DEPTH - 1)) * sizeof(*out),
+	       sizeof(*out));
+	if (out->opcode == NIC_WC_RECV || out->opcode == NIC_WC_RECV_RDMA_IMM) {
+		const struct nic_recv_wqe *r =
+		    (const struct nic_recv_wqe *)((char *)q + NIC_QP_RQ_OFF) +
+		    (hq->rq_done & (NIC_RQ_DEPTH - 1));
+
+		if (out->status == NIC_WC_SUCCESS && (out->flags & NIC_WC_F_INLINE))
+			nic_host_scatter(r,
+					 (const uint8_t *)q + NIC_QP_CQ_DATA_OFF +
+					     (size_t)(c & (NIC_CQ_DEPTH - 1)) * NIC_RECV_INLINE_MAX,
+					 out->byte_len);
+		hq->rq_done++;
+	}
+	idx_set(&hq->cq_cons, c + 1);
+	ring_publish(&q->cq.cons, c + 1);
+	return 1;
 }
 
 int nic_host_poll_event(struct nic_host *h, struct nic_event *out)

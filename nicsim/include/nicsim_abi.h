@@ -218,8 +218,22 @@ struct nic_cmd_bind_mw {
  * that receive).  Any other message without a receive gets RNR NAKs.
  */
 #define NIC_QP_F_HOLD_FIRST 0x1u
-#define NIC_QP_F_ALL 0x1u
+/*
+ * NIC_QP_F_RECV_INLINE (ABI 6): a SEND (with or without immediate data) of
+ * at most NIC_RECV_INLINE_MAX bytes, in one packet, is not written to the
+ * receive's buffers: the NIC checks the receive as always and puts the
+ * bytes beside its completion (the CQ data entry of the same index, at
+ * NIC_QP_CQ_DATA_OFF), flagged NIC_WC_F_INLINE; the host copies them into
+ * the receive's buffers as it takes the completion.  Receives complete in
+ * the order they were posted, so the host finds the buffers in its own copy
+ * of the k-th receive it posted; it must keep that receive's ring entry
+ * (or a copy) until then.  What mlx5's scatter-to-CQE does, for the same
+ * reason: a small message then costs the NIC no DMA write.
+ */
+#define NIC_QP_F_RECV_INLINE 0x2u
+#define NIC_QP_F_ALL 0x3u
 #define NIC_HOLD_MAX 256u
+#define NIC_RECV_INLINE_MAX 64u
 
 struct nic_cmd_qp {
 	uint32_t slot;  /* CREATE_QP: slot index, 0 .. NIC_QP_SLOTS - 1 */
@@ -385,7 +399,8 @@ enum nic_wc_opcode {
 	NIC_WC_RECV_RDMA_IMM = 5,
 };
 
-#define NIC_WC_F_IMM 0x1u /* imm is valid */
+#define NIC_WC_F_IMM 0x1u    /* imm is valid */
+#define NIC_WC_F_INLINE 0x2u /* the data is the CQ data entry's (NIC_QP_F_RECV_INLINE) */
 
 /* Completion queue entry: 32 bytes. */
 struct nic_cqe {
@@ -448,7 +463,8 @@ struct nic_qp_hdr {
 #define NIC_QP_SQ_OFF NIC_QP_HDR_SIZE
 #define NIC_QP_RQ_OFF (NIC_QP_SQ_OFF + NIC_SQ_DEPTH * sizeof(struct nic_send_wqe))
 #define NIC_QP_CQ_OFF (NIC_QP_RQ_OFF + NIC_RQ_DEPTH * sizeof(struct nic_recv_wqe))
-#define NIC_QP_SLOT_SIZE (NIC_QP_CQ_OFF + NIC_CQ_DEPTH * sizeof(struct nic_cqe))
+#define NIC_QP_CQ_DATA_OFF (NIC_QP_CQ_OFF + NIC_CQ_DEPTH * sizeof(struct nic_cqe))
+#define NIC_QP_SLOT_SIZE (NIC_QP_CQ_DATA_OFF + NIC_CQ_DEPTH * NIC_RECV_INLINE_MAX)
 
 /* ---- Context segment ---------------------------------------------------- */
 
@@ -571,7 +587,8 @@ _Static_assert(offsetof(struct nic_qp_hdr, sq) == 64, "sq indices at 64");
 _Static_assert(offsetof(struct nic_qp_hdr, rq) == 192, "rq indices at 192");
 _Static_assert(offsetof(struct nic_qp_hdr, cq) == 320, "cq indices at 320");
 _Static_assert(sizeof(struct nic_qp_hdr) <= NIC_QP_HDR_SIZE, "qp header fits");
-_Static_assert(NIC_QP_SLOT_SIZE == 512 + 128 * 128 + 128 * 128 + 256 * 32, "qp slot layout");
+_Static_assert(NIC_QP_SLOT_SIZE == 512 + 128 * 128 + 128 * 128 + 256 * 32 + 256 * 64,
+	       "qp slot layout");
 _Static_assert(NIC_QP_SLOT_SIZE % 64 == 0, "slots stay cache-line aligned");
 _Static_assert(NIC_CTX_EQ_OFF + NIC_EQ_DEPTH * sizeof(struct nic_event) <= NIC_CTX_QP_OFF,
 	       "event queue fits before the slots");
@@ -584,6 +601,6 @@ _Static_assert(NIC_IS_POW2(NIC_RQ_DEPTH), "receive queue depth is a power of two
 _Static_assert(NIC_IS_POW2(NIC_CQ_DEPTH), "completion queue depth is a power of two");
 _Static_assert(NIC_IS_POW2(NIC_EQ_DEPTH), "event queue depth is a power of two");
 _Static_assert(NIC_IS_POW2(NIC_CMDQ_DEPTH), "command ring depth is a power of two");
-_Static_assert(NIC_CTX_SEG_SIZE == 16384 + 32 * 41472, "segment is 1,343,488 bytes");
+_Static_assert(NIC_CTX_SEG_SIZE == 16384 + 32 * 57856, "segment is 1,867,776 bytes");
 
 #endif /* NICSIM_ABI_H */

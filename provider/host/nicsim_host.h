@@ -76,9 +76,13 @@ int nic_host_cmd(struct nic_host *h, struct nic_cmd *cmd, struct nic_cpl *cpl, i
 
 /*
  * Start using slot's rings after its CREATE_QP completed: the NIC reset the
- * slot, so the host's indices restart at 0.  0, or -EINVAL for a bad slot.
+ * slot, so the host's indices restart at 0.  flags are the QP's, as
+ * CREATE_QP gave them: with NIC_QP_F_RECV_INLINE, nic_host_poll_cq copies
+ * each small SEND from beside its completion into its receive's buffers,
+ * and a receive's ring entry is kept (not reused) until its completion has
+ * been taken.  0, or -EINVAL for a bad slot.
  */
-int nic_host_qp_open(struct nic_host *h, uint32_t slot);
+int nic_host_qp_open(struct nic_host *h, uint32_t slot, uint32_t flags);
 
 /*
  * Copy one work request into the slot's send or receive queue, publish it
@@ -94,8 +98,15 @@ int nic_host_post_recv(struct nic_host *h, uint32_t slot, const struct nic_recv_
  * Take the next completion of slot, or the next event of the context:
  * 1 with *out filled, 0 when there is none, -EPROTO when the NIC's producer
  * index claims more entries than the ring holds, -EINVAL for a bad slot.
+ * A receive completion with NIC_WC_F_INLINE has its data in the receive's
+ * buffers by the time it is returned (the flag stays set).
  */
 int nic_host_poll_cq(struct nic_host *h, uint32_t slot, struct nic_cqe *out);
+
+/* Copy len bytes of a small SEND (at most NIC_RECV_INLINE_MAX) into the
+ * buffers of receive r, in SGE order: what nic_host_poll_cq does for a
+ * completion with NIC_WC_F_INLINE, for a caller that reads its CQ itself. */
+void nic_host_scatter(const struct nic_recv_wqe *r, const uint8_t *data, uint32_t len);
 int nic_host_poll_event(struct nic_host *h, struct nic_event *out);
 
 /*

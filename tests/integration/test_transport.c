@@ -793,6 +793,94 @@ static void test_inline_send_and_write(void)
 	munmap(dst, 65536);
 }
 
+/*
+ * Small receives beside their completions (NIC_QP_F_RECV_INLINE on B's
+ * QP): SENDs of 0 to 64 bytes, with and without immediate data, land in
+ * the receive's buffers once the completion is taken, spread over two
+ * SGEs; 65 bytes go by DMA as before; an RDMA WRITE with immediate
+ * consumes its receive in order; and the receive's checks still hold: one
+ * too short completes with LOC_LEN_ERR.
+ */
+static void test_recv_inline(void)
+{
+	static const uint32_t sizes[] = {0, 1, 8, 40, NIC_RECV_INLINE_MAX, NIC_RECV_INLINE_MAX + 1};
+	struct pair p;
+	uint8_t *dst = map(65536), *src = map(4096), data[NIC_MAX_INLINE];
+	uint32_t dmr, rkey, lk;
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	struct nic_cqe c;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	rkey = expose(&p, dst, 65536, NIC_ACCESS_REMOTE_WRITE, &dmr);
+	lk = nst_reg(p.ha, src, 4096, 0);
+	NST_REQUIRE(dmr && rkey && lk);
+	for (uint32_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i];
+		uint8_t *rx = dst + 1024 * i;
+
+		nst_fill(src, n, 30 + i);
+		/* Two SGEs: the first 5 bytes, then the rest. */
+		r = (struct nic_recv_wqe){.wr_id = 10 + i, .num_sge = 2};
+		r.sge[0] = (struct nic_sge){.va = (uintptr_t)rx, .len = 5, .lkey = dmr};
+		r.sge[1] = (struct nic_sge){.va = (uintptr_t)rx + 512, .len = 256, .lkey = dmr};
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+		w = swqe(i, i % 2 ? NIC_WR_SEND_IMM : NIC_WR_SEND, src, n, lk, 0, 0);
+		w.imm = 0x5150 + i;
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, 10 + i);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_EQ(!!(c.flags & NIC_WC_F_INLINE), n <= NIC_RECV_INLINE_MAX);
+		NST_EQ(!!(c.flags & NIC_WC_F_IMM), i % 2);
+		if (i % 2)
+			NST_EQ_U(c.imm, 0x5150 + i);
+		NST_EQ_U(nst_sum32(rx, n < 5 ? n : 5), nst_sum32(src, n < 5 ? n : 5));
+		if (n > 5)
+			NST_EQ_U(nst_sum32(rx + 512, n - 5), nst_sum32(src + 5, n - 5));
+		NST_TRUE(rx[512 + (n > 5 ? n - 5 : 0)] == 0); /* nothing past the message */
+	}
+	/* An RDMA WRITE with immediate takes the next receive, in order. */
+	r = rwqe(40, dst + 8192, 64, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	r = rwqe(41, dst + 9000, 64, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = swqe(40, NIC_WR_RDMA_WRITE_IMM, src, 16, lk, (uintptr_t)dst + 16384, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	nst_fill(data, 16, 77);
+	memcpy(src + 100, data, 16);
+	w = swqe(41, NIC_WR_SEND, src + 100, 16, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ_U(c.wr_id, 40);
+	NST_EQ(c.opcode, NIC_WC_RECV_RDMA_IMM);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ_U(c.wr_id, 41);
+	NST_EQ(c.flags & NIC_WC_F_INLINE, NIC_WC_F_INLINE);
+	NST_EQ_U(nst_sum32(dst + 9000, 16), nst_sum32(data, 16));
+	NST_EQ_U(nst_sum32(dst + 16384, 16), nst_sum32(src, 16));
+	for (int k = 0; k < 2; k++)
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	/* A receive too short for a small SEND: LOC_LEN_ERR, as by DMA. */
+	r = rwqe(50, dst + 10000, 4, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = swqe(50, NIC_WR_SEND, src, 8, lk, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_LOC_LEN_ERR);
+	NST_EQ(c.flags & NIC_WC_F_INLINE, 0);
+	pair_close(&p);
+	munmap(dst, 65536);
+	munmap(src, 4096);
+}
+
 /* Each malformed inline request fails its QP with LOC_QP_OP_ERR. */
 static void test_inline_malformed(void)
 {
@@ -1174,6 +1262,7 @@ int main(int argc, char **argv)
 	    {"malformed_request_in_order", test_malformed_request_in_order},
 	    {"inline_send_and_write", test_inline_send_and_write},
 	    {"inline_malformed", test_inline_malformed},
+	    {"recv_inline", test_recv_inline},
 	    {"rnr_wait_is_the_responders_timer", test_rnr_wait_is_the_responders_timer},
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {NULL, NULL},

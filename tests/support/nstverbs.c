@@ -31,12 +31,18 @@ int nst_cmd(struct nic_host *h, struct nic_cmd *cmd, uint32_t *key)
 
 int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp)
 {
+	return nst_qp_create_flags(h, slot, 0, qp);
+}
+
+int nst_qp_create_flags(struct nic_host *h, uint32_t slot, uint32_t flags, struct nst_qp *qp)
+{
 	struct nic_cmd c = {.opcode = NIC_CMD_CREATE_QP};
 	size_t size;
 	char *base;
 	int st;
 
 	c.u.qp.slot = slot;
+	c.u.qp.flags = flags;
 	memset(qp, 0, sizeof(*qp));
 	st = nst_cmd(h, &c, &qp->qpn);
 	if (st)
@@ -49,6 +55,8 @@ int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp)
 	qp->sq = (struct nic_send_wqe *)(base + NIC_QP_SQ_OFF);
 	qp->rq = (struct nic_recv_wqe *)(base + NIC_QP_RQ_OFF);
 	qp->cq = (struct nic_cqe *)(base + NIC_QP_CQ_OFF);
+	qp->cq_data = (const uint8_t *)base + NIC_QP_CQ_DATA_OFF;
+	qp->flags = flags;
 	return 0;
 }
 
@@ -77,7 +85,9 @@ int nst_post_send(struct nst_qp *qp, const struct nic_send_wqe *wqe)
 
 int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe)
 {
-	if (ring_count(qp->rq_prod, ring_observe(&qp->hdr->rq.cons)) >= NIC_RQ_DEPTH)
+	if (ring_count(qp->rq_prod, ring_observe(&qp->hdr->rq.cons)) >= NIC_RQ_DEPTH ||
+	    ((qp->flags & NIC_QP_F_RECV_INLINE) &&
+	     ring_count(qp->rq_prod, qp->rq_done) >= NIC_RQ_DEPTH))
 		return -ENOSPC;
 	qp->rq[qp->rq_prod & (NIC_RQ_DEPTH - 1)] = *wqe;
 	ring_publish(&qp->hdr->rq.prod, ++qp->rq_prod);
@@ -85,16 +95,33 @@ int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe)
 	return 0;
 }
 
+bool nst_take_cqe(struct nst_qp *qp, struct nic_cqe *cqe)
+{
+	uint32_t i = qp->cq_cons & (NIC_CQ_DEPTH - 1);
+
+	if (ring_observe(&qp->hdr->cq.prod) == qp->cq_cons)
+		return false;
+	*cqe = qp->cq[i];
+	if ((qp->flags & NIC_QP_F_RECV_INLINE) &&
+	    (cqe->opcode == NIC_WC_RECV || cqe->opcode == NIC_WC_RECV_RDMA_IMM)) {
+		/* The k-th receive completion is the k-th receive posted. */
+		if (cqe->status == NIC_WC_SUCCESS && (cqe->flags & NIC_WC_F_INLINE))
+			nic_host_scatter(&qp->rq[qp->rq_done & (NIC_RQ_DEPTH - 1)],
+					 qp->cq_data + (size_t)i * NIC_RECV_INLINE_MAX,
+					 cqe->byte_len);
+		qp->rq_done++;
+	}
+	ring_publish(&qp->hdr->cq.cons, ++qp->cq_cons);
+	return true;
+}
+
 int nst_poll_cq(struct nst_qp *qp, struct nic_cqe *cqe, int timeout_ms)
 {
 	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (unsigned i = 0;; i++) {
-		if (ring_observe(&qp->hdr->cq.prod) != qp->cq_cons) {
-			*cqe = qp->cq[qp->cq_cons & (NIC_CQ_DEPTH - 1)];
-			ring_publish(&qp->hdr->cq.cons, ++qp->cq_cons);
+		if (nst_take_cqe(qp, cqe))
 			return 0;
-		}
 		if (nst_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		if (i > 1000)

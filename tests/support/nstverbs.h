@@ -8,6 +8,7 @@
 #ifndef NSTVERBS_H
 #define NSTVERBS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nicsim_host.h"
@@ -19,15 +20,24 @@ struct nst_qp {
 	struct nic_send_wqe *sq;
 	struct nic_recv_wqe *rq;
 	struct nic_cqe *cq;
+	const uint8_t *cq_data; /* beside cq: NIC_QP_F_RECV_INLINE */
+	uint32_t flags;         /* NIC_QP_F_* it was created with */
 	uint32_t sq_prod, rq_prod, cq_cons;
+	uint32_t rq_done; /* receive completions taken */
 };
 
 /* One command: returns its status (enum nic_status), *key gets cpl.key. */
 int nst_cmd(struct nic_host *h, struct nic_cmd *cmd, uint32_t *key);
 
 int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp);
+/* With CREATE_QP flags (NIC_QP_F_*): with NIC_QP_F_RECV_INLINE, taking a
+ * completion copies a small SEND into its receive's buffers, as the host
+ * library does, and a receive's ring entry is kept until then. */
+int nst_qp_create_flags(struct nic_host *h, uint32_t slot, uint32_t flags, struct nst_qp *qp);
 int nst_post_send(struct nst_qp *qp, const struct nic_send_wqe *wqe);
 int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe);
+/* The next completion if there is one (true), without waiting. */
+bool nst_take_cqe(struct nst_qp *qp, struct nic_cqe *cqe);
 /* The next completion within timeout_ms: 0 or -ETIMEDOUT. */
 int nst_poll_cq(struct nst_qp *qp, struct nic_cqe *cqe, int timeout_ms);
 /* The next event of the context within timeout_ms: 0 or -ETIMEDOUT. */
