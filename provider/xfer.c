@@ -226,7 +226,23 @@ static int post(struct prov_sock *sk, struct xfer *x, LPWSAOVERLAPPED ov, int ev
 		}
 		w.remote_va = x->remote_va;
 		w.rkey = x->rkey;
-		memcpy(w.sge, x->sge, sizeof(x->sge[0]) * x->nsge);
+		if (x->kind != PROV_OP_READ && x->total <= NIC_MAX_INLINE) {
+			/* Small: the bytes travel in the request, and the NIC
+			 * reads no memory for them (build_bufs checked that each
+			 * buffer lies in a registration of this socket). */
+			uint32_t at = 0;
+
+			w.flags |= NIC_WR_F_INLINE;
+			w.num_sge = 0;
+			w.inline_len = (uint32_t)x->total;
+			for (uint32_t i = 0; i < x->nsge; i++) {
+				memcpy(w.inline_data + at, (const void *)(uintptr_t)x->sge[i].va,
+				       x->sge[i].len);
+				at += x->sge[i].len;
+			}
+		} else {
+			memcpy(w.sge, x->sge, sizeof(x->sge[0]) * x->nsge);
+		}
 		err = nic_host_post_send(nic->host, qp->slot, &w);
 	}
 	if (err) {
