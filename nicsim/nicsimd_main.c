@@ -21,8 +21,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: nicsimd [--addr A]... [--dir D] [options]\n"
 		"\n"
-		"Runs one emulated SAN NIC. Host processes attach through the socket\n"
-		"D/nic-A.sock; the pid is written to D/nic-A.pid. Stops on SIGTERM or SIGINT.\n"
+		"Runs one emulated SAN NIC (or several: --addr more than once). Host\n"
+		"processes attach through the socket D/nic-A.sock; the pid is written to\n"
+		"D/nic-A.pid. Stops on SIGTERM or SIGINT.\n"
 		"\n"
 		"  --addr A           NIC address in 198.18.0.0/15 (default 198.18.0.1). Given\n"
 		"                     more than once (up to %u), one thread serves all those\n"
