@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,6 +222,102 @@ static void test_one_process_two_nics(void)
 	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
 	NST_TRUE(access(sock_c, F_OK) < 0 && access(sock_d, F_OK) < 0);
 	NST_TRUE(access(pid_c, F_OK) < 0 && access(pid_d, F_OK) < 0);
+}
+
+/*
+ * One nicsimd serving NICs C and D: a host of C writes random bytes over its
+ * whole segment and rings its doorbell, and 64 connections to C never say
+ * hello, while a host of D exchanges SENDs with a host of A and a new host
+ * attaches to D.  D serves them all, intact, and the process survives.
+ */
+static void test_one_process_hostile_neighbour(void)
+{
+	const char *const with_d[] = {"--addr", ADDR_D, "--log-level", "info", NULL};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	uint64_t rng = 0x2545f4914f6cdd1dull;
+	uint8_t *buf = map(65536);
+	int silent[64];
+	struct nic_host *hc, *late;
+	struct nst_qp qc;
+	struct pair p;
+	uint32_t addr_d, ka, kd;
+	unsigned char *seg;
+	size_t size;
+	pid_t pid;
+
+	fab_addr_parse(ADDR_D, &addr_d);
+	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
+	NST_REQUIRE(pid > 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_c, &hc), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(hc, 3, NIC_QP_F_RECV_INLINE, &qc), 0);
+	seg = nic_host_segment(hc, &size);
+	NST_REQUIRE(seg != NULL);
+	strcpy(sa.sun_path, sock_c);
+	for (int i = 0; i < 64; i++) {
+		silent[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		NST_REQUIRE(silent[i] >= 0);
+		NST_EQ(connect(silent[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	pair_open_at(&p, sock_a, sock_d, addr_d);
+	ka = nst_reg(p.ha, buf, 32768, NIC_ACCESS_LOCAL_WRITE);
+	kd = nst_reg(p.hb, buf + 32768, 32768, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(ka && kd);
+	for (uint32_t round = 0; round < 40; round++) {
+		struct nic_send_wqe w;
+		struct nic_recv_wqe r;
+		struct nic_cqe c;
+		uint32_t n = 1 + (round * 97) % 8000;
+
+		for (int k = 0; k < 500; k++) {
+			uint64_t v;
+			size_t off, len;
+
+			rng ^= rng >> 12;
+			rng ^= rng << 25;
+			rng ^= rng >> 27;
+			v = rng * 0x2545f4914f6cdd1dull;
+			off = (size_t)(v % size);
+			len = 1 + (size_t)(v >> 40) % 256;
+			if (off + len > size)
+				len = size - off;
+			memset(seg + off, (int)(v >> 32), len);
+			if (write(nic_host_doorbell_fd(hc), &v, sizeof(v)) < 0)
+				continue;
+		}
+		/* A -> D and back, checksummed. */
+		nst_fill(buf, n, round + 1);
+		memset(buf + 32768, 0, 8192);
+		r = rwqe(round, buf + 32768, 8192, kd);
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+		w = swqe(round, NIC_WR_SEND, buf, n, ka, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_CHECK_(nst_sum32(buf + 32768, n) == nst_sum32(buf, n), CU_FALSE,
+			   "round %u: %u bytes differ", round, n);
+		r = rwqe(round, buf + 16384, 8192, ka);
+		NST_REQUIRE_EQ(nst_post_recv(&p.a, &r), 0);
+		w = swqe(round, NIC_WR_SEND, buf + 32768, n, kd, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.b, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ_U(nst_sum32(buf + 16384, n), nst_sum32(buf, n));
+	}
+	NST_EQ(kill(pid, 0), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_d, &late), 0);
+	NST_NE(nst_reg(late, buf, 4096, 0), 0);
+	nic_host_detach(late);
+	for (int i = 0; i < 64; i++)
+		close(silent[i]);
+	nic_host_detach(hc);
+	pair_close(&p);
+	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
+	munmap(buf, 65536);
 }
 
 /* The peer in another process on the same NIC: it echoes one message. */
@@ -1554,6 +1652,7 @@ int main(int argc, char **argv)
 	    {"two_nics_integrity", test_two_nics_integrity},
 	    {"two_processes_one_nic", test_two_processes_one_nic},
 	    {"one_process_two_nics", test_one_process_two_nics},
+	    {"one_process_hostile_neighbour", test_one_process_hostile_neighbour},
 	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
 	    {"r5_foreign_region_key", test_r5_foreign_region_key},
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
