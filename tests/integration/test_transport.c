@@ -8,11 +8,14 @@
  * link; the retry limit on a link that is down; a peer that dies.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -318,6 +321,84 @@ static void test_one_process_hostile_neighbour(void)
 	pair_close(&p);
 	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
 	munmap(buf, 65536);
+}
+
+/* Whether the file at path holds text (read whole, up to 1 MiB). */
+static bool file_has(const char *path, const char *text)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, text) != NULL;
+}
+
+/* The lowest descriptor number pid does not use (the next it would get), or -1. */
+static int first_free_fd(pid_t pid)
+{
+	char path[64];
+	bool used[1024] = {false};
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		int n = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && n >= 0 && n < 1024)
+			used[n] = true;
+	}
+	closedir(d);
+	for (int n = 0; n < 1024; n++)
+		if (!used[n])
+			return n;
+	return -1;
+}
+
+/*
+ * NICs C and D in one nicsimd share its descriptors.  With none left (the
+ * limit at the lowest number not in use), an attach to D is refused with
+ * NO_RESOURCES, and the log says that the limit is shared by the process's
+ * NICs (the few D itself holds do not explain it); with descriptors back,
+ * D takes the next attach.
+ */
+static void test_one_process_shared_descriptors(void)
+{
+	const char *const with_d[] = {"--addr", ADDR_D, "--log-level", "info", NULL};
+	char log[300];
+	struct rlimit was, tight;
+	struct nic_host *h = NULL;
+	uint64_t deadline;
+	int next;
+	pid_t pid;
+
+	snprintf(log, sizeof(log), "%s/nic-" ADDR_C ".log", dir);
+	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
+	NST_REQUIRE(pid > 0);
+	next = first_free_fd(pid);
+	NST_REQUIRE(next > 0);
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, NULL, &was), 0);
+	tight.rlim_cur = (rlim_t)next;
+	tight.rlim_max = was.rlim_max;
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, &tight, NULL), 0);
+	NST_NE(nic_host_attach(sock_d, &h), 0);
+	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	while (!file_has(log, "shared by the 2 NICs of this process") && nst_now_ns() < deadline)
+		nst_sleep_ms(10);
+	NST_CHECK_(file_has(log, "shared by the 2 NICs of this process"), CU_FALSE,
+		   "%s does not say the descriptors are shared", log);
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, &was, NULL), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_d, &h), 0);
+	nic_host_detach(h);
+	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
 }
 
 /* The peer in another process on the same NIC: it echoes one message. */
@@ -1653,6 +1734,7 @@ int main(int argc, char **argv)
 	    {"two_processes_one_nic", test_two_processes_one_nic},
 	    {"one_process_two_nics", test_one_process_two_nics},
 	    {"one_process_hostile_neighbour", test_one_process_hostile_neighbour},
+	    {"one_process_shared_descriptors", test_one_process_shared_descriptors},
 	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
 	    {"r5_foreign_region_key", test_r5_foreign_region_key},
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
