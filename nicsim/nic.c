@@ -385,10 +385,21 @@ static bool out_of_fds(struct nic *nic, int err)
 	if (!nic->fd_short) {
 		nic->fd_short = true;
 		nic->fd_short_refused = 0;
-		nic_warn(&nic->log,
-			 "accept: %s (descriptor limit %llu, %u contexts, %u other connections): "
-			 "refusing new connections until one closes",
-			 strerror(err), (unsigned long long)nic->fd_limit, nic->nctx, nic->nconns);
+		/* The NICs of one process share its descriptors: those this
+		 * NIC holds may be few, and the log says where the rest went. */
+		if (nic->opts.fd_share > 1)
+			nic_warn(&nic->log,
+				 "accept: %s (descriptor limit %llu, shared by the %u NICs of this "
+				 "process; this NIC holds %u contexts and %u other connections): "
+				 "refusing new connections until one closes",
+				 strerror(err), (unsigned long long)nic->fd_limit,
+				 nic->opts.fd_share, nic->nctx, nic->nconns);
+		else
+			nic_warn(&nic->log,
+				 "accept: %s (descriptor limit %llu, %u contexts, %u other "
+				 "connections): refusing new connections until one closes",
+				 strerror(err), (unsigned long long)nic->fd_limit, nic->nctx,
+				 nic->nconns);
 	}
 	if (nic->reserve_fd >= 0) {
 		close(nic->reserve_fd);

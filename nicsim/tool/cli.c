@@ -112,10 +112,9 @@ static const struct cmd_spec cmd_specs[] = {
     {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ONE_PROCESS) |
-	 OPT_BIT(OPT_ACK_TIMEOUT) |
-	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
-	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) |
-	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
+	 OPT_BIT(OPT_ACK_TIMEOUT) | OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) |
+	 OPT_BIT(OPT_CM_TIMEOUT) | OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) |
+	 OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
@@ -142,7 +141,9 @@ static const struct cmd_spec cmd_specs[] = {
      "A 'nicsim up' or 'nicsim down' already working in the directory finishes\n"
      "first; down waits for it up to --timeout-ms too (default 15000).\n"
      "Removes the pid and socket files of daemons that are gone and, unless --nic\n"
-     "was given, the fabric (D/fabric.shm and the ports' bells) once no NIC uses it."},
+     "was given, the fabric (D/fabric.shm and the ports' bells) once no NIC uses it.\n"
+     "--nic of a NIC that 'nicsim up --one-process' started stops its nicsimd, and\n"
+     "with it every NIC that nicsimd serves: down says which."},
     {"show tpt", NULL, run_show_tpt, QUERY_OPTS, "list live TPT entries (regions and windows)",
      "One line per live entry of each NIC's translation/protection table: key, type,\n"
      "state, owner context, range, access (lw local write, rr remote read, rw remote\n"

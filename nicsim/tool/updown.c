@@ -541,7 +541,8 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 
 		if (fd < 0)
 			return -1;
-		dprintf(fd, "nicsim: NIC %s runs in the nicsimd of %s (nicsim up --one-process); "
+		dprintf(fd,
+			"nicsim: NIC %s runs in the nicsimd of %s (nicsim up --one-process); "
 			"its log is " NIC_SOCK_PREFIX "%s" NIC_LOG_SUFFIX "\n",
 			s[i].name, s[0].name, s[0].name);
 		close(fd);
@@ -1052,7 +1053,8 @@ struct victim {
 	pid_t pid;   /* 0: nothing to signal */
 	bool killed; /* needed SIGKILL */
 	bool gone;
-	int err; /* kill() failed with this errno */
+	bool along; /* not asked for: it shares the nicsimd of one that was */
+	int err;    /* kill() failed with this errno */
 };
 
 /* Merge two sorted address lists into *out (sorted, no duplicates). */
@@ -1141,6 +1143,39 @@ static bool pick_victim(const struct cli_opts *o, struct victim *v)
 		printf("nic %s not running; removed its stale files\n", v->name);
 	v->gone = true;
 	return true;
+}
+
+/*
+ * With --nic, the other NICs that the chosen one's nicsimd serves (nicsim up
+ * --one-process): stopping it stops them too, so they are victims as well,
+ * to be reported and cleaned up like it.  A pid file that names the same
+ * live nicsimd is enough: that pid cannot have been reused while it runs.
+ * Returns the new number of victims (v has room for n).
+ */
+static size_t add_companions(const struct cli_opts *o, const uint32_t *all, size_t n,
+			     struct victim *v, size_t m)
+{
+	char pidf[PATH_MAX];
+	size_t i, k, chosen = m;
+	pid_t pid;
+
+	if (!o->nic_set)
+		return m;
+	for (k = 0; k < chosen; k++) {
+		if (!v[k].pid || v[k].gone)
+			continue;
+		for (i = 0; i < n && m < n; i++) {
+			if (all[i] == v[k].addr)
+				continue;
+			run_file(o, all[i], NIC_PID_SUFFIX, pidf, sizeof(pidf));
+			if (read_pid_file(pidf, &pid) || pid != v[k].pid)
+				continue;
+			v[m] = (struct victim){.addr = all[i], .pid = pid, .along = true};
+			fab_addr_format(all[i], v[m].name, sizeof(v[m].name));
+			m++;
+		}
+	}
+	return m;
 }
 
 /* Signal every victim, wait for them to exit, SIGKILL the ones that do not. */
@@ -1256,6 +1291,7 @@ int cli_down(struct cli_opts *o)
 	for (i = 0; i < m; i++)
 		if (!pick_victim(o, &v[i]))
 			status = CLI_EXIT_FAIL;
+	m = add_companions(o, all, n, v, m);
 	stop_victims(o, v, m);
 	for (i = 0; i < m; i++) {
 		if (!v[i].pid)
@@ -1280,7 +1316,12 @@ int cli_down(struct cli_opts *o)
 			remove_file(pidf);
 		if (probe(sock, PROBE_MS, &pid, &c) == -ECONNREFUSED)
 			remove_file(sock);
-		if (v[i].killed)
+		if (v[i].along)
+			say(o,
+			    "stopped nic %s too: it ran in the same nicsimd (pid %d, "
+			    "nicsim up --one-process)\n",
+			    v[i].name, (int)v[i].pid);
+		else if (v[i].killed)
 			say(o,
 			    "stopped nic %s (nicsimd pid %d) with SIGKILL: it did not exit "
 			    "within %d ms of SIGTERM\n",

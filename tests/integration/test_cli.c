@@ -389,6 +389,22 @@ static void test_up_one_process(void)
 	NST_TRUE(!nst_pid_alive(pid));
 	for (i = 0; i < 3; i++)
 		NST_TRUE(!exists(sock[i]) && !exists(pidf[i]));
+	/* down --nic of one NIC stops its nicsimd, and says that the others
+	 * it served stopped with it. */
+	rc = NICSIM("up", "--dir", dir, "--hosts", "3", "--one-process");
+	pid = nst_read_pid_file(pidf[0]);
+	track(pid);
+	NST_REQUIRE_EQ(rc, 0);
+	rc = NICSIM("down", "--dir", dir, "--nic", "198.18.0.2");
+	NST_EQ(rc, 0);
+	OUT_HAS("stopped nic 198.18.0.2 (nicsimd pid");
+	OUT_HAS("stopped nic 198.18.0.1 too: it ran in the same nicsimd");
+	OUT_HAS("stopped nic 198.18.0.3 too: it ran in the same nicsimd");
+	NST_TRUE(!nst_pid_alive(pid));
+	for (i = 0; i < 3; i++)
+		NST_TRUE(!exists(sock[i]) && !exists(pidf[i]));
+	rc = NICSIM("down", "--dir", dir);
+	NST_EQ(rc, 0);
 	/* More NICs than one nicsimd serves: refused before anything starts. */
 	rc = NICSIM("up", "--dir", dir, "--hosts", "17", "--one-process");
 	NST_EQ(rc, 2);

@@ -230,6 +230,96 @@ static void test_bad_input_send_recv(void)
 	munmap(m, 8 * PAGE);
 }
 
+/*
+ * Small messages over several buffers each, at the edges of their
+ * registrations: sends of up to 96 bytes travel inline and receives of up
+ * to 64 beside their completions, so the provider itself copies the bytes,
+ * and must copy exactly what the buffers say, no more.  A buffer whose
+ * registration was deregistered is refused before anything is sent.
+ */
+static void test_small_messages_at_edges(void)
+{
+	uint8_t *m = map(8 * PAGE), *canary;
+	SOCKET a, b;
+	WSABUF sb[4], rb[4];
+	WSAOVERLAPPED ov, ovs;
+	DWORD n = 0, flags = 0;
+	HANDLE h;
+	int err = 0;
+
+	NST_REQUIRE(m != NULL);
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	reg(a, m, PAGE, MEM_READ);                 /* page 0: a's send source */
+	reg(b, m + 2 * PAGE, PAGE, MEM_READWRITE); /* page 2: b's receive buffers */
+	nst_fill(m, PAGE, 17);
+	memset(m + 2 * PAGE, 0, 2 * PAGE);
+	canary = m + 3 * PAGE; /* just past b's registration: must stay 0 */
+	for (int size = 0; size < 2; size++) {
+		DWORD total = size ? 96 : 64;
+
+		/* Send: the first and last bytes of a's registration, a gap, 0 bytes. */
+		sb[0] = (WSABUF){.len = 1, .buf = (char *)m};
+		sb[1] = (WSABUF){.len = 0, .buf = (char *)m + 100};
+		sb[2] = (WSABUF){.len = total - 31, .buf = (char *)m + 200};
+		sb[3] = (WSABUF){.len = 30, .buf = (char *)m + PAGE - 30};
+		/* Receive: three pieces, the last ending where b's registration ends. */
+		rb[0] = (WSABUF){.len = 2, .buf = (char *)m + 2 * PAGE + 10};
+		rb[1] = (WSABUF){.len = 0, .buf = (char *)m + 2 * PAGE + 20};
+		rb[2] = (WSABUF){.len = 40, .buf = (char *)m + 2 * PAGE + 100};
+		rb[3] = (WSABUF){.len = total - 42, .buf = (char *)m + 3 * PAGE - (total - 42)};
+		memset(&ov, 0, sizeof(ov));
+		flags = 0;
+		NST_EQ(WSPRecv(b, rb, 4, &n, &flags, &ov, NULL, NULL, &err), SOCKET_ERROR);
+		NST_EQ(err, WSA_IO_PENDING);
+		memset(&ovs, 0, sizeof(ovs));
+		NST_EQ(WSPSend(a, sb, 4, &n, 0, &ovs, NULL, NULL, &err), SOCKET_ERROR);
+		NST_EQ(err, WSA_IO_PENDING);
+		NST_EQ(ov_wait(a, &ovs, &n), 0);
+		NST_EQ(n, total);
+		NST_EQ(ov_wait(b, &ov, &n), 0);
+		NST_EQ(n, total);
+		{
+			uint8_t want[96], got[96];
+			DWORD at = 0;
+
+			for (int i = 0; i < 4; i++) {
+				memcpy(want + at, sb[i].buf, sb[i].len);
+				at += sb[i].len;
+			}
+			at = 0;
+			for (int i = 0; i < 4; i++) {
+				memcpy(got + at, rb[i].buf, rb[i].len);
+				at += rb[i].len;
+			}
+			NST_CHECK_(memcmp(want, got, total) == 0, CU_FALSE,
+				   "%u bytes: what arrived differs from what was sent", total);
+		}
+		NST_EQ(m[2 * PAGE + 12], 0);
+		NST_EQ(m[2 * PAGE + 20], 0);
+		NST_EQ(m[2 * PAGE + 140], 0);
+		NST_EQ(canary[0], 0);
+		memset(m + 2 * PAGE, 0, PAGE);
+	}
+	/* Deregistered: the send is refused, and nothing goes out. */
+	h = reg(a, m + 4 * PAGE, PAGE, MEM_READ);
+	dereg(a, h);
+	sb[0] = (WSABUF){.len = 8, .buf = (char *)m + 4 * PAGE};
+	NST_EQ(send_bufs(a, sb, 1, 0, NULL), WSAEFAULT);
+	/* One byte past the end of a registration: refused too. */
+	sb[0] = (WSABUF){.len = 31, .buf = (char *)m + PAGE - 30};
+	NST_EQ(send_bufs(a, sb, 1, 0, NULL), WSAEFAULT);
+	/* The connection still carries the next message exactly. */
+	NST_REQUIRE_EQ(post_recv(b, m + 2 * PAGE, PAGE, &ov), WSA_IO_PENDING);
+	NST_REQUIRE_EQ(post_send(a, m + 5, 9, &ovs), WSA_IO_PENDING);
+	NST_EQ(ov_wait(a, &ovs, &n), 0);
+	NST_EQ(ov_wait(b, &ov, &n), 0);
+	NST_EQ(n, 9);
+	NST_EQ(memcmp(m + 2 * PAGE, m + 5, 9), 0);
+	close_socket(a);
+	close_socket(b);
+	munmap(m, 8 * PAGE);
+}
+
 static int rdma_call(SOCKET s, bool write, WSABUFEX *b, DWORD count, const void *d, DWORD dlen,
 		     DWORD off)
 {
@@ -534,6 +624,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"overlapped_results", test_overlapped_results},
 	    {"bad_input_send_recv", test_bad_input_send_recv},
+	    {"small_messages_at_edges", test_small_messages_at_edges},
 	    {"bad_input_rdma", test_bad_input_rdma},
 	    {"descriptors_refused_by_nic", test_descriptors_refused_by_nic},
 	    {"r1_dereg_refused_while_in_flight", test_r1_dereg_refused_while_in_flight},

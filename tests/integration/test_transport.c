@@ -8,11 +8,16 @@
  * link; the retry limit on a link that is down; a peer that dies.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +27,7 @@
 #include "nstnic.h"
 #include "nstverbs.h"
 #include "nicsim_mgmt.h"
+#include "nicsim_ring.h"
 
 #define ADDR_A "198.18.0.1"
 #define ADDR_B "198.18.0.2"
@@ -219,6 +225,180 @@ static void test_one_process_two_nics(void)
 	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
 	NST_TRUE(access(sock_c, F_OK) < 0 && access(sock_d, F_OK) < 0);
 	NST_TRUE(access(pid_c, F_OK) < 0 && access(pid_d, F_OK) < 0);
+}
+
+/*
+ * One nicsimd serving NICs C and D: a host of C writes random bytes over its
+ * whole segment and rings its doorbell, and 64 connections to C never say
+ * hello, while a host of D exchanges SENDs with a host of A and a new host
+ * attaches to D.  D serves them all, intact, and the process survives.
+ */
+static void test_one_process_hostile_neighbour(void)
+{
+	const char *const with_d[] = {"--addr", ADDR_D, "--log-level", "info", NULL};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	uint64_t rng = 0x2545f4914f6cdd1dull;
+	uint8_t *buf = map(65536);
+	int silent[64];
+	struct nic_host *hc, *late;
+	struct nst_qp qc;
+	struct pair p;
+	uint32_t addr_d, ka, kd;
+	unsigned char *seg;
+	size_t size;
+	pid_t pid;
+
+	fab_addr_parse(ADDR_D, &addr_d);
+	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
+	NST_REQUIRE(pid > 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_c, &hc), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(hc, 3, NIC_QP_F_RECV_INLINE, &qc), 0);
+	seg = nic_host_segment(hc, &size);
+	NST_REQUIRE(seg != NULL);
+	strcpy(sa.sun_path, sock_c);
+	for (int i = 0; i < 64; i++) {
+		silent[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		NST_REQUIRE(silent[i] >= 0);
+		NST_EQ(connect(silent[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	pair_open_at(&p, sock_a, sock_d, addr_d);
+	ka = nst_reg(p.ha, buf, 32768, NIC_ACCESS_LOCAL_WRITE);
+	kd = nst_reg(p.hb, buf + 32768, 32768, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(ka && kd);
+	for (uint32_t round = 0; round < 40; round++) {
+		struct nic_send_wqe w;
+		struct nic_recv_wqe r;
+		struct nic_cqe c;
+		uint32_t n = 1 + (round * 97) % 8000;
+
+		for (int k = 0; k < 500; k++) {
+			uint64_t v;
+			size_t off, len;
+
+			rng ^= rng >> 12;
+			rng ^= rng << 25;
+			rng ^= rng >> 27;
+			v = rng * 0x2545f4914f6cdd1dull;
+			off = (size_t)(v % size);
+			len = 1 + (size_t)(v >> 40) % 256;
+			if (off + len > size)
+				len = size - off;
+			memset(seg + off, (int)(v >> 32), len);
+			if (write(nic_host_doorbell_fd(hc), &v, sizeof(v)) < 0)
+				continue;
+		}
+		/* A -> D and back, checksummed. */
+		nst_fill(buf, n, round + 1);
+		memset(buf + 32768, 0, 8192);
+		r = rwqe(round, buf + 32768, 8192, kd);
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+		w = swqe(round, NIC_WR_SEND, buf, n, ka, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_CHECK_(nst_sum32(buf + 32768, n) == nst_sum32(buf, n), CU_FALSE,
+			   "round %u: %u bytes differ", round, n);
+		r = rwqe(round, buf + 16384, 8192, ka);
+		NST_REQUIRE_EQ(nst_post_recv(&p.a, &r), 0);
+		w = swqe(round, NIC_WR_SEND, buf + 32768, n, kd, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.b, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ_U(nst_sum32(buf + 16384, n), nst_sum32(buf, n));
+	}
+	NST_EQ(kill(pid, 0), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_d, &late), 0);
+	NST_NE(nst_reg(late, buf, 4096, 0), 0);
+	nic_host_detach(late);
+	for (int i = 0; i < 64; i++)
+		close(silent[i]);
+	nic_host_detach(hc);
+	pair_close(&p);
+	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
+	munmap(buf, 65536);
+}
+
+/* Whether the file at path holds text (read whole, up to 1 MiB). */
+static bool file_has(const char *path, const char *text)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, text) != NULL;
+}
+
+/* The lowest descriptor number pid does not use (the next it would get), or -1. */
+static int first_free_fd(pid_t pid)
+{
+	char path[64];
+	bool used[1024] = {false};
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		int n = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && n >= 0 && n < 1024)
+			used[n] = true;
+	}
+	closedir(d);
+	for (int n = 0; n < 1024; n++)
+		if (!used[n])
+			return n;
+	return -1;
+}
+
+/*
+ * NICs C and D in one nicsimd share its descriptors.  With none left (the
+ * limit at the lowest number not in use), an attach to D is refused with
+ * NO_RESOURCES, and the log says that the limit is shared by the process's
+ * NICs (the few D itself holds do not explain it); with descriptors back,
+ * D takes the next attach.
+ */
+static void test_one_process_shared_descriptors(void)
+{
+	const char *const with_d[] = {"--addr", ADDR_D, "--log-level", "info", NULL};
+	char log[300];
+	struct rlimit was, tight;
+	struct nic_host *h = NULL;
+	uint64_t deadline;
+	int next;
+	pid_t pid;
+
+	snprintf(log, sizeof(log), "%s/nic-" ADDR_C ".log", dir);
+	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
+	NST_REQUIRE(pid > 0);
+	next = first_free_fd(pid);
+	NST_REQUIRE(next > 0);
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, NULL, &was), 0);
+	tight.rlim_cur = (rlim_t)next;
+	tight.rlim_max = was.rlim_max;
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, &tight, NULL), 0);
+	NST_NE(nic_host_attach(sock_d, &h), 0);
+	deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	while (!file_has(log, "shared by the 2 NICs of this process") && nst_now_ns() < deadline)
+		nst_sleep_ms(10);
+	NST_CHECK_(file_has(log, "shared by the 2 NICs of this process"), CU_FALSE,
+		   "%s does not say the descriptors are shared", log);
+	NST_REQUIRE_EQ(prlimit(pid, RLIMIT_NOFILE, &was, NULL), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_d, &h), 0);
+	nic_host_detach(h);
+	NST_TRUE(nst_stop_clean(pid, WAIT_MS));
 }
 
 /* The peer in another process on the same NIC: it echoes one message. */
@@ -907,6 +1087,312 @@ static void test_inline_malformed(void)
 }
 
 /*
+ * Inline requests a host gets wrong, or that meet trouble on the way: odd
+ * field combinations fail with LOC_QP_OP_ERR (and valid odd ones work); an
+ * inline RDMA WRITE to a bad key fails with REM_ACCESS_ERR; an inline SEND
+ * that meets RNR NAKs is sent again from the NIC's copy once a receive is
+ * posted, after the host overwrote its request's ring entry; and inline SENDs
+ * over a lossy, duplicating, reordering link all arrive intact and in order,
+ * into receives beside their completions.  The NICs keep serving.
+ */
+static void test_inline_attacks(void)
+{
+	uint8_t data[NIC_MAX_INLINE], *dst = map(65536);
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	struct nic_cqe c;
+	struct pair p;
+	uint32_t dmr, rkey;
+	long rnr;
+
+	nst_fill(data, sizeof(data), 5);
+	/* Malformed: each fails its QP at once. */
+	for (int k = 0; k < 5; k++) {
+		w = iwqe(1, NIC_WR_SEND, data, 8, 0, 0);
+		switch (k) {
+		case 0: w.inline_len = UINT32_MAX; break;
+		case 1: w.opcode = 6; break;
+		case 2: w.opcode = 0; break;
+		case 3: w.num_sge = 5; break;
+		case 4: w.flags |= 0x80; break;
+		}
+		pair_open(&p, sock_b, addr_b);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_CHECK_(c.status == NIC_WC_LOC_QP_OP_ERR, CU_FALSE, "case %d: status %u", k,
+			   c.status);
+		pair_close(&p);
+	}
+	pair_open(&p, sock_b, addr_b);
+	rkey = expose(&p, dst, 65536, NIC_ACCESS_REMOTE_WRITE, &dmr);
+	NST_REQUIRE(dmr && rkey);
+	/* Valid, if odd: fenced and solicited inline SEND, a 0-byte one with
+	 * garbage in the unused inline bytes, an inline RDMA WRITE_IMM. */
+	r = rwqe(10, dst, 4096, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	r = rwqe(11, dst + 4096, 4096, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	r = rwqe(12, dst + 8192, 4096, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = iwqe(1, NIC_WR_SEND, data, 33, 0, 0);
+	w.flags |= NIC_WR_F_FENCE | NIC_WR_F_SOLICITED;
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w = iwqe(2, NIC_WR_SEND, data, 0, 0, 0);
+	memset(w.inline_data, 0xa5, sizeof(w.inline_data));
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w = iwqe(3, NIC_WR_RDMA_WRITE_IMM, data, NIC_MAX_INLINE, (uintptr_t)dst + 16384, rkey);
+	w.imm = 0x77;
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	for (uint64_t id = 1; id <= 3; id++) {
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, id);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, 9 + id);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+	}
+	NST_EQ(c.byte_len, NIC_MAX_INLINE);
+	NST_EQ_U(nst_sum32(dst, 33), nst_sum32(data, 33));
+	NST_EQ(dst[4096], 0);
+	NST_EQ_U(nst_sum32(dst + 16384, NIC_MAX_INLINE), nst_sum32(data, NIC_MAX_INLINE));
+	/* RNR: the inline SEND waits in the NIC; its ring entry is reused. */
+	rnr = nic_counter(ADDR_A, "rnr_naks");
+	w = iwqe(4, NIC_WR_SEND, data, 50, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	{
+		uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+		long now = rnr;
+
+		while (now < rnr + 3 && nst_now_ns() < deadline)
+			now = nic_counter(ADDR_A, "rnr_naks");
+		NST_REQUIRE(now >= rnr + 3);
+	}
+	memset(&p.a.sq[(p.a.sq_prod - 1) & (NIC_SQ_DEPTH - 1)], 0xee, sizeof(w));
+	r = rwqe(13, dst + 20480, 4096, dmr);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(c.byte_len, 50);
+	NST_EQ_U(nst_sum32(dst + 20480, 50), nst_sum32(data, 50));
+	/* An inline RDMA WRITE to a key that is no key. */
+	w = iwqe(5, NIC_WR_RDMA_WRITE, data, 16, (uintptr_t)dst, rkey ^ 0x100);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_REM_ACCESS_ERR);
+	pair_close(&p);
+
+	/* Over a bad link, into a QP with small receives. */
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(dmr);
+	memset(dst, 0, 65536);
+	set_links(100000000, 50000000, 50000000, 0, false);
+	for (uint32_t i = 0; i < 100; i++) {
+		r = rwqe(100 + i, dst + 256 * i, 256, dmr);
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	}
+	for (uint32_t i = 0; i < 100; i++) {
+		nst_fill(data, sizeof(data), 1000 + i);
+		w = iwqe(100 + i, NIC_WR_SEND, data, 1 + i % NIC_MAX_INLINE, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	}
+	for (uint32_t i = 0; i < 100; i++) {
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, 60000), 0);
+		NST_EQ_U(c.wr_id, 100 + i);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+	}
+	set_links(0, 0, 0, 0, false);
+	for (uint32_t i = 0; i < 100; i++) {
+		uint32_t n = 1 + i % NIC_MAX_INLINE;
+
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, 100 + i);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		NST_EQ(c.byte_len, n);
+		NST_EQ(!!(c.flags & NIC_WC_F_INLINE), n <= NIC_RECV_INLINE_MAX);
+		nst_fill(data, sizeof(data), 1000 + i);
+		NST_CHECK_(nst_sum32(dst + 256 * i, n) == nst_sum32(data, n), CU_FALSE,
+			   "message %u of %u bytes differs", i, n);
+		NST_EQ(dst[256 * i + n], 0);
+	}
+	pair_close(&p);
+	munmap(dst, 65536);
+}
+
+/*
+ * Receives beside completions, with receives a host gets wrong: no SGEs,
+ * zero-length SGEs, a bad key; receives flushed by a disconnect still match
+ * their completions one for one; a held first message lands by DMA; and a
+ * host that lets its CQ overrun does not have the data of a completion it
+ * has not taken overwritten.
+ */
+static void test_recv_inline_attacks(void)
+{
+	uint8_t *dst = map(65536), data[NIC_MAX_INLINE];
+	struct nic_send_wqe w;
+	struct nic_recv_wqe r;
+	struct nic_cqe c;
+	struct nic_event ev;
+	struct pair p;
+	uint32_t dmr;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
+	NST_REQUIRE_EQ(
+	    nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE | NIC_QP_F_HOLD_FIRST, &p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(dmr);
+	/* A held first message, then delivered into two SGEs by DMA. */
+	nst_fill(data, sizeof(data), 3);
+	w = iwqe(1, NIC_WR_SEND, data, 20, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	r = (struct nic_recv_wqe){.wr_id = 1, .num_sge = 2};
+	r.sge[0] = (struct nic_sge){.va = (uintptr_t)dst, .len = 7, .lkey = dmr};
+	r.sge[1] = (struct nic_sge){.va = (uintptr_t)dst + 100, .len = 50, .lkey = dmr};
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(c.byte_len, 20);
+	NST_EQ(c.flags & NIC_WC_F_INLINE, 0);
+	NST_EQ_U(nst_sum32(dst, 7), nst_sum32(data, 7));
+	NST_EQ_U(nst_sum32(dst + 100, 13), nst_sum32(data + 7, 13));
+	/* No SGEs: a 0-byte SEND fits; zero-length SGEs are skipped. */
+	r = (struct nic_recv_wqe){.wr_id = 2, .num_sge = 0};
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	r = (struct nic_recv_wqe){.wr_id = 3, .num_sge = 4};
+	r.sge[0] = (struct nic_sge){.va = (uintptr_t)dst + 1000, .len = 0, .lkey = dmr};
+	r.sge[1] = (struct nic_sge){.va = (uintptr_t)dst + 1100, .len = 3, .lkey = dmr};
+	r.sge[2] = (struct nic_sge){.va = (uintptr_t)dst + 1200, .len = 0, .lkey = dmr};
+	r.sge[3] = (struct nic_sge){.va = (uintptr_t)dst + 1300, .len = 61, .lkey = dmr};
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = iwqe(2, NIC_WR_SEND, data, 0, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	w = iwqe(3, NIC_WR_SEND, data, 64, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	for (uint64_t id = 2; id <= 3; id++) {
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, id);
+		NST_CHECK_(c.status == NIC_WC_SUCCESS, CU_FALSE, "receive %u: status %u",
+			   (unsigned)id, c.status);
+		NST_EQ(c.flags & NIC_WC_F_INLINE, NIC_WC_F_INLINE);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+	}
+	NST_EQ_U(nst_sum32(dst + 1100, 3), nst_sum32(data, 3));
+	NST_EQ_U(nst_sum32(dst + 1300, 61), nst_sum32(data + 3, 61));
+	NST_EQ(dst[1000], 0);
+	NST_EQ(dst[1200], 0);
+	/* Receives outstanding, then the peer disconnects: two small SENDs
+	 * land, the rest complete flushed, each against its own receive. */
+	for (uint32_t i = 0; i < 6; i++) {
+		r = rwqe(10 + i, dst + 4096 + 64 * i, 64, dmr);
+		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	}
+	for (uint32_t i = 0; i < 2; i++) {
+		nst_fill(data, sizeof(data), 40 + i);
+		w = iwqe(10 + i, NIC_WR_SEND, data, 16 + i, 0, 0);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+	}
+	{
+		struct nic_cmd cmd = {.opcode = NIC_CMD_DISCONNECT};
+
+		cmd.u.conn.qpn = p.a.qpn;
+		NST_REQUIRE_EQ(nst_cmd(p.ha, &cmd, NULL), 0);
+	}
+	for (uint32_t i = 0; i < 6; i++) {
+		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+		NST_EQ_U(c.wr_id, 10 + i);
+		NST_EQ(c.status, i < 2 ? NIC_WC_SUCCESS : NIC_WC_WR_FLUSH_ERR);
+		NST_EQ(c.opcode, NIC_WC_RECV);
+	}
+	for (uint32_t i = 0; i < 2; i++) {
+		nst_fill(data, sizeof(data), 40 + i);
+		NST_EQ_U(nst_sum32(dst + 4096 + 64 * i, 16 + i), nst_sum32(data, 16 + i));
+	}
+	NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
+	pair_close(&p);
+
+	/* A bad receive key: LOC_PROT_ERR with its reason, data nowhere. */
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(dmr);
+	memset(dst, 0, 65536);
+	r = rwqe(1, dst, 64, dmr ^ 0x100);
+	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+	w = iwqe(1, NIC_WR_SEND, data, 8, 0, 0);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_LOC_PROT_ERR);
+	NST_NE(c.detail, 0);
+	NST_EQ(c.flags & NIC_WC_F_INLINE, 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_REM_OP_ERR);
+	NST_EQ(dst[0], 0);
+	pair_close(&p);
+
+	/* CQ overrun: B takes no completion; 256 fill its CQ, the 257th is
+	 * lost, and the data entry of completion 0 keeps message 0's bytes. */
+	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
+	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
+	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(dmr);
+	p.b.flags = 0; /* post past the completions not taken, as a careless host may */
+	{
+		long overruns = nic_counter(ADDR_B, "cq_overruns");
+		uint8_t first[NIC_RECV_INLINE_MAX];
+
+		for (uint32_t round = 0; round < 3; round++) {
+			uint32_t n = round < 2 ? 128 : 1;
+
+			for (uint32_t i = 0; i < n; i++) {
+				r = rwqe(round * 128 + i, dst, 64, dmr);
+				NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
+			}
+			for (uint32_t i = 0; i < n; i++) {
+				nst_fill(data, sizeof(data), round * 128 + i + 1);
+				w = iwqe(round * 128 + i, NIC_WR_SEND, data, 64, 0, 0);
+				NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+			}
+			for (uint32_t i = 0; i < n; i++) {
+				NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+				NST_EQ(c.status, NIC_WC_SUCCESS);
+			}
+			if (round == 0)
+				memcpy(first, p.b.cq_data, sizeof(first));
+		}
+		nst_fill(data, sizeof(data), 1);
+		NST_EQ_U(nst_sum32(first, 64), nst_sum32(data, 64));
+		NST_EQ_U(nst_sum32(p.b.cq_data, 64), nst_sum32(data, 64));
+		NST_EQ(ring_observe(&p.b.hdr->cq.prod), NIC_CQ_DEPTH);
+		NST_EQ(nic_counter(ADDR_B, "cq_overruns"), overruns + 1);
+		NST_REQUIRE_EQ(nst_next_event(p.hb, &ev, WAIT_MS), 0);
+		NST_EQ(ev.type, NIC_EV_QP_ERROR);
+		NST_EQ(ev.status, NIC_WC_LOC_QP_OP_ERR);
+	}
+	pair_close(&p);
+	munmap(dst, 65536);
+}
+
+/*
  * A SEND with no receive posted draws RNR NAKs, each asking the requester
  * to wait the responder's RNR timer (0.64 ms by default, code 12) before it
  * sends again: 20 of them take at least 12.8 ms, where the 10 us of code 1
@@ -1247,6 +1733,8 @@ int main(int argc, char **argv)
 	    {"two_nics_integrity", test_two_nics_integrity},
 	    {"two_processes_one_nic", test_two_processes_one_nic},
 	    {"one_process_two_nics", test_one_process_two_nics},
+	    {"one_process_hostile_neighbour", test_one_process_hostile_neighbour},
+	    {"one_process_shared_descriptors", test_one_process_shared_descriptors},
 	    {"r4_r6_refused_by_the_nic", test_r4_r6_refused_by_the_nic},
 	    {"r5_foreign_region_key", test_r5_foreign_region_key},
 	    {"connect_refused_and_unreachable", test_connect_refused_and_unreachable},
@@ -1263,6 +1751,8 @@ int main(int argc, char **argv)
 	    {"inline_send_and_write", test_inline_send_and_write},
 	    {"inline_malformed", test_inline_malformed},
 	    {"recv_inline", test_recv_inline},
+	    {"inline_attacks", test_inline_attacks},
+	    {"recv_inline_attacks", test_recv_inline_attacks},
 	    {"rnr_wait_is_the_responders_timer", test_rnr_wait_is_the_responders_timer},
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {NULL, NULL},
