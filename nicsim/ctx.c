@@ -193,7 +193,14 @@ fail_sock:
 	epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 fail:
 	nic->stats.attach_refused++;
-	nic_warn(&nic->log, "attach from pid %u failed: %s", pid, strerror(-err));
+	if (err == -EMFILE && nic->opts.fd_share > 1)
+		nic_warn(&nic->log,
+			 "attach from pid %u failed: %s (descriptor limit %llu, shared by the %u "
+			 "NICs of this process; this NIC holds %u contexts)",
+			 pid, strerror(-err), (unsigned long long)nic->fd_limit, nic->opts.fd_share,
+			 nic->nctx);
+	else
+		nic_warn(&nic->log, "attach from pid %u failed: %s", pid, strerror(-err));
 	nic_send_reply(nic, fd, NIC_STATUS_NO_RESOURCES, 0);
 	ctx_free(c);
 	return err;
