@@ -702,6 +702,8 @@ static void account_sleep(struct nic *nic, uint64_t t0, uint64_t t1)
 		nic->stats.wake_socket++;
 }
 
+static uint32_t contexts_that_fit(struct nic *nic);
+
 /* What nic_run says when it starts serving. */
 static void announce(struct nic *nic)
 {
@@ -814,6 +816,10 @@ int nic_run_group(struct nic **nics, unsigned n)
 		uint64_t ns = (uint64_t)nics[i]->opts.spin_us * 1000u;
 
 		spin_ns = ns > spin_ns ? ns : spin_ns;
+		/* Counted again with every NIC's descriptors open: each then
+		 * has the same share, whatever the order they were made in. */
+		if (n > 1)
+			nics[i]->max_ctx = contexts_that_fit(nics[i]);
 		announce(nics[i]);
 	}
 	while (!stop) {
@@ -1025,11 +1031,16 @@ static unsigned count_open_fds(void)
  */
 static uint32_t contexts_that_fit(struct nic *nic)
 {
+	/* The NICs of one process (opts.fd_share) split what is left.  The
+	 * room kept for connections waiting for their hello and for
+	 * management sessions is one NIC's: kept for each, it would leave a
+	 * group of 16 under the common hard limit of 1024 no contexts at all. */
+	uint64_t share = nic->opts.fd_share ? nic->opts.fd_share : 1;
 	uint64_t used = (uint64_t)count_open_fds() + NIC_CONN_MAX + NIC_MGMT_MAX + NIC_FD_SLACK, n;
 
 	if (nic->fd_limit <= used)
 		return 0;
-	n = (nic->fd_limit - used) / NIC_CTX_FDS / (nic->opts.fd_share ? nic->opts.fd_share : 1);
+	n = (nic->fd_limit - used) / NIC_CTX_FDS / share;
 	return n < NIC_MAX_CONTEXTS ? (uint32_t)n : NIC_MAX_CONTEXTS;
 }
 
