@@ -181,7 +181,10 @@ int prov_reg_local(struct prov *p, struct prov_sock *sk, void *buf, uint32_t len
  * prov.lock a count of 0 stays 0: the common case needs no other lock.
  * Otherwise completions that came but were not dispatched yet are
  * dispatched first, so that an operation the NIC finished does not hold
- * the registration.
+ * the registration.  A posted receive counts as in flight until its
+ * completion is taken, and taking it is what copies a small SEND that the
+ * NIC left beside the completion (NIC_QP_F_RECV_INLINE) into the buffer:
+ * so no registration, and no memory behind it, goes before that copy.
  */
 static bool inst_busy(struct prov_sock *sk, struct prov_inst *inst)
 {
