@@ -129,7 +129,8 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'a':
 			if (naddrs == NIC_GROUP_MAX) {
-				fprintf(stderr, "nicsimd: --addr %s: at most %u NICs in one process\n",
+				fprintf(stderr,
+					"nicsimd: --addr %s: at most %u NICs in one process\n",
 					optarg, NIC_GROUP_MAX);
 				return 2;
 			}

@@ -54,7 +54,7 @@ struct cli_opts {
 	const char *log_level;
 	bool no_mw;
 	bool no_rdma_read;
-	bool one_process; /* up: one nicsimd serves every NIC */
+	bool one_process;                  /* up: one nicsimd serves every NIC */
 	const char *timer[NIC_TIMER_OPTS]; /* as typed, NULL when not given */
 	int timeout_ms;                    /* --timeout-ms, or 0 for the command's default */
 	bool seed_set;                     /* --seed given */

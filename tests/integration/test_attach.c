@@ -960,8 +960,8 @@ static void test_nicsimd_addr_and_help_words(void)
 	}
 	/* One process serves up to 16 NICs, each address once. */
 	{
-		const char *argv[] = {nst_bin("nicsimd"), "--dir", dir, "--addr", "198.18.0.9",
-				      "--addr", "198.18.0.9", NULL};
+		const char *argv[] = {nst_bin("nicsimd"), "--dir",  dir,          "--addr",
+				      "198.18.0.9",       "--addr", "198.18.0.9", NULL};
 
 		NST_EQ(nst_run(argv, out, sizeof(out), WAIT_MS), 2);
 		NST_TRUE(strstr(out, "--addr 198.18.0.9 given twice") != NULL);
