@@ -906,3 +906,121 @@ int nic_host_pending(const struct nic_host *h, uint32_t slot_mask)
 	}
 	return 0;
 }
+
+/* ---- Shared buffers (ABI 6) ------------------------------------------------ */
+
+/* Send fd on the attach socket as a shared-buffer descriptor. */
+static int send_shm_fd(struct nic_host *h, int fd)
+{
+	char magic[NIC_SHM_MSG_LEN];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = magic, .iov_len = sizeof(magic)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	memcpy(magic, NIC_SHM_MSG_MAGIC, sizeof(magic));
+	memset(u.buf, 0, sizeof(u.buf));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	do
+		n = sendmsg(h->sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EPIPE || errno == ECONNRESET ? -ENETDOWN : -errno;
+	return n == (ssize_t)sizeof(magic) ? 0 : -EIO;
+}
+
+/* SHM_MAP or SHM_UNMAP under h->lock: the NIC's status as an errno. */
+static int shm_cmd_locked(struct nic_host *h, uint16_t opcode, uint64_t va, uint64_t len)
+{
+	struct nic_cmd cmd = {.opcode = opcode};
+	struct nic_cpl cpl;
+	int err;
+
+	cmd.u.shm.va = va;
+	cmd.u.shm.len = len;
+	err = post_locked(h, &cmd);
+	if (!err)
+		err = wait_locked(h, cmd.tag, &cpl, NIC_HOST_CMD_TIMEOUT_MS);
+	return err ? err : nic_status_errno(cpl.status);
+}
+
+int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
+{
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	long page = sysconf(_SC_PAGESIZE);
+	void *p = MAP_FAILED;
+	int fd, err;
+
+	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page)
+		return -EINVAL;
+	*addr = NULL;
+	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+	fd = memfd_create("nicsim-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, seals) < 0) {
+		err = -errno;
+		goto out;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	/* The descriptor and its SHM_MAP go together: no other command of this
+	 * attachment comes between them. */
+	pthread_mutex_lock(&h->lock);
+	err = send_shm_fd(h, fd);
+	if (!err) {
+		err = shm_cmd_locked(h, NIC_CMD_SHM_MAP, (uintptr_t)p, len);
+		/* A map that completes late (after the deadline) must not
+		 * outlive this failure: the NIC executes commands in order. */
+		if (err == -ETIMEDOUT) {
+			struct nic_cmd undo = {.opcode = NIC_CMD_SHM_UNMAP,
+					       .u.shm.va = (uintptr_t)p};
+
+			if (post_locked(h, &undo) == 0)
+				abandon(h, undo.tag);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+out:
+	close(fd);
+	if (err) {
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		return err;
+	}
+	*addr = p;
+	return 0;
+}
+
+int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int err;
+
+	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page ||
+	    (uintptr_t)addr % (size_t)page)
+		return -EINVAL;
+	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+	pthread_mutex_lock(&h->lock);
+	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
+	pthread_mutex_unlock(&h->lock);
+	/* Unmapped here whatever the NIC said: a NIC that is gone holds
+	 * nothing, and one that refused (not a map of this attachment) never
+	 * mapped it. */
+	munmap(addr, len);
+	return err;
+}
