@@ -100,13 +100,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Wait until fd is readable or timeout_ms passes: 0, -ETIMEDOUT, -errno. */
-static int wait_readable(int fd, int timeout_ms)
+/* Wait until fd is ready for events (POLLIN or POLLOUT) or timeout_ms
+ * passes: 0, -ETIMEDOUT, -errno. */
+static int wait_ready(int fd, short events, int timeout_ms)
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		struct pollfd pfd = {.fd = fd, .events = events};
 		uint64_t now = now_ns();
 		int r;
 
@@ -120,6 +121,12 @@ static int wait_readable(int fd, int timeout_ms)
 		if (errno != EINTR)
 			return -errno;
 	}
+}
+
+/* Wait until fd is readable or timeout_ms passes: 0, -ETIMEDOUT, -errno. */
+static int wait_readable(int fd, int timeout_ms)
+{
+	return wait_ready(fd, POLLIN, timeout_ms);
 }
 
 static void close_fds(int *fds, int n)
@@ -620,8 +627,8 @@ static void abandon(struct nic_host *h, uint64_t tag)
 	h->stale_hi = tag + 1;
 }
 
-/* Post one command (h->lock held): 0 with cmd->tag set, -ENETDOWN, -EBUSY. */
-static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
+/* Whether a command can be posted now (h->lock held): 0, -ENETDOWN, -EBUSY. */
+static int post_room_locked(struct nic_host *h)
 {
 	uint32_t cons = idx_get(&h->cpl_cons);
 	int err = ctx_state(h);
@@ -635,6 +642,16 @@ static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
 	if (ring_count(h->cmd_prod, cons) >= h->depth ||
 	    ring_count(h->cmd_prod, ring_observe(&h->hdr->cmdq.cons)) >= h->depth)
 		return -EBUSY;
+	return 0;
+}
+
+/* Post one command (h->lock held): 0 with cmd->tag set, -ENETDOWN, -EBUSY. */
+static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
+{
+	int err = post_room_locked(h);
+
+	if (err)
+		return err;
 	cmd->tag = h->next_tag++;
 	memcpy(&h->cmdq[h->cmd_prod & (h->depth - 1)], cmd, sizeof(*cmd));
 	h->cmd_prod++;
@@ -932,11 +949,22 @@ static int send_shm_fd(struct nic_host *h, int fd)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	do
-		n = sendmsg(h->sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EPIPE || errno == ECONNRESET ? -ENETDOWN : -errno;
+	for (;;) {
+		int err;
+
+		n = sendmsg(h->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return errno == EPIPE || errno == ECONNRESET ? -ENETDOWN : -errno;
+		/* A NIC that does not read its socket is as gone as one that
+		 * does not answer a command. */
+		err = wait_ready(h->sock, POLLOUT, NIC_HOST_CMD_TIMEOUT_MS);
+		if (err)
+			return err;
+	}
 	return n == (ssize_t)sizeof(magic) ? 0 : -EIO;
 }
 
@@ -981,7 +1009,12 @@ int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 	/* The descriptor and its SHM_MAP go together: no other command of this
 	 * attachment comes between them. */
 	pthread_mutex_lock(&h->lock);
-	err = send_shm_fd(h, fd);
+	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
+	 * NIC would give it to the next SHM_MAP.  So the ring must have room
+	 * first (the other failures of posting mean the context is gone). */
+	err = post_room_locked(h);
+	if (!err)
+		err = send_shm_fd(h, fd);
 	if (!err) {
 		err = shm_cmd_locked(h, NIC_CMD_SHM_MAP, (uintptr_t)p, len);
 		/* A map that completes late (after the deadline) must not

@@ -547,6 +547,54 @@ static void test_shm_bad_messages(void)
 	check_serves_good_host();
 }
 
+static bool self_holds_no_shm(void)
+{
+	int fds, maps;
+
+	return nst_memfd_refs(getpid(), "nicsim-shm", &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+/*
+ * The host library: a buffer is whole pages, mapped by the NIC until it is
+ * freed; freeing what is not a map is refused; on a context in error the
+ * allocation fails and leaves nothing behind, in the host or the NIC.
+ */
+static void test_shm_host_library(void)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	uint64_t maps0 = nst_nic_stat(sock, NST_STAT(shm_maps));
+	uint64_t unmaps0 = nst_nic_stat(sock, NST_STAT(shm_unmaps));
+	static const char junk[] = "junk";
+	struct nic_host *h;
+	void *p = NULL, *plain;
+
+	NST_REQUIRE(self_holds_no_shm());
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	NST_EQ(nic_host_shm_alloc(h, 0, &p), -EINVAL);
+	NST_REQUIRE_EQ(nic_host_shm_alloc(h, 1, &p), 0);
+	NST_EQ((uintptr_t)p % (uintptr_t)page, 0);
+	memset(p, 0x5a, (size_t)page); /* a whole page is there */
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_maps)), maps0 + 1);
+	plain =
+	    mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NST_REQUIRE(plain != MAP_FAILED);
+	NST_EQ(nic_host_shm_free(h, plain, (size_t)page), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, (char *)p + 1, 1), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, p, 1), 0);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0 + 1);
+	NST_TRUE(self_holds_no_shm());
+	/* A context in error: nothing is left of a failed allocation. */
+	sock_send(h, junk, sizeof(junk), NULL, 0);
+	NST_TRUE(nst_wait_until(ctx_broken, h, WAIT_MS, 2));
+	p = NULL;
+	NST_EQ(nic_host_shm_alloc(h, 3 * (size_t)page, &p), -ENETDOWN);
+	NST_EQ(p, NULL);
+	NST_TRUE(self_holds_no_shm());
+	nic_host_detach(h);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_maps)), maps0 + 1);
+	check_serves_good_host();
+}
+
 static int init(void)
 {
 	const char *seed = getenv("NICSIM_SEED");
@@ -582,6 +630,7 @@ int main(int argc, char **argv)
 	    {"killed_while_registering", test_killed_while_registering},
 	    {"shm_map_refusals", test_shm_map_refusals},
 	    {"shm_bad_messages", test_shm_bad_messages},
+	    {"shm_host_library", test_shm_host_library},
 	    {NULL, NULL},
 	};
 
