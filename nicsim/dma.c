@@ -122,7 +122,8 @@ const struct dma_map *dma_map_find(const struct dma_maps *maps, uint64_t va, uin
  * count means the kernel stopped at an element it could not reach.
  */
 static int pvm(pid_t pid, const struct dma_seg *segs, unsigned nsegs, struct pos *r,
-	       const struct iovec *local, unsigned nlocal, struct pos *l, uint64_t bytes, int write)
+	       const struct iovec *local, unsigned nlocal, struct pos *l, uint64_t bytes, int write,
+	       uint64_t *calls)
 {
 	struct iovec rv[DMA_IOV_BATCH], lv[DMA_IOV_BATCH];
 
@@ -133,6 +134,8 @@ static int pvm(pid_t pid, const struct dma_seg *segs, unsigned nsegs, struct pos
 		ssize_t done = write ? process_vm_writev(pid, lv, nl, rv, nr, 0)
 				     : process_vm_readv(pid, lv, nl, rv, nr, 0);
 
+		if (calls)
+			(*calls)++;
 		if (done < 0)
 			return -errno;
 		if ((size_t)done != lbytes || done == 0)
@@ -193,7 +196,8 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 		return -EINVAL;
 	advance(&r, (size_t)off, seg_get, segs);
 	if (!maps || !maps->n)
-		return pvm(pid, segs, nsegs, &r, local, nlocal, &l, total, write);
+		return pvm(pid, segs, nsegs, &r, local, nlocal, &l, total, write,
+			   maps ? maps->calls : NULL);
 	while (total > 0) {
 		struct pos q = r;
 		uint64_t run = 0;
@@ -223,7 +227,7 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 		}
 		if (run == 0)
 			continue;
-		err = pvm(pid, segs, nsegs, &r, local, nlocal, &l, run, write);
+		err = pvm(pid, segs, nsegs, &r, local, nlocal, &l, run, write, maps->calls);
 		if (err)
 			return err;
 		total -= run;

@@ -48,11 +48,13 @@ struct dma_map {
 };
 
 /* A host's shared buffers: n maps, sorted by va, disjoint (NULL or n == 0:
- * none); *copied, when not NULL, counts the pieces copied through them. */
+ * none).  When not NULL, *copied counts the pieces copied through them and
+ * *calls the system calls made for the rest. */
 struct dma_maps {
 	const struct dma_map *map;
 	unsigned n;
 	uint64_t *copied;
+	uint64_t *calls;
 };
 
 /* Copy len bytes at offset off of the host's segments into buf. */

@@ -29,8 +29,10 @@ static struct nic *nic_of(const struct qp *qp)
  * SHM_UNMAP needs only the held payloads written (qpio_rx_write_ctx). */
 static struct dma_maps maps_of(const struct qp *qp)
 {
-	return (struct dma_maps){
-	    .map = qp->ctx->shm, .n = qp->ctx->nshm, .copied = &nic_of(qp)->stats.dma_shm};
+	return (struct dma_maps){.map = qp->ctx->shm,
+				 .n = qp->ctx->nshm,
+				 .copied = &nic_of(qp)->stats.dma_shm,
+				 .calls = &nic_of(qp)->stats.dma_calls};
 }
 
 /* Post a completion, with data beside it (byte_len bytes) when not NULL. */
@@ -167,7 +169,6 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 		iov[i] = (struct iovec){.iov_base = a->data[i] + a->at[i], .iov_len = a->plen[i]};
 		a->n++;
 	}
-	nic->stats.dma_calls++;
 	err = dma_readv((pid_t)qp->ctx->pid, &maps, mem->seg, mem->nseg, off, iov, a->n);
 	if (err) {
 		a->next = a->n; /* nothing of it was sent, nothing is unused */
@@ -223,7 +224,6 @@ static void rx_write(struct nic *nic)
 	if (!b->n)
 		return;
 	maps = maps_of(qp);
-	nic->stats.dma_calls++;
 	nic->stats.dma_frames += b->n;
 	if (dma_writev((pid_t)qp->ctx->pid, &maps, b->mem->seg, b->mem->nseg, b->off, b->iov,
 		       b->n)) {
@@ -292,7 +292,6 @@ static int op_place(void *arg, const struct rc_mem *mem, uint64_t off, const voi
 		 * received: a held first message): write it now. */
 		const struct dma_maps maps = maps_of(qp);
 
-		nic->stats.dma_calls++;
 		nic->stats.dma_frames++;
 		if (dma_write((pid_t)qp->ctx->pid, &maps, mem->seg, mem->nseg, off, buf, len)) {
 			nic->stats.dma_faults++;

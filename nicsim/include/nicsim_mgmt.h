@@ -95,7 +95,7 @@
 	X(rnr_naks, "RNR NAKs received")                                                  \
 	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")                \
 	X(dma_faults, "DMA transfers the host's memory refused")                          \
-	X(dma_calls, "DMA system calls (process_vm_readv/writev batches)")                \
+	X(dma_calls, "DMA system calls (process_vm_readv/writev)")                        \
 	X(dma_frames, "frame payloads moved by DMA")                                      \
 	X(dma_ahead_unused, "frames read ahead for packets then not sent")                \
 	X(cq_overruns, "completions lost to a full completion queue")                     \

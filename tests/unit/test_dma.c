@@ -165,8 +165,8 @@ static void test_shared_buffers(void)
 	static unsigned char m1[8192], m2[4096];
 	const struct dma_map map[] = {{.va = 4096, .len = sizeof(m1), .ptr = m1},
 				      {.va = 16384, .len = sizeof(m2), .ptr = m2}};
-	uint64_t copied = 0;
-	const struct dma_maps maps = {.map = map, .n = 2, .copied = &copied};
+	uint64_t copied = 0, calls = 0;
+	const struct dma_maps maps = {.map = map, .n = 2, .copied = &copied, .calls = &calls};
 	struct dma_seg s[] = {
 	    {.va = 4096 + 100, .len = 200}, seg(0, 50), {.va = 16384, .len = 4096}, seg(500, 10)};
 	size_t total = 200 + 50 + 4096 + 10;
@@ -194,6 +194,13 @@ static void test_shared_buffers(void)
 		NST_REQUIRE_EQ(memcmp(buf, expect + off, len), 0);
 	}
 	NST_TRUE(copied > 0);
+	NST_TRUE(calls > 0);
+	/* Wholly inside the maps: copies, and no system call. */
+	copied = calls = 0;
+	NST_EQ(dma_read(child, &maps, &s[2], 1, 100, buf, 3000), 0);
+	NST_EQ(memcmp(buf, m2 + 100, 3000), 0);
+	NST_EQ_U(copied, 1);
+	NST_EQ_U(calls, 0);
 	/* A write lands in the maps and in the child's memory. */
 	for (size_t i = 0; i < total; i++)
 		buf[i] = (unsigned char)(0x5a ^ i);
