@@ -32,6 +32,8 @@ static size_t body_len(uint16_t opcode)
 	case NIC_CMD_ACCEPT:
 	case NIC_CMD_REJECT:
 	case NIC_CMD_DISCONNECT: return sizeof(struct nic_cmd_conn);
+	case NIC_CMD_SHM_MAP: return sizeof(struct nic_cmd_shm);
+	case NIC_CMD_SHM_UNMAP: return sizeof(uint64_t); /* va; len must be 0 */
 	default: return 0;
 	}
 }
@@ -130,6 +132,14 @@ uint16_t cmd_validate(const struct cmd_env *env, const struct nic_cmd *cmd)
 			return NIC_STATUS_BAD_FIELD;
 		return NIC_STATUS_OK;
 	}
+	case NIC_CMD_SHM_MAP: {
+		const struct nic_cmd_shm *m = &cmd->u.shm;
+		const uint64_t page = env->page_size ? env->page_size : 4096;
+
+		if (!range_ok(m->va, m->len) || m->va % page || m->len % page)
+			return NIC_STATUS_BAD_RANGE;
+		return NIC_STATUS_OK;
+	}
 	default: return NIC_STATUS_OK;
 	}
 }
@@ -204,6 +214,8 @@ static void count_opcode(struct nic_counters *s, uint16_t opcode)
 	case NIC_CMD_ACCEPT:
 	case NIC_CMD_REJECT:
 	case NIC_CMD_DISCONNECT: s->cmd_conn++; break;
+	case NIC_CMD_SHM_MAP: s->cmd_shm_map++; break;
+	case NIC_CMD_SHM_UNMAP: s->cmd_shm_unmap++; break;
 	default: break;
 	}
 }
@@ -272,6 +284,11 @@ bool cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void 
 	case NIC_CMD_ACCEPT:
 	case NIC_CMD_REJECT:
 	case NIC_CMD_DISCONNECT: status = env->conn_exec(env->conn_arg, ctx, cmd, &key); break;
+	case NIC_CMD_SHM_MAP:
+	case NIC_CMD_SHM_UNMAP:
+		status = env->shm_exec ? env->shm_exec(env->conn_arg, ctx, cmd)
+				       : NIC_STATUS_NOT_SUPPORTED;
+		break;
 	default: status = NIC_STATUS_BAD_OPCODE; break;
 	}
 	/* Unpublished, DMA still in flight: the completion waits for the

@@ -21,11 +21,13 @@
  * through conn_exec, its queue pairs and connections: conn_exec(conn_arg,
  * ctx, cmd, &key) executes a QP or connection command whose fields
  * cmd_validate() accepted and returns its status (and the QP number of
- * CREATE_QP in key).
+ * CREATE_QP in key).  shm_exec(conn_arg, ctx, cmd) does the same for
+ * SHM_MAP and SHM_UNMAP (NULL: they complete NIC_STATUS_NOT_SUPPORTED).
  */
 struct cmd_env {
 	struct tpt *tpt;
 	uint16_t (*conn_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
+	uint16_t (*shm_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd);
 	void *conn_arg;
 	struct nic_counters *stats;
 	uint32_t caps;        /* NIC_CAP_* */

@@ -96,7 +96,14 @@
 	X(fabric_damaged)         \
 	X(frame_pool_empty)       \
 	X(first_msg_held)         \
-	X(first_msg_dropped)
+	X(first_msg_dropped)      \
+	X(cmd_shm_map)            \
+	X(cmd_shm_unmap)          \
+	X(shm_maps)               \
+	X(shm_unmaps)             \
+	X(shm_fds_dropped)        \
+	X(shm_bad_msgs)           \
+	X(dma_shm)
 
 /*
  * retransmits, timeouts, rnr_naks, naks_sent, first_msg_held and

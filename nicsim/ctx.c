@@ -20,8 +20,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "nicsim_abi_util.h"
@@ -122,8 +125,28 @@ static int send_reply_fds(struct nic *nic, struct nic_ctx *c)
 	return sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(r) ? 0 : -EIO;
 }
 
+/* Every shared buffer of c unmapped, every descriptor it sent closed. */
+static void shm_release(struct nic *nic, struct nic_ctx *c)
+{
+	for (uint32_t i = 0; i < c->nshm; i++)
+		munmap(c->shm[i].ptr, (size_t)c->shm[i].len);
+	if (nic)
+		nic->stats.shm_unmaps += c->nshm;
+	c->nshm = 0;
+	c->shm_bytes = 0;
+	for (uint32_t i = 0; i < c->shm_npend; i++)
+		close(c->shm_pend[i]);
+	if (nic)
+		nic->stats.shm_fds_dropped += c->shm_npend;
+	c->shm_npend = 0;
+	if (c->shm_fd_now >= 0)
+		close(c->shm_fd_now);
+	c->shm_fd_now = -1;
+}
+
 static void ctx_free(struct nic_ctx *c)
 {
+	shm_release(NULL, c);
 	free(c->eq_wait);
 	if (c->hdr)
 		munmap(c->hdr, NIC_CTX_SEG_SIZE);
@@ -158,6 +181,7 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 		return -ENOMEM;
 	c->sock = -1; /* the caller closes fd on failure */
 	c->memfd = c->doorbell = c->irq = -1;
+	c->shm_fd_now = -1;
 	c->id = next_id(nic);
 	c->pid = pid;
 	read_comm(pid, c->comm);
@@ -224,8 +248,11 @@ void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 			conn_qp_destroy(nic, c->qps[i]);
 	}
 	released = tpt_release_owner(nic->tpt, c->id);
-	nic_info(&nic->log, "context %u detached: pid %u (%s), %s; released %u TPT entries", c->id,
-		 c->pid, c->comm, why, released);
+	nic_info(&nic->log,
+		 "context %u detached: pid %u (%s), %s; released %u TPT entries, %u shared buffers",
+		 c->id, c->pid, c->comm, why, released, c->nshm);
+	/* Its QPs are gone, and with them every DMA that could use a map. */
+	shm_release(nic, c);
 	/* Closing the descriptors removes them from the epoll set. */
 	ctx_free(c);
 }
@@ -349,6 +376,220 @@ static void ctx_fault(struct nic *nic, struct nic_ctx *c, uint32_t detail, const
 		nic->stats.interrupts++;
 }
 
+/* ---- Shared buffers (ABI 6) ---------------------------------------------- */
+
+/* Descriptors one message may bring that the NIC looks at; the kernel
+ * closes any beyond them (and says MSG_CTRUNC). */
+#define SHM_MSG_FDS 4u
+
+static void close_fds(const int *fds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/*
+ * One message from the socket: a shared-buffer descriptor is queued (or
+ * closed when NIC_SHM_PENDING wait already); anything else closes what it
+ * carried and breaks the context's protocol, as a broken command ring does.
+ */
+static int sock_read_one(struct nic *nic, struct nic_ctx *c)
+{
+	char buf[NIC_SHM_MSG_LEN + 8];
+	union {
+		char b[CMSG_SPACE(SHM_MSG_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+	int fds[SHM_MSG_FDS * 2];
+	uint32_t nfd = 0;
+	bool other = false, good;
+	ssize_t n = recvmsg(c->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -ECONNRESET;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
+			other = true;
+			continue;
+		}
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			if (nfd < SHM_MSG_FDS * 2)
+				fds[nfd++] = fd;
+			else
+				close(fd); /* cannot happen: the buffer holds fewer */
+		}
+	}
+	/* End of file (or an empty message, which no host sends). */
+	if (n == 0 && nfd == 0 && !other && !(msg.msg_flags & MSG_CTRUNC))
+		return -ECONNRESET;
+	good = n == NIC_SHM_MSG_LEN && !memcmp(buf, NIC_SHM_MSG_MAGIC, NIC_SHM_MSG_LEN) &&
+	       nfd == 1 && !other && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+	if (!good) {
+		char what[160];
+
+		close_fds(fds, nfd);
+		nic->stats.shm_fds_dropped += nfd;
+		nic->stats.shm_bad_msgs++;
+		if (c->broken)
+			return 1;
+		snprintf(what, sizeof(what),
+			 "a message of %zd bytes with %u descriptors%s on the attach socket is "
+			 "not a shared-buffer descriptor",
+			 n, nfd, other || (msg.msg_flags & MSG_CTRUNC) ? " (and more)" : "");
+		ctx_fault(nic, c, NIC_CTX_ERR_SOCKET, what);
+		return 1;
+	}
+	if (c->shm_npend == NIC_SHM_PENDING) {
+		close(fds[0]);
+		nic->stats.shm_fds_dropped++;
+		if (!c->shm_full_warned)
+			nic_warn(&nic->log,
+				 "context %u (pid %u %s): more than %u shared-buffer descriptors "
+				 "sent ahead of SHM_MAP; closed the extra ones",
+				 c->id, c->pid, c->comm, NIC_SHM_PENDING);
+		c->shm_full_warned = true;
+		return 1;
+	}
+	c->shm_pend[c->shm_npend++] = fds[0];
+	return 1;
+}
+
+int ctx_sock_read(struct nic *nic, struct nic_ctx *c, unsigned max)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < max; i++) {
+		r = sock_read_one(nic, c);
+		if (r <= 0)
+			return r;
+	}
+	return r;
+}
+
+/* Whether fd may back a shared buffer the NIC maps: NIC_STATUS_OK or the
+ * status SHM_MAP completes with. */
+static uint16_t shm_check_fd(int fd, uint64_t len)
+{
+	const int need = F_SEAL_SHRINK | F_SEAL_SEAL;
+	int seals = fcntl(fd, F_GET_SEALS), fl = fcntl(fd, F_GETFL);
+	int no_write = F_SEAL_WRITE;
+	struct statfs sfs;
+	struct stat st;
+
+#ifdef F_SEAL_FUTURE_WRITE
+	no_write |= F_SEAL_FUTURE_WRITE;
+#endif
+	/* Only memfds take seals; one of hugetlbfs could fault for want of
+	 * huge pages, and the NIC must be able to write through its map. */
+	if (seals < 0 || (seals & need) != need || (seals & no_write))
+		return NIC_STATUS_BAD_ACCESS;
+	if (fl < 0 || (fl & O_ACCMODE) != O_RDWR)
+		return NIC_STATUS_BAD_ACCESS;
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != TMPFS_MAGIC)
+		return NIC_STATUS_BAD_ACCESS;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return NIC_STATUS_BAD_ACCESS;
+	if (st.st_size < 0 || (uint64_t)st.st_size < len)
+		return NIC_STATUS_TOO_LARGE;
+	return NIC_STATUS_OK;
+}
+
+static uint16_t shm_map(struct nic *nic, struct nic_ctx *c, uint64_t va, uint64_t len)
+{
+	uint16_t status;
+	uint32_t at = 0;
+	void *p;
+
+	if (c->shm_fd_now < 0)
+		return NIC_STATUS_BAD_STATE;
+	status = shm_check_fd(c->shm_fd_now, len);
+	if (status != NIC_STATUS_OK)
+		return status;
+	/* The maps are sorted by va: at is where this one goes. */
+	while (at < c->nshm && c->shm[at].va < va)
+		at++;
+	if ((at > 0 && c->shm[at - 1].va + c->shm[at - 1].len > va) ||
+	    (at < c->nshm && va + len > c->shm[at].va))
+		return NIC_STATUS_BUSY;
+	if (c->nshm == NIC_SHM_MAX || len > NIC_SHM_MAX_BYTES - c->shm_bytes)
+		return NIC_STATUS_NO_RESOURCES;
+	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, c->shm_fd_now, 0);
+	if (p == MAP_FAILED) {
+		nic_warn(&nic->log, "context %u: cannot map a shared buffer of %llu bytes: %s",
+			 c->id, (unsigned long long)len, strerror(errno));
+		return NIC_STATUS_NO_RESOURCES;
+	}
+	close(c->shm_fd_now);
+	c->shm_fd_now = -1;
+	memmove(&c->shm[at + 1], &c->shm[at], (c->nshm - at) * sizeof(c->shm[0]));
+	c->shm[at] = (struct dma_map){.va = va, .len = len, .ptr = p};
+	c->nshm++;
+	c->shm_bytes += len;
+	nic->stats.shm_maps++;
+	return NIC_STATUS_OK;
+}
+
+static uint16_t shm_unmap(struct nic *nic, struct nic_ctx *c, uint64_t va)
+{
+	uint32_t i = 0;
+
+	while (i < c->nshm && c->shm[i].va != va)
+		i++;
+	if (i == c->nshm)
+		return NIC_STATUS_BAD_RANGE;
+	/* Payloads held for this context may go to the map: write them now.
+	 * Nothing else keeps a pointer into it (qpio.c reads the maps at each
+	 * transfer). */
+	qpio_rx_write_ctx(nic, c);
+	munmap(c->shm[i].ptr, (size_t)c->shm[i].len);
+	c->shm_bytes -= c->shm[i].len;
+	memmove(&c->shm[i], &c->shm[i + 1], (c->nshm - i - 1) * sizeof(c->shm[0]));
+	c->nshm--;
+	nic->stats.shm_unmaps++;
+	return NIC_STATUS_OK;
+}
+
+uint16_t ctx_shm_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd)
+{
+	struct nic *nic = nic_arg;
+	struct nic_ctx *c = ctx;
+
+	if (cmd->opcode == NIC_CMD_SHM_UNMAP)
+		return shm_unmap(nic, c, cmd->u.shm.va);
+	return shm_map(nic, c, cmd->u.shm.va, cmd->u.shm.len);
+}
+
+/*
+ * An SHM_MAP about to run takes the oldest descriptor the host sent, reading
+ * the socket first if none waits (the command may run before the socket's
+ * readiness is served).  It keeps the descriptor only if it maps it.
+ */
+static void shm_take(struct nic *nic, struct nic_ctx *c)
+{
+	if (c->shm_npend == 0)
+		(void)ctx_sock_read(nic, c, 1);
+	if (c->shm_npend == 0 || c->broken)
+		return;
+	c->shm_fd_now = c->shm_pend[0];
+	c->shm_npend--;
+	memmove(&c->shm_pend[0], &c->shm_pend[1], c->shm_npend * sizeof(c->shm_pend[0]));
+}
+
+static void shm_drop_taken(struct nic *nic, struct nic_ctx *c)
+{
+	if (c->shm_fd_now < 0)
+		return;
+	close(c->shm_fd_now);
+	c->shm_fd_now = -1;
+	nic->stats.shm_fds_dropped++;
+}
+
 unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 {
 	struct nic_ctx_hdr *h = c->hdr;
@@ -394,6 +635,10 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 
 		memcpy(&cmd, &c->cmdq[c->cmd_cons & mask], sizeof(cmd));
 		c->cmd_cons++;
+		/* SHM_MAP consumes a descriptor whatever its outcome, so that the
+		 * host's next one goes with its next SHM_MAP. */
+		if (cmd.opcode == NIC_CMD_SHM_MAP)
+			shm_take(nic, c);
 		if (cmd_execute(&nic->env, &owner, c, &cmd, &cpl)) {
 			/* An invalidation waiting for DMA to drain: its
 			 * completion is posted by ctx_drained(), and later
@@ -409,8 +654,15 @@ unsigned ctx_poll(struct nic *nic, struct nic_ctx *c)
 			nic_dbg(&nic->log, "context %u: command %u tag %llu failed: %s", c->id,
 				cmd.opcode, (unsigned long long)cmd.tag,
 				nic_status_str(cpl.status));
+		shm_drop_taken(nic, c);
 		memcpy(&c->cplq[c->cpl_prod & mask], &cpl, sizeof(cpl));
 		c->cpl_prod++;
+		/* A message that broke the socket's protocol, read for SHM_MAP:
+		 * the ring stops after this completion. */
+		if (c->broken) {
+			n = i + 1;
+			break;
+		}
 	}
 	if (n == 0)
 		return 0;

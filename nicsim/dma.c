@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 /* iovecs per system call; IOV_MAX is 1024 on Linux. */
@@ -89,16 +90,98 @@ static void iov_get(const void *list, unsigned i, uint64_t *base, uint64_t *len)
 	*len = v->iov_len;
 }
 
+const struct dma_map *dma_map_find(const struct dma_maps *maps, uint64_t va, uint64_t len)
+{
+	const struct dma_map *m;
+	unsigned lo = 0, hi;
+
+	if (!maps || !maps->n || len == 0)
+		return NULL;
+	/* The last map that starts at or before va. */
+	hi = maps->n;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (maps->map[mid].va <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	m = &maps->map[lo - 1];
+	if (va - m->va >= m->len || len > m->len - (va - m->va))
+		return NULL;
+	return m;
+}
+
 /*
- * One transfer between [off, off + total) of the segments and the local
- * buffers, as few system calls as the iovec limit allows (one, unless the
- * segments or buffers are many).  A short count means the kernel stopped at
- * an element it could not reach.
+ * bytes of the transfer from host position r and local position l through
+ * process_vm_*, as few system calls as the iovec limit allows (one, unless
+ * the segments or buffers are many); both positions move on.  A short
+ * count means the kernel stopped at an element it could not reach.
  */
-static int transfer(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
-		    const struct iovec *local, unsigned nlocal, int write)
+static int pvm(pid_t pid, const struct dma_seg *segs, unsigned nsegs, struct pos *r,
+	       const struct iovec *local, unsigned nlocal, struct pos *l, uint64_t bytes, int write,
+	       uint64_t *calls)
 {
 	struct iovec rv[DMA_IOV_BATCH], lv[DMA_IOV_BATCH];
+
+	while (bytes > 0) {
+		size_t rbytes, lbytes;
+		unsigned nr = gather(rv, *r, nsegs, (size_t)bytes, &rbytes, seg_get, segs);
+		unsigned nl = gather(lv, *l, nlocal, rbytes, &lbytes, iov_get, local);
+		ssize_t done = write ? process_vm_writev(pid, lv, nl, rv, nr, 0)
+				     : process_vm_readv(pid, lv, nl, rv, nr, 0);
+
+		if (calls)
+			(*calls)++;
+		if (done < 0)
+			return -errno;
+		if ((size_t)done != lbytes || done == 0)
+			return -EFAULT;
+		advance(r, (size_t)done, seg_get, segs);
+		advance(l, (size_t)done, iov_get, local);
+		bytes -= (size_t)done;
+	}
+	return 0;
+}
+
+/* n bytes between the NIC's mapping of a shared buffer at p and the local
+ * buffers from position l, which moves on. */
+static void shm_copy(uint8_t *p, const struct iovec *local, struct pos *l, uint64_t n, int write)
+{
+	while (n > 0) {
+		const struct iovec *v = &local[l->i];
+		uint64_t k = v->iov_len - l->off;
+
+		if (k > n)
+			k = n;
+		if (k == 0) {
+			l->i++;
+			l->off = 0;
+			continue;
+		}
+		if (write)
+			memcpy(p, (const uint8_t *)v->iov_base + l->off, (size_t)k);
+		else
+			memcpy((uint8_t *)v->iov_base + l->off, p, (size_t)k);
+		p += k;
+		n -= k;
+		advance(l, (size_t)k, iov_get, local);
+	}
+}
+
+/*
+ * One transfer between [off, off + total) of the segments and the local
+ * buffers.  Each piece of a segment that lies wholly inside a shared buffer
+ * is copied through the NIC's mapping; each run of other pieces goes to the
+ * kernel in one batch.
+ */
+static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs,
+		    unsigned nsegs, uint64_t off, const struct iovec *local, unsigned nlocal,
+		    int write)
+{
 	struct pos r = {0, 0}, l = {0, 0};
 	uint64_t total = 0;
 
@@ -112,48 +195,70 @@ static int transfer(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint6
 	if (off > dma_segs_len(segs, nsegs) || total > dma_segs_len(segs, nsegs) - off)
 		return -EINVAL;
 	advance(&r, (size_t)off, seg_get, segs);
+	if (!maps || !maps->n)
+		return pvm(pid, segs, nsegs, &r, local, nlocal, &l, total, write,
+			   maps ? maps->calls : NULL);
 	while (total > 0) {
-		size_t rbytes, lbytes;
-		unsigned nr = gather(rv, r, nsegs, (size_t)total, &rbytes, seg_get, segs);
-		unsigned nl = gather(lv, l, nlocal, rbytes, &lbytes, iov_get, local);
-		ssize_t done = write ? process_vm_writev(pid, lv, nl, rv, nr, 0)
-				     : process_vm_readv(pid, lv, nl, rv, nr, 0);
+		struct pos q = r;
+		uint64_t run = 0;
+		int err;
 
-		if (done < 0)
-			return -errno;
-		if ((size_t)done != lbytes || done == 0)
-			return -EFAULT;
-		advance(&r, (size_t)done, seg_get, segs);
-		advance(&l, (size_t)done, iov_get, local);
-		total -= (size_t)done;
+		/* The bytes from r up to the next shared piece. */
+		while (run < total) {
+			uint64_t va = segs[q.i].va + q.off, len = segs[q.i].len - q.off;
+			const struct dma_map *m;
+
+			if (len > total - run)
+				len = total - run;
+			m = dma_map_find(maps, va, len);
+			if (m && run == 0) {
+				shm_copy(m->ptr + (va - m->va), local, &l, len, write);
+				if (maps->copied)
+					(*maps->copied)++;
+				advance(&r, (size_t)len, seg_get, segs);
+				total -= len;
+				break;
+			}
+			if (m)
+				break;
+			run += len;
+			q.i++;
+			q.off = 0;
+		}
+		if (run == 0)
+			continue;
+		err = pvm(pid, segs, nsegs, &r, local, nlocal, &l, run, write, maps->calls);
+		if (err)
+			return err;
+		total -= run;
 	}
 	return 0;
 }
 
-int dma_readv(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
-	      const struct iovec *local, unsigned nlocal)
+int dma_readv(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	      uint64_t off, const struct iovec *local, unsigned nlocal)
 {
-	return transfer(pid, segs, nsegs, off, local, nlocal, 0);
+	return transfer(pid, maps, segs, nsegs, off, local, nlocal, 0);
 }
 
-int dma_writev(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
-	       const struct iovec *local, unsigned nlocal)
+int dma_writev(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	       uint64_t off, const struct iovec *local, unsigned nlocal)
 {
-	return transfer(pid, segs, nsegs, off, local, nlocal, 1);
+	return transfer(pid, maps, segs, nsegs, off, local, nlocal, 1);
 }
 
-int dma_read(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, void *buf,
-	     size_t len)
+int dma_read(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	     uint64_t off, void *buf, size_t len)
 {
 	struct iovec v = {.iov_base = buf, .iov_len = len};
 
-	return transfer(pid, segs, nsegs, off, &v, 1, 0);
+	return transfer(pid, maps, segs, nsegs, off, &v, 1, 0);
 }
 
-int dma_write(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, const void *buf,
-	      size_t len)
+int dma_write(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	      uint64_t off, const void *buf, size_t len)
 {
 	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
 
-	return transfer(pid, segs, nsegs, off, &v, 1, 1);
+	return transfer(pid, maps, segs, nsegs, off, &v, 1, 1);
 }

@@ -12,6 +12,13 @@
  * copy, so data goes from host memory straight into a frame and from a frame
  * straight into host memory.
  *
+ * Shared buffers: a host may share some of its memory with the NIC (memfds
+ * it sent, mapped by both: struct dma_maps).  A piece of a transfer that
+ * lies wholly inside one of those maps is copied with memcpy through the
+ * NIC's own mapping, with no system call and no page pinning; the rest goes
+ * through process_vm_* as above, batched the same way.  The bytes land in
+ * the same places either way.
+ *
  * The TPT check comes first and is the caller's: these functions trust the
  * segments they are given and only report what the kernel says.
  *
@@ -32,22 +39,43 @@ struct dma_seg {
 	uint64_t len; /* bytes */
 };
 
+/* One shared buffer: host addresses [va, va + len) are the NIC's
+ * [ptr, ptr + len). */
+struct dma_map {
+	uint64_t va;
+	uint64_t len;
+	uint8_t *ptr;
+};
+
+/* A host's shared buffers: n maps, sorted by va, disjoint (NULL or n == 0:
+ * none).  When not NULL, *copied counts the pieces copied through them and
+ * *calls the system calls made for the rest. */
+struct dma_maps {
+	const struct dma_map *map;
+	unsigned n;
+	uint64_t *copied;
+	uint64_t *calls;
+};
+
 /* Copy len bytes at offset off of the host's segments into buf. */
-int dma_read(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, void *buf,
-	     size_t len);
+int dma_read(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	     uint64_t off, void *buf, size_t len);
 
 /* Copy len bytes from buf to offset off of the host's segments. */
-int dma_write(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off, const void *buf,
-	      size_t len);
+int dma_write(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	      uint64_t off, const void *buf, size_t len);
 
 struct iovec;
 
 /* The same, to and from several local buffers in order (one system call
  * for all of them): how the NIC moves a batch of frames' payloads. */
-int dma_readv(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
-	      const struct iovec *local, unsigned nlocal);
-int dma_writev(pid_t pid, const struct dma_seg *segs, unsigned nsegs, uint64_t off,
-	       const struct iovec *local, unsigned nlocal);
+int dma_readv(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	      uint64_t off, const struct iovec *local, unsigned nlocal);
+int dma_writev(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
+	       uint64_t off, const struct iovec *local, unsigned nlocal);
+
+/* The map holding all of [va, va + len) (len > 0), or NULL. */
+const struct dma_map *dma_map_find(const struct dma_maps *maps, uint64_t va, uint64_t len);
 
 /* Total bytes the segments describe (saturating at UINT64_MAX). */
 uint64_t dma_segs_len(const struct dma_seg *segs, unsigned nsegs);

@@ -548,14 +548,11 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 	case NIC_SRC_MGMT: mgmt_serve(nic, src->obj, ev->events); break;
 	case NIC_SRC_CTX: {
 		struct nic_ctx *c = src->obj;
-		char sink[256];
-		ssize_t n;
 
-		/* Nothing is expected on the socket after the hello; end of file
-		 * or an error means the host has gone. */
-		n = recv(c->sock, sink, sizeof(sink), MSG_DONTWAIT);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-		    (ev->events & (EPOLLHUP | EPOLLERR))) {
+		/* After the hello only shared-buffer descriptors come on the
+		 * socket (a few per event, so that one host cannot hold the
+		 * loop); end of file or an error means the host has gone. */
+		if (ctx_sock_read(nic, c, 8) < 0 || (ev->events & (EPOLLHUP | EPOLLERR))) {
 			ctx_detach(nic, c, "host closed its connection");
 			nic_fd_freed(nic);
 		}
@@ -1083,6 +1080,7 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	}
 	nic->env = (struct cmd_env){.tpt = nic->tpt,
 				    .conn_exec = conn_exec,
+				    .shm_exec = ctx_shm_exec,
 				    .conn_arg = nic,
 				    .stats = &nic->stats,
 				    .caps = o->caps,

@@ -13,6 +13,7 @@
 
 #include "cmd.h"
 #include "counters.h"
+#include "dma.h"
 #include "fab.h"
 #include "fab_wire.h"
 #include "log.h"
@@ -119,6 +120,16 @@ struct nic_ctx {
 	uint32_t eq_prod;          /* NIC-owned EQ index */
 	struct nic_event *eq_wait; /* events waiting for EQ space, oldest first */
 	uint32_t eq_nwait, eq_cap;
+	/* Shared buffers (ABI 6): descriptors the host sent, oldest first; the
+	 * one the SHM_MAP being executed took (-1: none); the maps, sorted by
+	 * va and disjoint, and the bytes they hold. */
+	int shm_pend[NIC_SHM_PENDING];
+	uint32_t shm_npend;
+	int shm_fd_now;
+	bool shm_full_warned;
+	struct dma_map shm[NIC_SHM_MAX];
+	uint32_t nshm;
+	uint64_t shm_bytes;
 	struct nic_ctx *next;
 };
 
@@ -217,6 +228,13 @@ void ctx_event(struct nic *nic, struct nic_ctx *c, const struct nic_event *ev);
 void ctx_interrupt(struct nic *nic, struct nic_ctx *c);
 /* The invalidation of key, deferred for in-flight DMA, is complete. */
 void ctx_drained(struct nic *nic, uint32_t key);
+/* Read what waits on c's attach socket (at most max messages): shared-buffer
+ * descriptors are queued, anything else breaks the protocol.  1 if a
+ * message was taken and more may wait, 0 if none waits, -ECONNRESET when
+ * the host has gone. */
+int ctx_sock_read(struct nic *nic, struct nic_ctx *c, unsigned max);
+/* SHM_MAP and SHM_UNMAP, for cmd_execute (cmd_env.shm_exec). */
+uint16_t ctx_shm_exec(void *nic, void *ctx, const struct nic_cmd *cmd);
 
 /* Fold the timer t (0: none) into *deadline, the earliest timer of a pass
  * over the NIC (0: none). */
@@ -248,6 +266,9 @@ void qpio_rx(struct nic *nic, struct qp *qp, const struct fab_pkt *pkt, uint64_t
 void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t status);
 /* Write the received payloads held for a batch to host memory (end of a pass). */
 void qpio_rx_flush(struct nic *nic);
+/* Write now the payloads held for a QP of context c (before a shared buffer
+ * of c is unmapped); a failure fails the QP at the engine's next pass. */
+void qpio_rx_write_ctx(struct nic *nic, const struct nic_ctx *c);
 /* Add the QP engine's counters to st. */
 void qpio_account(struct nic *nic, const struct qp *qp, struct nic_counters *st);
 

@@ -24,6 +24,17 @@ static struct nic *nic_of(const struct qp *qp)
 	return qp->nic;
 }
 
+/* The shared buffers of qp's host, for the DMA engine.  Looked up at each
+ * transfer: nothing here keeps a pointer into a map between transfers, so
+ * SHM_UNMAP needs only the held payloads written (qpio_rx_write_ctx). */
+static struct dma_maps maps_of(const struct qp *qp)
+{
+	return (struct dma_maps){.map = qp->ctx->shm,
+				 .n = qp->ctx->nshm,
+				 .copied = &nic_of(qp)->stats.dma_shm,
+				 .calls = &nic_of(qp)->stats.dma_calls};
+}
+
 /* Post a completion, with data beside it (byte_len bytes) when not NULL. */
 static void post_cqe_data(struct qp *qp, const struct nic_cqe *cqe, const void *data)
 {
@@ -124,6 +135,7 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 	const uint32_t mtu = qp->rc.cfg.mtu;
 	const uint16_t mid = (uint16_t)fab_pkt_hdr_len(FAB_OP_SEND_MIDDLE);
 	struct iovec iov[QPIO_AHEAD];
+	const struct dma_maps maps = maps_of(qp);
 	uint32_t n = 1;
 	int err;
 
@@ -157,8 +169,7 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 		iov[i] = (struct iovec){.iov_base = a->data[i] + a->at[i], .iov_len = a->plen[i]};
 		a->n++;
 	}
-	nic->stats.dma_calls++;
-	err = dma_readv((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, iov, a->n);
+	err = dma_readv((pid_t)qp->ctx->pid, &maps, mem->seg, mem->nseg, off, iov, a->n);
 	if (err) {
 		a->next = a->n; /* nothing of it was sent, nothing is unused */
 		ahead_drop(qp, a);
@@ -208,12 +219,14 @@ static void rx_write(struct nic *nic)
 {
 	struct nic_rx_batch *b = &nic->rxb;
 	struct qp *qp = b->qp;
+	struct dma_maps maps;
 
 	if (!b->n)
 		return;
-	nic->stats.dma_calls++;
+	maps = maps_of(qp);
 	nic->stats.dma_frames += b->n;
-	if (dma_writev((pid_t)qp->ctx->pid, b->mem->seg, b->mem->nseg, b->off, b->iov, b->n)) {
+	if (dma_writev((pid_t)qp->ctx->pid, &maps, b->mem->seg, b->mem->nseg, b->off, b->iov,
+		       b->n)) {
 		nic->stats.dma_faults++;
 		qp->dma_fault = true;
 		qp->dma_fault_responder = b->mem == &qp->rc.rmem;
@@ -224,6 +237,12 @@ static void rx_write(struct nic *nic)
 	b->n = 0;
 	b->qp = NULL;
 	b->mem = NULL;
+}
+
+void qpio_rx_write_ctx(struct nic *nic, const struct nic_ctx *c)
+{
+	if (nic->rxb.qp && nic->rxb.qp->ctx == c)
+		rx_write(nic);
 }
 
 /* Write what qp has held, from inside the engine. */
@@ -271,9 +290,10 @@ static int op_place(void *arg, const struct rc_mem *mem, uint64_t off, const voi
 	    (const uint8_t *)buf + len > nic->rx_data + nic->rx_len) {
 		/* Not a frame this pass may keep (or not from the frame being
 		 * received: a held first message): write it now. */
-		nic->stats.dma_calls++;
+		const struct dma_maps maps = maps_of(qp);
+
 		nic->stats.dma_frames++;
-		if (dma_write((pid_t)qp->ctx->pid, mem->seg, mem->nseg, off, buf, len)) {
+		if (dma_write((pid_t)qp->ctx->pid, &maps, mem->seg, mem->nseg, off, buf, len)) {
 			nic->stats.dma_faults++;
 			return -EFAULT;
 		}

@@ -100,13 +100,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Wait until fd is readable or timeout_ms passes: 0, -ETIMEDOUT, -errno. */
-static int wait_readable(int fd, int timeout_ms)
+/* Wait until fd is ready for events (POLLIN or POLLOUT) or timeout_ms
+ * passes: 0, -ETIMEDOUT, -errno. */
+static int wait_ready(int fd, short events, int timeout_ms)
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		struct pollfd pfd = {.fd = fd, .events = events};
 		uint64_t now = now_ns();
 		int r;
 
@@ -120,6 +121,12 @@ static int wait_readable(int fd, int timeout_ms)
 		if (errno != EINTR)
 			return -errno;
 	}
+}
+
+/* Wait until fd is readable or timeout_ms passes: 0, -ETIMEDOUT, -errno. */
+static int wait_readable(int fd, int timeout_ms)
+{
+	return wait_ready(fd, POLLIN, timeout_ms);
 }
 
 static void close_fds(int *fds, int n)
@@ -620,8 +627,8 @@ static void abandon(struct nic_host *h, uint64_t tag)
 	h->stale_hi = tag + 1;
 }
 
-/* Post one command (h->lock held): 0 with cmd->tag set, -ENETDOWN, -EBUSY. */
-static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
+/* Whether a command can be posted now (h->lock held): 0, -ENETDOWN, -EBUSY. */
+static int post_room_locked(struct nic_host *h)
 {
 	uint32_t cons = idx_get(&h->cpl_cons);
 	int err = ctx_state(h);
@@ -635,6 +642,16 @@ static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
 	if (ring_count(h->cmd_prod, cons) >= h->depth ||
 	    ring_count(h->cmd_prod, ring_observe(&h->hdr->cmdq.cons)) >= h->depth)
 		return -EBUSY;
+	return 0;
+}
+
+/* Post one command (h->lock held): 0 with cmd->tag set, -ENETDOWN, -EBUSY. */
+static int post_locked(struct nic_host *h, struct nic_cmd *cmd)
+{
+	int err = post_room_locked(h);
+
+	if (err)
+		return err;
 	cmd->tag = h->next_tag++;
 	memcpy(&h->cmdq[h->cmd_prod & (h->depth - 1)], cmd, sizeof(*cmd));
 	h->cmd_prod++;
@@ -905,4 +922,138 @@ int nic_host_pending(const struct nic_host *h, uint32_t slot_mask)
 		slot_mask &= slot_mask - 1;
 	}
 	return 0;
+}
+
+/* ---- Shared buffers (ABI 6) ------------------------------------------------ */
+
+/* Send fd on the attach socket as a shared-buffer descriptor. */
+static int send_shm_fd(struct nic_host *h, int fd)
+{
+	char magic[NIC_SHM_MSG_LEN];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = magic, .iov_len = sizeof(magic)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	memcpy(magic, NIC_SHM_MSG_MAGIC, sizeof(magic));
+	memset(u.buf, 0, sizeof(u.buf));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	for (;;) {
+		int err;
+
+		n = sendmsg(h->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return errno == EPIPE || errno == ECONNRESET ? -ENETDOWN : -errno;
+		/* A NIC that does not read its socket is as gone as one that
+		 * does not answer a command. */
+		err = wait_ready(h->sock, POLLOUT, NIC_HOST_CMD_TIMEOUT_MS);
+		if (err)
+			return err;
+	}
+	return n == (ssize_t)sizeof(magic) ? 0 : -EIO;
+}
+
+/* SHM_MAP or SHM_UNMAP under h->lock: the NIC's status as an errno. */
+static int shm_cmd_locked(struct nic_host *h, uint16_t opcode, uint64_t va, uint64_t len)
+{
+	struct nic_cmd cmd = {.opcode = opcode};
+	struct nic_cpl cpl;
+	int err;
+
+	cmd.u.shm.va = va;
+	cmd.u.shm.len = len;
+	err = post_locked(h, &cmd);
+	if (!err)
+		err = wait_locked(h, cmd.tag, &cpl, NIC_HOST_CMD_TIMEOUT_MS);
+	return err ? err : nic_status_errno(cpl.status);
+}
+
+int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
+{
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	long page = sysconf(_SC_PAGESIZE);
+	void *p = MAP_FAILED;
+	int fd, err;
+
+	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page)
+		return -EINVAL;
+	*addr = NULL;
+	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+	fd = memfd_create("nicsim-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, seals) < 0) {
+		err = -errno;
+		goto out;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	/* The descriptor and its SHM_MAP go together: no other command of this
+	 * attachment comes between them. */
+	pthread_mutex_lock(&h->lock);
+	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
+	 * NIC would give it to the next SHM_MAP.  So the ring must have room
+	 * first (the other failures of posting mean the context is gone). */
+	err = post_room_locked(h);
+	if (!err)
+		err = send_shm_fd(h, fd);
+	if (!err) {
+		err = shm_cmd_locked(h, NIC_CMD_SHM_MAP, (uintptr_t)p, len);
+		/* A map that completes late (after the deadline) must not
+		 * outlive this failure: the NIC executes commands in order. */
+		if (err == -ETIMEDOUT) {
+			struct nic_cmd undo = {.opcode = NIC_CMD_SHM_UNMAP,
+					       .u.shm.va = (uintptr_t)p};
+
+			if (post_locked(h, &undo) == 0)
+				abandon(h, undo.tag);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+out:
+	close(fd);
+	if (err) {
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		return err;
+	}
+	*addr = p;
+	return 0;
+}
+
+int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int err;
+
+	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page ||
+	    (uintptr_t)addr % (size_t)page)
+		return -EINVAL;
+	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+	pthread_mutex_lock(&h->lock);
+	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
+	pthread_mutex_unlock(&h->lock);
+	/* Unmapped here whatever the NIC said: a NIC that is gone holds
+	 * nothing, and one that refused (not a map of this attachment) never
+	 * mapped it. */
+	munmap(addr, len);
+	return err;
 }

@@ -59,7 +59,8 @@
  * Limits of the attach socket a host can rely on (docs/hardware-interface.md
  * sections 2.2 and 2.7).  A NIC holds at most NIC_MAX_CONTEXTS host
  * contexts, fewer when its descriptor limit allows fewer: a context holds
- * NIC_CTX_FDS descriptors (its socket, its segment and two eventfds).  At
+ * NIC_CTX_FDS descriptors (its socket, its segment, two eventfds and up to
+ * NIC_SHM_PENDING shared-buffer descriptors the host sent ahead).  At
  * most NIC_CONN_MAX connections may wait for their hello at once; more wait
  * in the listening socket's backlog until one of these goes.  A connection
  * that has not sent its hello NIC_HELLO_TIMEOUT_MS after it was accepted is
@@ -69,7 +70,8 @@
  * reply.  A peer of another user is refused at accept, before any hello.
  */
 #define NIC_MAX_CONTEXTS 1024u
-#define NIC_CTX_FDS 4u
+#define NIC_SHM_PENDING 2u
+#define NIC_CTX_FDS (4u + NIC_SHM_PENDING)
 #define NIC_CONN_MAX 64u
 #define NIC_MGMT_MAX 16u
 #define NIC_HELLO_TIMEOUT_MS 3000u
@@ -185,6 +187,8 @@ enum nic_opcode {
 	NIC_CMD_ACCEPT = 13,       /* accept a CONN_REQUEST event's request on a QP */
 	NIC_CMD_REJECT = 14,       /* reject a CONN_REQUEST event's request */
 	NIC_CMD_DISCONNECT = 15,   /* close a connection; both QPs go to CLOSED */
+	NIC_CMD_SHM_MAP = 16,      /* map a memfd the host sent as a shared buffer (ABI 6) */
+	NIC_CMD_SHM_UNMAP = 17,    /* drop a shared buffer (ABI 6) */
 	NIC_CMD_MAX_
 };
 
@@ -259,6 +263,48 @@ struct nic_cmd_conn {
 	uint64_t conn_id; /* ACCEPT, REJECT: from the CONN_REQUEST event; else 0 */
 };
 
+/*
+ * Shared buffers (ABI 6).  A host may keep buffers in memory it shares with
+ * the NIC: the DMA engine then copies to and from them through its own
+ * mapping instead of reaching into the host's address space with a system
+ * call.  It changes only how the NIC reaches memory the TPT allowed: a
+ * buffer is still registered with REG_MR, and every key check stays.
+ *
+ * Before SHM_MAP the host sends, on its attach socket, one message of
+ * NIC_SHM_MSG_LEN bytes (NIC_SHM_MSG_MAGIC) carrying exactly one
+ * descriptor with SCM_RIGHTS: a memfd at least len bytes long, sealed with
+ * at least F_SEAL_SHRINK and F_SEAL_SEAL, which it has mapped MAP_SHARED at
+ * va.  The NIC keeps at most NIC_SHM_PENDING such descriptors waiting (it
+ * closes, and counts, one more); each SHM_MAP takes the oldest, whatever
+ * its outcome.  Any other message on the socket (other bytes, no or more
+ * descriptors, other ancillary data) breaks the protocol: the NIC closes
+ * what it carried and puts the context in NIC_CTX_CMDQ_ERROR, as for a
+ * broken command ring.  SHM_MAP fails with:
+ *   NIC_STATUS_BAD_STATE    no descriptor waiting;
+ *   NIC_STATUS_BAD_ACCESS   not a memfd, or without F_SEAL_SHRINK and
+ *                           F_SEAL_SEAL;
+ *   NIC_STATUS_TOO_LARGE    the memfd is shorter than len;
+ *   NIC_STATUS_BAD_RANGE    va or len not page-aligned, len 0, or va + len
+ *                           wraps;
+ *   NIC_STATUS_BUSY         the range overlaps a map of the context;
+ *   NIC_STATUS_NO_RESOURCES NIC_SHM_MAX maps already, more than
+ *                           NIC_SHM_MAX_BYTES in all, or the NIC could not
+ *                           map it.
+ * SHM_UNMAP names the start of a map (else NIC_STATUS_BAD_RANGE); it
+ * completes once no DMA of the NIC uses the mapping.  The NIC writes into
+ * the memfd at the offsets of va: a host that maps something else at va
+ * only changes what its own transfers see.  Maps end with the context.
+ */
+#define NIC_SHM_MSG_MAGIC "NICSHM1"
+#define NIC_SHM_MSG_LEN 8u
+#define NIC_SHM_MAX 64u
+#define NIC_SHM_MAX_BYTES (1ull << 36)
+
+struct nic_cmd_shm {
+	uint64_t va;  /* the map's start in the host's address space */
+	uint64_t len; /* SHM_MAP: bytes, page-aligned, > 0; SHM_UNMAP: 0 */
+};
+
 /* One command: 64 bytes.  tag is echoed in the completion. */
 struct nic_cmd {
 	uint16_t opcode; /* enum nic_opcode */
@@ -272,6 +318,7 @@ struct nic_cmd {
 		struct nic_cmd_qp qp;
 		struct nic_cmd_listen listen;
 		struct nic_cmd_conn conn;
+		struct nic_cmd_shm shm;
 		uint8_t raw[48]; /* bytes past the opcode's fields must be 0 */
 	} u;
 };
@@ -500,6 +547,11 @@ enum nic_ctx_state {
 	NIC_CTX_CMDQ_ERROR = 1, /* the host broke the command ring protocol */
 };
 
+/* nic_error with NIC_CTX_CMDQ_ERROR: what the host broke. */
+#define NIC_CTX_ERR_PROD 1u   /* command producer index more than a ring ahead */
+#define NIC_CTX_ERR_CPL 2u    /* completion consumer index never produced */
+#define NIC_CTX_ERR_SOCKET 3u /* attach socket: not a shared-buffer message (ABI 6) */
+
 struct nic_ctx_hdr {
 	uint32_t magic;
 	uint32_t abi_version;
@@ -572,6 +624,11 @@ _Static_assert(offsetof(struct nic_cmd_qp, flags) == 8, "qp flags at 8");
 _Static_assert(sizeof(struct nic_cmd_listen) == 8, "cmd listen is 8 bytes");
 _Static_assert(sizeof(struct nic_cmd_conn) == 24, "cmd conn is 24 bytes");
 _Static_assert(offsetof(struct nic_cmd_conn, conn_id) == 16, "conn_id at 16");
+_Static_assert(sizeof(struct nic_cmd_shm) == 16, "cmd shm is 16 bytes");
+_Static_assert(offsetof(struct nic_cmd_shm, len) == 8, "shm len at 8");
+_Static_assert(sizeof(NIC_SHM_MSG_MAGIC) == NIC_SHM_MSG_LEN, "shm message is its magic");
+_Static_assert(NIC_SHM_MAX_BYTES *NIC_MAX_CONTEXTS <= (1ull << 46),
+	       "every context's maps fit in half of the NIC's address space");
 _Static_assert(sizeof(struct nic_sge) == 16, "sge is 16 bytes");
 _Static_assert(sizeof(struct nic_send_wqe) == 128, "send wqe is 128 bytes");
 _Static_assert(offsetof(struct nic_send_wqe, remote_va) == 16, "remote_va at 16");

@@ -95,7 +95,7 @@
 	X(rnr_naks, "RNR NAKs received")                                                  \
 	X(naks_sent, "NAKs sent (sequence, access, invalid, operational)")                \
 	X(dma_faults, "DMA transfers the host's memory refused")                          \
-	X(dma_calls, "DMA system calls (process_vm_readv/writev batches)")                \
+	X(dma_calls, "DMA system calls (process_vm_readv/writev)")                        \
 	X(dma_frames, "frame payloads moved by DMA")                                      \
 	X(dma_ahead_unused, "frames read ahead for packets then not sent")                \
 	X(cq_overruns, "completions lost to a full completion queue")                     \
@@ -120,7 +120,14 @@
 	X(fabric_damaged, "times the fabric segment was found damaged (link down)")       \
 	X(frame_pool_empty, "sends held back: the fabric had no free frame (sent again)") \
 	X(first_msg_held, "first messages held until a receive was posted")               \
-	X(first_msg_dropped, "held first messages dropped: the QP ended first")
+	X(first_msg_dropped, "held first messages dropped: the QP ended first")           \
+	X(cmd_shm_map, "SHM_MAP commands")                                                \
+	X(cmd_shm_unmap, "SHM_UNMAP commands")                                            \
+	X(shm_maps, "shared buffers mapped (SHM_MAP)")                                    \
+	X(shm_unmaps, "shared buffers unmapped (SHM_UNMAP or the context's end)")         \
+	X(shm_fds_dropped, "shared-buffer descriptors closed unmapped (refused, extra)")  \
+	X(shm_bad_msgs, "attach-socket messages that broke the shared-buffer protocol")   \
+	X(dma_shm, "DMA pieces copied through shared buffers, no system call")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
@@ -251,7 +258,7 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 104, "fault rec is 104 bytes");
-_Static_assert(sizeof(struct nic_stats) == 656, "stats rec is 82 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_stats) == 712, "stats rec is 89 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

@@ -163,6 +163,21 @@ int nic_host_notify_fd(const struct nic_host *h);
 int nic_host_notify_drain(struct nic_host *h);
 
 /*
+ * Shared buffers (ABI 6): memory the NIC maps too, so that its DMA engine
+ * copies to and from it without a system call.  nic_host_shm_alloc rounds
+ * len up to the page size, makes a sealed memfd of that size, maps it here,
+ * sends it to the NIC and has the NIC map it (SHM_MAP): 0 with *addr set,
+ * or a negative errno (-ENETDOWN: the NIC is gone; the NIC's refusal mapped
+ * with nic_status_errno()), with everything undone.  The buffer is not
+ * registered: register it with REG_MR like any other memory.
+ * nic_host_shm_free (addr and len as allocated) has the NIC drop it
+ * (SHM_UNMAP, which waits for the NIC's DMA to it), then unmaps it here
+ * whatever the NIC answered; deregister it first.  Thread-safe.
+ */
+int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr);
+int nic_host_shm_free(struct nic_host *h, void *addr, size_t len);
+
+/*
  * Raw access for tests that play a hostile host: the mapped context segment,
  * its size, and the doorbell eventfd.
  */

@@ -9,6 +9,10 @@
  * The two NICs are pinned, one to each of the first two CPUs; bandwidths are
  * medians of five runs.
  *
+ * Beside them, not judged: RDMA WRITE and READ of 1 MiB and 16 MiB with
+ * both hosts' buffers in shared memory (nic_host_shm_alloc), which the NICs
+ * copy through their own mappings instead of process_vm_readv/writev.
+ *
  * Targets, each a same-run ratio, each a failure when missed: RDMA WRITE
  * and READ of 1 MiB and 16 MiB at least 0.5x process_vm_readv's single copy
  * (a transfer is two copies), at least 1.0x UCX over TCP at 1 MiB and 1.5x
@@ -665,6 +669,8 @@ struct target_arg {
 	int info_fd, done_fd;
 	int parent_fds[2]; /* the parent's ends of the two pipes */
 	size_t cap;
+	uint16_t port;
+	bool shm; /* the buffer in memory shared with the NIC */
 };
 
 struct target_info {
@@ -677,8 +683,8 @@ struct target_info {
 static int target_host(void *arg, int ready_fd)
 {
 	const struct target_arg *t = arg;
-	uint8_t *dst =
-	    mmap(NULL, t->cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *dst_p = MAP_FAILED;
+	uint8_t *dst;
 	struct target_info info;
 	struct pollfd pfd = {.fd = t->done_fd, .events = POLLIN};
 	struct nic_host *h;
@@ -689,8 +695,16 @@ static int target_host(void *arg, int ready_fd)
 	 * parent closes it. */
 	close(t->parent_fds[0]);
 	close(t->parent_fds[1]);
-	if (dst == MAP_FAILED || nic_host_attach(sock_b, &h) || nst_qp_create(h, 0, &b))
+	if (nic_host_attach(sock_b, &h) || nst_qp_create(h, 0, &b))
 		return 1;
+	if (t->shm && nic_host_shm_alloc(h, t->cap, &dst_p))
+		return 1;
+	if (!t->shm)
+		dst_p =
+		    mmap(NULL, t->cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (dst_p == MAP_FAILED)
+		return 1;
+	dst = dst_p;
 	memset(dst, 2, t->cap);
 	mr = nst_reg(h, dst, t->cap, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_MW_BIND);
 	info.va = (uintptr_t)dst;
@@ -699,7 +713,7 @@ static int target_host(void *arg, int ready_fd)
 		       : 0;
 	if (!info.rkey || write(t->info_fd, &info, sizeof(info)) != (ssize_t)sizeof(info))
 		return 2;
-	if (nst_accept_one(&b, TARGET_PORT, ready_fd))
+	if (nst_accept_one(&b, t->port, ready_fd))
 		return 3;
 	/* Until the measuring host is done (bounded: the whole benchmark
 	 * takes well under this). */
@@ -709,13 +723,96 @@ static int target_host(void *arg, int ready_fd)
 	return 0;
 }
 
+/* What the shared-buffer rows measured, for the table printed with UCX's. */
+struct shm_row {
+	size_t size;
+	double w, r, pvm;
+};
+
+/*
+ * RDMA WRITE and READ of 1 MiB and 16 MiB with both hosts' buffers in
+ * shared memory: host A (this process) on a second QP of its context, host
+ * B a process of its own, as for the plain rows.  pvm and pv_gib: the
+ * process_vm_readv reference of the same sizes, of this run.
+ */
+static void shm_rows(struct nic_host *ha, size_t cap, const double pvm[4], const double pv_gib[4],
+		     struct shm_row rows[2])
+{
+	int info_pipe[2], done_pipe[2];
+	struct target_arg targ = {.cap = cap, .port = TARGET_PORT + 10, .shm = true};
+	struct target_info info;
+	struct nst_qp a;
+	void *src_p = NULL;
+	uint8_t *src, *dst;
+	uint32_t lk;
+	double g[ROUNDS];
+	pid_t target;
+	int st;
+
+	NST_REQUIRE_EQ(pipe2(info_pipe, O_CLOEXEC), 0);
+	NST_REQUIRE_EQ(pipe2(done_pipe, O_CLOEXEC), 0);
+	targ.info_fd = info_pipe[1];
+	targ.done_fd = done_pipe[0];
+	targ.parent_fds[0] = info_pipe[0];
+	targ.parent_fds[1] = done_pipe[1];
+	target = nst_fork_ready(target_host, &targ, WAIT_MS);
+	NST_REQUIRE(target > 0);
+	close(info_pipe[1]);
+	close(done_pipe[0]);
+	NST_REQUIRE_EQ(read(info_pipe[0], &info, sizeof(info)), (ssize_t)sizeof(info));
+	close(info_pipe[0]);
+	dst = (uint8_t *)(uintptr_t)info.va;
+	NST_REQUIRE_EQ(nic_host_shm_alloc(ha, cap, &src_p), 0);
+	src = src_p;
+	memset(src, 1, cap);
+	NST_REQUIRE_EQ(nst_qp_create(ha, 1, &a), 0);
+	NST_REQUIRE_EQ(nst_connect(&a, addr_b, targ.port), 0);
+	lk = nst_reg(ha, src, cap, NIC_ACCESS_LOCAL_WRITE);
+	NST_REQUIRE(lk);
+	rdma_gbps(&a, NIC_WR_RDMA_WRITE, src, lk, dst, info.rkey, 1u << 20, g); /* warm-up */
+	printf("\n  RDMA bandwidth with both hosts' buffers in shared memory "
+	       "(nic_host_shm_alloc; GB/s)\n");
+	printf("  %9s %8s %8s %10s %10s\n", "size", "write", "read", "write/pvm", "read/pvm");
+	for (size_t i = 0; i < 2; i++) {
+		const size_t len = i == 0 ? 1u << 20 : 16u << 20, k = i + 2;
+		struct nic_sample sa[3], sb[3];
+
+		nic_sample(sock_a, nic_a, &sa[0]);
+		nic_sample(sock_b, nic_b, &sb[0]);
+		rows[i].size = len;
+		rows[i].w = rdma_gbps(&a, NIC_WR_RDMA_WRITE, src, lk, dst, info.rkey, len, g);
+		nic_sample(sock_a, nic_a, &sa[1]);
+		nic_sample(sock_b, nic_b, &sb[1]);
+		rows[i].r = rdma_gbps(&a, NIC_WR_RDMA_READ, src, lk, dst, info.rkey, len, g);
+		nic_sample(sock_a, nic_a, &sa[2]);
+		nic_sample(sock_b, nic_b, &sb[2]);
+		rows[i].pvm = pvm[k];
+		printf("  %9zu %8.2f %8.2f %10.2f %10.2f\n", len, rows[i].w, rows[i].r,
+		       pvm[k] ? rows[i].w / pvm[k] : 0, pvm[k] ? rows[i].r / pvm[k] : 0);
+		cpu_per_gib(sa, sb, ROUNDS * round_reqs(len) * len, pv_gib[k]);
+		printf("      DMA copies through shared buffers: A %llu, B %llu; DMA calls A "
+		       "%llu, B %llu\n",
+		       (unsigned long long)(sa[2].st.dma_shm - sa[0].st.dma_shm),
+		       (unsigned long long)(sb[2].st.dma_shm - sb[0].st.dma_shm),
+		       (unsigned long long)(sa[2].st.dma_calls - sa[0].st.dma_calls),
+		       (unsigned long long)(sb[2].st.dma_calls - sb[0].st.dma_calls));
+		fflush(stdout);
+	}
+	NST_EQ(nic_host_shm_free(ha, src, cap), 0);
+	close(done_pipe[1]);
+	st = nst_wait(target, WAIT_MS);
+	NST_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void bench_bandwidth_and_latency(void)
 {
 	static const size_t sizes[] = {4096, 65536, 1u << 20, 16u << 20};
 	size_t cap = 16u << 20;
 	int info_pipe[2], done_pipe[2];
-	struct target_arg targ = {.cap = cap};
+	struct target_arg targ = {.cap = cap, .port = TARGET_PORT};
 	struct target_info info;
+	struct shm_row shm[2] = {{0}};
+	double pv_gibs[4] = {0};
 	struct nic_host *ha;
 	struct nst_qp a;
 	uint8_t *src, *dst, *ref;
@@ -803,6 +900,7 @@ static void bench_bandwidth_and_latency(void)
 		wres[i] = w;
 		rres[i] = r;
 		pvm[i] = pv;
+		pv_gibs[i] = pv_gib;
 		if (sizes[i] == (1u << 20)) {
 			ratio1m =
 			    paired_ratio(&a, src, ref, lk, dst, rkey, &rlo, &rhi, wg + ROUNDS);
@@ -817,6 +915,8 @@ static void bench_bandwidth_and_latency(void)
 	}
 	/* Small-message rate: 8-byte RDMA WRITEs, 64 in flight. */
 	rate = 200000.0 / rdma_run(&a, NIC_WR_RDMA_WRITE, src, lk, dst, rkey, 8, 200000, 64);
+	if (!only)
+		shm_rows(ha, cap, pvm, pv_gibs, shm);
 	nic_host_detach(ha);
 	close(done_pipe[1]); /* host B may go */
 	st = nst_wait(target, WAIT_MS);
@@ -876,6 +976,17 @@ static void bench_bandwidth_and_latency(void)
 			if (!err)
 				printf("  %9zu %10.2f %12.2f %12.2f\n", sizes[i], ucx_bw[i],
 				       wres[i] / ucx_bw[i], rres[i] / ucx_bw[i]);
+		}
+		for (size_t i = 0; i < 2 && !err; i++) {
+			const double u = ucx_bw[i + 2];
+
+			if (shm[i].size && u)
+				printf("  %9zu shared buffers: write %.2f GB/s (%.2fx UCX, %.2fx "
+				       "plain), "
+				       "read %.2f GB/s (%.2fx UCX, %.2fx plain)\n",
+				       shm[i].size, shm[i].w, shm[i].w / u,
+				       wres[i + 2] ? shm[i].w / wres[i + 2] : 0, shm[i].r,
+				       shm[i].r / u, rres[i + 2] ? shm[i].r / rres[i + 2] : 0);
 		}
 		if (!err)
 			err = ucx_measure("tag_lat", 8, 20000, &ul8, &dummy, &ur);

@@ -1,20 +1,25 @@
 /*
  * A real nicsimd against hosts that misbehave: random commands through the
  * ring, random bytes over the whole shared segment and into the doorbell,
- * malformed hellos, silent connections, and hosts killed while they register.
+ * malformed hellos, silent connections, hosts killed while they register,
+ * and shared-buffer descriptors and messages of every wrong kind.
  * After each, the NIC must still be alive, serve a well-behaved host, and its
  * TPT occupancy must return to what it was.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "nicsim_host.h"
+#include "nicsim_mgmt.h"
 #include "nstest.h"
 #include "nstnic.h"
 
@@ -306,6 +311,290 @@ static void test_killed_while_registering(void)
 	check_serves_good_host();
 }
 
+/* ---- Shared buffers ------------------------------------------------------- */
+
+#define SHM_NAME "nst-hostile-shm"
+#define SHM_VA 0x7e0000000000ull /* any page-aligned address: a name for the map */
+
+/* Send len bytes with nfds descriptors on h's attach socket. */
+static void sock_send(struct nic_host *h, const void *data, size_t len, const int *fds,
+		      unsigned nfds)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u = {0};
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (nfds) {
+		struct cmsghdr *cm;
+
+		m.msg_control = u.b;
+		m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	}
+	NST_REQUIRE_EQ(sendmsg(nic_host_notify_fd(h), &m, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void send_fd(struct nic_host *h, int fd)
+{
+	sock_send(h, NIC_SHM_MSG_MAGIC, NIC_SHM_MSG_LEN, &fd, 1);
+}
+
+/* A memfd of size bytes with these seals (0: none). */
+static int memfd(size_t size, unsigned seals)
+{
+	int fd = memfd_create(SHM_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(ftruncate(fd, (off_t)size), 0);
+	if (seals)
+		NST_REQUIRE_EQ(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+static uint16_t shm_cmd(struct nic_host *h, uint16_t op, uint64_t va, uint64_t len)
+{
+	struct nic_cmd c = {.opcode = op};
+	struct nic_cpl cpl;
+
+	c.u.shm.va = va;
+	c.u.shm.len = len;
+	NST_REQUIRE_EQ(nic_host_cmd(h, &c, &cpl, WAIT_MS), 0);
+	return cpl.status;
+}
+
+/* SHM_MAP of [va, va + len) with fd sent just before: the NIC's status. */
+static uint16_t map_with(struct nic_host *h, int fd, uint64_t va, uint64_t len)
+{
+	send_fd(h, fd);
+	return shm_cmd(h, NIC_CMD_SHM_MAP, va, len);
+}
+
+/* The NIC holds nothing of the test's memfds: no descriptor, no mapping. */
+static bool nic_holds_no_memfd(void *arg)
+{
+	int fds, maps;
+
+	(void)arg;
+	return nst_memfd_refs(nic, SHM_NAME, &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+static void check_nic_holds(int want_fds, int want_maps)
+{
+	int fds, maps;
+
+	NST_REQUIRE_EQ(nst_memfd_refs(nic, SHM_NAME, &fds, &maps), 0);
+	NST_EQ(fds, want_fds);
+	NST_EQ(maps, want_maps);
+}
+
+/*
+ * Every refusal of SHM_MAP, each with its own status, each descriptor
+ * closed by the NIC whatever the outcome; a map the host makes afterwards
+ * still works; detaching leaves the NIC holding nothing.
+ */
+static void test_shm_map_refusals(void)
+{
+	const unsigned sealed = F_SEAL_SHRINK | F_SEAL_SEAL;
+	const long page = sysconf(_SC_PAGESIZE);
+	struct nic_host *h;
+	int good = memfd(4 * (size_t)page, sealed), fd, p[2];
+	char path[64];
+	uint64_t dropped;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	/* No descriptor sent. */
+	NST_EQ(shm_cmd(h, NIC_CMD_SHM_MAP, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_STATE);
+	/* Unsealed, or without one of the two seals required. */
+	fd = memfd(4 * (size_t)page, 0);
+	NST_EQ(map_with(h, fd, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(fd);
+	fd = memfd(4 * (size_t)page, F_SEAL_SHRINK);
+	NST_EQ(map_with(h, fd, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(fd);
+	fd = memfd(4 * (size_t)page, F_SEAL_SEAL);
+	NST_EQ(map_with(h, fd, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(fd);
+	/* Sealed against writes: the NIC could not write through it. */
+	fd = memfd(4 * (size_t)page, F_SEAL_WRITE | sealed);
+	NST_EQ(map_with(h, fd, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(fd);
+	/* The right memfd, opened read-only. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", good);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	NST_EQ(map_with(h, fd, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(fd);
+	/* Not a memfd at all. */
+	NST_REQUIRE_EQ(pipe2(p, O_CLOEXEC), 0);
+	NST_EQ(map_with(h, p[0], SHM_VA, (uint64_t)page), NIC_STATUS_BAD_ACCESS);
+	close(p[0]);
+	close(p[1]);
+	/* Shorter than the map. */
+	NST_EQ(map_with(h, good, SHM_VA, 8 * (uint64_t)page), NIC_STATUS_TOO_LARGE);
+	/* Unaligned, empty, wrapping. */
+	NST_EQ(map_with(h, good, SHM_VA + 8, (uint64_t)page), NIC_STATUS_BAD_RANGE);
+	NST_EQ(map_with(h, good, SHM_VA, (uint64_t)page + 1), NIC_STATUS_BAD_RANGE);
+	NST_EQ(map_with(h, good, SHM_VA, 0), NIC_STATUS_BAD_RANGE);
+	NST_EQ(map_with(h, good, UINT64_MAX - (uint64_t)page + 1, 2 * (uint64_t)page),
+	       NIC_STATUS_BAD_RANGE);
+	/* Overlapping a map, from either side or inside. */
+	NST_EQ(map_with(h, good, SHM_VA + 2 * (uint64_t)page, 2 * (uint64_t)page), NIC_STATUS_OK);
+	NST_EQ(map_with(h, good, SHM_VA + (uint64_t)page, 2 * (uint64_t)page), NIC_STATUS_BUSY);
+	NST_EQ(map_with(h, good, SHM_VA + 3 * (uint64_t)page, 2 * (uint64_t)page), NIC_STATUS_BUSY);
+	NST_EQ(map_with(h, good, SHM_VA + 3 * (uint64_t)page, (uint64_t)page), NIC_STATUS_BUSY);
+	NST_EQ(map_with(h, good, SHM_VA, 2 * (uint64_t)page), NIC_STATUS_OK); /* adjacent */
+	check_nic_holds(0, 2);
+	/* NIC_SHM_MAX maps, then no more. */
+	for (unsigned i = 2; i < NIC_SHM_MAX; i++)
+		NST_REQUIRE_EQ(map_with(h, good, SHM_VA + (uint64_t)(i + 8) * 4 * (uint64_t)page,
+					(uint64_t)page),
+			       NIC_STATUS_OK);
+	NST_EQ(map_with(h, good, SHM_VA + 1024 * 4 * (uint64_t)page, (uint64_t)page),
+	       NIC_STATUS_NO_RESOURCES);
+	check_nic_holds(0, (int)NIC_SHM_MAX);
+	/* Unmapping one makes room again. */
+	NST_EQ(shm_cmd(h, NIC_CMD_SHM_UNMAP, SHM_VA, 0), NIC_STATUS_OK);
+	NST_EQ(map_with(h, good, SHM_VA + 1024 * 4 * (uint64_t)page, (uint64_t)page),
+	       NIC_STATUS_OK);
+	/* More descriptors sent ahead than wait: the extra one is closed. */
+	dropped = nst_nic_stat(sock, NST_STAT(shm_fds_dropped));
+	for (unsigned i = 0; i <= NIC_SHM_PENDING; i++)
+		send_fd(h, good);
+	NST_EQ(shm_cmd(h, NIC_CMD_SHM_UNMAP, SHM_VA + 1024 * 4 * (uint64_t)page, 0), NIC_STATUS_OK);
+	NST_EQ_U(nst_wait_nic_stat(sock, NST_STAT(shm_fds_dropped), dropped + 1, WAIT_MS),
+		 dropped + 1);
+	check_nic_holds((int)NIC_SHM_PENDING, (int)NIC_SHM_MAX - 1);
+	for (unsigned i = 0; i < NIC_SHM_PENDING; i++)
+		NST_EQ(shm_cmd(h, NIC_CMD_SHM_MAP, SHM_VA + (2048 + i) * 4 * (uint64_t)page,
+			       (uint64_t)page),
+		       i == 0 ? NIC_STATUS_OK : NIC_STATUS_NO_RESOURCES);
+	NST_EQ(shm_cmd(h, NIC_CMD_SHM_MAP, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_STATE);
+	check_nic_holds(0, (int)NIC_SHM_MAX);
+	NST_EQ(nic_host_check(h), 0);
+	nic_host_detach(h);
+	close(good);
+	NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
+	check_serves_good_host();
+}
+
+static bool ctx_broken(void *arg)
+{
+	return nic_host_check(arg) == -ENETDOWN;
+}
+
+/*
+ * Messages on the attach socket that are not one shared-buffer descriptor
+ * with its magic: the NIC closes every descriptor they carried and puts
+ * the context in error (NIC_CTX_ERR_SOCKET); other contexts go on.
+ */
+static void test_shm_bad_messages(void)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	int good = memfd((size_t)page, F_SEAL_SHRINK | F_SEAL_SEAL);
+	const int two[] = {good, good};
+	static const char junk[] = "not a descriptor";
+	struct nic_host *bystander;
+	void *buf;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock, &bystander), 0);
+	NST_REQUIRE_EQ(nic_host_shm_alloc(bystander, 3 * (size_t)page, &buf), 0);
+	for (unsigned kind = 0; kind < 5; kind++) {
+		uint64_t bad = nst_nic_stat(sock, NST_STAT(shm_bad_msgs));
+		struct nic_host *h;
+		struct nic_ctx_hdr *hdr;
+		size_t size;
+
+		NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+		hdr = nic_host_segment(h, &size);
+		switch (kind) {
+		case 0: sock_send(h, NIC_SHM_MSG_MAGIC, NIC_SHM_MSG_LEN, two, 2); break;
+		case 1: sock_send(h, junk, sizeof(junk), NULL, 0); break;
+		case 2: sock_send(h, "NICSHM2", NIC_SHM_MSG_LEN, &good, 1); break;
+		case 3: sock_send(h, NIC_SHM_MSG_MAGIC, NIC_SHM_MSG_LEN, NULL, 0); break;
+		default: sock_send(h, junk, sizeof(junk), &good, 1); break;
+		}
+		/* Read by the NIC as the socket turns readable, or by an SHM_MAP. */
+		if (kind == 3) {
+			struct nic_cmd c = {.opcode = NIC_CMD_SHM_MAP};
+			struct nic_cpl cpl;
+			int err;
+
+			c.u.shm.va = SHM_VA;
+			c.u.shm.len = (uint64_t)page;
+			/* -ENETDOWN when the NIC read the message first. */
+			err = nic_host_cmd(h, &c, &cpl, WAIT_MS);
+			NST_TRUE(err == 0 || err == -ENETDOWN);
+		}
+		NST_TRUE(nst_wait_until(ctx_broken, h, WAIT_MS, 2));
+		NST_EQ(hdr->nic_state, NIC_CTX_CMDQ_ERROR);
+		NST_EQ(hdr->nic_error, NIC_CTX_ERR_SOCKET);
+		NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_bad_msgs)), bad + 1);
+		/* It carried descriptors: none of them stays in the NIC. */
+		check_nic_holds(0, 0);
+		nic_host_detach(h);
+		NST_EQ(nic_host_check(bystander), 0);
+	}
+	NST_EQ(nic_host_shm_free(bystander, buf, 3 * (size_t)page), 0);
+	nic_host_detach(bystander);
+	close(good);
+	check_serves_good_host();
+}
+
+static bool self_holds_no_shm(void)
+{
+	int fds, maps;
+
+	return nst_memfd_refs(getpid(), "nicsim-shm", &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+/*
+ * The host library: a buffer is whole pages, mapped by the NIC until it is
+ * freed; freeing what is not a map is refused; on a context in error the
+ * allocation fails and leaves nothing behind, in the host or the NIC.
+ */
+static void test_shm_host_library(void)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	uint64_t maps0 = nst_nic_stat(sock, NST_STAT(shm_maps));
+	uint64_t unmaps0 = nst_nic_stat(sock, NST_STAT(shm_unmaps));
+	static const char junk[] = "junk";
+	struct nic_host *h;
+	void *p = NULL, *plain;
+
+	NST_REQUIRE(self_holds_no_shm());
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	NST_EQ(nic_host_shm_alloc(h, 0, &p), -EINVAL);
+	NST_REQUIRE_EQ(nic_host_shm_alloc(h, 1, &p), 0);
+	NST_EQ((uintptr_t)p % (uintptr_t)page, 0);
+	memset(p, 0x5a, (size_t)page); /* a whole page is there */
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_maps)), maps0 + 1);
+	plain =
+	    mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NST_REQUIRE(plain != MAP_FAILED);
+	NST_EQ(nic_host_shm_free(h, plain, (size_t)page), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, (char *)p + 1, 1), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, p, 1), 0);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0 + 1);
+	NST_TRUE(self_holds_no_shm());
+	/* A context in error: nothing is left of a failed allocation. */
+	sock_send(h, junk, sizeof(junk), NULL, 0);
+	NST_TRUE(nst_wait_until(ctx_broken, h, WAIT_MS, 2));
+	p = NULL;
+	NST_EQ(nic_host_shm_alloc(h, 3 * (size_t)page, &p), -ENETDOWN);
+	NST_EQ(p, NULL);
+	NST_TRUE(self_holds_no_shm());
+	nic_host_detach(h);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_maps)), maps0 + 1);
+	check_serves_good_host();
+}
+
 static int init(void)
 {
 	const char *seed = getenv("NICSIM_SEED");
@@ -339,6 +628,9 @@ int main(int argc, char **argv)
 	    {"garbage_segment_and_doorbell", test_garbage_segment_and_doorbell},
 	    {"bad_hellos", test_bad_hellos},
 	    {"killed_while_registering", test_killed_while_registering},
+	    {"shm_map_refusals", test_shm_map_refusals},
+	    {"shm_bad_messages", test_shm_bad_messages},
+	    {"shm_host_library", test_shm_host_library},
 	    {NULL, NULL},
 	};
 

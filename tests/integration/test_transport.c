@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,12 +140,12 @@ static uint32_t expose(struct pair *p, void *buf, size_t n, uint32_t access, uin
 	return *mr ? nst_window(p->hb, *mr, buf, n, access, p->b.qpn) : 0;
 }
 
-/* SEND, WRITE and READ of each size at an odd offset, checksummed. */
-static void integrity(struct pair *p)
+/* SEND, WRITE and READ of each size at an odd offset, checksummed, from
+ * src (in host A) to dst (in host B) and back into back (in A), each of cap
+ * bytes. */
+static void integrity_in(struct pair *p, uint8_t *src, uint8_t *dst, uint8_t *back, size_t cap,
+			 const size_t *sizes, size_t nsizes)
 {
-	static const size_t sizes[] = {1, 63, 4096, 4097, 65537, 1048579, 64u << 20};
-	size_t cap = (64u << 20) + 8192;
-	uint8_t *src = map(cap), *dst = map(cap), *back = map(cap);
 	uint32_t lk = nst_reg(p->ha, src, cap, 0);
 	uint32_t bk = nst_reg(p->ha, back, cap, NIC_ACCESS_LOCAL_WRITE);
 	uint32_t dmr;
@@ -152,7 +153,7 @@ static void integrity(struct pair *p)
 	struct nic_cqe c;
 
 	NST_REQUIRE(lk && bk && dmr && rkey);
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+	for (size_t i = 0; i < nsizes; i++) {
 		size_t n = sizes[i], so = 1 + i * 7, doff = 3 + i * 11;
 		struct nic_send_wqe w;
 		struct nic_recv_wqe r;
@@ -185,6 +186,15 @@ static void integrity(struct pair *p)
 		NST_EQ(c.byte_len, n);
 		NST_EQ_U(nst_sum32(back + 9, n), nst_sum32(src + so, n));
 	}
+}
+
+static void integrity(struct pair *p)
+{
+	static const size_t sizes[] = {1, 63, 4096, 4097, 65537, 1048579, 64u << 20};
+	size_t cap = (64u << 20) + 8192;
+	uint8_t *src = map(cap), *dst = map(cap), *back = map(cap);
+
+	integrity_in(p, src, dst, back, cap, sizes, sizeof(sizes) / sizeof(sizes[0]));
 	munmap(src, cap);
 	munmap(dst, cap);
 	munmap(back, cap);
@@ -1704,6 +1714,219 @@ static void test_rtu_never_arrives(void)
 	nic_host_detach(hb);
 }
 
+/* ---- Shared buffers (ABI 6) ---------------------------------------------- */
+
+static uint8_t *shm_alloc(struct nic_host *h, size_t n)
+{
+	void *p = NULL;
+
+	NST_REQUIRE_EQ(nic_host_shm_alloc(h, n, &p), 0);
+	return p;
+}
+
+/* A SHM_MAP or SHM_UNMAP the test composes itself: the NIC's status. */
+static uint16_t shm_cmd(struct nic_host *h, uint16_t op, const void *va, uint64_t len)
+{
+	struct nic_cmd c = {.opcode = op};
+	struct nic_cpl cpl;
+
+	c.u.shm.va = (uintptr_t)va;
+	c.u.shm.len = len;
+	NST_REQUIRE_EQ(nic_host_cmd(h, &c, &cpl, WAIT_MS), 0);
+	return cpl.status;
+}
+
+/* Send fd as a shared-buffer descriptor on h's attach socket. */
+static void shm_send_fd(struct nic_host *h, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u = {0};
+	struct iovec iov = {.iov_base = (void *)NIC_SHM_MSG_MAGIC, .iov_len = NIC_SHM_MSG_LEN};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	NST_REQUIRE_EQ(sendmsg(nic_host_notify_fd(h), &m, MSG_NOSIGNAL), (ssize_t)NIC_SHM_MSG_LEN);
+}
+
+/*
+ * SEND, WRITE and READ of 1 byte to 3 MiB at odd offsets with the sender's
+ * buffers, the receiver's, or both in shared memory: the same bytes arrive,
+ * and the NIC of each side with shared buffers copied through them (and
+ * only those).
+ */
+static void test_shared_buffers_integrity(void)
+{
+	static const size_t sizes[] = {1, 63, 4096, 4097, 65537, 1048579, 3u << 20};
+	const size_t cap = 4u << 20;
+
+	for (unsigned mode = 1; mode <= 3; mode++) {
+		const bool a_shm = mode & 1, b_shm = mode & 2;
+		struct pair p;
+		uint8_t *src, *back, *dst;
+		long a0, b0, a1, b1;
+
+		pair_open(&p, sock_b, addr_b);
+		src = a_shm ? shm_alloc(p.ha, cap) : map(cap);
+		back = a_shm ? shm_alloc(p.ha, cap) : map(cap);
+		dst = b_shm ? shm_alloc(p.hb, cap) : map(cap);
+		a0 = nic_counter(ADDR_A, "dma_shm");
+		b0 = nic_counter(ADDR_B, "dma_shm");
+		integrity_in(&p, src, dst, back, cap, sizes, sizeof(sizes) / sizeof(sizes[0]));
+		a1 = nic_counter(ADDR_A, "dma_shm");
+		b1 = nic_counter(ADDR_B, "dma_shm");
+		printf("\n    mode %u: shared-buffer copies A %ld, B %ld", mode, a1 - a0, b1 - b0);
+		NST_TRUE(a0 >= 0 && b0 >= 0);
+		NST_EQ(a1 > a0, a_shm);
+		NST_EQ(b1 > b0, b_shm);
+		if (a_shm) {
+			NST_EQ(nic_host_shm_free(p.ha, src, cap), 0);
+			NST_EQ(nic_host_shm_free(p.ha, back, cap), 0);
+		} else {
+			munmap(src, cap);
+			munmap(back, cap);
+		}
+		if (b_shm)
+			NST_EQ(nic_host_shm_free(p.hb, dst, cap), 0);
+		else
+			munmap(dst, cap);
+		pair_close(&p);
+	}
+}
+
+/* A WRITE of n bytes from A's src to B's dst (through rkey), then a READ
+ * of them back into A's back: both arrive intact. */
+static void write_read(struct pair *p, uint8_t *src, uint32_t lk, uint8_t *back, uint32_t bk,
+		       uint8_t *dst, uint32_t rkey, size_t n, uint32_t seed)
+{
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+
+	nst_fill(src, n, seed);
+	memset(back, 0, n);
+	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
+	w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)dst, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(back, src, n), 0);
+}
+
+/*
+ * A buffer that starts in a shared map and runs on into plain memory (the
+ * map's end is not the region's): transfers across the boundary land where
+ * they would without the map.  Then SHM_UNMAP: the same memory, still
+ * mapped in the host, is reached through the kernel again, with the same
+ * result, and no more copies go through a map.
+ */
+static void test_shared_buffer_edges_and_unmap(void)
+{
+	const size_t half = 1u << 20, n = 256u << 10;
+	struct pair p;
+	uint8_t *region, *src = map(n), *back = map(n);
+	uint32_t lk, bk, dmr, rkey;
+	long copies;
+	int fd;
+
+	pair_open(&p, sock_b, addr_b);
+	region = map(2 * half);
+	fd = memfd_create("nst-edge", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(ftruncate(fd, (off_t)half), 0);
+	NST_REQUIRE_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	NST_REQUIRE(mmap(region, half, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		    region);
+	shm_send_fd(p.hb, fd);
+	close(fd);
+	NST_REQUIRE_EQ(shm_cmd(p.hb, NIC_CMD_SHM_MAP, region, half), NIC_STATUS_OK);
+	lk = nst_reg(p.ha, src, n, 0);
+	bk = nst_reg(p.ha, back, n, NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&p, region, 2 * half, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, &dmr);
+	NST_REQUIRE(lk && bk && rkey);
+	/* Inside the map, across its end, and wholly past it. */
+	copies = nic_counter(ADDR_B, "dma_shm");
+	write_read(&p, src, lk, back, bk, region + 4097, rkey, n, 1);
+	NST_TRUE(nic_counter(ADDR_B, "dma_shm") > copies);
+	write_read(&p, src, lk, back, bk, region + half - n / 2 - 3, rkey, n, 2);
+	write_read(&p, src, lk, back, bk, region + half + 5, rkey, n, 3);
+	/* Only the map's start names it; then it is gone. */
+	NST_EQ(shm_cmd(p.hb, NIC_CMD_SHM_UNMAP, region + 4096, 0), NIC_STATUS_BAD_RANGE);
+	NST_EQ(shm_cmd(p.hb, NIC_CMD_SHM_UNMAP, region, 0), NIC_STATUS_OK);
+	NST_EQ(shm_cmd(p.hb, NIC_CMD_SHM_UNMAP, region, 0), NIC_STATUS_BAD_RANGE);
+	copies = nic_counter(ADDR_B, "dma_shm");
+	write_read(&p, src, lk, back, bk, region + 4097, rkey, n, 4);
+	write_read(&p, src, lk, back, bk, region + half - n / 2 - 3, rkey, n, 5);
+	NST_EQ(nic_counter(ADDR_B, "dma_shm"), copies);
+	pair_close(&p);
+	munmap(region, 2 * half);
+	munmap(src, n);
+	munmap(back, n);
+}
+
+static int shm_holder(void *arg, int ready_fd)
+{
+	struct nic_host *h;
+	void *bufs[3];
+
+	(void)arg;
+	if (nic_host_attach(sock_a, &h))
+		return 1;
+	for (unsigned i = 0; i < 3; i++) {
+		if (nic_host_shm_alloc(h, (i + 1) * 65536, &bufs[i]))
+			return 2;
+		memset(bufs[i], 0x77, 65536);
+	}
+	if (write(ready_fd, "r", 1) != 1)
+		return 3;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static bool nic_a_holds_no_shm(void *arg)
+{
+	int fds, maps;
+
+	(void)arg;
+	return nst_memfd_refs(nic_a, "nicsim-shm", &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+/*
+ * A host killed with shared buffers mapped: the NIC unmaps every one as it
+ * tears the context down, and it held no descriptor of them meanwhile.
+ */
+static void test_host_killed_with_shared_buffers(void)
+{
+	uint64_t maps0 = nst_nic_stat(sock_a, NST_STAT(shm_maps));
+	uint64_t unmaps0 = nst_nic_stat(sock_a, NST_STAT(shm_unmaps));
+	int fds, maps;
+	pid_t child;
+
+	NST_REQUIRE_EQ(nst_memfd_refs(nic_a, "nicsim-shm", &fds, &maps), 0);
+	NST_REQUIRE_EQ(fds + maps, 0);
+	child = nst_fork_ready(shm_holder, NULL, WAIT_MS);
+	NST_REQUIRE(child > 0);
+	NST_EQ_U(nst_nic_stat(sock_a, NST_STAT(shm_maps)), maps0 + 3);
+	NST_EQ(nst_memfd_refs(nic_a, "nicsim-shm", &fds, &maps), 0);
+	NST_EQ(fds, 0);
+	NST_EQ(maps, 3);
+	NST_EQ(kill(child, SIGKILL), 0);
+	nst_wait(child, WAIT_MS);
+	NST_EQ_U(nst_wait_nic_stat(sock_a, NST_STAT(shm_unmaps), unmaps0 + 3, WAIT_MS),
+		 unmaps0 + 3);
+	NST_TRUE(nst_wait_until(nic_a_holds_no_shm, NULL, WAIT_MS, 5));
+}
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, ADDR_D, NULL};
@@ -1768,6 +1991,9 @@ int main(int argc, char **argv)
 	    {"recv_inline_attacks", test_recv_inline_attacks},
 	    {"rnr_wait_is_the_responders_timer", test_rnr_wait_is_the_responders_timer},
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
+	    {"shared_buffers_integrity", test_shared_buffers_integrity},
+	    {"shared_buffer_edges_and_unmap", test_shared_buffer_edges_and_unmap},
+	    {"host_killed_with_shared_buffers", test_host_killed_with_shared_buffers},
 	    {NULL, NULL},
 	};
 

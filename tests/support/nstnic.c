@@ -1,9 +1,11 @@
 #include "nstnic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fab.h"
 #include "mgmt_client.h"
@@ -242,4 +244,46 @@ int nst_nics_ready(const char *dir, struct nst_nic *nics, size_t n, int timeout_
 		}
 	}
 	return rc;
+}
+
+int nst_memfd_refs(pid_t pid, const char *name, int *fds, int *maps)
+{
+	char path[64], link[512], line[1024], want[300];
+	struct dirent *e;
+	DIR *d;
+	FILE *f;
+
+	*fds = *maps = 0;
+	snprintf(want, sizeof(want), "/memfd:%s ", name);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) != NULL) {
+		char fd_path[600];
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fd_path, sizeof(fd_path), "%s/%s", path, e->d_name);
+		n = readlink(fd_path, link, sizeof(link) - 2);
+		if (n <= 0)
+			continue;
+		link[n] = ' ';
+		link[n + 1] = '\0';
+		if (strstr(link, want))
+			(*fds)++;
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = ' ';
+		if (strstr(line, want))
+			(*maps)++;
+	}
+	fclose(f);
+	return 0;
 }

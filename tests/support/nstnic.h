@@ -69,6 +69,13 @@ int nst_nics_ready(const char *dir, struct nst_nic *nics, size_t n, int timeout_
  * timeout_ms; says on stderr which is not, naming who. */
 bool nst_nics_settled(const struct nst_nic *nics, size_t n, int timeout_ms, const char *who);
 
+/*
+ * What process pid holds of memfds named name (memfd_create's name): open
+ * descriptors (*fds) and mappings (*maps, lines of /proc/pid/maps).  0 or
+ * a negative errno.  How a test sees that a NIC keeps no shared buffer.
+ */
+int nst_memfd_refs(pid_t pid, const char *name, int *fds, int *maps);
+
 /* Wait up to timeout_ms for the occupancy to be want; returns the last seen. */
 int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
 

@@ -405,6 +405,58 @@ static void test_connection_command_fields(void)
 	NST_EQ(stats.cmd_conn, 12);
 }
 
+static unsigned fake_shm_calls;
+
+static uint16_t fake_shm_exec(void *arg, void *ctx, const struct nic_cmd *cmd)
+{
+	(void)arg;
+	(void)ctx;
+	(void)cmd;
+	fake_shm_calls++;
+	return NIC_STATUS_OK;
+}
+
+static struct nic_cmd shm_cmd(uint16_t opcode, uint64_t va, uint64_t len)
+{
+	struct nic_cmd c = {.opcode = opcode, .tag = 7};
+
+	c.u.shm.va = va;
+	c.u.shm.len = len;
+	return c;
+}
+
+/* SHM_MAP's range is page-aligned, non-empty and does not wrap; SHM_UNMAP
+ * names a start only; both need the NIC's shared-buffer support. */
+static void test_shm_command_fields(void)
+{
+	struct nic_cmd c;
+
+	setup(0, 16);
+	c = shm_cmd(NIC_CMD_SHM_MAP, 0x10000, PAGE);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_NOT_SUPPORTED);
+	env.shm_exec = fake_shm_exec;
+	fake_shm_calls = 0;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
+	c = shm_cmd(NIC_CMD_SHM_MAP, 0x10000 + 8, PAGE);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_RANGE);
+	c = shm_cmd(NIC_CMD_SHM_MAP, 0x10000, PAGE + 1);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_RANGE);
+	c = shm_cmd(NIC_CMD_SHM_MAP, 0x10000, 0);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_RANGE);
+	c = shm_cmd(NIC_CMD_SHM_MAP, UINT64_MAX - PAGE + 1, 2 * PAGE);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_RANGE);
+	c = shm_cmd(NIC_CMD_SHM_MAP, 0x10000, PAGE);
+	c.u.raw[16] = 1;
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c = shm_cmd(NIC_CMD_SHM_UNMAP, 0x10000, PAGE); /* UNMAP takes no length */
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_BAD_FIELD);
+	c = shm_cmd(NIC_CMD_SHM_UNMAP, 0x10000, 0);
+	NST_EQ(run(&me, &c, NULL), NIC_STATUS_OK);
+	NST_EQ(fake_shm_calls, 2);
+	NST_EQ(stats.cmd_shm_map, 7);
+	NST_EQ(stats.cmd_shm_unmap, 2);
+}
+
 static int clean(void)
 {
 	tpt_destroy(tpt);
@@ -416,6 +468,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"unknown_opcode", test_unknown_opcode},
 	    {"reserved_fields", test_reserved_fields},
+	    {"shm_command_fields", test_shm_command_fields},
 	    {"reg_access_bits", test_reg_access_bits},
 	    {"reg_ranges", test_reg_ranges},
 	    {"tpt_full_then_recovers", test_tpt_full_then_recovers},

@@ -1,7 +1,8 @@
 /*
  * DMA engine (nicsim/dma.c) against a real second process: reads and writes
  * through scatter lists at any offset, more segments than one system call
- * takes, unmapped ranges, and a process that is gone.
+ * takes, unmapped ranges, a process that is gone, and pieces in shared
+ * buffers copied through the NIC's mapping.
  */
 #include <errno.h>
 #include <signal.h>
@@ -63,10 +64,10 @@ static void test_read_one_segment(void)
 	struct dma_seg s = seg(100, 5000);
 	unsigned char buf[5000];
 
-	NST_EQ(dma_read(child, &s, 1, 0, buf, sizeof(buf)), 0);
+	NST_EQ(dma_read(child, NULL, &s, 1, 0, buf, sizeof(buf)), 0);
 	for (size_t i = 0; i < sizeof(buf); i++)
 		NST_REQUIRE_EQ(buf[i], pattern(100 + i));
-	NST_EQ(dma_read(child, &s, 1, 4990, buf, 10), 0);
+	NST_EQ(dma_read(child, NULL, &s, 1, 4990, buf, 10), 0);
 	NST_EQ(buf[0], pattern(100 + 4990));
 }
 
@@ -87,7 +88,7 @@ static void test_scatter_list_at_every_offset(void)
 		size_t len = total - off < 1000 ? total - off : 1000;
 
 		memset(buf, 0, sizeof(buf));
-		NST_REQUIRE_EQ(dma_read(child, s, 5, off, buf, len), 0);
+		NST_REQUIRE_EQ(dma_read(child, NULL, s, 5, off, buf, len), 0);
 		for (size_t i = 0; i < len; i++)
 			NST_REQUIRE_EQ(buf[i], pattern(expect_off[off + i]));
 	}
@@ -100,7 +101,7 @@ static void test_write_lands_in_the_host(void)
 
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (unsigned char)(0xa0 + i);
-	NST_EQ(dma_write(child, s, 2, 5, data, sizeof(data)), 0);
+	NST_EQ(dma_write(child, NULL, s, 2, 5, data, sizeof(data)), 0);
 	NST_EQ(memcmp(area + 300005, data, 5), 0);
 	NST_EQ(memcmp(area + 200000, data + 5, 20), 0);
 	/* Bytes around the written ones are untouched. */
@@ -120,7 +121,7 @@ static void test_more_segments_than_one_call(void)
 
 	for (size_t i = 0; i < N; i++)
 		s[i] = seg((N - 1 - i) * 64, 2);
-	NST_EQ(dma_read(child, s, N, 0, buf, sizeof(buf)), 0);
+	NST_EQ(dma_read(child, NULL, s, N, 0, buf, sizeof(buf)), 0);
 	for (size_t i = 0; i < N; i++) {
 		NST_REQUIRE_EQ(buf[2 * i], pattern((N - 1 - i) * 64));
 		NST_REQUIRE_EQ(buf[2 * i + 1], pattern((N - 1 - i) * 64 + 1));
@@ -133,12 +134,12 @@ static void test_out_of_range_and_unmapped(void)
 	struct dma_seg hole[] = {seg(0, 10), {.va = 4096, .len = 10}};
 	unsigned char buf[200];
 
-	NST_EQ(dma_read(child, &s, 1, 50, buf, 51), -EINVAL);
-	NST_EQ(dma_read(child, &s, 1, 101, buf, 0), 0);
-	NST_EQ(dma_read(child, &s, 1, UINT64_MAX, buf, 2), -EINVAL);
+	NST_EQ(dma_read(child, NULL, &s, 1, 50, buf, 51), -EINVAL);
+	NST_EQ(dma_read(child, NULL, &s, 1, 101, buf, 0), 0);
+	NST_EQ(dma_read(child, NULL, &s, 1, UINT64_MAX, buf, 2), -EINVAL);
 	/* Page 1 of the address space is never mapped. */
-	NST_EQ(dma_read(child, hole, 2, 0, buf, 20), -EFAULT);
-	NST_EQ(dma_write(child, hole, 2, 5, buf, 10), -EFAULT);
+	NST_EQ(dma_read(child, NULL, hole, 2, 0, buf, 20), -EFAULT);
+	NST_EQ(dma_write(child, NULL, hole, 2, 5, buf, 10), -EFAULT);
 }
 
 static void test_host_gone(void)
@@ -150,7 +151,73 @@ static void test_host_gone(void)
 	NST_REQUIRE(gone > 0);
 	kill(gone, SIGKILL);
 	nst_wait(gone, 5000);
-	NST_EQ(dma_read(gone, &s, 1, 0, buf, sizeof(buf)), -ESRCH);
+	NST_EQ(dma_read(gone, NULL, &s, 1, 0, buf, sizeof(buf)), -ESRCH);
+}
+
+/*
+ * Shared buffers at host addresses the child never maps (below
+ * mmap_min_addr): a piece wholly inside one can only have been copied
+ * through the map; one that runs past a map's end goes to the kernel (and
+ * faults here, proving it was not copied through the map).
+ */
+static void test_shared_buffers(void)
+{
+	static unsigned char m1[8192], m2[4096];
+	const struct dma_map map[] = {{.va = 4096, .len = sizeof(m1), .ptr = m1},
+				      {.va = 16384, .len = sizeof(m2), .ptr = m2}};
+	uint64_t copied = 0, calls = 0;
+	const struct dma_maps maps = {.map = map, .n = 2, .copied = &copied, .calls = &calls};
+	struct dma_seg s[] = {
+	    {.va = 4096 + 100, .len = 200}, seg(0, 50), {.va = 16384, .len = 4096}, seg(500, 10)};
+	size_t total = 200 + 50 + 4096 + 10;
+	static unsigned char buf[4356], expect[4356];
+	struct dma_seg past_end = {.va = 4096 + 8190, .len = 4};
+
+	for (size_t i = 0; i < sizeof(m1); i++)
+		m1[i] = (unsigned char)(i * 7 + 1);
+	for (size_t i = 0; i < sizeof(m2); i++)
+		m2[i] = (unsigned char)(i * 13 + 5);
+	memcpy(expect, m1 + 100, 200);
+	memcpy(expect + 200, area, 50);
+	memcpy(expect + 250, m2, 4096);
+	memcpy(expect + 4346, area + 500, 10);
+	NST_EQ(dma_map_find(&maps, 4096, 8192), &map[0]);
+	NST_EQ(dma_map_find(&maps, 4096 + 8191, 2), NULL);
+	NST_EQ(dma_map_find(&maps, 4095, 1), NULL);
+	NST_EQ(dma_map_find(&maps, 16384 + 4095, 1), &map[1]);
+	/* Reads at many offsets, through both kinds of pieces. */
+	for (size_t off = 0; off < total; off += 61) {
+		size_t len = total - off;
+
+		memset(buf, 0, sizeof(buf));
+		NST_REQUIRE_EQ(dma_read(child, &maps, s, 4, off, buf, len), 0);
+		NST_REQUIRE_EQ(memcmp(buf, expect + off, len), 0);
+	}
+	NST_TRUE(copied > 0);
+	NST_TRUE(calls > 0);
+	/* Wholly inside the maps: copies, and no system call. */
+	copied = calls = 0;
+	NST_EQ(dma_read(child, &maps, &s[2], 1, 100, buf, 3000), 0);
+	NST_EQ(memcmp(buf, m2 + 100, 3000), 0);
+	NST_EQ_U(copied, 1);
+	NST_EQ_U(calls, 0);
+	/* A write lands in the maps and in the child's memory. */
+	for (size_t i = 0; i < total; i++)
+		buf[i] = (unsigned char)(0x5a ^ i);
+	NST_EQ(dma_write(child, &maps, s, 4, 0, buf, total), 0);
+	NST_EQ(memcmp(m1 + 100, buf, 200), 0);
+	NST_EQ(memcmp(area, buf + 200, 50), 0);
+	NST_EQ(memcmp(m2, buf + 250, 4096), 0);
+	NST_EQ(memcmp(area + 500, buf + 4346, 10), 0);
+	NST_EQ(m1[99], (unsigned char)(99 * 7 + 1));
+	NST_EQ(m1[300], (unsigned char)(300 * 7 + 1));
+	for (size_t i = 0; i < 50; i++)
+		area[i] = pattern(i);
+	for (size_t i = 0; i < 10; i++)
+		area[500 + i] = pattern(500 + i);
+	/* Not wholly inside a map: the kernel's, which finds nothing there. */
+	NST_EQ(dma_read(child, &maps, &past_end, 1, 0, buf, 4), -EFAULT);
+	NST_EQ(dma_read(child, NULL, &s[0], 1, 0, buf, 200), -EFAULT);
 }
 
 int main(int argc, char **argv)
@@ -158,6 +225,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"read_one_segment", test_read_one_segment},
 	    {"scatter_list_at_every_offset", test_scatter_list_at_every_offset},
+	    {"shared_buffers", test_shared_buffers},
 	    {"write_lands_in_the_host", test_write_lands_in_the_host},
 	    {"more_segments_than_one_call", test_more_segments_than_one_call},
 	    {"out_of_range_and_unmapped", test_out_of_range_and_unmapped},
