@@ -1024,7 +1024,7 @@ static unsigned count_open_fds(void)
  * How many contexts fit beside what is open now, NIC_CONN_MAX connections
  * waiting for their hello, NIC_MGMT_MAX management sessions and
  * NIC_FD_SLACK: with the common limit of 1024 descriptors that is about
- * 231, not NIC_MAX_CONTEXTS.
+ * 185, not NIC_MAX_CONTEXTS.
  */
 static uint32_t contexts_that_fit(struct nic *nic)
 {

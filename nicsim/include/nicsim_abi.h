@@ -70,7 +70,7 @@
  * reply.  A peer of another user is refused at accept, before any hello.
  */
 #define NIC_MAX_CONTEXTS 1024u
-#define NIC_SHM_PENDING 2u
+#define NIC_SHM_PENDING 1u
 #define NIC_CTX_FDS (4u + NIC_SHM_PENDING)
 #define NIC_CONN_MAX 64u
 #define NIC_MGMT_MAX 16u
