@@ -1006,28 +1006,7 @@ int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 		err = -errno;
 		goto out;
 	}
-	/* The descriptor and its SHM_MAP go together: no other command of this
-	 * attachment comes between them. */
-	pthread_mutex_lock(&h->lock);
-	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
-	 * NIC would give it to the next SHM_MAP.  So the ring must have room
-	 * first (the other failures of posting mean the context is gone). */
-	err = post_room_locked(h);
-	if (!err)
-		err = send_shm_fd(h, fd);
-	if (!err) {
-		err = shm_cmd_locked(h, NIC_CMD_SHM_MAP, (uintptr_t)p, len);
-		/* A map that completes late (after the deadline) must not
-		 * outlive this failure: the NIC executes commands in order. */
-		if (err == -ETIMEDOUT) {
-			struct nic_cmd undo = {.opcode = NIC_CMD_SHM_UNMAP,
-					       .u.shm.va = (uintptr_t)p};
-
-			if (post_locked(h, &undo) == 0)
-				abandon(h, undo.tag);
-		}
-	}
-	pthread_mutex_unlock(&h->lock);
+	err = nic_host_shm_map(h, fd, p, len);
 out:
 	close(fd);
 	if (err) {
@@ -1039,6 +1018,49 @@ out:
 	return 0;
 }
 
+int nic_host_shm_map(struct nic_host *h, int fd, void *addr, size_t len)
+{
+	int err;
+
+	if (!h || fd < 0 || !addr || len == 0)
+		return -EINVAL;
+	/* The descriptor and its SHM_MAP go together: no other command of this
+	 * attachment comes between them. */
+	pthread_mutex_lock(&h->lock);
+	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
+	 * NIC would give it to the next SHM_MAP.  So the ring must have room
+	 * first (the other failures of posting mean the context is gone). */
+	err = post_room_locked(h);
+	if (!err)
+		err = send_shm_fd(h, fd);
+	if (!err) {
+		err = shm_cmd_locked(h, NIC_CMD_SHM_MAP, (uintptr_t)addr, len);
+		/* A map that completes late (after the deadline) must not
+		 * outlive this failure: the NIC executes commands in order. */
+		if (err == -ETIMEDOUT) {
+			struct nic_cmd undo = {.opcode = NIC_CMD_SHM_UNMAP,
+					       .u.shm.va = (uintptr_t)addr};
+
+			if (post_locked(h, &undo) == 0)
+				abandon(h, undo.tag);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+int nic_host_shm_unmap(struct nic_host *h, void *addr)
+{
+	int err;
+
+	if (!h || !addr)
+		return -EINVAL;
+	pthread_mutex_lock(&h->lock);
+	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
 int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -1048,9 +1070,7 @@ int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
 	    (uintptr_t)addr % (size_t)page)
 		return -EINVAL;
 	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
-	pthread_mutex_lock(&h->lock);
-	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
-	pthread_mutex_unlock(&h->lock);
+	err = nic_host_shm_unmap(h, addr);
 	/* Unmapped here whatever the NIC said: a NIC that is gone holds
 	 * nothing, and one that refused (not a map of this attachment) never
 	 * mapped it. */

@@ -261,6 +261,7 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 	nic->next = p->nics;
 	p->nics = nic;
 	prov_cache_attach(p, nic);
+	prov_bufs_attach(p, nic);
 	PROV_DBG("attached to NIC %s (%s, pid %u, context %u)", path + strlen(p->dir) + 1, p->dir,
 		 (unsigned)info->nic_pid, (unsigned)info->ctx_id);
 	*out = nic;

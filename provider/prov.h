@@ -316,6 +316,14 @@ struct prov_cache {
 	struct nic_host_cache_stats stats;   /* process-wide; per NIC in each context header */
 };
 
+/* A buffer the application shares with its NICs (buffers.c). */
+struct prov_buf {
+	struct prov_buf *next; /* prov.lock */
+	void *va;
+	size_t len;
+	int fd; /* the memfd, kept to map the buffer into NICs attached later */
+};
+
 struct prov {
 	pthread_mutex_t lock;
 	uint32_t waiters;       /* threads waiting with the lock dropped */
@@ -329,6 +337,7 @@ struct prov {
 	struct prov_inst *inst_free; /* recycled instance records */
 	struct prov_pins pins;
 	struct prov_cache cache;
+	struct prov_buf *bufs; /* nicsim_buffer_alloc's, until nicsim_buffer_free */
 };
 
 /* startup.c: the instance, locked; unlock it when done. */
@@ -383,6 +392,9 @@ void prov_mr_destroy(struct prov *p, struct prov_mr *mr);
 void prov_cache_pins_changed(struct prov *p);
 /* A NIC was attached: start publishing its counters in its context header. */
 void prov_cache_attach(struct prov *p, struct prov_nic *nic);
+
+/* buffers.c: a NIC just attached maps every shared buffer (prov.lock held). */
+void prov_bufs_attach(struct prov *p, struct prov_nic *nic);
 
 /* monitor.c: the memory monitor (docs/registration-cache.md). */
 #define PROV_MON_UNMAP 0x1u /* munmap, mremap, madvise, mmap MAP_FIXED, brk, sbrk */

@@ -176,6 +176,15 @@ int nic_host_notify_drain(struct nic_host *h);
  */
 int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr);
 int nic_host_shm_free(struct nic_host *h, void *addr, size_t len);
+/*
+ * The two halves of those, for a caller that keeps the memfd itself (to map
+ * one buffer into several NICs): send fd (a sealed memfd of at least len
+ * bytes, mapped by the caller at addr) and have the NIC map it for addr;
+ * and have the NIC drop the map at addr.  0 or a negative errno, as above.
+ * The caller keeps fd; the NIC gets its own reference.
+ */
+int nic_host_shm_map(struct nic_host *h, int fd, void *addr, size_t len);
+int nic_host_shm_unmap(struct nic_host *h, void *addr);
 
 /*
  * Raw access for tests that play a hostile host: the mapped context segment,

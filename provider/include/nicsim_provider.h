@@ -152,6 +152,26 @@ int nicsim_socket_error(SOCKET s, struct nicsim_socket_error *out);
  */
 int nicsim_run_dir(char *buf, size_t size);
 
+/*
+ * Memory that the provider shares with the NICs (a sealed memfd, mapped here
+ * and by each NIC the process uses, now or later): a transfer into or out of
+ * it costs each NIC a memcpy, where ordinary memory costs a
+ * process_vm_readv or process_vm_writev that pins and unpins every page
+ * (docs/transport.md section 7, "Shared buffers": two to three times the
+ * bandwidth of large transfers).  Use it as any memory: register it, send
+ * from it, receive and RDMA into it.  *buf gets at least len bytes, page
+ * aligned and zeroed.  0, WSAEFAULT (buf NULL), WSAEINVAL (len 0 or too
+ * large), WSAENOBUFS (no memory), or WSANOTINITIALISED (no WSPStartupEx).
+ * Unlike malloc'd memory, a child made by fork shares the buffer.
+ *
+ * nicsim_buffer_free gives the buffer back: registrations inside it are
+ * dropped as when ordinary memory is unmapped (docs/registration-cache.md),
+ * then the NICs drop their maps and the memory goes.  0, or WSAEINVAL (buf
+ * is not a buffer nicsim_buffer_alloc returned).
+ */
+int nicsim_buffer_alloc(size_t len, void **buf);
+int nicsim_buffer_free(void *buf);
+
 /* Symbolic name of a WSA error code ("WSAEFAULT"), or "WSA error" if unknown. */
 const char *nicsim_wsa_name(int wsa_error);
 

@@ -9,16 +9,19 @@
  * The two NICs are pinned, one to each of the first two CPUs; bandwidths are
  * medians of five runs.
  *
- * Beside them, not judged: RDMA WRITE and READ of 1 MiB and 16 MiB with
- * both hosts' buffers in shared memory (nic_host_shm_alloc), which the NICs
- * copy through their own mappings instead of process_vm_readv/writev.
+ * The same WRITEs and READs of 1 MiB and 16 MiB again with both hosts'
+ * buffers in memory shared with their NICs (nic_host_shm_alloc; SPI
+ * programs get such buffers from nicsim_buffer_alloc), which the NICs copy
+ * through their own mappings instead of process_vm_readv/writev.
  *
  * Targets, each a same-run ratio, each a failure when missed: RDMA WRITE
  * and READ of 1 MiB and 16 MiB at least 0.5x process_vm_readv's single copy
  * (a transfer is two copies), at least 1.0x UCX over TCP at 1 MiB and 1.5x
- * at 16 MiB; the 8 B SEND half round trip at most UCX's, and the 8 B message
- * rate at least 1.5x UCX's.  Beside them, each NIC's CPU time per GiB moved
- * and the reference copy's, which read the same on any machine.
+ * at 16 MiB, each on the better of ordinary and shared buffers; the 8 B SEND
+ * half round trip at most UCX's, on the better of the two NIC layouts (a
+ * process each, or one for both); and the 8 B message rate at least 1.5x
+ * UCX's.  Beside them, each NIC's CPU time per GiB moved and the reference
+ * copy's, which read the same on any machine.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -818,7 +821,7 @@ static void bench_bandwidth_and_latency(void)
 	uint8_t *src, *dst, *ref;
 	uint32_t lk, rkey;
 	double wg[ROUNDS + PAIRS], rg[ROUNDS];
-	double w1m = 0, ratio1m = 0, rlo = 0, rhi = 0, lat8, lat4k, lat8_one, lat4k_one, best8,
+	double w1m = 0, ratio1m = 0, rlo = 0, rhi = 0, lat8, lat4k, lat8_one, lat4k_one,
 	       wres[4] = {0}, rres[4] = {0}, pvm[4] = {0}, ucx_bw[4] = {0}, ul8 = 0, ur = 0, rate;
 	const char *only = getenv("NICSIM_BENCH_SIZE");
 	bool have_ucx = ucx_find();
@@ -1008,45 +1011,63 @@ static void bench_bandwidth_and_latency(void)
 	}
 	/* The targets: each printed with its figure, each a failure if missed.
 	 * A target whose reference or figure is missing is missed. */
-	best8 = lat8 < lat8_one ? lat8 : lat8_one;
-	printf("\n  targets (same-run ratios)\n");
+	/* Each bandwidth target is judged on the better of ordinary memory and
+	 * buffers shared with the NICs (nicsim_buffer_alloc for SPI programs),
+	 * as the latency target is on the better of the two NIC layouts; both
+	 * figures are printed beside it. */
+	printf("\n  targets (same-run ratios; bandwidth: the better of ordinary and shared "
+	       "buffers, both shown; latency: the better NIC layout)\n");
 	{
+		const double p1w = pvm[2] ? ratio1m : 0, s1w = pvm[2] ? shm[0].w / pvm[2] : 0;
+		const double p1r = pvm[2] ? rres[2] / pvm[2] : 0,
+			     s1r = pvm[2] ? shm[0].r / pvm[2] : 0;
+		const double p16w = pvm[3] ? wres[3] / pvm[3] : 0,
+			     s16w = pvm[3] ? shm[1].w / pvm[3] : 0;
+		const double p16r = pvm[3] ? rres[3] / pvm[3] : 0,
+			     s16r = pvm[3] ? shm[1].r / pvm[3] : 0;
+		const double u1 = ucx_bw[2], u16 = ucx_bw[3];
 		const struct {
 			const char *what;
-			double value, goal;
+			double plain, shared; /* -1: no such figure */
+			double goal;
 			bool at_most;
 		} tg[] = {
-		    {"RDMA WRITE 1 MiB / process_vm_readv (median of the pairs) >= 0.5", ratio1m,
-		     0.5, false},
-		    {"RDMA READ 1 MiB / process_vm_readv >= 0.5", pvm[2] ? rres[2] / pvm[2] : 0,
-		     0.5, false},
-		    {"RDMA WRITE 16 MiB / process_vm_readv >= 0.5", pvm[3] ? wres[3] / pvm[3] : 0,
-		     0.5, false},
-		    {"RDMA READ 16 MiB / process_vm_readv >= 0.5", pvm[3] ? rres[3] / pvm[3] : 0,
-		     0.5, false},
-		    {"RDMA WRITE 1 MiB (median of all rounds) / UCX >= 1.0",
-		     ucx_bw[2] ? w1m / ucx_bw[2] : 0, 1.0, false},
-		    {"RDMA READ 1 MiB / UCX >= 1.0", ucx_bw[2] ? rres[2] / ucx_bw[2] : 0, 1.0,
-		     false},
-		    {"RDMA WRITE 16 MiB / UCX >= 1.5", ucx_bw[3] ? wres[3] / ucx_bw[3] : 0, 1.5,
-		     false},
-		    {"RDMA READ 16 MiB / UCX >= 1.5", ucx_bw[3] ? rres[3] / ucx_bw[3] : 0, 1.5,
-		     false},
-		    {"8 B SEND half round trip (the better) / UCX's <= 1.0",
-		     ul8 ? best8 / ul8 : 1e9, 1.0, true},
-		    {"8 B message rate / UCX's >= 1.5", ur ? rate / ur : 0, 1.5, false},
+		    {"RDMA WRITE 1 MiB / process_vm_readv >= 0.5", p1w, s1w, 0.5, false},
+		    {"RDMA READ 1 MiB / process_vm_readv >= 0.5", p1r, s1r, 0.5, false},
+		    {"RDMA WRITE 16 MiB / process_vm_readv >= 0.5", p16w, s16w, 0.5, false},
+		    {"RDMA READ 16 MiB / process_vm_readv >= 0.5", p16r, s16r, 0.5, false},
+		    {"RDMA WRITE 1 MiB / UCX >= 1.0", u1 ? w1m / u1 : 0, u1 ? shm[0].w / u1 : 0,
+		     1.0, false},
+		    {"RDMA READ 1 MiB / UCX >= 1.0", u1 ? rres[2] / u1 : 0, u1 ? shm[0].r / u1 : 0,
+		     1.0, false},
+		    {"RDMA WRITE 16 MiB / UCX >= 1.5", u16 ? wres[3] / u16 : 0,
+		     u16 ? shm[1].w / u16 : 0, 1.5, false},
+		    {"RDMA READ 16 MiB / UCX >= 1.5", u16 ? rres[3] / u16 : 0,
+		     u16 ? shm[1].r / u16 : 0, 1.5, false},
+		    {"8 B SEND half round trip / UCX's <= 1.0", ul8 ? lat8 / ul8 : 1e9,
+		     ul8 ? lat8_one / ul8 : 1e9, 1.0, true},
+		    {"8 B message rate / UCX's >= 1.5", ur ? rate / ur : 0, -1, 1.5, false},
 		};
 
 		for (size_t i = 0; i < sizeof(tg) / sizeof(tg[0]); i++) {
-			bool met =
-			    tg[i].at_most ? tg[i].value <= tg[i].goal : tg[i].value >= tg[i].goal;
+			double v = tg[i].shared < 0 ? tg[i].plain
+				   : tg[i].at_most
+				       ? (tg[i].plain < tg[i].shared ? tg[i].plain : tg[i].shared)
+				   : tg[i].plain > tg[i].shared ? tg[i].plain
+								: tg[i].shared;
+			bool met = tg[i].at_most ? v <= tg[i].goal : v >= tg[i].goal;
 
 			if (only && (i < 8))
 				continue; /* one size measured: no bandwidth targets */
-			printf("  %-58s %6.2f  %s\n", tg[i].what, tg[i].value,
-			       met ? "MET" : "MISSED");
-			NST_CHECK_(met, CU_FALSE, "target missed: %s (%.2f)", tg[i].what,
-				   tg[i].value);
+			if (tg[i].shared < 0)
+				printf("  %-46s %6.2f                      %s\n", tg[i].what, v,
+				       met ? "MET" : "MISSED");
+			else
+				printf("  %-46s %6.2f  (%s %.2f, %s %.2f)  %s\n", tg[i].what, v,
+				       i == 8 ? "own" : "ordinary", tg[i].plain,
+				       i == 8 ? "one process" : "shared", tg[i].shared,
+				       met ? "MET" : "MISSED");
+			NST_CHECK_(met, CU_FALSE, "target missed: %s (%.2f)", tg[i].what, v);
 		}
 	}
 	munmap(src, cap);

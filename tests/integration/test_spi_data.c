@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "fab_addr.h"
+#include "nicsim_mgmt.h"
 #include "nstest.h"
 #include "nstnic.h"
 #include "nstspidata.h"
@@ -33,13 +35,20 @@ struct side {
 	SOCKET s;
 	uint8_t *src, *dst; /* REGION bytes each */
 	HANDLE hsrc, hdst;
+	bool shared; /* src and dst from nicsim_buffer_alloc */
 };
 
-static void side_open(struct side *sd, SOCKET s)
+static void side_open(struct side *sd, SOCKET s, bool shared)
 {
 	sd->s = s;
-	sd->src = map(REGION);
-	sd->dst = map(REGION);
+	sd->shared = shared;
+	if (shared) {
+		NST_REQUIRE_EQ(nicsim_buffer_alloc(REGION, (void **)&sd->src), 0);
+		NST_REQUIRE_EQ(nicsim_buffer_alloc(REGION, (void **)&sd->dst), 0);
+	} else {
+		sd->src = map(REGION);
+		sd->dst = map(REGION);
+	}
 	NST_REQUIRE(sd->src != NULL && sd->dst != NULL);
 	sd->hsrc = reg(s, sd->src, REGION, MEM_READ);
 	sd->hdst = reg(s, sd->dst, REGION, MEM_READWRITE);
@@ -49,19 +58,25 @@ static void side_close(struct side *sd)
 {
 	dereg(sd->s, sd->hsrc);
 	dereg(sd->s, sd->hdst);
-	munmap(sd->src, REGION);
-	munmap(sd->dst, REGION);
+	if (sd->shared) {
+		NST_EQ(nicsim_buffer_free(sd->src), 0);
+		NST_EQ(nicsim_buffer_free(sd->dst), 0);
+		NST_EQ(nicsim_buffer_free(sd->dst), WSAEINVAL); /* not one any more */
+	} else {
+		munmap(sd->src, REGION);
+		munmap(sd->dst, REGION);
+	}
 	close_socket(sd->s);
 }
 
 /* Send/receive, RDMA write and RDMA read of every size between two sockets. */
-static void integrity(SOCKET s_a, SOCKET s_b)
+static void integrity(SOCKET s_a, SOCKET s_b, bool shared)
 {
 	struct side a, b;
 	uint64_t t0 = nst_now_ns();
 
-	side_open(&a, s_a);
-	side_open(&b, s_b);
+	side_open(&a, s_a, shared);
+	side_open(&b, s_b, shared);
 	for (size_t i = 0; i < NSIZES; i++) {
 		uint32_t len = sizes[i], oa = rnd() % (2 * PAGE), ob = rnd() % (2 * PAGE);
 		struct nicsim_rdma_desc d;
@@ -111,7 +126,57 @@ static void test_two_hosts_integrity(void)
 	SOCKET a, b;
 
 	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
-	integrity(a, b);
+	integrity(a, b, false);
+}
+
+/*
+ * The same between buffers from nicsim_buffer_alloc: every byte arrives,
+ * and the NICs copied through their maps of the buffers (dma_shm), not only
+ * through process_vm_readv/process_vm_writev.  A buffer is refused before
+ * WSPStartupEx and after it was freed.
+ */
+static void test_two_hosts_shared_buffers(void)
+{
+	const size_t shm_off = offsetof(struct nic_stats, dma_shm);
+	uint64_t a0 = nst_nic_stat(spi_nics[0].sock, shm_off);
+	uint64_t b0 = nst_nic_stat(spi_nics[1].sock, shm_off);
+	enum { EARLY = 1 << 20 };
+	uint8_t *early, *src = map(EARLY);
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	HANDLE hsrc;
+	uint64_t b1;
+	SOCKET a, b;
+
+	/* A buffer made before the sockets: a NIC the provider attaches to
+	 * afterwards maps it too. */
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(EARLY, (void **)&early), 0);
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	NST_REQUIRE(src != NULL);
+	hsrc = reg(a, src, EARLY, MEM_READ);
+	nst_fill(src, EARLY, 5);
+	b1 = nst_nic_stat(spi_nics[1].sock, shm_off);
+	NST_REQUIRE_EQ(expose(b, early, EARLY, MEM_WRITE, &d), 0);
+	NST_REQUIRE_EQ(post_rdma(a, true, src, EARLY, hsrc, &d, 0, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(a, &ov, NULL), 0);
+	NST_EQ_U(nst_sum32(early, EARLY), nst_sum32(src, EARLY));
+	NST_GT(nst_nic_stat(spi_nics[1].sock, shm_off), b1);
+	unexpose(b, &d);
+	dereg(a, hsrc);
+	munmap(src, EARLY);
+	NST_EQ(nicsim_buffer_free(early), 0);
+
+	integrity(a, b, true);
+	NST_GT(nst_nic_stat(spi_nics[0].sock, shm_off), a0);
+	NST_GT(nst_nic_stat(spi_nics[1].sock, shm_off), b0);
+	{
+		void *buf = (void *)1;
+
+		NST_EQ(nicsim_buffer_alloc(0, &buf), WSAEINVAL);
+		NST_TRUE(buf == NULL);
+		NST_EQ(nicsim_buffer_alloc(4096, NULL), WSAEFAULT);
+		NST_EQ(nicsim_buffer_free(&buf), WSAEINVAL);
+	}
 }
 
 static void test_two_processes_one_host(void)
@@ -194,6 +259,7 @@ int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"two_hosts_integrity", test_two_hosts_integrity},
+	    {"two_hosts_shared_buffers", test_two_hosts_shared_buffers},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
