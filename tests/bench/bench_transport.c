@@ -726,6 +726,31 @@ static int target_host(void *arg, int ready_fd)
 	return 0;
 }
 
+/*
+ * Start host B (target_host) as targ says and read what it exposed into
+ * *info: its pid.  *done_w gets the pipe end to close when B may go.
+ */
+static pid_t target_start(struct target_arg *targ, struct target_info *info, int *done_w)
+{
+	int info_pipe[2], done_pipe[2];
+	pid_t target;
+
+	NST_REQUIRE_EQ(pipe2(info_pipe, O_CLOEXEC), 0);
+	NST_REQUIRE_EQ(pipe2(done_pipe, O_CLOEXEC), 0);
+	targ->info_fd = info_pipe[1];
+	targ->done_fd = done_pipe[0];
+	targ->parent_fds[0] = info_pipe[0];
+	targ->parent_fds[1] = done_pipe[1];
+	target = nst_fork_ready(target_host, targ, WAIT_MS);
+	NST_REQUIRE(target > 0);
+	close(info_pipe[1]);
+	close(done_pipe[0]);
+	NST_REQUIRE_EQ(read(info_pipe[0], info, sizeof(*info)), (ssize_t)sizeof(*info));
+	close(info_pipe[0]);
+	*done_w = done_pipe[1];
+	return target;
+}
+
 /* What the shared-buffer rows measured, for the table printed with UCX's. */
 struct shm_row {
 	size_t size;
@@ -741,7 +766,7 @@ struct shm_row {
 static void shm_rows(struct nic_host *ha, size_t cap, const double pvm[4], const double pv_gib[4],
 		     struct shm_row rows[2])
 {
-	int info_pipe[2], done_pipe[2];
+	int done_w;
 	struct target_arg targ = {.cap = cap, .port = TARGET_PORT + 10, .shm = true};
 	struct target_info info;
 	struct nst_qp a;
@@ -752,18 +777,7 @@ static void shm_rows(struct nic_host *ha, size_t cap, const double pvm[4], const
 	pid_t target;
 	int st;
 
-	NST_REQUIRE_EQ(pipe2(info_pipe, O_CLOEXEC), 0);
-	NST_REQUIRE_EQ(pipe2(done_pipe, O_CLOEXEC), 0);
-	targ.info_fd = info_pipe[1];
-	targ.done_fd = done_pipe[0];
-	targ.parent_fds[0] = info_pipe[0];
-	targ.parent_fds[1] = done_pipe[1];
-	target = nst_fork_ready(target_host, &targ, WAIT_MS);
-	NST_REQUIRE(target > 0);
-	close(info_pipe[1]);
-	close(done_pipe[0]);
-	NST_REQUIRE_EQ(read(info_pipe[0], &info, sizeof(info)), (ssize_t)sizeof(info));
-	close(info_pipe[0]);
+	target = target_start(&targ, &info, &done_w);
 	dst = (uint8_t *)(uintptr_t)info.va;
 	NST_REQUIRE_EQ(nic_host_shm_alloc(ha, cap, &src_p), 0);
 	src = src_p;
@@ -802,7 +816,7 @@ static void shm_rows(struct nic_host *ha, size_t cap, const double pvm[4], const
 		fflush(stdout);
 	}
 	NST_EQ(nic_host_shm_free(ha, src, cap), 0);
-	close(done_pipe[1]);
+	close(done_w);
 	st = nst_wait(target, WAIT_MS);
 	NST_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
@@ -811,7 +825,7 @@ static void bench_bandwidth_and_latency(void)
 {
 	static const size_t sizes[] = {4096, 65536, 1u << 20, 16u << 20};
 	size_t cap = 16u << 20;
-	int info_pipe[2], done_pipe[2];
+	int done_w;
 	struct target_arg targ = {.cap = cap, .port = TARGET_PORT};
 	struct target_info info;
 	struct shm_row shm[2] = {{0}};
@@ -828,18 +842,7 @@ static void bench_bandwidth_and_latency(void)
 	pid_t target;
 	int st;
 
-	NST_REQUIRE_EQ(pipe2(info_pipe, O_CLOEXEC), 0);
-	NST_REQUIRE_EQ(pipe2(done_pipe, O_CLOEXEC), 0);
-	targ.info_fd = info_pipe[1];
-	targ.done_fd = done_pipe[0];
-	targ.parent_fds[0] = info_pipe[0];
-	targ.parent_fds[1] = done_pipe[1];
-	target = nst_fork_ready(target_host, &targ, WAIT_MS);
-	NST_REQUIRE(target > 0);
-	close(info_pipe[1]);
-	close(done_pipe[0]);
-	NST_REQUIRE_EQ(read(info_pipe[0], &info, sizeof(info)), (ssize_t)sizeof(info));
-	close(info_pipe[0]);
+	target = target_start(&targ, &info, &done_w);
 	dst = (uint8_t *)(uintptr_t)info.va; /* in host B: only the NICs touch it */
 	rkey = info.rkey;
 	src = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -921,7 +924,7 @@ static void bench_bandwidth_and_latency(void)
 	if (!only)
 		shm_rows(ha, cap, pvm, pv_gibs, shm);
 	nic_host_detach(ha);
-	close(done_pipe[1]); /* host B may go */
+	close(done_w); /* host B may go */
 	st = nst_wait(target, WAIT_MS);
 	NST_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	/* The 8 B ping-pong, first between NICs in processes of their own

@@ -73,6 +73,17 @@ static int poll_cq(struct nst_qp *qp, struct nic_cqe *c, int ms)
 	return err;
 }
 
+/* The next completion of qp, checked for its work request and status. */
+static struct nic_cqe expect_cqe(struct nst_qp *qp, uint64_t wr_id, uint16_t status)
+{
+	struct nic_cqe c = {0};
+
+	NST_REQUIRE_EQ(poll_cq(qp, &c, WAIT_MS), 0);
+	NST_EQ_U(c.wr_id, wr_id);
+	NST_EQ(c.status, status);
+	return c;
+}
+
 /* A counter of the NIC at addr from `nicsim stats`, or -1 if it cannot be read. */
 static long nic_counter(const char *addr, const char *name)
 {
@@ -92,19 +103,32 @@ struct pair {
 	struct nst_qp a, b;
 };
 
-static void pair_open_at(struct pair *p, const char *sock_of_a, const char *sock_of_b,
-			 uint32_t b_addr)
+/* B's QP created with b_flags (NIC_QP_F_*). */
+static void pair_open_flags(struct pair *p, const char *sock_of_a, const char *sock_of_b,
+			    uint32_t b_addr, uint32_t b_flags)
 {
 	NST_REQUIRE_EQ(nic_host_attach(sock_of_a, &p->ha), 0);
 	NST_REQUIRE_EQ(nic_host_attach(sock_of_b, &p->hb), 0);
 	NST_REQUIRE_EQ(nst_qp_create(p->ha, 0, &p->a), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p->hb, 0, &p->b), 0);
+	NST_REQUIRE_EQ(nst_qp_create_flags(p->hb, 0, b_flags, &p->b), 0);
 	NST_REQUIRE_EQ(nst_connect_pair(&p->a, &p->b, b_addr, next_port++), 0);
+}
+
+static void pair_open_at(struct pair *p, const char *sock_of_a, const char *sock_of_b,
+			 uint32_t b_addr)
+{
+	pair_open_flags(p, sock_of_a, sock_of_b, b_addr, 0);
 }
 
 static void pair_open(struct pair *p, const char *sock_of_b, uint32_t b_addr)
 {
 	pair_open_at(p, sock_a, sock_of_b, b_addr);
+}
+
+/* A to B, with small receives beside their completions at B. */
+static void pair_open_recv_inline(struct pair *p)
+{
+	pair_open_flags(p, sock_a, sock_b, addr_b, NIC_QP_F_RECV_INLINE);
 }
 
 static void pair_close(struct pair *p)
@@ -960,13 +984,9 @@ static void test_inline_send_and_write(void)
 		/* The payload is in the posted requests already. */
 		uint32_t sum = nst_sum32(data, n);
 		memset(data, 0xee, sizeof(data));
-		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
-		NST_EQ_U(c.wr_id, i);
-		NST_EQ(c.status, NIC_WC_SUCCESS);
+		c = expect_cqe(&p.a, i, NIC_WC_SUCCESS);
 		NST_EQ(c.byte_len, n);
-		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
-		NST_EQ_U(c.wr_id, 100 + i);
-		NST_EQ(c.status, NIC_WC_SUCCESS);
+		c = expect_cqe(&p.a, 100 + i, NIC_WC_SUCCESS);
 		NST_EQ(c.opcode, NIC_WC_RDMA_WRITE);
 		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -1014,11 +1034,7 @@ static void test_recv_inline(void)
 	struct nic_recv_wqe r;
 	struct nic_cqe c;
 
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
-	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
-	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	pair_open_recv_inline(&p);
 	rkey = expose(&p, dst, 65536, NIC_ACCESS_REMOTE_WRITE, &dmr);
 	lk = nst_reg(p.ha, src, 4096, 0);
 	NST_REQUIRE(dmr && rkey && lk);
@@ -1084,15 +1100,26 @@ static void test_recv_inline(void)
 	munmap(src, 4096);
 }
 
+/* w, on a fresh pair, fails its QP with LOC_QP_OP_ERR (case k, for the log). */
+static void refused_as_malformed(const struct nic_send_wqe *w, int k)
+{
+	struct nic_cqe c;
+	struct pair p;
+
+	pair_open(&p, sock_b, addr_b);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_CHECK_(c.status == NIC_WC_LOC_QP_OP_ERR, CU_FALSE, "case %d: status %u", k, c.status);
+	pair_close(&p);
+}
+
 /* Each malformed inline request fails its QP with LOC_QP_OP_ERR. */
 static void test_inline_malformed(void)
 {
 	uint8_t data[NIC_MAX_INLINE] = {1};
 
 	for (int k = 0; k < 4; k++) {
-		struct pair p;
 		struct nic_send_wqe w = iwqe(1, NIC_WR_SEND, data, 8, 0, 0);
-		struct nic_cqe c;
 
 		switch (k) {
 		case 0: w.inline_len = NIC_MAX_INLINE + 1; break; /* too long */
@@ -1100,12 +1127,7 @@ static void test_inline_malformed(void)
 		case 2: w.num_sge = 1; break;                     /* SGEs as well */
 		case 3: w.flags = 0; break;                       /* a length, no flag */
 		}
-		pair_open(&p, sock_b, addr_b);
-		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
-		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
-		NST_CHECK_(c.status == NIC_WC_LOC_QP_OP_ERR, CU_FALSE, "case %d: status %u", k,
-			   c.status);
-		pair_close(&p);
+		refused_as_malformed(&w, k);
 	}
 }
 
@@ -1139,12 +1161,7 @@ static void test_inline_attacks(void)
 		case 3: w.num_sge = 5; break;
 		case 4: w.flags |= 0x80; break;
 		}
-		pair_open(&p, sock_b, addr_b);
-		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
-		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
-		NST_CHECK_(c.status == NIC_WC_LOC_QP_OP_ERR, CU_FALSE, "case %d: status %u", k,
-			   c.status);
-		pair_close(&p);
+		refused_as_malformed(&w, k);
 	}
 	pair_open(&p, sock_b, addr_b);
 	rkey = expose(&p, dst, 65536, NIC_ACCESS_REMOTE_WRITE, &dmr);
@@ -1167,12 +1184,8 @@ static void test_inline_attacks(void)
 	w.imm = 0x77;
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	for (uint64_t id = 1; id <= 3; id++) {
-		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
-		NST_EQ_U(c.wr_id, id);
-		NST_EQ(c.status, NIC_WC_SUCCESS);
-		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
-		NST_EQ_U(c.wr_id, 9 + id);
-		NST_EQ(c.status, NIC_WC_SUCCESS);
+		expect_cqe(&p.a, id, NIC_WC_SUCCESS);
+		c = expect_cqe(&p.b, 9 + id, NIC_WC_SUCCESS);
 	}
 	NST_EQ(c.byte_len, NIC_MAX_INLINE);
 	NST_EQ_U(nst_sum32(dst, 33), nst_sum32(data, 33));
@@ -1207,11 +1220,7 @@ static void test_inline_attacks(void)
 	pair_close(&p);
 
 	/* Over a bad link, into a QP with small receives. */
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
-	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
-	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	pair_open_recv_inline(&p);
 	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
 	NST_REQUIRE(dmr);
 	memset(dst, 0, 65536);
@@ -1265,12 +1274,7 @@ static void test_recv_inline_attacks(void)
 	struct pair p;
 	uint32_t dmr;
 
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
-	NST_REQUIRE_EQ(
-	    nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE | NIC_QP_F_HOLD_FIRST, &p.b), 0);
-	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	pair_open_flags(&p, sock_a, sock_b, addr_b, NIC_QP_F_RECV_INLINE | NIC_QP_F_HOLD_FIRST);
 	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
 	NST_REQUIRE(dmr);
 	/* A held first message, then delivered into two SGEs by DMA. */
@@ -1348,11 +1352,7 @@ static void test_recv_inline_attacks(void)
 	pair_close(&p);
 
 	/* A bad receive key: LOC_PROT_ERR with its reason, data nowhere. */
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
-	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
-	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	pair_open_recv_inline(&p);
 	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
 	NST_REQUIRE(dmr);
 	memset(dst, 0, 65536);
@@ -1371,11 +1371,7 @@ static void test_recv_inline_attacks(void)
 
 	/* CQ overrun: B takes no completion; 256 fill its CQ, the 257th is
 	 * lost, and the data entry of completion 0 keeps message 0's bytes. */
-	NST_REQUIRE_EQ(nic_host_attach(sock_a, &p.ha), 0);
-	NST_REQUIRE_EQ(nic_host_attach(sock_b, &p.hb), 0);
-	NST_REQUIRE_EQ(nst_qp_create(p.ha, 0, &p.a), 0);
-	NST_REQUIRE_EQ(nst_qp_create_flags(p.hb, 0, NIC_QP_F_RECV_INLINE, &p.b), 0);
-	NST_REQUIRE_EQ(nst_connect_pair(&p.a, &p.b, addr_b, next_port++), 0);
+	pair_open_recv_inline(&p);
 	dmr = nst_reg(p.hb, dst, 65536, NIC_ACCESS_LOCAL_WRITE);
 	NST_REQUIRE(dmr);
 	p.b.flags = 0; /* post past the completions not taken, as a careless host may */
