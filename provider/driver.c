@@ -80,6 +80,14 @@ struct nic_host {
 	uint64_t stale_hi;
 	uint64_t contended_until; /* now_ns() before which waits do not spin */
 	struct nic_hello_reply info;
+	/* The shared buffers nic_host_shm_alloc made and the NIC maps (under
+	 * lock): nic_host_shm_free unmaps only one of them, exactly as
+	 * allocated, never memory the caller got elsewhere. */
+	struct host_shm {
+		void *addr;
+		size_t len;
+	} shm[NIC_SHM_MAX];
+	uint32_t nshm;
 	/* Queue pairs and events (ABI 2); the caller serialises their use. */
 	struct nic_event *eq;
 	char *qp_base;    /* slot 0 */
@@ -1009,6 +1017,12 @@ int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 	/* The descriptor and its SHM_MAP go together: no other command of this
 	 * attachment comes between them. */
 	pthread_mutex_lock(&h->lock);
+	/* The NIC maps no more than this per context. */
+	if (h->nshm == NIC_SHM_MAX) {
+		pthread_mutex_unlock(&h->lock);
+		err = -ENOMEM;
+		goto out;
+	}
 	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
 	 * NIC would give it to the next SHM_MAP.  So the ring must have room
 	 * first (the other failures of posting mean the context is gone). */
@@ -1027,6 +1041,8 @@ int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 				abandon(h, undo.tag);
 		}
 	}
+	if (!err)
+		h->shm[h->nshm++] = (struct host_shm){.addr = p, .len = len};
 	pthread_mutex_unlock(&h->lock);
 out:
 	close(fd);
@@ -1042,6 +1058,7 @@ out:
 int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
 {
 	long page = sysconf(_SC_PAGESIZE);
+	uint32_t i;
 	int err;
 
 	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page ||
@@ -1049,11 +1066,21 @@ int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
 		return -EINVAL;
 	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
 	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nshm; i++)
+		if (h->shm[i].addr == addr && h->shm[i].len == len)
+			break;
+	/* Not a buffer of this attachment as allocated (another address or
+	 * length, or freed already): nothing is touched, so that a mistaken
+	 * call cannot unmap memory the caller still uses. */
+	if (i == h->nshm) {
+		pthread_mutex_unlock(&h->lock);
+		return -EINVAL;
+	}
+	h->shm[i] = h->shm[--h->nshm];
 	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
 	pthread_mutex_unlock(&h->lock);
 	/* Unmapped here whatever the NIC said: a NIC that is gone holds
-	 * nothing, and one that refused (not a map of this attachment) never
-	 * mapped it. */
+	 * nothing, and one that answers late has its own mapping. */
 	munmap(addr, len);
 	return err;
 }

@@ -556,7 +556,8 @@ static bool self_holds_no_shm(void)
 
 /*
  * The host library: a buffer is whole pages, mapped by the NIC until it is
- * freed; freeing what is not a map is refused; on a context in error the
+ * freed; freeing what is not a buffer as allocated is refused and unmaps
+ * nothing; on a context in error the
  * allocation fails and leaves nothing behind, in the host or the NIC.
  */
 static void test_shm_host_library(void)
@@ -566,7 +567,8 @@ static void test_shm_host_library(void)
 	uint64_t unmaps0 = nst_nic_stat(sock, NST_STAT(shm_unmaps));
 	static const char junk[] = "junk";
 	struct nic_host *h;
-	void *p = NULL, *plain;
+	void *p = NULL, *plain, *reuse;
+	unsigned char vec;
 
 	NST_REQUIRE(self_holds_no_shm());
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
@@ -578,11 +580,28 @@ static void test_shm_host_library(void)
 	plain =
 	    mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	NST_REQUIRE(plain != MAP_FAILED);
+	memset(plain, 0x33, (size_t)page);
+	/* Refused frees touch nothing: not a buffer, inside one, longer
+	 * than allocated (which would unmap what follows it). */
 	NST_EQ(nic_host_shm_free(h, plain, (size_t)page), -EINVAL);
+	NST_EQ(mincore(plain, (size_t)page, &vec), 0); /* still mapped */
+	NST_EQ(((volatile uint8_t *)plain)[page - 1], 0x33);
 	NST_EQ(nic_host_shm_free(h, (char *)p + 1, 1), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, p, 2 * (size_t)page), -EINVAL);
+	NST_EQ(((volatile uint8_t *)p)[page - 1], 0x5a);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0);
 	NST_EQ(nic_host_shm_free(h, p, 1), 0);
 	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0 + 1);
 	NST_TRUE(self_holds_no_shm());
+	/* Freed twice: the second is refused, even once the address holds
+	 * other memory. */
+	reuse = mmap(p, (size_t)page, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	NST_REQUIRE(reuse != MAP_FAILED);
+	NST_EQ(nic_host_shm_free(h, p, 1), -EINVAL);
+	NST_EQ(mincore(reuse, (size_t)page, &vec), 0);
+	NST_EQ(munmap(reuse, (size_t)page), 0);
+	NST_EQ(munmap(plain, (size_t)page), 0);
 	/* A context in error: nothing is left of a failed allocation. */
 	sock_send(h, junk, sizeof(junk), NULL, 0);
 	NST_TRUE(nst_wait_until(ctx_broken, h, WAIT_MS, 2));
