@@ -237,6 +237,8 @@ static void test_shared_buffer_page_missing(void)
 	struct dma_maps maps = {.map = &map, .n = 1, .copied = &copied};
 	struct dma_seg in_first = {.va = 4096, .len = 16};
 	struct dma_seg in_second = {.va = 4096 + (uint64_t)page + 8, .len = sizeof(buf)};
+	int status = 0;
+	pid_t pid;
 
 	NST_REQUIRE(fd >= 0);
 	NST_REQUIRE_EQ(ftruncate(fd, 2 * page), 0);
@@ -251,6 +253,16 @@ static void test_shared_buffer_page_missing(void)
 	NST_EQ(dma_read(child, &maps, &in_second, 1, 0, buf, sizeof(buf)), -EFAULT);
 	NST_EQ(dma_write(child, &maps, &in_first, 1, 0, buf, 16), 0);
 	NST_EQ(p[15], 0x42);
+	/* A SIGBUS outside the copies still ends the process, as before. */
+	pid = fork();
+	NST_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		((volatile unsigned char *)p)[page + 1] = 1;
+		_exit(0);
+	}
+	NST_REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	NST_CHECK_(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, CU_FALSE,
+		   "the child ended with status 0x%x, not by SIGBUS", status);
 	NST_EQ(munmap(p, 2 * (size_t)page), 0);
 	close(fd);
 }
