@@ -2010,6 +2010,93 @@ static void test_shared_buffer_hostile_responder(void)
 	munmap(plain, cap);
 }
 
+static bool nic_b_holds_no_shm(void *arg)
+{
+	int fds, maps;
+
+	(void)arg;
+	return nst_memfd_refs(nic_b, "nicsim-shm", &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+/* 64 bytes of a WRITE's source that have arrived at its destination. */
+struct reach {
+	const uint8_t *src, *dst;
+};
+
+static bool stream_reached(void *arg)
+{
+	const struct reach *r = arg;
+
+	return memcmp(r->dst, r->src, 64) == 0;
+}
+
+/*
+ * A host that goes away (its socket closed, as when it is killed) while
+ * its peer's WRITEs stream into its shared buffer, at several points of
+ * the stream: its NIC writes or drops what it held, unmaps the buffer,
+ * and goes on serving; the peer's WRITE completes, successfully or
+ * flushed.
+ */
+static void test_shared_buffer_detach_mid_write(void)
+{
+	const size_t cap = 16u << 20;
+	uint8_t *src = map(cap), *back = map(cap);
+
+	nst_fill(src, cap, 5);
+	for (unsigned round = 0; round < 4; round++) {
+		struct nic_send_wqe w;
+		struct nic_cqe c;
+		struct pair p;
+		uint32_t lk, dmr, rkey;
+		struct reach arrived;
+		uint8_t *dst;
+
+		pair_open(&p, sock_b, addr_b);
+		dst = shm_alloc(p.hb, cap);
+		lk = nst_reg(p.ha, src, cap, 0);
+		rkey = expose(&p, dst, cap, NIC_ACCESS_REMOTE_WRITE, &dmr);
+		NST_REQUIRE(lk && rkey);
+		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)cap, lk, (uintptr_t)dst, rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		/* Gone at once, or once the stream has reached a quarter, a
+		 * half, three quarters of the buffer (or has ended: any point
+		 * of it will do). */
+		arrived.dst = dst + round * (cap / 4) - (round ? 64 : 0);
+		arrived.src = src + round * (cap / 4) - (round ? 64 : 0);
+		if (round)
+			(void)nst_wait_until(stream_reached, &arrived, WAIT_MS, 1);
+		nic_host_detach(p.hb);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, 4 * WAIT_MS), 0);
+		printf("\n    round %u: the WRITE completed with status %u", round, c.status);
+		NST_TRUE(c.status == NIC_WC_SUCCESS || c.status == NIC_WC_WR_FLUSH_ERR ||
+			 c.status == NIC_WC_REM_ACCESS_ERR || c.status == NIC_WC_REM_OP_ERR ||
+			 c.status == NIC_WC_RETRY_EXC_ERR);
+		nic_host_detach(p.ha);
+		/* The host library cannot free it without its attachment. */
+		NST_EQ(munmap(dst, cap), 0);
+		NST_TRUE(nst_wait_until(nic_b_holds_no_shm, NULL, WAIT_MS, 5));
+		NST_EQ(kill(nic_b, 0), 0);
+	}
+	/* The NIC still serves: a checksummed round trip. */
+	{
+		struct pair p;
+		uint8_t *dst = map(1u << 20);
+		uint32_t lk, bk, dmr, rkey;
+
+		pair_open(&p, sock_b, addr_b);
+		lk = nst_reg(p.ha, src, 1u << 20, 0);
+		bk = nst_reg(p.ha, back, 1u << 20, NIC_ACCESS_LOCAL_WRITE);
+		rkey = expose(&p, dst, 1u << 20, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE,
+			      &dmr);
+		NST_REQUIRE(lk && bk && rkey);
+		write_read(&p, src, lk, back, bk, dst + 3, rkey, (1u << 20) - 3, 6);
+		pair_close(&p);
+		munmap(dst, 1u << 20);
+	}
+	munmap(src, cap);
+	munmap(back, cap);
+}
+
 static int shm_holder(void *arg, int ready_fd)
 {
 	struct nic_host *h;
@@ -2131,6 +2218,7 @@ int main(int argc, char **argv)
 	    {"shared_buffers_integrity", test_shared_buffers_integrity},
 	    {"shared_buffer_edges_and_unmap", test_shared_buffer_edges_and_unmap},
 	    {"shared_buffer_hostile_responder", test_shared_buffer_hostile_responder},
+	    {"shared_buffer_detach_mid_write", test_shared_buffer_detach_mid_write},
 	    {"host_killed_with_shared_buffers", test_host_killed_with_shared_buffers},
 	    {NULL, NULL},
 	};
