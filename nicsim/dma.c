@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -173,6 +176,79 @@ static void shm_copy(uint8_t *p, const struct iovec *local, struct pos *l, uint6
 }
 
 /*
+ * A page of a shared buffer can still fail to appear when the NIC touches
+ * it, although the memfd cannot shrink: the kernel accounts a memfd's pages
+ * one by one as they are first touched (and a host may punch them out at
+ * any time), and when it cannot (strict overcommit, vm.overcommit_memory =
+ * 2, at its limit) the fault is a SIGBUS.  So each copy through a map is
+ * guarded: a SIGBUS at an address of the map while it runs makes the
+ * transfer fail with -EFAULT, as a fault of process_vm_* does, instead of
+ * ending the NIC.  Any other SIGBUS ends the process as before.
+ */
+static __thread sigjmp_buf *volatile guard_jmp;
+static __thread const uint8_t *volatile guard_lo;
+static __thread const uint8_t *volatile guard_hi;
+static struct sigaction guard_prev;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+static void guard_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *j = guard_jmp;
+	const uint8_t *a = si->si_addr;
+
+	(void)uc;
+	if (j && a >= guard_lo && a < guard_hi) {
+		guard_jmp = NULL;
+		siglongjmp(*j, 1);
+	}
+	/* Not a copy's: the disposition there was before, then the fault
+	 * happens again on return (or the signal, if it was sent). */
+	sigaction(SIGBUS, &guard_prev, NULL);
+	if (si->si_code <= 0)
+		raise(sig);
+}
+
+static void guard_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = guard_on_sigbus;
+	/* Not blocked in the handler: siglongjmp leaves the mask as it is. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &guard_prev);
+}
+
+/* shm_copy, guarded: 0, or -EFAULT when a page of the map was not there. */
+static int shm_copy_guarded(uint8_t *p, const struct iovec *local, struct pos *l, uint64_t n,
+			    int write)
+{
+	/* What the copy needs after sigsetjmp lives in memory, not in
+	 * registers a siglongjmp could leave stale. */
+	uint8_t *volatile vp = p;
+	const struct iovec *volatile vlocal = local;
+	struct pos *volatile vl = l;
+	volatile uint64_t vn = n;
+	volatile int vwrite = write;
+	sigjmp_buf jb;
+
+	pthread_once(&guard_once, guard_install);
+	guard_lo = p;
+	guard_hi = p + n;
+	if (sigsetjmp(jb, 0)) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		return -EFAULT;
+	}
+	guard_jmp = &jb;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	shm_copy(vp, vlocal, vl, vn, vwrite);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_jmp = NULL;
+	return 0;
+}
+
+/*
  * One transfer between [off, off + total) of the segments and the local
  * buffers.  Each piece of a segment that lies wholly inside a shared buffer
  * is copied through the NIC's mapping; each run of other pieces goes to the
@@ -201,7 +277,7 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 	while (total > 0) {
 		struct pos q = r;
 		uint64_t run = 0;
-		int err;
+		int err = 0;
 
 		/* The bytes from r up to the next shared piece. */
 		while (run < total) {
@@ -212,7 +288,10 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 				len = total - run;
 			m = dma_map_find(maps, va, len);
 			if (m && run == 0) {
-				shm_copy(m->ptr + (va - m->va), local, &l, len, write);
+				err =
+				    shm_copy_guarded(m->ptr + (va - m->va), local, &l, len, write);
+				if (err)
+					return err;
 				if (maps->copied)
 					(*maps->copied)++;
 				advance(&r, (size_t)len, seg_get, segs);

@@ -17,7 +17,10 @@
  * lies wholly inside one of those maps is copied with memcpy through the
  * NIC's own mapping, with no system call and no page pinning; the rest goes
  * through process_vm_* as above, batched the same way.  The bytes land in
- * the same places either way.
+ * the same places either way.  A SIGBUS in such a copy (a page the kernel
+ * could not give) fails the transfer with -EFAULT: the functions install a
+ * SIGBUS handler the first time they copy through a map, which passes any
+ * other SIGBUS to the disposition before it.
  *
  * The TPT check comes first and is the caller's: these functions trust the
  * segments they are given and only report what the kernel says.

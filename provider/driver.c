@@ -80,6 +80,14 @@ struct nic_host {
 	uint64_t stale_hi;
 	uint64_t contended_until; /* now_ns() before which waits do not spin */
 	struct nic_hello_reply info;
+	/* The shared buffers nic_host_shm_alloc made and the NIC maps (under
+	 * lock): nic_host_shm_free unmaps only one of them, exactly as
+	 * allocated, never memory the caller got elsewhere. */
+	struct host_shm {
+		void *addr;
+		size_t len;
+	} shm[NIC_SHM_MAX];
+	uint32_t nshm;
 	/* Queue pairs and events (ABI 2); the caller serialises their use. */
 	struct nic_event *eq;
 	char *qp_base;    /* slot 0 */
@@ -983,6 +991,8 @@ static int shm_cmd_locked(struct nic_host *h, uint16_t opcode, uint64_t va, uint
 	return err ? err : nic_status_errno(cpl.status);
 }
 
+static int shm_map_locked(struct nic_host *h, int fd, void *addr, size_t len);
+
 int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 {
 	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -1006,7 +1016,15 @@ int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr)
 		err = -errno;
 		goto out;
 	}
-	err = nic_host_shm_map(h, fd, p, len);
+	pthread_mutex_lock(&h->lock);
+	/* The NIC maps no more than this per context. */
+	if (h->nshm == NIC_SHM_MAX)
+		err = -ENOMEM;
+	else
+		err = shm_map_locked(h, fd, p, len);
+	if (!err)
+		h->shm[h->nshm++] = (struct host_shm){.addr = p, .len = len};
+	pthread_mutex_unlock(&h->lock);
 out:
 	close(fd);
 	if (err) {
@@ -1024,9 +1042,19 @@ int nic_host_shm_map(struct nic_host *h, int fd, void *addr, size_t len)
 
 	if (!h || fd < 0 || !addr || len == 0)
 		return -EINVAL;
-	/* The descriptor and its SHM_MAP go together: no other command of this
-	 * attachment comes between them. */
 	pthread_mutex_lock(&h->lock);
+	err = shm_map_locked(h, fd, addr, len);
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
+/* Send fd and map it at addr (h->lock held, so that the descriptor and its
+ * SHM_MAP go together: no other command of this attachment comes between
+ * them). */
+static int shm_map_locked(struct nic_host *h, int fd, void *addr, size_t len)
+{
+	int err;
+
 	/* Once the descriptor is sent, its SHM_MAP must be posted: else the
 	 * NIC would give it to the next SHM_MAP.  So the ring must have room
 	 * first (the other failures of posting mean the context is gone). */
@@ -1045,7 +1073,6 @@ int nic_host_shm_map(struct nic_host *h, int fd, void *addr, size_t len)
 				abandon(h, undo.tag);
 		}
 	}
-	pthread_mutex_unlock(&h->lock);
 	return err;
 }
 
@@ -1064,16 +1091,29 @@ int nic_host_shm_unmap(struct nic_host *h, void *addr)
 int nic_host_shm_free(struct nic_host *h, void *addr, size_t len)
 {
 	long page = sysconf(_SC_PAGESIZE);
+	uint32_t i;
 	int err;
 
 	if (!h || !addr || len == 0 || page <= 0 || len > SIZE_MAX - (size_t)page ||
 	    (uintptr_t)addr % (size_t)page)
 		return -EINVAL;
 	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
-	err = nic_host_shm_unmap(h, addr);
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nshm; i++)
+		if (h->shm[i].addr == addr && h->shm[i].len == len)
+			break;
+	/* Not a buffer of this attachment as allocated (another address or
+	 * length, or freed already): nothing is touched, so that a mistaken
+	 * call cannot unmap memory the caller still uses. */
+	if (i == h->nshm) {
+		pthread_mutex_unlock(&h->lock);
+		return -EINVAL;
+	}
+	h->shm[i] = h->shm[--h->nshm];
+	err = shm_cmd_locked(h, NIC_CMD_SHM_UNMAP, (uintptr_t)addr, 0);
+	pthread_mutex_unlock(&h->lock);
 	/* Unmapped here whatever the NIC said: a NIC that is gone holds
-	 * nothing, and one that refused (not a map of this attachment) never
-	 * mapped it. */
+	 * nothing, and one that answers late has its own mapping. */
 	munmap(addr, len);
 	return err;
 }

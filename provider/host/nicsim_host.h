@@ -172,7 +172,10 @@ int nic_host_notify_drain(struct nic_host *h);
  * registered: register it with REG_MR like any other memory.
  * nic_host_shm_free (addr and len as allocated) has the NIC drop it
  * (SHM_UNMAP, which waits for the NIC's DMA to it), then unmaps it here
- * whatever the NIC answered; deregister it first.  Thread-safe.
+ * whatever the NIC answered; deregister it first.  Anything else (an
+ * address or length other than allocated, a buffer freed already) is
+ * -EINVAL and unmaps nothing.  At most NIC_SHM_MAX buffers at a time
+ * (-ENOMEM beyond).  Thread-safe.
  */
 int nic_host_shm_alloc(struct nic_host *h, size_t len, void **addr);
 int nic_host_shm_free(struct nic_host *h, void *addr, size_t len);

@@ -6,6 +6,7 @@
  * After each, the NIC must still be alive, serve a well-behaved host, and its
  * TPT occupancy must return to what it was.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -547,6 +549,196 @@ static void test_shm_bad_messages(void)
 	check_serves_good_host();
 }
 
+/* Descriptors open in the NIC (entries of /proc/<nic>/fd), or -1. */
+static int nic_fd_count(void)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)nic);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static bool nic_fds_at_most(void *arg)
+{
+	int n = nic_fd_count();
+
+	return n >= 0 && n <= *(const int *)arg;
+}
+
+/*
+ * Descriptors of every other kind a hostile host may send as a shared
+ * buffer: each refused (BAD_ACCESS) and closed, none left in the NIC; the
+ * context still works, and a later good map does.
+ */
+static void test_shm_other_descriptors(void)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	const unsigned sealed = F_SEAL_SHRINK | F_SEAL_SEAL;
+	int good = memfd(4 * (size_t)page, sealed), fds[12], n = 0, sv[2], before;
+	const int base = nic_fd_count();
+	char path[64], shm_path[64];
+	struct nic_host *h;
+
+	NST_REQUIRE(base > 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
+	NST_REQUIRE_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	fds[n++] = sv[0];
+	fds[n++] = eventfd(0, EFD_CLOEXEC);
+	fds[n++] = open("/dev/zero", O_RDWR | O_CLOEXEC);
+	fds[n++] = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", good);
+	fds[n++] = open(path, O_PATH | O_CLOEXEC);
+	fds[n++] = open(path, O_WRONLY | O_CLOEXEC);
+	/* A plain file of tmpfs, not a memfd: it takes no seals. */
+	snprintf(shm_path, sizeof(shm_path), "/dev/shm/%s-%d", SHM_NAME, (int)getpid());
+	fds[n++] = open(shm_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fds[n - 1] >= 0) {
+		NST_EQ(ftruncate(fds[n - 1], 4 * page), 0);
+		unlink(shm_path);
+	}
+#ifdef F_SEAL_FUTURE_WRITE
+	fds[n++] = memfd(4 * (size_t)page, sealed | F_SEAL_FUTURE_WRITE);
+#endif
+	/* Huge pages could fault for want of them: refused where the
+	 * machine makes such a memfd at all. */
+	fds[n] = memfd_create(SHM_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+	if (fds[n] >= 0) {
+		if (ftruncate(fds[n], 2 << 20) == 0 && fcntl(fds[n], F_ADD_SEALS, sealed) == 0)
+			n++;
+		else
+			close(fds[n]);
+	}
+	before = nic_fd_count();
+	NST_REQUIRE(before > 0);
+	for (int i = 0; i < n; i++) {
+		NST_REQUIRE(fds[i] >= 0);
+		NST_CHECK_(map_with(h, fds[i], SHM_VA, (uint64_t)page) == NIC_STATUS_BAD_ACCESS,
+			   CU_FALSE, "descriptor %d of %d was not refused", i, n);
+		close(fds[i]);
+	}
+	close(sv[1]);
+	NST_EQ(nic_fd_count(), before);
+	check_nic_holds(0, 0);
+	/* With SCM_CREDENTIALS beside it, which the NIC does not ask for: the
+	 * message is the descriptor still, and the map works. */
+	{
+		union {
+			char b[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+			struct cmsghdr align;
+		} u = {0};
+		struct ucred cr = {.pid = getpid(), .uid = getuid(), .gid = getgid()};
+		struct iovec iov = {.iov_base = (void *)NIC_SHM_MSG_MAGIC,
+				    .iov_len = NIC_SHM_MSG_LEN};
+		struct msghdr m = {.msg_iov = &iov,
+				   .msg_iovlen = 1,
+				   .msg_control = u.b,
+				   .msg_controllen = sizeof(u.b)};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &good, sizeof(int));
+		cm = CMSG_NXTHDR(&m, cm);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_CREDENTIALS;
+		cm->cmsg_len = CMSG_LEN(sizeof(cr));
+		memcpy(CMSG_DATA(cm), &cr, sizeof(cr));
+		NST_REQUIRE_EQ(sendmsg(nic_host_notify_fd(h), &m, MSG_NOSIGNAL),
+			       (ssize_t)NIC_SHM_MSG_LEN);
+		NST_EQ(shm_cmd(h, NIC_CMD_SHM_MAP, SHM_VA, (uint64_t)page), NIC_STATUS_OK);
+	}
+	check_nic_holds(0, 1);
+	NST_EQ(nic_host_check(h), 0);
+	nic_host_detach(h);
+	close(good);
+	NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
+	NST_CHECK_(nst_wait_until(nic_fds_at_most, (void *)&base, WAIT_MS, 5), CU_FALSE,
+		   "the NIC holds %d descriptors, %d before", nic_fd_count(), base);
+	check_serves_good_host();
+}
+
+/*
+ * One host's descriptor is never another's: a second context of the same
+ * process, whose SHM_MAP has no descriptor of its own, gets BAD_STATE and
+ * leaves the first's waiting descriptor for the first's SHM_MAP.
+ */
+static void test_shm_other_context(void)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	int good = memfd((size_t)page, F_SEAL_SHRINK | F_SEAL_SEAL);
+	struct nic_host *a, *b;
+
+	NST_REQUIRE_EQ(nic_host_attach(sock, &a), 0);
+	NST_REQUIRE_EQ(nic_host_attach(sock, &b), 0);
+	send_fd(a, good);
+	NST_EQ(shm_cmd(b, NIC_CMD_SHM_MAP, SHM_VA, (uint64_t)page), NIC_STATUS_BAD_STATE);
+	NST_EQ(shm_cmd(a, NIC_CMD_SHM_MAP, SHM_VA, (uint64_t)page), NIC_STATUS_OK);
+	NST_EQ(shm_cmd(b, NIC_CMD_SHM_UNMAP, SHM_VA, 0), NIC_STATUS_BAD_RANGE);
+	check_nic_holds(0, 1);
+	nic_host_detach(b);
+	check_nic_holds(0, 1);
+	nic_host_detach(a);
+	close(good);
+	NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
+}
+
+/* A host that maps buffers, sends one more descriptor without its
+ * SHM_MAP, then waits to be killed. */
+static int shm_killed_child(void *arg, int ready_fd)
+{
+	const long page = sysconf(_SC_PAGESIZE);
+	struct nic_host *h;
+	int fd;
+
+	(void)arg;
+	if (nic_host_attach(sock, &h))
+		return 1;
+	fd = memfd_create(SHM_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, 64 * page) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL))
+		return 1;
+	for (unsigned i = 0; i < 8; i++)
+		if (map_with(h, fd, SHM_VA + i * 64 * (uint64_t)page, 64 * (uint64_t)page) !=
+		    NIC_STATUS_OK)
+			return 1;
+	send_fd(h, fd);
+	close(fd);
+	if (write(ready_fd, "r", 1) != 1)
+		return 1;
+	for (;;)
+		pause();
+}
+
+/* Killed with maps and a descriptor waiting: the NIC keeps none of them. */
+static void test_shm_killed_holder(void)
+{
+	int before = nic_fd_count(), fds, maps;
+	pid_t child;
+
+	for (unsigned round = 0; round < 3; round++) {
+		child = nst_fork_ready(shm_killed_child, NULL, WAIT_MS);
+		NST_REQUIRE_GT(child, 0);
+		NST_REQUIRE_EQ(nst_memfd_refs(nic, SHM_NAME, &fds, &maps), 0);
+		NST_EQ(maps, 8);
+		NST_EQ(kill(child, SIGKILL), 0);
+		NST_TRUE(WIFSIGNALED(nst_wait(child, WAIT_MS)));
+		NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
+	}
+	NST_CHECK_(nst_wait_until(nic_fds_at_most, &before, WAIT_MS, 5), CU_FALSE,
+		   "the NIC holds %d descriptors, %d before", nic_fd_count(), before);
+	check_serves_good_host();
+}
+
 static bool self_holds_no_shm(void)
 {
 	int fds, maps;
@@ -556,7 +748,8 @@ static bool self_holds_no_shm(void)
 
 /*
  * The host library: a buffer is whole pages, mapped by the NIC until it is
- * freed; freeing what is not a map is refused; on a context in error the
+ * freed; freeing what is not a buffer as allocated is refused and unmaps
+ * nothing; on a context in error the
  * allocation fails and leaves nothing behind, in the host or the NIC.
  */
 static void test_shm_host_library(void)
@@ -566,7 +759,8 @@ static void test_shm_host_library(void)
 	uint64_t unmaps0 = nst_nic_stat(sock, NST_STAT(shm_unmaps));
 	static const char junk[] = "junk";
 	struct nic_host *h;
-	void *p = NULL, *plain;
+	void *p = NULL, *plain, *reuse;
+	unsigned char vec;
 
 	NST_REQUIRE(self_holds_no_shm());
 	NST_REQUIRE_EQ(nic_host_attach(sock, &h), 0);
@@ -578,11 +772,28 @@ static void test_shm_host_library(void)
 	plain =
 	    mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	NST_REQUIRE(plain != MAP_FAILED);
+	memset(plain, 0x33, (size_t)page);
+	/* Refused frees touch nothing: not a buffer, inside one, longer
+	 * than allocated (which would unmap what follows it). */
 	NST_EQ(nic_host_shm_free(h, plain, (size_t)page), -EINVAL);
+	NST_EQ(mincore(plain, (size_t)page, &vec), 0); /* still mapped */
+	NST_EQ(((volatile uint8_t *)plain)[page - 1], 0x33);
 	NST_EQ(nic_host_shm_free(h, (char *)p + 1, 1), -EINVAL);
+	NST_EQ(nic_host_shm_free(h, p, 2 * (size_t)page), -EINVAL);
+	NST_EQ(((volatile uint8_t *)p)[page - 1], 0x5a);
+	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0);
 	NST_EQ(nic_host_shm_free(h, p, 1), 0);
 	NST_EQ_U(nst_nic_stat(sock, NST_STAT(shm_unmaps)), unmaps0 + 1);
 	NST_TRUE(self_holds_no_shm());
+	/* Freed twice: the second is refused, even once the address holds
+	 * other memory. */
+	reuse = mmap(p, (size_t)page, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	NST_REQUIRE(reuse != MAP_FAILED);
+	NST_EQ(nic_host_shm_free(h, p, 1), -EINVAL);
+	NST_EQ(mincore(reuse, (size_t)page, &vec), 0);
+	NST_EQ(munmap(reuse, (size_t)page), 0);
+	NST_EQ(munmap(plain, (size_t)page), 0);
 	/* A context in error: nothing is left of a failed allocation. */
 	sock_send(h, junk, sizeof(junk), NULL, 0);
 	NST_TRUE(nst_wait_until(ctx_broken, h, WAIT_MS, 2));
@@ -631,6 +842,9 @@ int main(int argc, char **argv)
 	    {"shm_map_refusals", test_shm_map_refusals},
 	    {"shm_bad_messages", test_shm_bad_messages},
 	    {"shm_host_library", test_shm_host_library},
+	    {"shm_other_descriptors", test_shm_other_descriptors},
+	    {"shm_other_context", test_shm_other_context},
+	    {"shm_killed_holder", test_shm_killed_holder},
 	    {NULL, NULL},
 	};
 

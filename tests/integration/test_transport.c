@@ -11,6 +11,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1869,6 +1871,228 @@ static void test_shared_buffer_edges_and_unmap(void)
 	munmap(back, n);
 }
 
+/* Punches the whole memfd out, again and again, until told to stop. */
+struct puncher {
+	int fd;
+	size_t len;
+	int stop;
+	unsigned rounds;
+};
+
+static void *punch_loop(void *arg)
+{
+	struct puncher *pu = arg;
+
+	/* Bounded: the test stops it within its own deadline. */
+	while (!__atomic_load_n(&pu->stop, __ATOMIC_ACQUIRE) && pu->rounds < 10000000u) {
+		if (fallocate(pu->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			      (off_t)pu->len) == 0)
+			__atomic_add_fetch(&pu->rounds, 1, __ATOMIC_RELEASE);
+		sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * A hostile responder B: it has its NIC map a memfd at an address where B
+ * has plain memory (its own view of the memfd is elsewhere), then punches
+ * the memfd's pages out over and over while its peer WRITEs and READs
+ * there, unmaps its own view, and drops the map while a WRITE is in
+ * flight.  The NIC never faults: every transfer completes, what it moves
+ * is only ever B's memfd (or B's plain memory once the map is gone), and
+ * the NIC serves a checksummed transfer afterwards.
+ */
+static void test_shared_buffer_hostile_responder(void)
+{
+	const size_t cap = 4u << 20, n = 1u << 20;
+	uint8_t *src = map(cap), *back = map(cap), *plain = map(cap), *view;
+	struct puncher pu = {.len = cap};
+	uint32_t lk, bk, dmr, rkey;
+	struct nic_send_wqe w;
+	struct nic_cqe c;
+	struct pair p;
+	pthread_t th;
+	size_t bad = 0;
+
+	pair_open(&p, sock_b, addr_b);
+	pu.fd = memfd_create("nst-hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	NST_REQUIRE(pu.fd >= 0);
+	NST_REQUIRE_EQ(ftruncate(pu.fd, (off_t)cap), 0);
+	NST_REQUIRE_EQ(fcntl(pu.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL), 0);
+	view = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, pu.fd, 0);
+	NST_REQUIRE(view != MAP_FAILED);
+	memset(plain, 0xee, cap);
+	shm_send_fd(p.hb, pu.fd);
+	NST_REQUIRE_EQ(shm_cmd(p.hb, NIC_CMD_SHM_MAP, plain, cap), NIC_STATUS_OK);
+	lk = nst_reg(p.ha, src, cap, 0);
+	bk = nst_reg(p.ha, back, cap, NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&p, plain, cap, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, &dmr);
+	NST_REQUIRE(lk && bk && rkey);
+	/* The NIC reaches the memfd at the offsets of the map's va, not what
+	 * B has there. */
+	nst_fill(src, n, 11);
+	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)plain + 5, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(view + 5, src, n), 0);
+	memset(view + 5, 0x5a, n);
+	w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)plain + 5, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	NST_EQ(back[0], 0x5a);
+	NST_EQ(back[n - 1], 0x5a);
+	for (size_t i = 0; i < cap; i++)
+		bad += plain[i] != 0xee;
+	NST_EQ_U(bad, 0);
+	/* Pages punched out under the transfers: each completes, each byte
+	 * READ back is what was written or a hole's zero. */
+	NST_REQUIRE_EQ(pthread_create(&th, NULL, punch_loop, &pu), 0);
+	for (uint32_t round = 0; round < 16; round++) {
+		uint8_t *at = plain + 4096 * round + round;
+
+		nst_fill(src, n, round);
+		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)at, rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		memset(back, 0x11, n);
+		w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)at, rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+		NST_EQ(c.status, NIC_WC_SUCCESS);
+		bad = 0;
+		for (size_t i = 0; i < n; i++)
+			bad += back[i] != src[i] && back[i] != 0;
+		NST_EQ_U(bad, 0);
+		/* B's own view of the memfd goes away half way: the NIC's
+		 * mapping is its own. */
+		if (round == 8) {
+			NST_EQ(mprotect(view, cap, PROT_NONE), 0);
+			NST_EQ(munmap(view, cap), 0);
+		}
+	}
+	__atomic_store_n(&pu.stop, 1, __ATOMIC_RELEASE);
+	NST_EQ(pthread_join(th, NULL), 0);
+	printf("\n    memfd punched out %u times under the transfers",
+	       __atomic_load_n(&pu.rounds, __ATOMIC_ACQUIRE));
+	NST_GT(__atomic_load_n(&pu.rounds, __ATOMIC_ACQUIRE), 0);
+	/* The map dropped while a WRITE is in flight: it completes, and the
+	 * NIC wrote only the memfd and then B's plain memory. */
+	nst_fill(src, 3u << 20, 99);
+	w = swqe(3, NIC_WR_RDMA_WRITE, src, 3u << 20, lk, (uintptr_t)plain, rkey);
+	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+	NST_EQ(shm_cmd(p.hb, NIC_CMD_SHM_UNMAP, plain, 0), NIC_STATUS_OK);
+	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
+	NST_EQ(c.status, NIC_WC_SUCCESS);
+	bad = 0;
+	for (size_t i = 0; i < (3u << 20); i++)
+		bad += plain[i] != src[i] && plain[i] != 0xee;
+	NST_EQ_U(bad, 0);
+	NST_EQ(kill(nic_b, 0), 0);
+	pair_close(&p);
+	close(pu.fd);
+	/* The NIC still serves: a checksummed round trip on a fresh pair. */
+	pair_open(&p, sock_b, addr_b);
+	lk = nst_reg(p.ha, src, cap, 0);
+	bk = nst_reg(p.ha, back, cap, NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&p, plain, cap, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE, &dmr);
+	NST_REQUIRE(lk && bk && rkey);
+	write_read(&p, src, lk, back, bk, plain + 7, rkey, n, 12);
+	pair_close(&p);
+	munmap(src, cap);
+	munmap(back, cap);
+	munmap(plain, cap);
+}
+
+static bool nic_b_holds_no_shm(void *arg)
+{
+	int fds, maps;
+
+	(void)arg;
+	return nst_memfd_refs(nic_b, "nicsim-shm", &fds, &maps) == 0 && fds == 0 && maps == 0;
+}
+
+/* 64 bytes of a WRITE's source that have arrived at its destination. */
+struct reach {
+	const uint8_t *src, *dst;
+};
+
+static bool stream_reached(void *arg)
+{
+	const struct reach *r = arg;
+
+	return memcmp(r->dst, r->src, 64) == 0;
+}
+
+/*
+ * A host that goes away (its socket closed, as when it is killed) while
+ * its peer's WRITEs stream into its shared buffer, at several points of
+ * the stream: its NIC writes or drops what it held, unmaps the buffer,
+ * and goes on serving; the peer's WRITE completes, successfully or
+ * flushed.
+ */
+static void test_shared_buffer_detach_mid_write(void)
+{
+	const size_t cap = 16u << 20;
+	uint8_t *src = map(cap), *back = map(cap);
+
+	nst_fill(src, cap, 5);
+	for (unsigned round = 0; round < 4; round++) {
+		struct nic_send_wqe w;
+		struct nic_cqe c;
+		struct pair p;
+		uint32_t lk, dmr, rkey;
+		struct reach arrived;
+		uint8_t *dst;
+
+		pair_open(&p, sock_b, addr_b);
+		dst = shm_alloc(p.hb, cap);
+		lk = nst_reg(p.ha, src, cap, 0);
+		rkey = expose(&p, dst, cap, NIC_ACCESS_REMOTE_WRITE, &dmr);
+		NST_REQUIRE(lk && rkey);
+		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)cap, lk, (uintptr_t)dst, rkey);
+		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
+		/* Gone at once, or once the stream has reached a quarter, a
+		 * half, three quarters of the buffer (or has ended: any point
+		 * of it will do). */
+		arrived.dst = dst + round * (cap / 4) - (round ? 64 : 0);
+		arrived.src = src + round * (cap / 4) - (round ? 64 : 0);
+		if (round)
+			(void)nst_wait_until(stream_reached, &arrived, WAIT_MS, 1);
+		nic_host_detach(p.hb);
+		NST_REQUIRE_EQ(poll_cq(&p.a, &c, 4 * WAIT_MS), 0);
+		printf("\n    round %u: the WRITE completed with status %u", round, c.status);
+		NST_TRUE(c.status == NIC_WC_SUCCESS || c.status == NIC_WC_WR_FLUSH_ERR ||
+			 c.status == NIC_WC_REM_ACCESS_ERR || c.status == NIC_WC_REM_OP_ERR ||
+			 c.status == NIC_WC_RETRY_EXC_ERR);
+		nic_host_detach(p.ha);
+		/* The host library cannot free it without its attachment. */
+		NST_EQ(munmap(dst, cap), 0);
+		NST_TRUE(nst_wait_until(nic_b_holds_no_shm, NULL, WAIT_MS, 5));
+		NST_EQ(kill(nic_b, 0), 0);
+	}
+	/* The NIC still serves: a checksummed round trip. */
+	{
+		struct pair p;
+		uint8_t *dst = map(1u << 20);
+		uint32_t lk, bk, dmr, rkey;
+
+		pair_open(&p, sock_b, addr_b);
+		lk = nst_reg(p.ha, src, 1u << 20, 0);
+		bk = nst_reg(p.ha, back, 1u << 20, NIC_ACCESS_LOCAL_WRITE);
+		rkey = expose(&p, dst, 1u << 20, NIC_ACCESS_REMOTE_READ | NIC_ACCESS_REMOTE_WRITE,
+			      &dmr);
+		NST_REQUIRE(lk && bk && rkey);
+		write_read(&p, src, lk, back, bk, dst + 3, rkey, (1u << 20) - 3, 6);
+		pair_close(&p);
+		munmap(dst, 1u << 20);
+	}
+	munmap(src, cap);
+	munmap(back, cap);
+}
+
 static int shm_holder(void *arg, int ready_fd)
 {
 	struct nic_host *h;
@@ -1989,6 +2213,8 @@ int main(int argc, char **argv)
 	    {"host_memory_vanished_mid_transfer", test_host_memory_vanished_mid_transfer},
 	    {"shared_buffers_integrity", test_shared_buffers_integrity},
 	    {"shared_buffer_edges_and_unmap", test_shared_buffer_edges_and_unmap},
+	    {"shared_buffer_hostile_responder", test_shared_buffer_hostile_responder},
+	    {"shared_buffer_detach_mid_write", test_shared_buffer_detach_mid_write},
 	    {"host_killed_with_shared_buffers", test_host_killed_with_shared_buffers},
 	    {NULL, NULL},
 	};
