@@ -179,6 +179,45 @@ static void test_two_hosts_shared_buffers(void)
 	}
 }
 
+/*
+ * An application that unmaps a shared buffer itself (munmap, not
+ * nicsim_buffer_free) and later has other memory at the same address: the
+ * NICs must reach the new memory, not the buffer they had mapped there, and
+ * nicsim_buffer_free must no longer take the address for the buffer (it would
+ * unmap the new memory).
+ */
+static void test_shared_buffer_unmapped_by_app(void)
+{
+	enum { LEN = 1 << 20 };
+	uint8_t *buf, *src = map(LEN), *again;
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	HANDLE hsrc;
+	SOCKET a, b;
+
+	NST_REQUIRE(src != NULL);
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(LEN, (void **)&buf), 0);
+	memset(buf, 0xee, LEN);
+	NST_REQUIRE_EQ(munmap(buf, LEN), 0);
+	again = mmap(buf, LEN, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	NST_REQUIRE(again == buf);
+	hsrc = reg(a, src, LEN, MEM_READ);
+	nst_fill(src, LEN, 77);
+	NST_REQUIRE_EQ(expose(b, again, LEN, MEM_WRITE, &d), 0);
+	NST_REQUIRE_EQ(post_rdma(a, true, src, LEN, hsrc, &d, 0, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(a, &ov, NULL), 0);
+	NST_EQ_U(nst_sum32(again, LEN), nst_sum32(src, LEN));
+	unexpose(b, &d);
+	dereg(a, hsrc);
+	NST_EQ(nicsim_buffer_free(again), WSAEINVAL);
+	NST_EQ(munmap(again, LEN), 0);
+	munmap(src, LEN);
+	close_socket(a);
+	close_socket(b);
+}
+
 static void test_two_processes_one_host(void)
 {
 	struct peer pr;
@@ -260,6 +299,7 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"two_hosts_integrity", test_two_hosts_integrity},
 	    {"two_hosts_shared_buffers", test_two_hosts_shared_buffers},
+	    {"shared_buffer_unmapped_by_app", test_shared_buffer_unmapped_by_app},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
