@@ -218,6 +218,52 @@ static void test_shared_buffer_unmapped_by_app(void)
 	close_socket(b);
 }
 
+/*
+ * Misuse of nicsim_buffer_free and nicsim_buffer_alloc is refused, never
+ * crashes; a buffer freed while exposed to the peer ends the peer's access
+ * cleanly (its RDMA WRITE fails, nothing lands in the memory that went).
+ */
+static void test_shared_buffer_misuse(void)
+{
+	enum { LEN = 1 << 16 };
+	uint8_t *buf, *src = map(LEN);
+	void *heap = malloc(64), *huge = NULL;
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	HANDLE hsrc;
+	SOCKET a, b;
+	int rc;
+
+	NST_REQUIRE(src != NULL && heap != NULL);
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(LEN, (void **)&buf), 0);
+	NST_EQ(nicsim_buffer_free(NULL), WSAEINVAL);
+	NST_EQ(nicsim_buffer_free(buf + 4096), WSAEINVAL);
+	NST_EQ(nicsim_buffer_free(heap), WSAEINVAL);
+	free(heap);
+	NST_EQ(nicsim_buffer_alloc(SIZE_MAX, &huge), WSAEINVAL);
+	NST_TRUE(huge == NULL);
+	/* Too large for the NICs to map: ordinary memory to them, or refused. */
+	rc = nicsim_buffer_alloc((size_t)1 << 40, &huge);
+	NST_TRUE(rc == 0 || rc == WSAENOBUFS);
+	if (rc == 0)
+		NST_EQ(nicsim_buffer_free(huge), 0);
+
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	hsrc = reg(a, src, LEN, MEM_READ);
+	NST_REQUIRE_EQ(expose(b, buf, LEN, MEM_WRITE, &d), 0);
+	NST_EQ(nicsim_buffer_free(buf), 0);
+	NST_EQ(nicsim_buffer_free(buf), WSAEINVAL);
+	rc = post_rdma(a, true, src, LEN, hsrc, &d, 0, &ov);
+	if (rc == WSA_IO_PENDING)
+		rc = ov_wait(a, &ov, NULL);
+	NST_TRUE(rc != 0);
+	unexpose(b, &d);
+	dereg(a, hsrc);
+	munmap(src, LEN);
+	close_socket(a);
+	close_socket(b);
+}
+
 static void test_two_processes_one_host(void)
 {
 	struct peer pr;
@@ -300,6 +346,7 @@ int main(int argc, char **argv)
 	    {"two_hosts_integrity", test_two_hosts_integrity},
 	    {"two_hosts_shared_buffers", test_two_hosts_shared_buffers},
 	    {"shared_buffer_unmapped_by_app", test_shared_buffer_unmapped_by_app},
+	    {"shared_buffer_misuse", test_shared_buffer_misuse},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
