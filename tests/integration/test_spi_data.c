@@ -264,6 +264,51 @@ static void test_shared_buffer_misuse(void)
 	close_socket(b);
 }
 
+/* How many memfds of shared buffers this process has open. */
+static int buffer_fds(void)
+{
+	char path[64], target[256];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		n += strstr(target, "memfd:nicsim-buffer") != NULL;
+	}
+	return n;
+}
+
+/*
+ * A child made by fork shares a buffer with its parent (it writes what the
+ * parent reads) and keeps none of the provider's memfds open.
+ */
+static void test_shared_buffer_fork(void)
+{
+	uint8_t *buf;
+	int status = -1;
+	pid_t pid;
+
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(4096, (void **)&buf), 0);
+	NST_EQ(buffer_fds(), 1);
+	pid = fork();
+	NST_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		buf[0] = 42;
+		_exit(buffer_fds() == 0 ? 0 : 1);
+	}
+	NST_EQ(waitpid(pid, &status, 0), pid);
+	NST_TRUE(WIFEXITED(status));
+	NST_EQ(WEXITSTATUS(status), 0);
+	NST_EQ(buf[0], 42);
+	NST_EQ(nicsim_buffer_free(buf), 0);
+	NST_EQ(buffer_fds(), 0);
+}
+
 static void test_two_processes_one_host(void)
 {
 	struct peer pr;
@@ -347,6 +392,7 @@ int main(int argc, char **argv)
 	    {"two_hosts_shared_buffers", test_two_hosts_shared_buffers},
 	    {"shared_buffer_unmapped_by_app", test_shared_buffer_unmapped_by_app},
 	    {"shared_buffer_misuse", test_shared_buffer_misuse},
+	    {"shared_buffer_fork", test_shared_buffer_fork},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
