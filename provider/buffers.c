@@ -26,7 +26,7 @@ static void map_on(struct prov_nic *nic, const struct prov_buf *buf)
 
 	if (prov_nic_is_down(nic))
 		return;
-	err = nic_host_shm_map(nic->host, buf->fd, buf->va, buf->len);
+	err = prov_nic_shm(nic, buf->fd, buf->va, buf->len);
 	if (err) {
 		char a[16];
 
@@ -96,7 +96,7 @@ static void unmap_all(struct prov *p, const struct prov_buf *b)
 {
 	for (struct prov_nic *nic = p->nics; nic; nic = nic->next)
 		if (!prov_nic_is_down(nic))
-			(void)nic_host_shm_unmap(nic->host, b->va);
+			(void)prov_nic_shm(nic, -1, b->va, 0);
 }
 
 /*

@@ -309,6 +309,60 @@ static void test_shared_buffer_fork(void)
 	NST_EQ(buffer_fds(), 0);
 }
 
+struct alloc_loop {
+	int rounds, failed;
+};
+
+static void *alloc_main(void *arg)
+{
+	struct alloc_loop *l = arg;
+
+	for (int i = 0; i < l->rounds; i++) {
+		uint8_t *buf;
+
+		if (nicsim_buffer_alloc((size_t)(i % 4 + 1) * 4096, (void **)&buf) != 0) {
+			l->failed++;
+			continue;
+		}
+		buf[0] = (uint8_t)i;
+		/* Leave room for the other threads' provider calls: what is tested
+		 * is the NICs' wake-ups, not the fairness of the lock. */
+		usleep(500);
+		if (nicsim_buffer_free(buf) != 0)
+			l->failed++;
+	}
+	return NULL;
+}
+
+/*
+ * Buffers made and given back by several threads while sockets connect
+ * (attaching NICs, which map every buffer) and close: every call succeeds,
+ * no memfd stays open, and the connections are made (the maps' waits for
+ * the NIC must not take the wake-ups WSPAccept waits for).
+ */
+static void test_shared_buffer_threads(void)
+{
+	struct alloc_loop l[3];
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++) {
+		l[i] = (struct alloc_loop){.rounds = 200};
+		NST_REQUIRE_EQ(pthread_create(&t[i], NULL, alloc_main, &l[i]), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		SOCKET a, b;
+
+		NST_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+		close_socket(a);
+		close_socket(b);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		NST_EQ(l[i].failed, 0);
+	}
+	NST_EQ(buffer_fds(), 0);
+}
+
 static void test_two_processes_one_host(void)
 {
 	struct peer pr;
@@ -393,6 +447,7 @@ int main(int argc, char **argv)
 	    {"shared_buffer_unmapped_by_app", test_shared_buffer_unmapped_by_app},
 	    {"shared_buffer_misuse", test_shared_buffer_misuse},
 	    {"shared_buffer_fork", test_shared_buffer_fork},
+	    {"shared_buffer_threads", test_shared_buffer_threads},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
