@@ -162,7 +162,10 @@ int nicsim_run_dir(char *buf, size_t size);
  * from it, receive and RDMA into it.  *buf gets at least len bytes, page
  * aligned and zeroed.  0, WSAEFAULT (buf NULL), WSAEINVAL (len 0 or too
  * large), WSAENOBUFS (no memory), or WSANOTINITIALISED (no WSPStartupEx).
- * Unlike malloc'd memory, a child made by fork shares the buffer.
+ * Unlike malloc'd memory, a child made by fork shares the buffer.  Each
+ * buffer keeps one descriptor open in the process (RLIMIT_NOFILE counts
+ * it), and a NIC maps at most 64 buffers, 64 GiB in all, per process: the
+ * ones beyond still work, as ordinary memory (NICSIM_DEBUG=1 says which).
  *
  * nicsim_buffer_free gives the buffer back: registrations inside it are
  * dropped as when ordinary memory is unmapped (docs/registration-cache.md),
