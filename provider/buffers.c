@@ -26,7 +26,7 @@ static void map_on(struct prov_nic *nic, const struct prov_buf *buf)
 
 	if (prov_nic_is_down(nic))
 		return;
-	err = nic_host_shm_map(nic->host, buf->fd, buf->va, buf->len);
+	err = prov_nic_shm(nic, buf->fd, buf->va, buf->len);
 	if (err) {
 		char a[16];
 
@@ -77,6 +77,8 @@ int nicsim_buffer_alloc(size_t len, void **buf)
 			map_on(nic, b);
 		b->next = p->bufs;
 		p->bufs = b;
+		/* The monitor watches it: see prov_bufs_gone. */
+		prov_mon_add((uintptr_t)va, len);
 	}
 	prov_unlock(p);
 	if (err) {
@@ -87,6 +89,44 @@ int nicsim_buffer_alloc(size_t len, void **buf)
 	}
 	*buf = va;
 	return 0;
+}
+
+/* Have every NIC drop its map of b (prov.lock held). */
+static void unmap_all(struct prov *p, const struct prov_buf *b)
+{
+	for (struct prov_nic *nic = p->nics; nic; nic = nic->next)
+		if (!prov_nic_is_down(nic))
+			(void)prov_nic_shm(nic, -1, b->va, 0);
+}
+
+/*
+ * The application unmaps or replaces memory of a buffer itself (munmap,
+ * mremap, mmap MAP_FIXED), not through nicsim_buffer_free.  The NICs reach
+ * a map's memfd at its addresses whatever the process has there later
+ * (docs/hardware-interface.md section 6.7), so they must drop their maps
+ * before the change: the buffer ends here and its addresses become ordinary
+ * memory to them.  What the application's call leaves mapped is its own to
+ * unmap; nicsim_buffer_free no longer knows the buffer.
+ */
+void prov_bufs_gone(struct prov *p, uintptr_t addr, size_t len)
+{
+	struct prov_buf **pp = &p->bufs;
+
+	while (*pp) {
+		struct prov_buf *b = *pp;
+		uintptr_t va = (uintptr_t)b->va;
+
+		/* Overlap, without computing an end that could wrap. */
+		if (va >= addr ? va - addr < len : addr - va < b->len) {
+			*pp = b->next;
+			unmap_all(p, b);
+			prov_mon_del(va, b->len);
+			close(b->fd);
+			free(b);
+		} else {
+			pp = &b->next;
+		}
+	}
 }
 
 int nicsim_buffer_free(void *buf)
@@ -105,9 +145,8 @@ int nicsim_buffer_free(void *buf)
 		/* What unmapping ordinary memory does to the registrations in it
 		 * (R10), then the NICs' maps. */
 		prov_cache_invalidate(p, (uintptr_t)b->va, b->len);
-		for (struct prov_nic *nic = p->nics; nic; nic = nic->next)
-			if (!prov_nic_is_down(nic))
-				(void)nic_host_shm_unmap(nic->host, b->va);
+		unmap_all(p, b);
+		prov_mon_del((uintptr_t)b->va, b->len);
 		munmap(b->va, b->len);
 		close(b->fd);
 	}

@@ -207,9 +207,12 @@ struct mon_guard {
 /*
  * The application is about to change the mapping of [addr, addr + len):
  * drop the registrations there first, keeping prov.lock until mon_after().
- * May be called twice for one guard (mremap: old and new range).
+ * gone: the range is about to be unmapped or replaced, so a shared buffer
+ * there ends too (the NICs must stop reaching its memfd at those addresses);
+ * advice that only drops pages leaves it.  May be called twice for one
+ * guard (mremap: old and new range).
  */
-static void mon_before(struct mon_guard *g, uintptr_t addr, size_t len)
+static void mon_before(struct mon_guard *g, uintptr_t addr, size_t len, bool gone)
 {
 	const volatile void *probe = mon_probe;
 	struct prov *p;
@@ -230,6 +233,8 @@ static void mon_before(struct mon_guard *g, uintptr_t addr, size_t len)
 	}
 	if (p->starts)
 		prov_cache_invalidate(p, addr, len);
+	if (gone)
+		prov_bufs_gone(p, addr, len);
 }
 
 static void mon_after(struct mon_guard *g)
@@ -253,7 +258,7 @@ int munmap(void *addr, size_t len)
 	int rc;
 
 	resolve();
-	mon_before(&g, (uintptr_t)addr, len);
+	mon_before(&g, (uintptr_t)addr, len, true);
 	rc = mon.munmap ? mon.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
 	mon_after(&g);
 	return rc;
@@ -273,9 +278,9 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 	/* The old range moves or shrinks; with MREMAP_FIXED the new one is replaced.
 	 * An old length of 0 duplicates a shared mapping and changes nothing. */
 	if (old_len)
-		mon_before(&g, (uintptr_t)old, old_len);
+		mon_before(&g, (uintptr_t)old, old_len, true);
 	if (flags & MREMAP_FIXED)
-		mon_before(&g, (uintptr_t)new_addr, new_len);
+		mon_before(&g, (uintptr_t)new_addr, new_len, true);
 	if (mon.mremap)
 		rc = mon.mremap(old, old_len, new_len, flags, new_addr);
 	else
@@ -293,7 +298,7 @@ int madvise(void *addr, size_t len, int advice)
 	/* The advice that throws pages away; the rest keeps the mapping. */
 	if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED || advice == MADV_FREE ||
 	    advice == MADV_REMOVE)
-		mon_before(&g, (uintptr_t)addr, len);
+		mon_before(&g, (uintptr_t)addr, len, false);
 	rc = mon.madvise ? mon.madvise(addr, len, advice)
 			 : (int)syscall(SYS_madvise, addr, len, advice);
 	mon_after(&g);
@@ -308,7 +313,7 @@ static void *mmap_common(mmap_fn real, void *addr, size_t len, int prot, int fla
 
 	/* MAP_FIXED replaces whatever was mapped there. */
 	if ((flags & MAP_FIXED) && !(flags & MAP_FIXED_NOREPLACE))
-		mon_before(&g, (uintptr_t)addr, len);
+		mon_before(&g, (uintptr_t)addr, len, true);
 	rc = real ? real(addr, len, prot, flags, fd, off)
 		  : (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	mon_after(&g);
@@ -340,7 +345,7 @@ int brk(void *addr)
 	}
 	cur = mon.sbrk(0);
 	if (cur != (void *)-1 && (uintptr_t)addr < (uintptr_t)cur)
-		mon_before(&g, (uintptr_t)addr, (uintptr_t)cur - (uintptr_t)addr);
+		mon_before(&g, (uintptr_t)addr, (uintptr_t)cur - (uintptr_t)addr, true);
 	rc = mon.brk(addr);
 	mon_after(&g);
 	return rc;
@@ -359,7 +364,7 @@ void *sbrk(intptr_t incr)
 	if (incr < 0) {
 		cur = mon.sbrk(0);
 		if (cur != (void *)-1 && (uintptr_t)cur >= (uintptr_t)(-incr))
-			mon_before(&g, (uintptr_t)cur - (uintptr_t)(-incr), (size_t)(-incr));
+			mon_before(&g, (uintptr_t)cur - (uintptr_t)(-incr), (size_t)(-incr), true);
 	}
 	rc = mon.sbrk(incr);
 	mon_after(&g);
@@ -375,7 +380,7 @@ static void block_before(struct mon_guard *g, void *ptr)
 	if (!ptr || prov_tls_depth || !__atomic_load_n(&mon.armed, __ATOMIC_ACQUIRE) ||
 	    !__atomic_load_n(&mon.tracked, __ATOMIC_RELAXED))
 		return;
-	mon_before(g, (uintptr_t)ptr, malloc_usable_size(ptr));
+	mon_before(g, (uintptr_t)ptr, malloc_usable_size(ptr), false);
 }
 
 void free(void *ptr)
@@ -437,7 +442,7 @@ static void san_free_hook(const volatile void *ptr)
 	if (!ptr || prov_tls_depth || !__atomic_load_n(&mon.armed, __ATOMIC_ACQUIRE) ||
 	    !__atomic_load_n(&mon.tracked, __ATOMIC_RELAXED))
 		return;
-	mon_before(&g, (uintptr_t)ptr, mon.san_size(ptr));
+	mon_before(&g, (uintptr_t)ptr, mon.san_size(ptr), false);
 	mon_after(&g);
 }
 

@@ -367,6 +367,45 @@ int prov_nic_cmd_wait(struct prov_nic *nic, struct prov_cmd *pc, uint32_t *key)
 	return 0;
 }
 
+/* No command of the provider's in flight and nobody asleep on the interrupt. */
+static int shm_turn(void *arg)
+{
+	const struct prov_nic *nic = arg;
+
+	return !nic->cmd && !nic->sleeping;
+}
+
+/*
+ * SHM_MAP (fd >= 0) or SHM_UNMAP of the buffer at va (prov.lock held).  The
+ * driver waits for their completions itself, sleeping on the interrupt; a
+ * thread doing so outside the sleeper protocol of prov_nic_wait would take
+ * the wake-ups meant for the sleeper (a connection request a WSPAccept
+ * waits for, a completion), which would then wait until its deadline.  So
+ * the call takes the sleeper's role for its duration, and the threads that
+ * waited behind it re-check what arrived meanwhile.
+ */
+int prov_nic_shm(struct prov_nic *nic, int fd, void *va, size_t len)
+{
+	uint64_t deadline = nic_host_now_ns() + (uint64_t)NIC_HOST_CMD_TIMEOUT_MS * 1000000u;
+	int err;
+
+	pthread_mutex_lock(&nic->lock);
+	err = prov_nic_wait(nic, shm_turn, nic, deadline, true);
+	if (err) {
+		pthread_mutex_unlock(&nic->lock);
+		return err;
+	}
+	nic->sleeping = true;
+	pthread_mutex_unlock(&nic->lock);
+	err =
+	    fd >= 0 ? nic_host_shm_map(nic->host, fd, va, len) : nic_host_shm_unmap(nic->host, va);
+	pthread_mutex_lock(&nic->lock);
+	nic->sleeping = false;
+	pthread_cond_broadcast(&nic->cond);
+	pthread_mutex_unlock(&nic->lock);
+	return err;
+}
+
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key)
 {
 	struct prov_cmd pc = {.cmd = *cmd};

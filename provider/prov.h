@@ -395,6 +395,11 @@ void prov_cache_attach(struct prov *p, struct prov_nic *nic);
 
 /* buffers.c: a NIC just attached maps every shared buffer (prov.lock held). */
 void prov_bufs_attach(struct prov *p, struct prov_nic *nic);
+/*
+ * buffers.c: the application is about to unmap or replace [addr, addr + len)
+ * (prov.lock held): every shared buffer overlapping it stops being one.
+ */
+void prov_bufs_gone(struct prov *p, uintptr_t addr, size_t len);
 
 /* monitor.c: the memory monitor (docs/registration-cache.md). */
 #define PROV_MON_UNMAP 0x1u /* munmap, mremap, madvise, mmap MAP_FIXED, brk, sbrk */
@@ -404,7 +409,8 @@ void prov_bufs_attach(struct prov *p, struct prov_nic *nic);
  * -ENOSYS with the reason in why (the cache must then stay off).
  */
 int prov_mon_start(unsigned *flags, char *why, size_t size);
-/* The monitor's filter: ranges registrations cover (prov.lock held). */
+/* The monitor's filter: ranges registrations and shared buffers cover
+ * (prov.lock held). */
 void prov_mon_add(uint64_t va, uint64_t len);
 void prov_mon_del(uint64_t va, uint64_t len);
 /* In a forked child: nothing is registered there. */
@@ -492,6 +498,9 @@ static inline bool prov_nic_is_down(const struct prov_nic *nic)
  * down, see prov_nic_fail).
  */
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key);
+/* SHM_MAP of the memfd fd at va (fd >= 0) or SHM_UNMAP of va, in turn with
+ * the provider's other waits on the NIC (prov.lock held): 0 or -errno. */
+int prov_nic_shm(struct prov_nic *nic, int fd, void *va, size_t len);
 /*
  * The two halves of prov_nic_exec, to overlap a command with the caller's
  * own work (driver.h: one command in flight per NIC, under the provider

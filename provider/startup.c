@@ -97,6 +97,16 @@ static void fork_child(void)
 			free(nic->qp[i].sq);
 		free(nic);
 	}
+	/* Shared buffers stay mapped in the child, shared with the parent (as
+	 * documented); the child forgets them and closes its copies of their
+	 * memfds, which would otherwise stay open in it for good. */
+	while (p->bufs) {
+		struct prov_buf *b = p->bufs;
+
+		p->bufs = b->next;
+		close(b->fd);
+		free(b);
+	}
 	prov_pins_forget(&p->pins);
 	free_tables(p);
 	prov_mon_reset();

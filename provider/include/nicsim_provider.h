@@ -162,12 +162,19 @@ int nicsim_run_dir(char *buf, size_t size);
  * from it, receive and RDMA into it.  *buf gets at least len bytes, page
  * aligned and zeroed.  0, WSAEFAULT (buf NULL), WSAEINVAL (len 0 or too
  * large), WSAENOBUFS (no memory), or WSANOTINITIALISED (no WSPStartupEx).
- * Unlike malloc'd memory, a child made by fork shares the buffer.
+ * Unlike malloc'd memory, a child made by fork shares the buffer.  Each
+ * buffer keeps one descriptor open in the process (RLIMIT_NOFILE counts
+ * it), and a NIC maps at most 64 buffers, 64 GiB in all, per process: the
+ * ones beyond still work, as ordinary memory (NICSIM_DEBUG=1 says which).
  *
  * nicsim_buffer_free gives the buffer back: registrations inside it are
  * dropped as when ordinary memory is unmapped (docs/registration-cache.md),
  * then the NICs drop their maps and the memory goes.  0, or WSAEINVAL (buf
- * is not a buffer nicsim_buffer_alloc returned).
+ * is not a buffer nicsim_buffer_alloc returned, or was given back).
+ * Unmapping or replacing any part of a buffer otherwise (munmap, mremap,
+ * mmap MAP_FIXED) ends it as well: the NICs drop their maps first, whatever
+ * the call leaves mapped is the application's to munmap, and
+ * nicsim_buffer_free no longer knows the buffer.
  */
 int nicsim_buffer_alloc(size_t len, void **buf);
 int nicsim_buffer_free(void *buf);

@@ -179,6 +179,213 @@ static void test_two_hosts_shared_buffers(void)
 	}
 }
 
+/*
+ * An application that unmaps a shared buffer itself (munmap, not
+ * nicsim_buffer_free) and later has other memory at the same address: the
+ * NICs must reach the new memory, not the buffer they had mapped there, and
+ * nicsim_buffer_free must no longer take the address for the buffer (it would
+ * unmap the new memory).
+ */
+static void test_shared_buffer_unmapped_by_app(void)
+{
+	enum { LEN = 1 << 20 };
+	uint8_t *buf, *src = map(LEN), *again;
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	HANDLE hsrc;
+	SOCKET a, b;
+
+	NST_REQUIRE(src != NULL);
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(LEN, (void **)&buf), 0);
+	memset(buf, 0xee, LEN);
+	NST_REQUIRE_EQ(munmap(buf, LEN), 0);
+	again = mmap(buf, LEN, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	NST_REQUIRE(again == buf);
+	hsrc = reg(a, src, LEN, MEM_READ);
+	nst_fill(src, LEN, 77);
+	NST_REQUIRE_EQ(expose(b, again, LEN, MEM_WRITE, &d), 0);
+	NST_REQUIRE_EQ(post_rdma(a, true, src, LEN, hsrc, &d, 0, &ov), WSA_IO_PENDING);
+	NST_EQ(ov_wait(a, &ov, NULL), 0);
+	NST_EQ_U(nst_sum32(again, LEN), nst_sum32(src, LEN));
+	unexpose(b, &d);
+	dereg(a, hsrc);
+	NST_EQ(nicsim_buffer_free(again), WSAEINVAL);
+	NST_EQ(munmap(again, LEN), 0);
+	munmap(src, LEN);
+	close_socket(a);
+	close_socket(b);
+}
+
+/*
+ * Misuse of nicsim_buffer_free and nicsim_buffer_alloc is refused, never
+ * crashes; a buffer freed while exposed to the peer ends the peer's access
+ * cleanly (its RDMA WRITE fails, nothing lands in the memory that went).
+ */
+static void test_shared_buffer_misuse(void)
+{
+	enum { LEN = 1 << 16 };
+	uint8_t *buf, *src = map(LEN);
+	void *heap = malloc(64), *huge = NULL;
+	struct nicsim_rdma_desc d;
+	WSAOVERLAPPED ov;
+	HANDLE hsrc;
+	SOCKET a, b;
+	int rc;
+
+	NST_REQUIRE(src != NULL && heap != NULL);
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(LEN, (void **)&buf), 0);
+	NST_EQ(nicsim_buffer_free(NULL), WSAEINVAL);
+	NST_EQ(nicsim_buffer_free(buf + 4096), WSAEINVAL);
+	NST_EQ(nicsim_buffer_free(heap), WSAEINVAL);
+	free(heap);
+	NST_EQ(nicsim_buffer_alloc(SIZE_MAX, &huge), WSAEINVAL);
+	NST_TRUE(huge == NULL);
+	/* Too large for the NICs to map: ordinary memory to them, or refused. */
+	rc = nicsim_buffer_alloc((size_t)1 << 40, &huge);
+	NST_TRUE(rc == 0 || rc == WSAENOBUFS);
+	if (rc == 0)
+		NST_EQ(nicsim_buffer_free(huge), 0);
+
+	NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+	hsrc = reg(a, src, LEN, MEM_READ);
+	NST_REQUIRE_EQ(expose(b, buf, LEN, MEM_WRITE, &d), 0);
+	NST_EQ(nicsim_buffer_free(buf), 0);
+	NST_EQ(nicsim_buffer_free(buf), WSAEINVAL);
+	rc = post_rdma(a, true, src, LEN, hsrc, &d, 0, &ov);
+	if (rc == WSA_IO_PENDING)
+		rc = ov_wait(a, &ov, NULL);
+	NST_TRUE(rc != 0);
+	unexpose(b, &d);
+	dereg(a, hsrc);
+	munmap(src, LEN);
+	close_socket(a);
+	close_socket(b);
+
+	/* Freed while an RDMA WRITE into it is in flight: the write completes
+	 * before the memory goes or fails; either way nothing else breaks. */
+	{
+		enum { INFLIGHT = 16 << 20 };
+		uint8_t *big, *bsrc = map(INFLIGHT);
+
+		NST_REQUIRE(bsrc != NULL);
+		NST_REQUIRE_EQ(nicsim_buffer_alloc(INFLIGHT, (void **)&big), 0);
+		NST_REQUIRE_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+		hsrc = reg(a, bsrc, INFLIGHT, MEM_READ);
+		NST_REQUIRE_EQ(expose(b, big, INFLIGHT, MEM_WRITE, &d), 0);
+		NST_REQUIRE_EQ(post_rdma(a, true, bsrc, INFLIGHT, hsrc, &d, 0, &ov),
+			       WSA_IO_PENDING);
+		NST_EQ(nicsim_buffer_free(big), 0);
+		rc = ov_wait(a, &ov, NULL);
+		NST_TRUE(rc == 0 || rc == WSAECONNRESET);
+		unexpose(b, &d);
+		dereg(a, hsrc);
+		munmap(bsrc, INFLIGHT);
+		close_socket(a);
+		close_socket(b);
+	}
+}
+
+/* How many memfds of shared buffers this process has open. */
+static int buffer_fds(void)
+{
+	char path[64], target[256];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		n += strstr(target, "memfd:nicsim-buffer") != NULL;
+	}
+	return n;
+}
+
+/*
+ * A child made by fork shares a buffer with its parent (it writes what the
+ * parent reads) and keeps none of the provider's memfds open.
+ */
+static void test_shared_buffer_fork(void)
+{
+	uint8_t *buf;
+	int status = -1;
+	pid_t pid;
+
+	NST_REQUIRE_EQ(nicsim_buffer_alloc(4096, (void **)&buf), 0);
+	NST_EQ(buffer_fds(), 1);
+	pid = fork();
+	NST_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		buf[0] = 42;
+		_exit(buffer_fds() == 0 ? 0 : 1);
+	}
+	NST_EQ(waitpid(pid, &status, 0), pid);
+	NST_TRUE(WIFEXITED(status));
+	NST_EQ(WEXITSTATUS(status), 0);
+	NST_EQ(buf[0], 42);
+	NST_EQ(nicsim_buffer_free(buf), 0);
+	NST_EQ(buffer_fds(), 0);
+}
+
+struct alloc_loop {
+	int rounds, failed;
+};
+
+static void *alloc_main(void *arg)
+{
+	struct alloc_loop *l = arg;
+
+	for (int i = 0; i < l->rounds; i++) {
+		uint8_t *buf;
+
+		if (nicsim_buffer_alloc((size_t)(i % 4 + 1) * 4096, (void **)&buf) != 0) {
+			l->failed++;
+			continue;
+		}
+		buf[0] = (uint8_t)i;
+		/* Leave room for the other threads' provider calls: what is tested
+		 * is the NICs' wake-ups, not the fairness of the lock. */
+		usleep(500);
+		if (nicsim_buffer_free(buf) != 0)
+			l->failed++;
+	}
+	return NULL;
+}
+
+/*
+ * Buffers made and given back by several threads while sockets connect
+ * (attaching NICs, which map every buffer) and close: every call succeeds,
+ * no memfd stays open, and the connections are made (the maps' waits for
+ * the NIC must not take the wake-ups WSPAccept waits for).
+ */
+static void test_shared_buffer_threads(void)
+{
+	struct alloc_loop l[3];
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++) {
+		l[i] = (struct alloc_loop){.rounds = 200};
+		NST_REQUIRE_EQ(pthread_create(&t[i], NULL, alloc_main, &l[i]), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		SOCKET a, b;
+
+		NST_EQ(connect_pair(ADDR_B, ADDR_A, &b, &a), 0);
+		close_socket(a);
+		close_socket(b);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		NST_EQ(l[i].failed, 0);
+	}
+	NST_EQ(buffer_fds(), 0);
+}
+
 static void test_two_processes_one_host(void)
 {
 	struct peer pr;
@@ -260,6 +467,10 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"two_hosts_integrity", test_two_hosts_integrity},
 	    {"two_hosts_shared_buffers", test_two_hosts_shared_buffers},
+	    {"shared_buffer_unmapped_by_app", test_shared_buffer_unmapped_by_app},
+	    {"shared_buffer_misuse", test_shared_buffer_misuse},
+	    {"shared_buffer_fork", test_shared_buffer_fork},
+	    {"shared_buffer_threads", test_shared_buffer_threads},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
