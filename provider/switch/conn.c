@@ -1,0 +1,306 @@
+/* The session protocol's connection state (nss_conn.h). */
+#include "nss_conn.h"
+
+#include <errno.h>
+#include <string.h>
+
+void nss_conn_init(struct nss_conn *c, const struct nss_hello *local)
+{
+	memset(c, 0, sizeof(*c));
+	c->local = *local;
+	c->limit = local->recv_count - 1;
+	c->advertised = c->limit;
+	/* The sink of the in stream reads if it can (section 5). */
+	c->in_path = local->features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
+}
+
+/* The stateful checks of one message after the first (section 3); NULL if
+ * it may be taken, else why not.  in and out are updated copies. */
+static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, struct nss_dir *in,
+			    struct nss_dir *out)
+{
+	switch (h->type) {
+	case NSS_DATA:
+		if (h->data_len && in->shut)
+			return "data after SHUTDOWN";
+		if (h->data_len && in->xfer)
+			return "data while a large transfer is outstanding";
+		if (h->stream_off != in->off)
+			return "DATA not where the stream stands";
+		in->off += h->data_len;
+		return NULL;
+	case NSS_SRC_AVAIL:
+		if (in->shut)
+			return "SRC_AVAIL after SHUTDOWN";
+		if (in->xfer)
+			return "a second large transfer before the first is done";
+		if (h->stream_off != in->off)
+			return "SRC_AVAIL not where the stream stands";
+		if ((h->desc_len != 0) != (c->in_path == NSS_PATH_READ))
+			return c->in_path == NSS_PATH_READ
+				   ? "SRC_AVAIL without a descriptor on the "
+				     "read path"
+				   : "SRC_AVAIL with a descriptor on the write "
+				     "path";
+		in->off += h->data_len;
+		in->xfer = true;
+		in->xfer_end = in->off + h->rdma_len;
+		in->sink_len = 0;
+		return NULL;
+	case NSS_SINK_AVAIL:
+		if (c->out_path != NSS_PATH_WRITE)
+			return "SINK_AVAIL on the read path";
+		if (!out->xfer)
+			return "SINK_AVAIL with no large transfer outstanding";
+		if (out->sink_len)
+			return "a second SINK_AVAIL before WR_DONE";
+		if (h->stream_off != out->off)
+			return "SINK_AVAIL not where the transfer stands";
+		if (h->rdma_len > out->xfer_end - out->off)
+			return "SINK_AVAIL for more than the transfer has left";
+		out->sink_len = h->rdma_len;
+		return NULL;
+	case NSS_RD_DONE:
+		if (c->out_path != NSS_PATH_READ)
+			return "RD_DONE on the write path";
+		if (!out->xfer)
+			return "RD_DONE with no large transfer outstanding";
+		if (h->stream_off != out->off)
+			return "RD_DONE not where the transfer stands";
+		if (h->rdma_len > out->xfer_end - out->off)
+			return "RD_DONE for more than was offered";
+		out->off += h->rdma_len;
+		out->xfer = out->off != out->xfer_end;
+		return NULL;
+	case NSS_WR_DONE:
+		if (c->in_path != NSS_PATH_WRITE)
+			return "WR_DONE on the read path";
+		if (!in->sink_len)
+			return "WR_DONE with no SINK_AVAIL outstanding";
+		if (h->stream_off != in->off || h->rdma_len != in->sink_len)
+			return "WR_DONE that is not the SINK_AVAIL's";
+		in->off += h->rdma_len;
+		in->sink_len = 0;
+		in->xfer = in->off != in->xfer_end;
+		return NULL;
+	case NSS_SHUTDOWN:
+		if (in->shut)
+			return "a second SHUTDOWN";
+		if (in->xfer)
+			return "SHUTDOWN during a large transfer";
+		if (h->stream_off != in->off)
+			return "SHUTDOWN not where the stream stands";
+		in->shut = true;
+		return NULL;
+	default: return "a message of no known type"; /* nss_decode lets none through */
+	}
+}
+
+int nss_conn_rx(struct nss_conn *c, const struct nss_msg *m, const char **why, uint32_t *reason)
+{
+	const struct nss_hdr *h = &m->h;
+	struct nss_dir in = c->in, out = c->out;
+
+	*why = NULL;
+	*reason = NSS_ABORT_PROTOCOL;
+	if (!c->hello_in) {
+		struct nss_hello peer;
+
+		*reason = NSS_ABORT_BAD_HELLO;
+		if (h->type != NSS_HELLO)
+			*why = "the first message is not HELLO";
+		else if (nss_hello_decode(m->data, h->data_len, &peer, why) == 0 &&
+			 h->credit_limit != peer.recv_count - 1)
+			*why = "HELLO's credit limit is not its receives";
+		if (*why)
+			return -EPROTO;
+		c->peer = peer;
+		c->hello_in = true;
+		c->in_seq = 1;
+		c->peer_limit = h->credit_limit;
+		c->out_path = peer.features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
+		return 0;
+	}
+	if (h->type == NSS_ABORT) {
+		c->aborted = true;
+		*why = "the peer aborted the connection";
+		*reason = h->arg;
+		return -ECONNRESET;
+	}
+	if (h->type == NSS_HELLO)
+		*why = "HELLO after the first message";
+	else if (h->seq != c->in_seq)
+		*why = "a message out of sequence";
+	else if (nss_after(h->seq, c->limit))
+		*why = "a message beyond the credit given", *reason = NSS_ABORT_CREDIT;
+	else if (nss_after(c->peer_limit, h->credit_limit))
+		*why = "a credit limit that moves backwards";
+	else
+		*why = check_rx(c, h, &in, &out);
+	if (*why)
+		return -EPROTO;
+	c->in = in;
+	c->out = out;
+	c->in_seq++;
+	c->peer_limit = h->credit_limit;
+	return 0;
+}
+
+void nss_conn_repost(struct nss_conn *c)
+{
+	c->limit++;
+}
+
+bool nss_conn_update_due(const struct nss_conn *c)
+{
+	uint32_t behind = c->limit - c->advertised;
+	/* What the peer believes it has left: it sends in_seq next. */
+	uint32_t peer_avail = c->advertised - c->in_seq + 1;
+
+	return behind && (behind >= c->local.recv_count / 2 || peer_avail <= 2);
+}
+
+/* The common part of a header to send, if the credit allows it now. */
+static int begin(struct nss_conn *c, uint8_t type, bool has_data, struct nss_hdr *h)
+{
+	if (!c->hello_out)
+		return -EPROTO; /* HELLO first */
+	if (!c->hello_in)
+		return -EAGAIN; /* the peer's credit is not known yet */
+	if (!nss_may_send(type, has_data, c->out_seq, c->peer_limit))
+		return -EAGAIN;
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->seq = c->out_seq;
+	h->credit_limit = c->limit;
+	return 0;
+}
+
+/* The message is going: its seq is spent, its limit told. */
+static void commit(struct nss_conn *c)
+{
+	c->out_seq++;
+	c->advertised = c->limit;
+}
+
+int nss_conn_hello_hdr(struct nss_conn *c, struct nss_hdr *h)
+{
+	if (c->hello_out)
+		return -EPROTO;
+	memset(h, 0, sizeof(*h));
+	h->type = NSS_HELLO;
+	h->data_len = NSS_HELLO_LEN;
+	h->credit_limit = c->limit;
+	c->hello_out = true;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_data_hdr(struct nss_conn *c, uint32_t data_len, struct nss_hdr *h)
+{
+	int err;
+
+	if (data_len && (c->out.shut || c->out.xfer))
+		return -EPROTO;
+	err = begin(c, NSS_DATA, data_len != 0, h);
+	if (err)
+		return err;
+	h->data_len = data_len;
+	h->stream_off = c->out.off;
+	c->out.off += data_len;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_src_avail_hdr(struct nss_conn *c, uint32_t head, uint32_t rdma_len, uint16_t desc_len,
+			   struct nss_hdr *h)
+{
+	int err;
+
+	if (!c->hello_in)
+		return -EAGAIN; /* the path is not known yet */
+	if (!head || !rdma_len || c->out.shut || c->out.xfer ||
+	    (desc_len != 0) != (c->out_path == NSS_PATH_READ))
+		return -EPROTO;
+	err = begin(c, NSS_SRC_AVAIL, true, h);
+	if (err)
+		return err;
+	h->desc_len = desc_len;
+	h->data_len = head;
+	h->rdma_len = rdma_len;
+	h->stream_off = c->out.off;
+	c->out.off += head;
+	c->out.xfer = true;
+	c->out.xfer_end = c->out.off + rdma_len;
+	c->out.sink_len = 0;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_sink_avail_hdr(struct nss_conn *c, uint32_t len, uint16_t desc_len, struct nss_hdr *h)
+{
+	int err;
+
+	if (c->in_path != NSS_PATH_WRITE || !c->in.xfer || c->in.sink_len || !len ||
+	    len > c->in.xfer_end - c->in.off || !desc_len)
+		return -EPROTO;
+	err = begin(c, NSS_SINK_AVAIL, false, h);
+	if (err)
+		return err;
+	h->desc_len = desc_len;
+	h->rdma_len = len;
+	h->stream_off = c->in.off;
+	c->in.sink_len = len;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_rd_done_hdr(struct nss_conn *c, uint32_t len, struct nss_hdr *h)
+{
+	int err;
+
+	if (c->in_path != NSS_PATH_READ || !c->in.xfer || !len || len > c->in.xfer_end - c->in.off)
+		return -EPROTO;
+	err = begin(c, NSS_RD_DONE, false, h);
+	if (err)
+		return err;
+	h->rdma_len = len;
+	h->stream_off = c->in.off;
+	c->in.off += len;
+	c->in.xfer = c->in.off != c->in.xfer_end;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_wr_done_hdr(struct nss_conn *c, struct nss_hdr *h)
+{
+	int err;
+
+	if (c->out_path != NSS_PATH_WRITE || !c->out.sink_len)
+		return -EPROTO;
+	err = begin(c, NSS_WR_DONE, false, h);
+	if (err)
+		return err;
+	h->rdma_len = (uint32_t)c->out.sink_len;
+	h->stream_off = c->out.off;
+	c->out.off += c->out.sink_len;
+	c->out.sink_len = 0;
+	c->out.xfer = c->out.off != c->out.xfer_end;
+	commit(c);
+	return 0;
+}
+
+int nss_conn_shutdown_hdr(struct nss_conn *c, struct nss_hdr *h)
+{
+	int err;
+
+	if (c->out.shut || c->out.xfer)
+		return -EPROTO;
+	err = begin(c, NSS_SHUTDOWN, false, h);
+	if (err)
+		return err;
+	h->stream_off = c->out.off;
+	c->out.shut = true;
+	commit(c);
+	return 0;
+}

@@ -1,0 +1,270 @@
+/*
+ * Unit tests of the session protocol's connection state (provider/switch/
+ * nss_conn.h): two connections, A and B, exchange every kind of message
+ * through the codec as two switches would, on both paths; the credit rule
+ * holds them back and reposting lets them go; and each out-of-place message
+ * a hostile or broken peer could send is refused with its sentence, leaving
+ * the state as it was.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "nss_conn.h"
+#include "nstest.h"
+
+static uint8_t wire[1024];
+static const uint8_t desc[32] = {1, 2, 3};
+static uint8_t data[256];
+
+static struct nss_hello hello(bool can_read, uint32_t recvs)
+{
+	return (struct nss_hello){.version = NSS_VERSION,
+				  .features = can_read ? NSS_F_CAN_READ : 0,
+				  .recv_count = recvs,
+				  .recv_size = 4096,
+				  .max_rdma = 1u << 20,
+				  .rdma_threshold = 65536,
+				  .desc_len = sizeof(desc)};
+}
+
+/* Encode h as from's message, decode it and give it to to: nss_conn_rx's
+ * result, with *why. */
+static int pass(struct nss_conn *from, const struct nss_hdr *h, struct nss_conn *to,
+		const char **why)
+{
+	uint8_t body[NSS_HELLO_LEN];
+	struct nss_msg m;
+	uint32_t reason;
+	long n;
+
+	if (h->type == NSS_HELLO)
+		nss_hello_encode(&from->local, body);
+	n = nss_encode(h, desc, h->type == NSS_HELLO ? body : data, wire, sizeof(wire));
+	NST_REQUIRE(n > 0);
+	NST_REQUIRE_EQ(nss_decode(wire, (size_t)n, &m, why), 0);
+	return nss_conn_rx(to, &m, why, &reason);
+}
+
+/* A and B connected: both HELLOs exchanged. */
+static void connect(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b_reads,
+		    uint32_t recvs)
+{
+	struct nss_hello ha = hello(a_reads, recvs), hb = hello(b_reads, recvs);
+	struct nss_hdr h;
+	const char *why;
+
+	nss_conn_init(a, &ha);
+	nss_conn_init(b, &hb);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(a, 0, &h), -EPROTO); /* HELLO first */
+	NST_REQUIRE_EQ(nss_conn_hello_hdr(a, &h), 0);
+	NST_REQUIRE_EQ(pass(a, &h, b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(a, 5, &h), -EAGAIN); /* B's credit not known */
+	NST_REQUIRE_EQ(nss_conn_hello_hdr(b, &h), 0);
+	NST_REQUIRE_EQ(pass(b, &h, a, &why), 0);
+	NST_EQ(a->out_path, b_reads ? NSS_PATH_READ : NSS_PATH_WRITE);
+	NST_EQ(b->in_path, a->out_path);
+}
+
+/* Small data, a large send on the read path, SHUTDOWN: the stream offsets. */
+static void test_read_path(void)
+{
+	struct nss_conn a, b;
+	struct nss_hdr h;
+	const char *why;
+
+	connect(&a, false, &b, true, 16);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 100, &h), 0);
+	NST_EQ_U(h.stream_off, 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), 0);
+	NST_EQ_U(h.stream_off, 100);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(b.in.off, 110);
+	NST_TRUE(b.in.xfer);
+	/* Nothing more from A until it is done; B reads in two parts. */
+	NST_EQ(nss_conn_data_hdr(&a, 1, &h), -EPROTO);
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 3000, &h), 0);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_TRUE(a.out.xfer);
+	NST_EQ(nss_conn_rd_done_hdr(&b, 2001, &h), -EPROTO); /* more than is left */
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 2000, &h), 0);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_EQ_U(a.out.off, 5110);
+	NST_EQ_U(b.in.off, 5110);
+	NST_REQUIRE_EQ(nss_conn_shutdown_hdr(&a, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_TRUE(b.in.shut);
+	NST_EQ(nss_conn_data_hdr(&a, 1, &h), -EPROTO);
+}
+
+/* The write path: SRC_AVAIL without a descriptor, SINK_AVAILs, WR_DONEs. */
+static void test_write_path(void)
+{
+	struct nss_conn a, b;
+	struct nss_hdr h;
+	const char *why;
+
+	connect(&a, true, &b, false, 16);
+	NST_EQ(nss_conn_src_avail_hdr(&a, 1, 4096, sizeof(desc), &h), -EPROTO);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 1, 4096, 0, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ(nss_conn_wr_done_hdr(&a, &h), -EPROTO); /* no sink yet */
+	for (int part = 0; part < 2; part++) {
+		NST_REQUIRE_EQ(nss_conn_sink_avail_hdr(&b, 2048, sizeof(desc), &h), 0);
+		NST_EQ_U(h.stream_off, 1 + 2048u * (unsigned)part);
+		NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+		NST_EQ(nss_conn_sink_avail_hdr(&b, 1, sizeof(desc), &h),
+		       -EPROTO); /* one at a time */
+		NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
+		NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	}
+	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_EQ_U(b.in.off, 4097);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 7, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(b.in.off, 4104);
+}
+
+/* Credits: A spends B's receives down to the rule's margins; B's reposts
+ * and an update let it go on; an update is due when it should be. */
+static void test_credits(void)
+{
+	struct nss_conn a, b;
+	struct nss_hdr h;
+	const char *why;
+	int sent = 0;
+
+	connect(&a, false, &b, true, 8);
+	/* B posted 8: HELLO took one, so A has 7; data needs 3 left. */
+	while (nss_conn_data_hdr(&a, 1, &h) == 0) {
+		NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+		sent++;
+	}
+	NST_EQ(sent, 5);
+	NST_EQ(nss_conn_shutdown_hdr(&a, &h), 0); /* a finishing message: 2 left */
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ(nss_conn_data_hdr(&a, 0, &h), 0); /* the last: an update only */
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ(nss_conn_data_hdr(&a, 0, &h), -EAGAIN);
+	/* B took them all and posts again: an update is due at once (A has none). */
+	NST_TRUE(!nss_conn_update_due(&b));
+	nss_conn_repost(&b);
+	NST_TRUE(nss_conn_update_due(&b));
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&b, 0, &h), 0);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_TRUE(!nss_conn_update_due(&b));
+	NST_EQ(nss_conn_data_hdr(&a, 0, &h), 0);
+}
+
+/* Each out-of-place message is refused with its sentence; the state stays. */
+static void test_refusals(void)
+{
+	static const struct {
+		const char *want;
+		int kind;
+	} cases[] = {
+	    {"out of sequence", 0},
+	    {"beyond the credit", 1},
+	    {"moves backwards", 2},
+	    {"not where the stream stands", 3},
+	    {"second large transfer", 4},
+	    {"without a descriptor", 5},
+	    {"SINK_AVAIL with no large transfer", 6},
+	    {"RD_DONE on the write path", 7},
+	    {"WR_DONE on the read path", 8},
+	    {"HELLO after", 9},
+	    {"data after SHUTDOWN", 10},
+	    {"not HELLO", 11},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct nss_conn a, b, before;
+		struct nss_hdr h;
+		const char *why = NULL;
+
+		connect(&a, false, &b, true, 8);
+		NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 4, &h), 0);
+		switch (cases[i].kind) {
+		case 0: h.seq++; break;
+		case 1: h.seq = b.limit + 1, b.in_seq = h.seq; break;
+		case 2: h.credit_limit = b.peer_limit - 1; break;
+		case 3: h.stream_off = 9; break;
+		case 4:
+			NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 1, 100, sizeof(desc), &h), 0);
+			NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			h.seq++, h.stream_off += 1;
+			break;
+		case 5:
+			h = (struct nss_hdr){.type = NSS_SRC_AVAIL,
+					     .seq = h.seq,
+					     .credit_limit = h.credit_limit,
+					     .data_len = 1,
+					     .rdma_len = 10};
+			break;
+		case 6:
+			h = (struct nss_hdr){.type = NSS_SINK_AVAIL,
+					     .seq = h.seq,
+					     .credit_limit = h.credit_limit,
+					     .desc_len = 32,
+					     .rdma_len = 10};
+			break;
+		case 7:
+			h = (struct nss_hdr){.type = NSS_RD_DONE,
+					     .seq = h.seq,
+					     .credit_limit = h.credit_limit,
+					     .rdma_len = 10};
+			break;
+		case 8:
+			h = (struct nss_hdr){.type = NSS_WR_DONE,
+					     .seq = h.seq,
+					     .credit_limit = h.credit_limit,
+					     .rdma_len = 10};
+			break;
+		case 9: h = (struct nss_hdr){.type = NSS_HELLO, .data_len = NSS_HELLO_LEN}; break;
+		case 10:
+			NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			NST_REQUIRE_EQ(nss_conn_shutdown_hdr(&a, &h), 0);
+			NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			h.type = NSS_DATA, h.seq++, h.data_len = 3;
+			break;
+		case 11: nss_conn_init(&b, &b.local); break;
+		}
+		memcpy(&before, &b, sizeof(b));
+		NST_EQ(pass(&a, &h, &b, &why), -EPROTO);
+		NST_CHECK_(why && strstr(why, cases[i].want), CU_FALSE,
+			   "case %zu: said %s, want %s", i, why ? why : "(nothing)", cases[i].want);
+		NST_TRUE(memcmp(&before, &b, sizeof(b)) == 0);
+	}
+}
+
+/* The peer's ABORT is reported as such, with its reason. */
+static void test_abort(void)
+{
+	struct nss_conn a, b;
+	struct nss_hdr h = {.type = NSS_ABORT, .arg = NSS_ABORT_NO_MEMORY};
+	struct nss_msg m;
+	const char *why;
+	uint32_t reason = 0;
+	long n;
+
+	connect(&a, false, &b, true, 8);
+	n = nss_encode(&h, NULL, NULL, wire, sizeof(wire));
+	NST_REQUIRE(n > 0);
+	NST_REQUIRE_EQ(nss_decode(wire, (size_t)n, &m, &why), 0);
+	NST_EQ(nss_conn_rx(&b, &m, &why, &reason), -ECONNRESET);
+	NST_EQ_U(reason, NSS_ABORT_NO_MEMORY);
+	NST_TRUE(b.aborted);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"read_path", test_read_path}, {"write_path", test_write_path},
+	    {"credits", test_credits},     {"refusals", test_refusals},
+	    {"abort", test_abort},         {NULL, NULL},
+	};
+
+	return nst_main(argc, argv, "nss_conn", tests, NULL, NULL);
+}
