@@ -29,6 +29,19 @@ static FILE *mem_open(void)
 	return f;
 }
 
+/* The report file at path into buf (and the log). */
+static void read_report(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	NST_REQUIRE(f != NULL);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	printf("\n%s", buf);
+}
+
 static void test_hexdiff(void)
 {
 	static uint8_t want[4096], got[4096];
@@ -144,8 +157,6 @@ static void test_junit(void)
 	struct scn_outcome *o = calloc(2, sizeof(*o));
 	const struct scn_outcome *v[2];
 	char path[256];
-	FILE *f;
-	size_t n;
 
 	NST_REQUIRE(o != NULL);
 	fill_failure(&o[0]);
@@ -156,12 +167,7 @@ static void test_junit(void)
 	snprintf(path, sizeof(path), "%s/junit.xml", tmp);
 	NST_EQ(chdir(tmp), 0);
 	NST_EQ(scn_report_junit(path, v, 2, &ro), 0);
-	f = fopen(path, "r");
-	NST_REQUIRE(f != NULL);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	printf("\n%s", buf);
+	read_report(path);
 	HAS("tests=\"2\" failures=\"1\"");
 	HAS("<testcase name=\"it&apos;s [seed 42]\" classname=\"dir\"");
 	HAS("<failure message=\"dir/it&apos;s.scn:7: 4 bytes differ\" type=\"failure\">");
@@ -211,7 +217,6 @@ static void test_control_characters(void)
 	const struct scn_outcome *v[1] = {o};
 	char path[256], vis[256];
 	FILE *f;
-	size_t n;
 
 	NST_REQUIRE(o != NULL);
 	NST_EQ(scn_visible(nasty, vis, sizeof(vis)), strlen(shown));
@@ -247,12 +252,7 @@ static void test_control_characters(void)
 
 	snprintf(path, sizeof(path), "%s/ctl.xml", tmp);
 	NST_EQ(scn_report_junit(path, v, 1, &ro), 0);
-	f = fopen(path, "r");
-	NST_REQUIRE(f != NULL);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	printf("\n%s", buf);
+	read_report(path);
 	NST_TRUE(clean(buf, true));
 	HAS("message a\\x1b[2Jb\\x07c\\0d\\x01e\\x0df\\x7fg\\u009bh\\xffi caf\xc3\xa9");
 	free(o);
