@@ -1,0 +1,119 @@
+/*
+ * nicsim_switch.h: stream sockets over the nicsim SAN (libnicsimsw).
+ *
+ * The switch turns a byte stream into the session protocol of
+ * docs/session-protocol.md: small sends travel inside control messages,
+ * large ones by RDMA straight from the application's buffer.  It is a
+ * client of the SAN SPI (ws2san.h) only, as the Windows switch is of a SAN
+ * provider, and needs a running NIC (`nicsim up`) as any SPI program does.
+ *
+ * The calls mirror the BSD socket calls of the same names: they return -1
+ * and set errno on failure, and an accepted or new socket is a small
+ * non-negative integer.  That integer is a file descriptor of the process
+ * (an eventfd the library owns) so that poll(), select() and epoll take it
+ * beside the application's other descriptors: it reads as ready (POLLIN)
+ * whenever the socket may have something for the application: data or
+ * end-of-file to read, a connection to accept, a connect finished, room to
+ * send again after a send that would have blocked, or an error.  POLLIN is
+ * a hint to call again, never a promise; POLLOUT is always reported (an
+ * eventfd is always writable) and means nothing.  Close a socket with
+ * nsw_close() only, never with close().
+ *
+ * Every call is thread-safe.  Progress (credits, RDMA, done messages, the
+ * peer's close) happens in a thread of the library whether or not the
+ * application is inside a call.
+ *
+ * Addresses are IPv4 sockaddr_in: the address of a NIC (`nicsim show
+ * nics`) and a port.  The library starts the SPI on first use; the run
+ * directory is found as for every SPI program ($NICSIM_DIR, ...).
+ */
+#ifndef NICSIM_SWITCH_H
+#define NICSIM_SWITCH_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Options at level NSW_SOL (besides SOL_SOCKET's SO_SNDBUF, SO_RCVBUF and
+ * SO_ERROR, and IPPROTO_TCP's TCP_NODELAY, accepted and ignored: small sends
+ * always go at once).  Every value is an int unless said otherwise.
+ *
+ * NSW_RDMA_THRESHOLD: the smallest send that moves by RDMA, in bytes
+ *   (default: the SPI's SO_RDMA_THRESHOLD_SIZE, 64 KiB; at least 2 KiB).
+ * NSW_MAX_RDMA: the largest single RDMA (default and ceiling: the SPI's
+ *   SO_MAX_RDMA_SIZE; larger transfers are split).
+ * NSW_NONBLOCK: 1 makes every call on the socket fail with EAGAIN (or
+ *   EINPROGRESS for connect) instead of waiting; 0 (default) makes them wait.
+ * NSW_PATH (get only): the path of each direction once connected, NSW_PATH_*
+ *   of the sending direction in bits 0-3 and of the receiving one in 4-7.
+ * NSW_STATS (get only): a struct nsw_stats.
+ */
+#define NSW_SOL 0x4e53 /* "NS" */
+#define NSW_RDMA_THRESHOLD 1
+#define NSW_MAX_RDMA 2
+#define NSW_NONBLOCK 3
+#define NSW_PATH 4
+#define NSW_STATS 5
+
+#define NSW_PATH_READ 1  /* the sink reads with RDMA READ */
+#define NSW_PATH_WRITE 2 /* the source writes with RDMA WRITE into a buffer the sink advertised */
+
+/* What a connected socket has done so far. */
+struct nsw_stats {
+	uint64_t bytes_sent, bytes_received;
+	uint64_t msgs_sent, msgs_received; /* control messages */
+	uint64_t large_sends;              /* sends that moved by RDMA */
+	uint64_t rdma_ops;                 /* RDMA READs and WRITEs this side posted */
+	uint64_t registrations;            /* buffers this socket registered or exposed */
+	uint64_t credit_updates;           /* credit updates sent */
+	uint64_t credit_waits;             /* times a send waited for credit */
+};
+
+/*
+ * nsw_socket: domain AF_INET, type SOCK_STREAM (| SOCK_NONBLOCK), protocol 0
+ * or IPPROTO_TCP.  bind, listen, accept and connect as for TCP; connect and
+ * accept return once the SPI connection exists, and the first send waits
+ * for the peer's negotiation message.
+ *
+ * nsw_send and nsw_writev return the bytes taken: all of them when the
+ * socket waits, or as many as fit (at least 1, else EAGAIN) when it does
+ * not.  A send that moves by RDMA returns when the peer has the data (the
+ * buffer is then free to reuse); smaller ones return once the bytes are in
+ * a control message.  nsw_recv and nsw_readv return what has arrived, up to
+ * len (MSG_WAITALL: all len unless end-of-file or an error comes first), 0
+ * at end-of-file.  flags: MSG_DONTWAIT, MSG_WAITALL (recv), MSG_NOSIGNAL
+ * (accepted: no signal is ever raised); others give EOPNOTSUPP.
+ *
+ * errno values beyond the usual: ECONNRESET (the peer closed abortively,
+ * died or reset), ECONNABORTED (this side aborted after a protocol error of
+ * the peer's: stderr says which), ENETDOWN (this side's NIC is gone),
+ * ENOBUFS (a send's buffer could not be registered: nothing of it was sent;
+ * or no control buffers), EPIPE (send after shutdown), ENOTCONN.
+ */
+int nsw_socket(int domain, int type, int protocol);
+int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen);
+int nsw_listen(int s, int backlog);
+int nsw_accept(int s, struct sockaddr *addr, socklen_t *addrlen);
+int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen);
+ssize_t nsw_send(int s, const void *buf, size_t len, int flags);
+ssize_t nsw_recv(int s, void *buf, size_t len, int flags);
+ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt);
+ssize_t nsw_readv(int s, const struct iovec *iov, int iovcnt);
+int nsw_shutdown(int s, int how);
+int nsw_close(int s);
+int nsw_getsockopt(int s, int level, int optname, void *optval, socklen_t *optlen);
+int nsw_setsockopt(int s, int level, int optname, const void *optval, socklen_t optlen);
+int nsw_getsockname(int s, struct sockaddr *addr, socklen_t *addrlen);
+int nsw_getpeername(int s, struct sockaddr *addr, socklen_t *addrlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NICSIM_SWITCH_H */
