@@ -1,0 +1,826 @@
+/*
+ * The switch's engine: the session protocol of docs/session-protocol.md over
+ * one SPI socket, driven by nss_conn (what may be sent, what a received
+ * message must be) and run under sk->lock by whichever thread gets there:
+ * the library's progress thread when the SPI signals the socket's event,
+ * or an application thread inside a call.
+ *
+ * Receives complete in the order they were posted (postq).  A message is
+ * taken as soon as its receive completes: control messages are acted on and
+ * their receive posted again at once; data stays in its receive until the
+ * application has read it (the delivery queue, dq), so the receives held
+ * are what bounds the bytes waiting (section 4, "Holding back"), and the
+ * credit rule keeps two receives posted for the done and shutdown messages
+ * whatever the application does.
+ *
+ * A large transfer in (this side the sink) goes through the bounce buffer:
+ * on the read path the engine reads a chunk into it and sends RD_DONE, on
+ * the write path it exposes it, sends SINK_AVAIL and takes the WR_DONE;
+ * either way the chunk then waits in dq and the next one starts when the
+ * application has taken it.  A large transfer out reads from the
+ * application's buffer (or the staging copy of a non-blocking send).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "sw.h"
+
+#define SW_RECV_MAX 256u
+#define SW_RECV_SIZE_MAX 4096u
+#define SW_SENDS 8u
+#define SW_BOUNCE (1u << 20)
+#define SW_MIN_THRESHOLD 2048u
+
+static bool ov_done(const WSAOVERLAPPED *ov)
+{
+	return __atomic_load_n(&ov->Internal, __ATOMIC_ACQUIRE) != WSA_STATUS_PENDING;
+}
+
+static void ov_prepare(struct sw_sock *sk, WSAOVERLAPPED *ov)
+{
+	memset(ov, 0, sizeof(*ov));
+	ov->hEvent = sk->evfd;
+}
+
+int sw_errno_of(int wsa)
+{
+	switch (wsa) {
+	case 0: return 0;
+	case WSAENETDOWN: return ENETDOWN;
+	case WSAECONNABORTED: return ECONNABORTED;
+	case WSAECONNREFUSED: return ECONNREFUSED;
+	case WSAETIMEDOUT: return ETIMEDOUT;
+	case WSAEHOSTUNREACH: return EHOSTUNREACH;
+	case WSAENETUNREACH: return ENETUNREACH;
+	case WSAEADDRINUSE: return EADDRINUSE;
+	case WSAEADDRNOTAVAIL: return EADDRNOTAVAIL;
+	case WSAENOBUFS: return ENOBUFS;
+	case WSAEMSGSIZE: return EMSGSIZE;
+	case WSAEFAULT: return EFAULT;
+	case WSAEINVAL: return EINVAL;
+	case WSAEISCONN: return EISCONN;
+	case WSAENOTCONN: return ENOTCONN;
+	case WSAEALREADY: return EALREADY;
+	case WSAEINTR: return EINTR;
+	case WSAEOPNOTSUPP: return EOPNOTSUPP;
+	case WSAEAFNOSUPPORT: return EAFNOSUPPORT;
+	case WSAEWOULDBLOCK: return EAGAIN;
+	default: return ECONNRESET; /* flushes, resets, refusals by the peer */
+	}
+}
+
+/* ---- Readiness for the application ------------------------------------------ */
+
+static bool readable(const struct sw_sock *sk)
+{
+	return sk->dq_len || sk->err || sk->rd_shut || sk->pc.in.shut || sk->close_code >= 0;
+}
+
+void sw_update_ready(struct sw_sock *sk)
+{
+	bool ready = sk->err || sk->accept_ready || sk->connect_done ||
+		     (sk->st == SW_CONNECTED && readable(sk)) || (sk->want_write && sw_tx_free(sk));
+	uint64_t v = 1;
+	ssize_t r;
+
+	if (ready == sk->ready)
+		return;
+	sk->ready = ready;
+	/* The descriptor is ours: a failure could only be a bug. */
+	if (ready)
+		r = write(sk->fd, &v, sizeof(v));
+	else
+		r = read(sk->fd, &v, sizeof(v));
+	(void)r;
+}
+
+/* ---- Failing and tearing down ------------------------------------------------ */
+
+/* Release what the transfers of the connection hold registered. */
+static void release_xfers(struct sw_sock *sk)
+{
+	int e;
+
+	if (sk->ox.exposed)
+		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
+	if (sk->ox.h)
+		sw_spi.dereg(sk->spi, sk->ox.h, &e);
+	sk->ox.exposed = false;
+	sk->ox.h = NULL;
+	if (sk->ix.exposed)
+		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
+	sk->ix.exposed = false;
+}
+
+/* The connection is over (err, a positive errno): every call of the
+ * application gets err from now on, after the bytes already delivered
+ * when err is only the peer's end. */
+void sw_fail(struct sw_sock *sk, int err)
+{
+	if (sk->err)
+		return;
+	sk->err = err;
+	if (sk->ox.active && !sk->ox.err)
+		sk->ox.err = err;
+	pthread_cond_broadcast(&sk->cond);
+}
+
+/* Reset the connection: ABORT with reason if a credit allows, then close. */
+void sw_abort(struct sw_sock *sk, uint32_t reason, int err)
+{
+	if (sk->st != SW_CONNECTED || sk->err)
+		return;
+	sk->abort_due = true;
+	sk->abort_reason = reason;
+	sw_ctl_flush(sk);
+	sk->dq_len = 0; /* nothing reaches the application after the failure */
+	sw_fail(sk, err);
+	sw_teardown(sk);
+}
+
+/* Release everything of the connection and close the SPI socket. */
+void sw_teardown(struct sw_sock *sk)
+{
+	int e;
+
+	if (sk->spi == INVALID_SOCKET)
+		return;
+	if (sk->ctl_h || sk->ox.active || sk->ix.exposed)
+		release_xfers(sk);
+	if (sk->bounce_h)
+		sw_spi.dereg(sk->spi, sk->bounce_h, &e);
+	sk->bounce_h = NULL;
+	/* The control pool is in use by the posted receives: closing flushes
+	 * them and releases it (R11). */
+	sw_spi.t.lpWSPCloseSocket(sk->spi, &e);
+	sk->spi = INVALID_SOCKET;
+	sk->ctl_h = NULL;
+	sk->ix.op = sk->ox.op = false;
+	for (uint32_t i = 0; i < sk->nsend; i++)
+		sk->tx[i].busy = false;
+	if (sk->st == SW_CONNECTED || sk->st == SW_CONNECTING)
+		sk->st = SW_DOWN;
+	if (sk->ox.active) {
+		sk->ox.active = false;
+		if (!sk->ox.err)
+			sk->ox.err = sk->err ? sk->err : ECONNRESET;
+	}
+	pthread_cond_broadcast(&sk->cond);
+}
+
+/* ---- Sending control messages ------------------------------------------------ */
+
+bool sw_tx_free(struct sw_sock *sk)
+{
+	for (uint32_t i = 0; i < sk->nsend; i++)
+		if (!sk->tx[i].busy)
+			return true;
+	return false;
+}
+
+static struct sw_slot *tx_slot(struct sw_sock *sk)
+{
+	for (uint32_t i = 0; i < sk->nsend; i++)
+		if (!sk->tx[i].busy)
+			return &sk->tx[i];
+	return NULL;
+}
+
+/* Encode h (accounted for already) into slot and send it. */
+static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hdr *h,
+		   const void *desc, const void *data)
+{
+	long n = nss_encode(h, desc, data, slot->buf, sk->rsize);
+	WSABUF b;
+	DWORD sent = 0;
+	int e = 0;
+
+	if (n < 0) {
+		/* A message nss_conn accepted always encodes: a bug. */
+		fprintf(stderr, "nicsim switch: cannot encode message type %u (%ld)\n", h->type, n);
+		sw_fail(sk, EPROTO);
+		return -EPROTO;
+	}
+	b.len = (ULONG)n;
+	b.buf = (char *)slot->buf;
+	ov_prepare(sk, &slot->ov);
+	if (sw_spi.t.lpWSPSend(sk->spi, &b, 1, &sent, 0, &slot->ov, NULL, NULL, &e) != 0 &&
+	    e != WSA_IO_PENDING) {
+		sw_fail(sk, sw_errno_of(e));
+		return -sk->err;
+	}
+	slot->busy = true;
+	sk->stats.msgs_sent++;
+	return 0;
+}
+
+/* Send what the protocol owes the peer, as far as credit and send slots
+ * allow: 0, or a negative errno when the connection failed. */
+int sw_ctl_flush(struct sw_sock *sk)
+{
+	struct nss_hdr h;
+	struct sw_slot *slot;
+
+	if (sk->spi == INVALID_SOCKET || sk->st != SW_CONNECTED)
+		return sk->err ? -sk->err : 0;
+	if (sk->abort_due) {
+		slot = tx_slot(sk);
+		sk->abort_due = false;
+		if (slot && !nss_after(sk->pc.out_seq, sk->pc.peer_limit)) {
+			memset(&h, 0, sizeof(h));
+			h.type = NSS_ABORT;
+			h.seq = sk->pc.out_seq++;
+			h.credit_limit = sk->pc.limit;
+			h.arg = sk->abort_reason;
+			tx_post(sk, slot, &h, NULL, NULL);
+		}
+		return 0;
+	}
+	while ((slot = tx_slot(sk)) != NULL && !sk->err) {
+		int r;
+
+		if (sk->ix.done_due) {
+			r = nss_conn_rd_done_hdr(&sk->pc, sk->ix.done_due, &h);
+			if (r == 0)
+				sk->ix.done_due = 0;
+		} else if (sk->ox.wr_done_due) {
+			r = nss_conn_wr_done_hdr(&sk->pc, &h);
+			if (r == 0)
+				sk->ox.wr_done_due = false;
+		} else if (sk->ix.sink_due) {
+			r = nss_conn_sink_avail_hdr(&sk->pc, sk->ix.chunk, NICSIM_RDMA_DESC_SIZE, &h);
+			if (r == 0) {
+				sk->ix.sink_due = false;
+				r = tx_post(sk, slot, &h, sk->ix.bdesc, NULL);
+				continue;
+			}
+		} else if (sk->shutdown_due && !sk->pc.out.xfer) {
+			r = nss_conn_shutdown_hdr(&sk->pc, &h);
+			if (r == 0)
+				sk->shutdown_due = false;
+		} else if (nss_conn_update_due(&sk->pc)) {
+			r = nss_conn_data_hdr(&sk->pc, 0, &h);
+			if (r == 0)
+				sk->stats.credit_updates++;
+		} else {
+			break;
+		}
+		if (r == -EAGAIN)
+			break;
+		if (r) {
+			fprintf(stderr, "nicsim switch: internal protocol error %d\n", r);
+			sw_fail(sk, EPROTO);
+			break;
+		}
+		if (tx_post(sk, slot, &h, NULL, NULL))
+			break;
+	}
+	return sk->err ? -sk->err : 0;
+}
+
+/* ---- Receives ---------------------------------------------------------------- */
+
+static int rx_post(struct sw_sock *sk, uint32_t i)
+{
+	struct sw_slot *s = &sk->rx[i];
+	WSABUF b = {.len = sk->rsize, .buf = (char *)s->buf};
+	DWORD got = 0, flags = 0;
+	int e = 0;
+
+	ov_prepare(sk, &s->ov);
+	if (sw_spi.t.lpWSPRecv(sk->spi, &b, 1, &got, &flags, &s->ov, NULL, NULL, &e) != 0 &&
+	    e != WSA_IO_PENDING) {
+		sw_fail(sk, sw_errno_of(e));
+		return -sk->err;
+	}
+	s->busy = true;
+	sk->postq[(sk->pq_head + sk->pq_len++) % sk->nrecv] = i;
+	return 0;
+}
+
+/* A receive whose message was taken is posted again: one more credit. */
+static void rx_repost(struct sw_sock *sk, uint32_t i)
+{
+	sk->rx[i].busy = false;
+	if (sk->spi == INVALID_SOCKET || sk->err)
+		return;
+	if (rx_post(sk, i) == 0)
+		nss_conn_repost(&sk->pc);
+}
+
+static void dq_push(struct sw_sock *sk, const uint8_t *p, uint32_t len, int32_t slot)
+{
+	struct sw_piece *d = &sk->dq[(sk->dq_head + sk->dq_len++) % (sk->nrecv + 1)];
+
+	d->p = p;
+	d->len = len;
+	d->slot = slot;
+}
+
+/* The application took bytes from the head of dq: release what it emptied. */
+void sw_consumed(struct sw_sock *sk, uint32_t bytes)
+{
+	while (bytes && sk->dq_len) {
+		struct sw_piece *d = &sk->dq[sk->dq_head];
+		uint32_t n = bytes < d->len ? bytes : d->len;
+
+		d->p += n;
+		d->len -= n;
+		bytes -= n;
+		sk->stats.bytes_received += n;
+		if (d->len)
+			break;
+		sk->dq_head = (sk->dq_head + 1) % (sk->nrecv + 1);
+		sk->dq_len--;
+		if (d->slot >= 0)
+			rx_repost(sk, (uint32_t)d->slot);
+		else
+			sk->bounce_busy = false;
+	}
+}
+
+/* ---- Large transfers in (this side is the sink) -------------------------------- */
+
+static int bounce_get(struct sw_sock *sk)
+{
+	int e = 0;
+
+	if (sk->bounce)
+		return 0;
+	sk->bounce_len = sk->in_max < SW_BOUNCE ? sk->in_max : SW_BOUNCE;
+	if (posix_memalign((void **)&sk->bounce, 4096, sk->bounce_len))
+		return -ENOMEM;
+	if (sk->pc.in_path == NSS_PATH_READ) {
+		sk->bounce_h = sw_spi.reg(sk->spi, sk->bounce, sk->bounce_len, MEM_READWRITE, &e);
+		if (!sk->bounce_h) {
+			free(sk->bounce);
+			sk->bounce = NULL;
+			return -sw_errno_of(e);
+		}
+		sk->stats.registrations++;
+	}
+	return 0;
+}
+
+/* Start the next chunk of the transfer in, if the bounce is free. */
+static void ix_next(struct sw_sock *sk)
+{
+	uint64_t left = sk->ix.len - sk->ix.done;
+	int e = 0;
+
+	if (!sk->ix.active || sk->ix.op || sk->ix.sink_due || sk->ix.exposed || sk->bounce_busy ||
+	    sk->ix.done_due || sk->err || !left)
+		return;
+	if (bounce_get(sk)) {
+		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+		return;
+	}
+	sk->ix.chunk = (uint32_t)(left < sk->bounce_len ? left : sk->bounce_len);
+	if (sk->pc.in_path == NSS_PATH_READ) {
+		WSABUFEX b = {.len = sk->ix.chunk, .buf = (char *)sk->bounce, .handle = sk->bounce_h};
+		DWORD n = 0;
+
+		ov_prepare(sk, &sk->ix.ov);
+		if (sw_spi.rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len,
+				     (DWORD)sk->ix.done, &n, 0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
+		    e != WSA_IO_PENDING) {
+			sw_fail(sk, sw_errno_of(e));
+			return;
+		}
+		sk->ix.op = true;
+		sk->stats.rdma_ops++;
+	} else {
+		DWORD dl = sizeof(sk->ix.bdesc);
+
+		if (sw_spi.reg_rdma(sk->spi, sk->bounce, sk->ix.chunk, MEM_WRITE, sk->ix.bdesc, &dl,
+				    &e)) {
+			if (e == WSAENOBUFS)
+				sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+			else
+				sw_fail(sk, sw_errno_of(e));
+			return;
+		}
+		sk->stats.registrations++;
+		sk->ix.exposed = true;
+		sk->ix.sink_due = true;
+	}
+}
+
+/* The bounce holds the chunk: hand it to the application. */
+static void ix_landed(struct sw_sock *sk)
+{
+	sk->bounce_busy = true;
+	dq_push(sk, sk->bounce, sk->ix.chunk, -1);
+	sk->ix.done += sk->ix.chunk;
+	if (sk->ix.done == sk->ix.len)
+		sk->ix.active = false;
+}
+
+/* ---- Large transfers out (this side is the source) ----------------------------- */
+
+/* The transfer out is over: release its registration, wake its sender. */
+static void ox_end(struct sw_sock *sk)
+{
+	int e;
+
+	if (sk->ox.exposed)
+		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
+	if (sk->ox.h)
+		sw_spi.dereg(sk->spi, sk->ox.h, &e);
+	sk->ox.exposed = false;
+	sk->ox.h = NULL;
+	sk->ox.active = false;
+	pthread_cond_broadcast(&sk->cond);
+}
+
+/* Write path: serve the SINK_AVAIL received. */
+static void ox_write(struct sw_sock *sk)
+{
+	WSABUFEX b;
+	DWORD n = 0;
+	int e = 0;
+
+	if (!sk->ox.active || sk->ox.op || !sk->ox.sink_len || sk->ox.wr_done_due || sk->err)
+		return;
+	b.len = sk->ox.sink_len;
+	b.buf = (char *)(sk->ox.rdma + (sk->ox.sink_off - sk->ox.base));
+	b.handle = sk->ox.h;
+	ov_prepare(sk, &sk->ox.ov);
+	if (sw_spi.rdma_write(sk->spi, &b, 1, sk->ox.sdesc, sk->ox.sdesc_len, 0, &n, 0, &sk->ox.ov,
+			      NULL, NULL, &e) != 0 &&
+	    e != WSA_IO_PENDING) {
+		sw_fail(sk, sw_errno_of(e));
+		return;
+	}
+	sk->ox.op = true;
+	sk->stats.rdma_ops++;
+}
+
+/* Whether a SRC_AVAIL could go now. */
+bool sw_large_ready(struct sw_sock *sk)
+{
+	return !sk->ox.active && tx_slot(sk) &&
+	       nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit);
+}
+
+/*
+ * Begin a large transfer of len bytes at p (this side's threshold or more):
+ * register what goes by RDMA, then send SRC_AVAIL with the head inline.
+ * 0, -EAGAIN (no credit or send slot yet: call again), or a negative errno
+ * (-ENOBUFS: the buffer could not be registered, nothing was sent).
+ */
+int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
+{
+	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	bool rd = sk->pc.out_path == NSS_PATH_READ;
+	uint32_t head;
+	struct nss_hdr h;
+	struct sw_slot *slot = tx_slot(sk);
+	int e = 0, r;
+
+	if (rd)
+		room -= (NICSIM_RDMA_DESC_SIZE + 7u) & ~7u;
+	head = len - 1 < room ? len - 1 : room;
+	if (!slot || !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
+		return -EAGAIN;
+	memset(&sk->ox, 0, sizeof(sk->ox));
+	sk->ox.rdma = p + head;
+	sk->ox.len = len - head;
+	if (rd) {
+		DWORD dl = sizeof(sk->ox.desc);
+
+		if (sw_spi.reg_rdma(sk->spi, (void *)sk->ox.rdma, sk->ox.len, MEM_READ, sk->ox.desc,
+				    &dl, &e))
+			return -sw_errno_of(e);
+		sk->ox.exposed = true;
+	} else {
+		sk->ox.h = sw_spi.reg(sk->spi, (void *)sk->ox.rdma, sk->ox.len, MEM_READ, &e);
+		if (!sk->ox.h)
+			return -sw_errno_of(e);
+	}
+	sk->stats.registrations++;
+	r = nss_conn_src_avail_hdr(&sk->pc, head, sk->ox.len, rd ? NICSIM_RDMA_DESC_SIZE : 0, &h);
+	if (r) {
+		ox_end(sk);
+		return r;
+	}
+	sk->ox.active = true;
+	sk->ox.base = sk->pc.out.off;
+	sk->stats.large_sends++;
+	r = tx_post(sk, slot, &h, rd ? sk->ox.desc : NULL, p);
+	if (r)
+		return r;
+	sk->stats.bytes_sent += head;
+	return 0;
+}
+
+/* Send len bytes (under the threshold) as DATA messages; 0, -EAGAIN with
+ * nothing sent, or a negative errno.  Returns after each message posted:
+ * the caller loops. */
+int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
+{
+	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	uint32_t n = len < room ? len : room;
+	struct sw_slot *slot = tx_slot(sk);
+	struct nss_hdr h;
+	int r;
+
+	if (!slot || sk->pc.out.xfer)
+		return -EAGAIN;
+	r = nss_conn_data_hdr(&sk->pc, n, &h);
+	if (r == -EAGAIN)
+		sk->stats.credit_waits++;
+	if (r)
+		return r;
+	r = tx_post(sk, slot, &h, NULL, p);
+	if (r)
+		return r;
+	sk->stats.bytes_sent += n;
+	return (int)n;
+}
+
+/* ---- Taking a message ------------------------------------------------------------- */
+
+/* A message failed a check: say which, and abort the connection. */
+static void refuse(struct sw_sock *sk, const struct nss_hdr *h, const char *why, uint32_t reason)
+{
+	fprintf(stderr,
+		"nicsim switch: aborting the connection from %s:%u: %s (message type %u, seq %u, "
+		"stream offset %llu)\n",
+		inet_ntoa(sk->peer.sin_addr), ntohs(sk->peer.sin_port), why, h ? h->type : 0,
+		h ? h->seq : 0, h ? (unsigned long long)h->stream_off : 0ull);
+	sw_abort(sk, reason, ECONNABORTED);
+}
+
+static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
+{
+	struct nss_msg m;
+	const char *why = NULL;
+	uint32_t reason = NSS_ABORT_PROTOCOL;
+	int r;
+
+	sk->stats.msgs_received++;
+	if (nss_decode(sk->rx[i].buf, len, &m, &why)) {
+		refuse(sk, NULL, why, sk->pc.hello_in ? NSS_ABORT_PROTOCOL : NSS_ABORT_BAD_HELLO);
+		return;
+	}
+	r = nss_conn_rx(&sk->pc, &m, &why, &reason);
+	if (r == -ECONNRESET) {
+		sk->dq_len = 0;
+		sw_fail(sk, ECONNRESET);
+		sw_teardown(sk);
+		return;
+	}
+	if (r) {
+		refuse(sk, &m.h, why, reason);
+		return;
+	}
+	switch (m.h.type) {
+	case NSS_HELLO: {
+		uint32_t lmax = sk->pc.local.max_rdma, pmax = sk->pc.peer.max_rdma;
+
+		sk->out_max = sk->in_max = lmax < pmax ? lmax : pmax;
+		sk->out_threshold = sk->threshold < SW_MIN_THRESHOLD ? SW_MIN_THRESHOLD : sk->threshold;
+		rx_repost(sk, i);
+		break;
+	}
+	case NSS_DATA:
+		if (m.h.data_len)
+			dq_push(sk, m.data, m.h.data_len, (int32_t)i);
+		else
+			rx_repost(sk, i);
+		break;
+	case NSS_SRC_AVAIL:
+		dq_push(sk, m.data, m.h.data_len, (int32_t)i);
+		memset(&sk->ix, 0, sizeof(sk->ix));
+		sk->ix.active = true;
+		sk->ix.len = m.h.rdma_len;
+		sk->ix.desc_len = m.h.desc_len;
+		if (m.h.desc_len)
+			memcpy(sk->ix.desc, m.desc, m.h.desc_len);
+		break;
+	case NSS_SINK_AVAIL:
+		sk->ox.sink_off = m.h.stream_off;
+		sk->ox.sink_len = m.h.rdma_len;
+		sk->ox.sdesc_len = m.h.desc_len;
+		memcpy(sk->ox.sdesc, m.desc, m.h.desc_len);
+		rx_repost(sk, i);
+		break;
+	case NSS_RD_DONE:
+		rx_repost(sk, i);
+		if (!sk->pc.out.xfer)
+			ox_end(sk);
+		break;
+	case NSS_WR_DONE: {
+		int e;
+
+		rx_repost(sk, i);
+		/* The writes have landed: take the peer's access away, then
+		 * deliver (section 6, write path step 4). */
+		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
+		sk->ix.exposed = false;
+		ix_landed(sk);
+		break;
+	}
+	case NSS_SHUTDOWN: rx_repost(sk, i); break;
+	default: break;
+	}
+}
+
+/* The completions of the connection's operations, in order. */
+static void reap(struct sw_sock *sk)
+{
+	while (sk->pq_len && !sk->err) {
+		uint32_t i = sk->postq[sk->pq_head];
+		struct sw_slot *s = &sk->rx[i];
+
+		if (!ov_done(&s->ov))
+			break;
+		sk->pq_head = (sk->pq_head + 1) % sk->nrecv;
+		sk->pq_len--;
+		if (s->ov.OffsetHigh) {
+			int code = (int)s->ov.OffsetHigh;
+
+			s->busy = false;
+			/* The connection ended.  After the peer's SHUTDOWN that is
+			 * its close: the reader gets end-of-file. */
+			if (sk->pc.in.shut && (code == WSA_OPERATION_ABORTED || code == WSAECONNRESET))
+				code = 0;
+			else if (code == WSA_OPERATION_ABORTED)
+				code = sk->close_code > 0 ? sk->close_code : WSAECONNRESET;
+			if (code)
+				sw_fail(sk, sw_errno_of(code));
+			else
+				sk->close_code = sk->close_code < 0 ? 0 : sk->close_code;
+			sw_teardown(sk);
+			return;
+		}
+		take(sk, i, (uint32_t)s->ov.InternalHigh);
+	}
+	for (uint32_t i = 0; i < sk->nsend && !sk->err; i++) {
+		struct sw_slot *s = &sk->tx[i];
+
+		if (!s->busy || !ov_done(&s->ov))
+			continue;
+		s->busy = false;
+		if (s->ov.OffsetHigh)
+			sw_fail(sk, sw_errno_of((int)s->ov.OffsetHigh));
+	}
+	if (sk->ix.op && ov_done(&sk->ix.ov)) {
+		sk->ix.op = false;
+		if (sk->ix.ov.OffsetHigh) {
+			sw_fail(sk, sw_errno_of((int)sk->ix.ov.OffsetHigh));
+		} else {
+			/* Everything read is here: RD_DONE may go (our own wait,
+			 * not the provider's fence, orders it after the data). */
+			sk->ix.done_due = sk->ix.chunk;
+			ix_landed(sk);
+		}
+	}
+	if (sk->ox.op && ov_done(&sk->ox.ov)) {
+		sk->ox.op = false;
+		if (sk->ox.ov.OffsetHigh) {
+			sw_fail(sk, sw_errno_of((int)sk->ox.ov.OffsetHigh));
+		} else {
+			sk->ox.wr_done_due = true;
+			sk->ox.sink_len = 0;
+		}
+	}
+}
+
+void sw_progress(struct sw_sock *sk)
+{
+	if (sk->st != SW_CONNECTED || sk->spi == INVALID_SOCKET)
+		return;
+	reap(sk);
+	ix_next(sk);
+	ox_write(sk);
+	sw_ctl_flush(sk);
+	/* The done message of the transfer's last bytes ends it: the peer's
+	 * RD_DONE, or this side's WR_DONE once sent. */
+	if (sk->ox.active && !sk->pc.out.xfer && !sk->ox.wr_done_due)
+		ox_end(sk);
+	ix_next(sk);
+	pthread_cond_broadcast(&sk->cond);
+	sw_update_ready(sk);
+}
+
+/* ---- Connection set-up ------------------------------------------------------------- */
+
+static uint32_t clamp(uint32_t v, uint32_t lo, uint32_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The SPI connection exists: build the pools, post the receives, send HELLO. */
+int sw_conn_start(struct sw_sock *sk)
+{
+	struct nss_hello hello;
+	struct nss_hdr h;
+	uint8_t body[NSS_HELLO_LEN];
+	uint32_t rcv = (uint32_t)(sk->rcvbuf > 0 ? sk->rcvbuf : 65536);
+	DWORD spi_max = 0;
+	int len = sizeof(spi_max), e = 0;
+	GUID rr = WSAID_RDMAREAD;
+	LPFN_WSPRDMAREAD rd = NULL;
+	DWORD got = 0;
+	size_t bytes;
+
+	sk->rsize = clamp(rcv / 16, NSS_MIN_RECV_SIZE, SW_RECV_SIZE_MAX) & ~511u;
+	sk->nrecv = clamp(rcv / sk->rsize, NSS_MIN_RECVS, SW_RECV_MAX);
+	sk->nsend = SW_SENDS;
+	bytes = (size_t)(sk->nrecv + sk->nsend) * sk->rsize;
+	sk->rx = calloc(sk->nrecv, sizeof(*sk->rx));
+	sk->tx = calloc(sk->nsend, sizeof(*sk->tx));
+	sk->postq = calloc(sk->nrecv, sizeof(*sk->postq));
+	sk->dq = calloc(sk->nrecv + 1, sizeof(*sk->dq));
+	if (!sk->rx || !sk->tx || !sk->postq || !sk->dq || posix_memalign((void **)&sk->ctl, 4096, bytes))
+		return -ENOMEM;
+	memset(sk->ctl, 0, bytes);
+	sk->ctl_h = sw_spi.reg(sk->spi, sk->ctl, (DWORD)bytes, MEM_READWRITE, &e);
+	if (!sk->ctl_h)
+		return -sw_errno_of(e);
+	sk->stats.registrations++;
+	for (uint32_t i = 0; i < sk->nrecv; i++)
+		sk->rx[i].buf = sk->ctl + (size_t)i * sk->rsize;
+	for (uint32_t i = 0; i < sk->nsend; i++)
+		sk->tx[i].buf = sk->ctl + (size_t)(sk->nrecv + i) * sk->rsize;
+
+	if (sw_spi.t.lpWSPGetSockOpt(sk->spi, WSA_SOL_SOCKET, SO_MAX_RDMA_SIZE, (char *)&spi_max,
+				     &len, &e))
+		spi_max = 1u << 20;
+	if (sk->max_rdma && sk->max_rdma < spi_max)
+		spi_max = sk->max_rdma;
+	/* The provider offers RDMA read on this socket's NIC, or refuses. */
+	if (sk->path_pref != NSW_PATH_WRITE &&
+	    sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
+				sizeof(rd), &got, NULL, NULL, NULL, &e) == 0 &&
+	    rd) {
+		sw_spi.rdma_read = rd;
+	} else {
+		rd = NULL;
+	}
+
+	memset(&hello, 0, sizeof(hello));
+	hello.version = NSS_VERSION;
+	hello.features = rd ? NSS_F_CAN_READ : 0;
+	hello.recv_count = sk->nrecv;
+	hello.recv_size = sk->rsize;
+	hello.max_rdma = spi_max;
+	hello.rdma_threshold = sk->threshold;
+	hello.desc_len = NICSIM_RDMA_DESC_SIZE;
+	nss_conn_init(&sk->pc, &hello);
+	sk->st = SW_CONNECTED;
+	for (uint32_t i = 0; i < sk->nrecv; i++)
+		if (rx_post(sk, i))
+			return -sk->err;
+	nss_conn_hello_hdr(&sk->pc, &h);
+	nss_hello_encode(&hello, body);
+	return tx_post(sk, &sk->tx[0], &h, NULL, body);
+}
+
+/* ---- The SPI's event ---------------------------------------------------------------- */
+
+/* The socket's event fired: network events, then progress. */
+void sw_event(struct sw_sock *sk)
+{
+	WSANETWORKEVENTS ne;
+	uint64_t v;
+	int e = 0;
+	ssize_t r = read(sk->evfd, &v, sizeof(v));
+
+	(void)r;
+	if (sk->spi == INVALID_SOCKET)
+		return;
+	memset(&ne, 0, sizeof(ne));
+	if (sw_spi.t.lpWSPEnumNetworkEvents(sk->spi, WSA_INVALID_EVENT, &ne, &e) == 0) {
+		if (ne.lNetworkEvents & FD_ACCEPT)
+			sk->accept_ready = true;
+		if ((ne.lNetworkEvents & FD_CONNECT) && sk->st == SW_CONNECTING) {
+			int code = ne.iErrorCode[FD_CONNECT_BIT];
+
+			sk->connect_done = true;
+			if (code) {
+				sk->so_error = sw_errno_of(code);
+				sk->st = SW_NEW;
+			} else {
+				int err = sw_conn_start(sk);
+
+				if (err) {
+					sk->so_error = -err;
+					sw_fail(sk, -err);
+					sw_teardown(sk);
+				}
+			}
+		}
+		if (ne.lNetworkEvents & FD_CLOSE)
+			sk->close_code = ne.iErrorCode[FD_CLOSE_BIT];
+	}
+	sw_progress(sk);
+	pthread_cond_broadcast(&sk->cond);
+	sw_update_ready(sk);
+}

@@ -1,0 +1,204 @@
+/*
+ * The switch's process-wide state: the provider (started once, its
+ * procedure table and extension functions), the table of sockets by
+ * descriptor, and the progress thread, which waits in epoll on every
+ * socket's SPI event and runs the engine for the sockets it names.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+
+#include "sw.h"
+
+struct sw_spi sw_spi;
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a reference was dropped */
+	pthread_once_t once;
+	int init_err;
+	struct sw_sock **tab; /* by descriptor */
+	size_t cap;
+	int ep;
+} g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_ONCE_INIT, 0, NULL, 0, -1};
+
+uint64_t sw_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *progress_main(void *arg)
+{
+	struct epoll_event ev[32];
+
+	(void)arg;
+	for (;;) {
+		int n = epoll_wait(g.ep, ev, 32, -1);
+
+		for (int i = 0; i < n; i++) {
+			struct sw_sock *sk = NULL;
+
+			pthread_mutex_lock(&g.lock);
+			if ((size_t)ev[i].data.fd < g.cap && g.tab[ev[i].data.fd]) {
+				sk = g.tab[ev[i].data.fd];
+				sk->refs++;
+			}
+			pthread_mutex_unlock(&g.lock);
+			if (!sk)
+				continue;
+			pthread_mutex_lock(&sk->lock);
+			sw_event(sk);
+			pthread_mutex_unlock(&sk->lock);
+			sw_put(sk);
+		}
+	}
+	return NULL;
+}
+
+/* Ask the provider for an extension function by GUID. */
+static int ext(SOCKET s, GUID id, void *fn)
+{
+	DWORD got = 0;
+	int e = 0;
+
+	if (sw_spi.t.lpWSPIoctl(s, SIO_GET_EXTENSION_FUNCTION_POINTER, &id, sizeof(id), fn,
+				sizeof(void *), &got, NULL, NULL, NULL, &e))
+		return e;
+	return 0;
+}
+
+static void init_once(void)
+{
+	WSPDATA data;
+	SOCKET s;
+	int e = 0;
+	pthread_t thr;
+	pthread_attr_t attr;
+	sigset_t all, old;
+
+	e = WSPStartupEx(MAKEWORD(2, 2), &data, NULL, NULL, &sw_spi.t);
+	if (e) {
+		g.init_err = e == WSAENOBUFS ? ENOMEM : ENETDOWN;
+		return;
+	}
+	/* The extension functions, as the Windows switch gets them: through
+	 * WSPIoctl on a socket of the provider. */
+	s = sw_spi.t.lpWSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &e);
+	if (s == INVALID_SOCKET) {
+		g.init_err = sw_errno_of(e);
+		return;
+	}
+	if (ext(s, (GUID)WSAID_REGISTERMEMORY, &sw_spi.reg) ||
+	    ext(s, (GUID)WSAID_DEREGISTERMEMORY, &sw_spi.dereg) ||
+	    ext(s, (GUID)WSAID_REGISTERRDMAMEMORY, &sw_spi.reg_rdma) ||
+	    ext(s, (GUID)WSAID_DEREGISTERRDMAMEMORY, &sw_spi.dereg_rdma) ||
+	    ext(s, (GUID)WSAID_RDMAWRITE, &sw_spi.rdma_write))
+		g.init_err = EOPNOTSUPP;
+	sw_spi.t.lpWSPCloseSocket(s, &e);
+	if (g.init_err)
+		return;
+	g.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (g.ep < 0) {
+		g.init_err = errno;
+		return;
+	}
+	/* The thread takes no signal of the application's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&thr, &attr, progress_main, NULL))
+		g.init_err = EAGAIN;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int sw_init(void)
+{
+	pthread_once(&g.once, init_once);
+	return -g.init_err;
+}
+
+struct sw_sock *sw_get(int fd)
+{
+	struct sw_sock *sk = NULL;
+
+	pthread_mutex_lock(&g.lock);
+	if (fd >= 0 && (size_t)fd < g.cap && g.tab[fd] && !g.tab[fd]->closing) {
+		sk = g.tab[fd];
+		sk->refs++;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return sk;
+}
+
+void sw_put(struct sw_sock *sk)
+{
+	pthread_mutex_lock(&g.lock);
+	sk->refs--;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+}
+
+int sw_add(struct sw_sock *sk)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int err = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if ((size_t)sk->fd >= g.cap) {
+		size_t cap = (size_t)sk->fd * 2 + 64;
+		struct sw_sock **t = realloc(g.tab, cap * sizeof(*t));
+
+		if (!t) {
+			err = -ENOMEM;
+		} else {
+			memset(t + g.cap, 0, (cap - g.cap) * sizeof(*t));
+			g.tab = t;
+			g.cap = cap;
+		}
+	}
+	if (!err) {
+		g.tab[sk->fd] = sk;
+		sk->refs = 1;
+	}
+	pthread_mutex_unlock(&g.lock);
+	ev.data.fd = sk->fd;
+	if (!err && epoll_ctl(g.ep, EPOLL_CTL_ADD, sk->evfd, &ev)) {
+		err = -errno;
+		pthread_mutex_lock(&g.lock);
+		g.tab[sk->fd] = NULL;
+		pthread_mutex_unlock(&g.lock);
+	}
+	return err;
+}
+
+/* No new call may take sk (nsw_close began). */
+void sw_closing(struct sw_sock *sk)
+{
+	pthread_mutex_lock(&g.lock);
+	sk->closing = true;
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* Take sk out of the table (the caller holds a reference of sw_get) and
+ * wait until the caller's is the last. */
+void sw_remove(struct sw_sock *sk)
+{
+	pthread_mutex_lock(&g.lock);
+	g.tab[sk->fd] = NULL;
+	sk->refs--; /* the table's */
+	pthread_mutex_unlock(&g.lock);
+	epoll_ctl(g.ep, EPOLL_CTL_DEL, sk->evfd, NULL);
+	pthread_mutex_lock(&g.lock);
+	while (sk->refs > 1)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+}

@@ -1,0 +1,794 @@
+/* The stream-socket calls of nicsim_switch.h. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+
+#include "sw.h"
+
+#define SW_CLOSE_NS 5000000000ull /* a graceful close waits this long for credit */
+#define SW_STAGING (1u << 20)
+#define SW_RCVBUF_MIN (NSS_MIN_RECVS * NSS_MIN_RECV_SIZE)
+
+/* errno = err (positive), and the call's failure value. */
+static int fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+/* The socket of descriptor s with a reference, or NULL with errno EBADF. */
+static struct sw_sock *get(int s)
+{
+	struct sw_sock *sk = sw_get(s);
+
+	if (!sk)
+		errno = EBADF;
+	return sk;
+}
+
+/* Release sk after a call: return ret, with errno err if ret is -1. */
+static int done(struct sw_sock *sk, int ret, int err)
+{
+	sw_update_ready(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_put(sk);
+	if (ret < 0)
+		errno = err;
+	return ret;
+}
+
+/*
+ * Wait on the socket's condition (sk->lock held) for the progress thread
+ * to change something, until deadline (monotonic ns, 0: none).  0, or
+ * -ETIMEDOUT once the deadline has passed.
+ */
+static int wait_change(struct sw_sock *sk, uint64_t deadline)
+{
+	struct timespec ts;
+	uint64_t until = deadline ? deadline : sw_now_ns() + 1000000000ull;
+
+	if (deadline && sw_now_ns() >= deadline)
+		return -ETIMEDOUT;
+	/* Without a deadline the wait is cut into seconds: the condition is
+	 * checked again anyway, and a lost wake-up costs at most one. */
+	ts.tv_sec = (time_t)(until / 1000000000ull);
+	ts.tv_nsec = (long)(until % 1000000000ull);
+	pthread_cond_timedwait(&sk->cond, &sk->lock, &ts);
+	return 0;
+}
+
+static uint64_t deadline_of(uint64_t timeo_ns)
+{
+	return timeo_ns ? sw_now_ns() + timeo_ns : 0;
+}
+
+static struct sw_sock *sock_new(SOCKET spi, int *err)
+{
+	struct sw_sock *sk = calloc(1, sizeof(*sk));
+	pthread_condattr_t ca;
+	int e = 0, len = sizeof(int), thr = 0;
+
+	if (!sk) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&sk->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sk->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	sk->spi = spi;
+	sk->close_code = -1;
+	sk->rcvbuf = 65536;
+	sk->sndbuf = SW_STAGING;
+	sk->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sk->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sk->fd < 0 || sk->evfd < 0) {
+		*err = errno;
+		goto fail;
+	}
+	if (sk->spi == INVALID_SOCKET)
+		sk->spi = sw_spi.t.lpWSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &e);
+	if (sk->spi == INVALID_SOCKET) {
+		*err = sw_errno_of(e);
+		goto fail;
+	}
+	/* Every SPI call of the switch is non-blocking: the events come to
+	 * evfd, where the progress thread waits. */
+	if (sw_spi.t.lpWSPEventSelect(sk->spi, sk->evfd, FD_ACCEPT | FD_CONNECT | FD_CLOSE, &e)) {
+		*err = sw_errno_of(e);
+		goto fail;
+	}
+	if (sw_spi.t.lpWSPGetSockOpt(sk->spi, WSA_SOL_SOCKET, SO_RDMA_THRESHOLD_SIZE, (char *)&thr,
+				     &len, &e) == 0)
+		sk->threshold = (uint32_t)thr;
+	else
+		sk->threshold = 65536;
+	*err = -sw_add(sk);
+	if (*err)
+		goto fail;
+	return sk;
+fail:
+	if (sk->spi != INVALID_SOCKET)
+		sw_spi.t.lpWSPCloseSocket(sk->spi, &e);
+	if (sk->fd >= 0)
+		close(sk->fd);
+	if (sk->evfd >= 0)
+		close(sk->evfd);
+	free(sk);
+	return NULL;
+}
+
+static void sock_free(struct sw_sock *sk)
+{
+	close(sk->fd);
+	close(sk->evfd);
+	free(sk->ctl);
+	free(sk->rx);
+	free(sk->tx);
+	free(sk->postq);
+	free(sk->dq);
+	free(sk->bounce);
+	free(sk->staging);
+	pthread_mutex_destroy(&sk->lock);
+	pthread_cond_destroy(&sk->cond);
+	free(sk);
+}
+
+int nsw_socket(int domain, int type, int protocol)
+{
+	struct sw_sock *sk;
+	int err = -sw_init();
+
+	if (domain != AF_INET)
+		return fail(EAFNOSUPPORT);
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_STREAM)
+		return fail(ESOCKTNOSUPPORT);
+	if (protocol != 0 && protocol != IPPROTO_TCP)
+		return fail(EPROTONOSUPPORT);
+	if (err)
+		return fail(err);
+	sk = sock_new(INVALID_SOCKET, &err);
+	if (!sk)
+		return fail(err);
+	sk->nonblock = (type & SOCK_NONBLOCK) != 0;
+	return sk->fd;
+}
+
+static int check_addr(const struct sockaddr *addr, socklen_t len)
+{
+	if (!addr || len < sizeof(struct sockaddr_in))
+		return addr ? EINVAL : EFAULT;
+	if (addr->sa_family != AF_INET)
+		return EAFNOSUPPORT;
+	return 0;
+}
+
+int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct sw_sock *sk = get(s);
+	int err, e = 0;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	err = check_addr(addr, addrlen);
+	if (err)
+		return done(sk, -1, err);
+	if (sk->bound || sk->st != SW_NEW)
+		return done(sk, -1, EINVAL);
+	if (sw_spi.t.lpWSPBind(sk->spi, addr, sizeof(struct sockaddr_in), &e))
+		return done(sk, -1, sw_errno_of(e));
+	sk->bound = true;
+	memcpy(&sk->local, addr, sizeof(sk->local));
+	return done(sk, 0, 0);
+}
+
+int nsw_listen(int s, int backlog)
+{
+	struct sw_sock *sk = get(s);
+	int e = 0;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	if (sk->st != SW_NEW && sk->st != SW_LISTEN)
+		return done(sk, -1, sk->st == SW_CONNECTED ? EISCONN : EINVAL);
+	if (!sk->bound)
+		return done(sk, -1, EDESTADDRREQ);
+	if (sw_spi.t.lpWSPListen(sk->spi, backlog, &e))
+		return done(sk, -1, sw_errno_of(e));
+	sk->st = SW_LISTEN;
+	return done(sk, 0, 0);
+}
+
+int nsw_accept(int s, struct sockaddr *addr, socklen_t *addrlen)
+{
+	struct sw_sock *sk = get(s), *nk;
+	struct sockaddr_in peer;
+	int plen = sizeof(peer), e = 0, err;
+	SOCKET ns;
+	uint64_t deadline;
+
+	if (!sk)
+		return -1;
+	if (addr && (!addrlen || *addrlen < sizeof(peer))) {
+		sw_put(sk);
+		return fail(addrlen ? EINVAL : EFAULT);
+	}
+	pthread_mutex_lock(&sk->lock);
+	deadline = deadline_of(sk->rcvtimeo_ns);
+	for (;;) {
+		if (sk->st != SW_LISTEN)
+			return done(sk, -1, sk->err ? sk->err : EINVAL);
+		ns = sw_spi.t.lpWSPAccept(sk->spi, (struct sockaddr *)&peer, &plen, NULL, 0, &e);
+		if (ns != INVALID_SOCKET)
+			break;
+		if (e != WSAEWOULDBLOCK && e != WSAECONNRESET)
+			return done(sk, -1, sw_errno_of(e));
+		if (e == WSAEWOULDBLOCK)
+			sk->accept_ready = false;
+		if (sk->nonblock)
+			return done(sk, -1, EAGAIN);
+		if (!sk->accept_ready && wait_change(sk, deadline))
+			return done(sk, -1, EAGAIN);
+	}
+	nk = sock_new(ns, &err);
+	if (!nk)
+		return done(sk, -1, err);
+	pthread_mutex_lock(&nk->lock);
+	nk->bound = true;
+	nk->local = sk->local;
+	nk->peer = peer;
+	nk->threshold = sk->threshold;
+	nk->max_rdma = sk->max_rdma;
+	nk->rcvbuf = sk->rcvbuf;
+	nk->sndbuf = sk->sndbuf;
+	nk->path_pref = sk->path_pref;
+	err = -sw_conn_start(nk);
+	pthread_mutex_unlock(&nk->lock);
+	if (err) {
+		nsw_close(nk->fd);
+		return done(sk, -1, err);
+	}
+	if (addr) {
+		memcpy(addr, &peer, sizeof(peer));
+		*addrlen = sizeof(peer);
+	}
+	return done(sk, nk->fd, 0);
+}
+
+int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct sw_sock *sk = get(s);
+	int err, e = 0;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	err = check_addr(addr, addrlen);
+	if (err)
+		return done(sk, -1, err);
+	switch (sk->st) {
+	case SW_CONNECTED: return done(sk, -1, EISCONN);
+	case SW_CONNECTING: return done(sk, -1, EALREADY);
+	case SW_LISTEN:
+	case SW_DOWN: return done(sk, -1, EINVAL);
+	default: break;
+	}
+	memcpy(&sk->peer, addr, sizeof(sk->peer));
+	sk->connect_done = false;
+	sk->so_error = 0;
+	sk->st = SW_CONNECTING;
+	if (sw_spi.t.lpWSPConnect(sk->spi, addr, sizeof(struct sockaddr_in), NULL, NULL, NULL, NULL,
+				  &e) == 0) {
+		err = -sw_conn_start(sk);
+		return done(sk, err ? -1 : 0, err);
+	}
+	if (e != WSAEWOULDBLOCK) {
+		sk->st = SW_NEW;
+		return done(sk, -1, sw_errno_of(e));
+	}
+	sk->bound = true;
+	if (sk->nonblock)
+		return done(sk, -1, EINPROGRESS);
+	/* The NIC bounds the connect (its connection timeout). */
+	while (sk->st == SW_CONNECTING)
+		wait_change(sk, 0);
+	sk->connect_done = false;
+	if (sk->st == SW_CONNECTED)
+		return done(sk, 0, 0);
+	err = sk->so_error ? sk->so_error : sk->err ? sk->err : ECONNREFUSED;
+	sk->so_error = 0;
+	return done(sk, -1, err);
+}
+
+/* ---- Data ------------------------------------------------------------------------- */
+
+/* Why the socket cannot send now, or 0. */
+static int send_err(struct sw_sock *sk)
+{
+	if (sk->err)
+		return sk->err == ECONNRESET || sk->err == ECONNABORTED || sk->err == ENETDOWN
+			       ? sk->err
+			       : EPIPE;
+	if (sk->wr_shut || sk->st == SW_DOWN)
+		return EPIPE;
+	if (sk->st != SW_CONNECTED)
+		return ENOTCONN;
+	return 0;
+}
+
+/*
+ * Send len bytes (sk->lock held): the bytes taken, or a negative errno
+ * with none taken.  nb: do not wait.  A large part waits for its transfer
+ * when the caller waits (the buffer is the application's); a non-blocking
+ * one is copied to the staging buffer first.
+ */
+static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, bool nb,
+			   uint64_t deadline)
+{
+	size_t sent = 0;
+
+	while (sent < len) {
+		size_t left = len - sent;
+		int err = send_err(sk), r;
+
+		if (err)
+			return sent ? (ssize_t)sent : -err;
+		sw_progress(sk);
+		if (!sk->pc.hello_in || sk->ox.active) {
+			r = -EAGAIN;
+		} else if (left >= sk->out_threshold) {
+			uint32_t n = (uint32_t)(left < sk->out_max ? left : sk->out_max);
+
+			if (nb) {
+				if (!sk->staging) {
+					sk->staging_len = (uint32_t)(sk->sndbuf > (int)SW_STAGING
+									 ? sk->sndbuf
+									 : (int)SW_STAGING);
+					sk->staging = malloc(sk->staging_len);
+					if (!sk->staging)
+						return sent ? (ssize_t)sent : -ENOBUFS;
+				}
+				if (n > sk->staging_len)
+					n = sk->staging_len;
+				r = -EAGAIN;
+				if (sw_large_ready(sk)) {
+					memcpy(sk->staging, p + sent, n);
+					r = sw_large_begin(sk, sk->staging, n);
+				}
+				if (r == 0) {
+					sent += n;
+					continue;
+				}
+			} else {
+				r = sw_large_begin(sk, p + sent, n);
+				if (r == 0) {
+					while (sk->ox.active && !sk->err) {
+						sw_progress(sk);
+						if (sk->ox.active)
+							wait_change(sk, 0);
+					}
+					if (sk->ox.err)
+						return sent ? (ssize_t)sent : -sk->ox.err;
+					sent += n;
+					continue;
+				}
+			}
+		} else {
+			r = sw_send_small(sk, p + sent, (uint32_t)(left < INT32_MAX ? left : INT32_MAX));
+			if (r > 0) {
+				sent += (size_t)r;
+				continue;
+			}
+		}
+		if (r != -EAGAIN)
+			return sent ? (ssize_t)sent : r;
+		if (nb) {
+			sk->want_write = true;
+			return sent ? (ssize_t)sent : -EAGAIN;
+		}
+		if (wait_change(sk, deadline))
+			return sent ? (ssize_t)sent : -EAGAIN;
+	}
+	sk->want_write = false;
+	return (ssize_t)sent;
+}
+
+static int check_flags(int flags, int allowed)
+{
+	return flags & ~(allowed | MSG_DONTWAIT | MSG_NOSIGNAL) ? EOPNOTSUPP : 0;
+}
+
+ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
+{
+	struct sw_sock *sk;
+	ssize_t total = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	sk = get(s);
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	uint64_t deadline = deadline_of(sk->sndtimeo_ns);
+	for (int i = 0; i < iovcnt; i++) {
+		ssize_t n;
+
+		if (!iov[i].iov_len)
+			continue;
+		if (!iov[i].iov_base)
+			return done(sk, total ? (int)total : -1, EFAULT);
+		n = send_locked(sk, iov[i].iov_base, iov[i].iov_len, sk->nonblock, deadline);
+		if (n < 0) {
+			if (total)
+				break;
+			return done(sk, -1, (int)-n);
+		}
+		total += n;
+		if ((size_t)n < iov[i].iov_len)
+			break;
+	}
+	sw_update_ready(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_put(sk);
+	return total;
+}
+
+ssize_t nsw_send(int s, const void *buf, size_t len, int flags)
+{
+	struct sw_sock *sk;
+	ssize_t n;
+	int err = check_flags(flags, 0);
+
+	if (err)
+		return fail(err);
+	if (!buf && len)
+		return fail(EFAULT);
+	sk = get(s);
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	n = send_locked(sk, buf, len, sk->nonblock || (flags & MSG_DONTWAIT),
+			deadline_of(sk->sndtimeo_ns));
+	sw_update_ready(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_put(sk);
+	if (n < 0)
+		return fail((int)-n);
+	return n;
+}
+
+/* Copy up to len bytes waiting for the application (sk->lock held). */
+static size_t take_bytes(struct sw_sock *sk, uint8_t *p, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len && sk->dq_len) {
+		struct sw_piece *d = &sk->dq[sk->dq_head];
+		uint32_t n = (uint32_t)(len - got < d->len ? len - got : d->len);
+
+		memcpy(p + got, d->p, n);
+		got += n;
+		sw_consumed(sk, n);
+	}
+	return got;
+}
+
+/*
+ * Receive into iov (sk->lock held): the bytes taken, 0 at end-of-file, or a
+ * negative errno.  all: wait for every byte (MSG_WAITALL).
+ */
+static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovcnt, bool nb,
+			   bool all)
+{
+	size_t want = 0, got = 0;
+	int i = 0;
+	size_t in_iov = 0;
+	uint64_t deadline = deadline_of(sk->rcvtimeo_ns);
+
+	for (int k = 0; k < iovcnt; k++)
+		want += iov[k].iov_len;
+	if (!want)
+		return 0;
+	if (sk->st == SW_NEW || sk->st == SW_LISTEN || sk->st == SW_CONNECTING)
+		return -ENOTCONN;
+	for (;;) {
+		sw_progress(sk);
+		while (sk->dq_len && i < iovcnt) {
+			size_t n = take_bytes(sk, (uint8_t *)iov[i].iov_base + in_iov,
+					      iov[i].iov_len - in_iov);
+
+			got += n;
+			in_iov += n;
+			if (in_iov == iov[i].iov_len) {
+				i++;
+				in_iov = 0;
+			}
+		}
+		if (got)
+			sw_progress(sk); /* the receives emptied go back, a chunk may follow */
+		if (got == want || (got && !all))
+			return (ssize_t)got;
+		if (sk->err && !sk->dq_len)
+			return got ? (ssize_t)got : -sk->err;
+		if (sk->rd_shut || sk->pc.in.shut || sk->st == SW_DOWN)
+			return (ssize_t)got;
+		if (nb)
+			return got ? (ssize_t)got : -EAGAIN;
+		if (wait_change(sk, deadline))
+			return got ? (ssize_t)got : -EAGAIN;
+	}
+}
+
+static ssize_t recv_common(int s, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct sw_sock *sk = get(s);
+	ssize_t n;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	n = recv_locked(sk, iov, iovcnt, sk->nonblock || (flags & MSG_DONTWAIT),
+			(flags & MSG_WAITALL) != 0);
+	sw_update_ready(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_put(sk);
+	if (n < 0)
+		return fail((int)-n);
+	return n;
+}
+
+ssize_t nsw_recv(int s, void *buf, size_t len, int flags)
+{
+	struct iovec v = {.iov_base = buf, .iov_len = len};
+	int err = check_flags(flags, MSG_WAITALL);
+
+	if (err)
+		return fail(err);
+	if (!buf && len)
+		return fail(EFAULT);
+	return recv_common(s, &v, 1, flags);
+}
+
+ssize_t nsw_readv(int s, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	for (int i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return fail(EFAULT);
+	return recv_common(s, iov, iovcnt, 0);
+}
+
+/* ---- Ending ------------------------------------------------------------------------- */
+
+int nsw_shutdown(int s, int how)
+{
+	struct sw_sock *sk = get(s);
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return done(sk, -1, EINVAL);
+	if (sk->st != SW_CONNECTED && sk->st != SW_DOWN)
+		return done(sk, -1, ENOTCONN);
+	if (how != SHUT_WR)
+		sk->rd_shut = true;
+	if (how != SHUT_RD && !sk->wr_shut) {
+		sk->wr_shut = true;
+		sk->shutdown_due = true;
+		sw_progress(sk);
+	}
+	pthread_cond_broadcast(&sk->cond);
+	return done(sk, 0, 0);
+}
+
+/* Send what is owed and SHUTDOWN, within SW_CLOSE_NS; else abort. */
+static void close_graceful(struct sw_sock *sk)
+{
+	uint64_t deadline = sw_now_ns() + SW_CLOSE_NS;
+
+	if (sk->dq_len || sk->ix.active) {
+		/* Closing with data unread: the peer must learn it was lost. */
+		sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
+		return;
+	}
+	sk->wr_shut = true;
+	if (!sk->pc.out.shut)
+		sk->shutdown_due = true;
+	for (;;) {
+		bool sending = false;
+
+		sw_progress(sk);
+		for (uint32_t i = 0; i < sk->nsend; i++)
+			sending |= sk->tx[i].busy;
+		if (sk->err || sk->spi == INVALID_SOCKET || (sk->pc.out.shut && !sending))
+			return;
+		if (wait_change(sk, deadline)) {
+			sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
+			return;
+		}
+	}
+}
+
+int nsw_close(int s)
+{
+	struct sw_sock *sk = get(s);
+
+	if (!sk)
+		return -1;
+	sw_closing(sk);
+	pthread_mutex_lock(&sk->lock);
+	if (sk->st == SW_CONNECTED && !sk->err && sk->spi != INVALID_SOCKET)
+		close_graceful(sk);
+	sw_fail(sk, EBADF);
+	sw_teardown(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_remove(sk);
+	sock_free(sk);
+	return 0;
+}
+
+/* ---- Options ------------------------------------------------------------------------- */
+
+static int opt_int(const void *v, socklen_t len, int *out)
+{
+	if (!v)
+		return EFAULT;
+	if (len < sizeof(int))
+		return EINVAL;
+	memcpy(out, v, sizeof(int));
+	return 0;
+}
+
+static int opt_timeo(const void *v, socklen_t len, uint64_t *out)
+{
+	struct timeval tv;
+
+	if (!v)
+		return EFAULT;
+	if (len < sizeof(tv))
+		return EINVAL;
+	memcpy(&tv, v, sizeof(tv));
+	if (tv.tv_sec < 0 || tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+		return EDOM;
+	*out = (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	return 0;
+}
+
+int nsw_setsockopt(int s, int level, int optname, const void *optval, socklen_t optlen)
+{
+	struct sw_sock *sk = get(s);
+	int v = 0, err = 0;
+	bool before = true;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	before = sk->st == SW_NEW || sk->st == SW_LISTEN;
+	if (level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO)) {
+		err = opt_timeo(optval, optlen,
+				optname == SO_RCVTIMEO ? &sk->rcvtimeo_ns : &sk->sndtimeo_ns);
+		return done(sk, err ? -1 : 0, err);
+	}
+	err = opt_int(optval, optlen, &v);
+	if (err)
+		return done(sk, -1, err);
+	if (level == SOL_SOCKET && optname == SO_RCVBUF) {
+		/* Sizes the receive pool: fixed once connected. */
+		sk->rcvbuf = v < (int)SW_RCVBUF_MIN ? (int)SW_RCVBUF_MIN : v;
+	} else if (level == SOL_SOCKET && optname == SO_SNDBUF) {
+		sk->sndbuf = v < 4096 ? 4096 : v;
+	} else if (level == IPPROTO_TCP && optname == TCP_NODELAY) {
+		/* Small sends always go at once. */
+	} else if (level == NSW_SOL && optname == NSW_RDMA_THRESHOLD) {
+		if (v < 0)
+			err = EINVAL;
+		else if (!before)
+			err = EISCONN;
+		else
+			sk->threshold = (uint32_t)v;
+	} else if (level == NSW_SOL && optname == NSW_MAX_RDMA) {
+		if (v < 4096)
+			err = EINVAL;
+		else if (!before)
+			err = EISCONN;
+		else
+			sk->max_rdma = (uint32_t)v;
+	} else if (level == NSW_SOL && optname == NSW_NONBLOCK) {
+		sk->nonblock = v != 0;
+	} else if (level == NSW_SOL && optname == NSW_PATH) {
+		if (v != 0 && v != NSW_PATH_READ && v != NSW_PATH_WRITE)
+			err = EINVAL;
+		else if (!before)
+			err = EISCONN;
+		else
+			sk->path_pref = v;
+	} else {
+		err = ENOPROTOOPT;
+	}
+	return done(sk, err ? -1 : 0, err);
+}
+
+int nsw_getsockopt(int s, int level, int optname, void *optval, socklen_t *optlen)
+{
+	struct sw_sock *sk = get(s);
+	int v = 0, err = 0;
+	const void *src = &v;
+	socklen_t len = sizeof(v);
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	if (!optval || !optlen)
+		return done(sk, -1, EFAULT);
+	if (level == SOL_SOCKET && optname == SO_ERROR) {
+		v = sk->so_error ? sk->so_error : sk->err == EBADF ? 0 : sk->err;
+		sk->so_error = 0;
+	} else if (level == SOL_SOCKET && optname == SO_RCVBUF) {
+		v = sk->rcvbuf;
+	} else if (level == SOL_SOCKET && optname == SO_SNDBUF) {
+		v = sk->sndbuf;
+	} else if (level == SOL_SOCKET && optname == SO_TYPE) {
+		v = SOCK_STREAM;
+	} else if (level == IPPROTO_TCP && optname == TCP_NODELAY) {
+		v = 1;
+	} else if (level == NSW_SOL && optname == NSW_RDMA_THRESHOLD) {
+		v = (int)(sk->pc.hello_in ? sk->out_threshold : sk->threshold);
+	} else if (level == NSW_SOL && optname == NSW_MAX_RDMA) {
+		v = (int)(sk->pc.hello_in ? sk->out_max : sk->max_rdma);
+	} else if (level == NSW_SOL && optname == NSW_NONBLOCK) {
+		v = sk->nonblock;
+	} else if (level == NSW_SOL && optname == NSW_PATH) {
+		v = sk->pc.hello_in ? (int)sk->pc.out_path | (int)sk->pc.in_path << 4 : 0;
+	} else if (level == NSW_SOL && optname == NSW_STATS) {
+		src = &sk->stats;
+		len = sizeof(sk->stats);
+	} else {
+		err = ENOPROTOOPT;
+	}
+	if (!err && *optlen < len)
+		err = EINVAL;
+	if (!err) {
+		memcpy(optval, src, len);
+		*optlen = len;
+	}
+	return done(sk, err ? -1 : 0, err);
+}
+
+static int name_of(int s, struct sockaddr *addr, socklen_t *addrlen, bool peer)
+{
+	struct sw_sock *sk = get(s);
+	struct sockaddr_in a;
+
+	if (!sk)
+		return -1;
+	pthread_mutex_lock(&sk->lock);
+	if (!addr || !addrlen)
+		return done(sk, -1, EFAULT);
+	if (peer && sk->st != SW_CONNECTED && sk->st != SW_DOWN)
+		return done(sk, -1, ENOTCONN);
+	a = peer ? sk->peer : sk->local;
+	a.sin_family = AF_INET;
+	memcpy(addr, &a, *addrlen < sizeof(a) ? *addrlen : sizeof(a));
+	*addrlen = sizeof(a);
+	return done(sk, 0, 0);
+}
+
+int nsw_getsockname(int s, struct sockaddr *addr, socklen_t *addrlen)
+{
+	return name_of(s, addr, addrlen, false);
+}
+
+int nsw_getpeername(int s, struct sockaddr *addr, socklen_t *addrlen)
+{
+	return name_of(s, addr, addrlen, true);
+}

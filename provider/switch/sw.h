@@ -1,0 +1,164 @@
+/*
+ * The switch's internals (libnicsimsw): one struct sw_sock per stream
+ * socket, the engine that runs the session protocol over it (engine.c) and
+ * the calls of nicsim_switch.h (sock.c), with the process-wide state
+ * (lib.c).  The switch reaches the SAN provider only through the
+ * procedure table WSPStartupEx filled and the extension functions WSPIoctl
+ * handed out (sw_spi), as the Windows switch does.
+ *
+ * Locking: sw_lib.lock guards the descriptor table and every socket's
+ * reference count; sk->lock guards everything else of a socket.  SPI calls
+ * are made with sk->lock held; the provider never calls back.
+ */
+#ifndef NSW_SW_H
+#define NSW_SW_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "nicsim_switch.h"
+#include "nss_conn.h"
+#include "ws2san.h"
+
+/* The provider, as the switch sees it. */
+struct sw_spi {
+	WSPPROC_TABLE t;
+	LPFN_WSPREGISTERMEMORY reg;
+	LPFN_WSPDEREGISTERMEMORY dereg;
+	LPFN_WSPREGISTERRDMAMEMORY reg_rdma;
+	LPFN_WSPDEREGISTERRDMAMEMORY dereg_rdma;
+	LPFN_WSPRDMAWRITE rdma_write;
+	LPFN_WSPRDMAREAD rdma_read; /* NULL until a socket's provider offered it */
+};
+extern struct sw_spi sw_spi;
+
+/* A control-message buffer and the operation that uses it. */
+struct sw_slot {
+	WSAOVERLAPPED ov;
+	uint8_t *buf;
+	bool busy; /* tx: a send is in flight; rx: posted, or held for the application */
+};
+
+/* Bytes waiting for the application, in stream order. */
+struct sw_piece {
+	const uint8_t *p;
+	uint32_t len;
+	int32_t slot; /* the receive slot holding them, or -1: the bounce buffer */
+};
+
+enum sw_state { SW_NEW, SW_LISTEN, SW_CONNECTING, SW_CONNECTED, SW_DOWN };
+
+struct sw_sock {
+	int fd;   /* the application's handle: an eventfd it may poll */
+	int evfd; /* the SPI's event object: overlapped completions, network events */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned refs;     /* under sw_lib.lock: calls inside, plus the table's */
+	bool closing;      /* nsw_close began: no new reference */
+	bool ready;        /* fd is signalled */
+	enum sw_state st;  /* under lock from here on */
+	SOCKET spi;        /* INVALID_SOCKET once closed */
+	bool bound;        /* WSPBind done */
+	bool accept_ready; /* FD_ACCEPT seen, WSPAccept not yet refused */
+	bool connect_done; /* a non-blocking connect finished (SO_ERROR says how) */
+	int so_error;      /* positive errno for SO_ERROR */
+	int err;           /* the connection failed: every call gets this errno */
+	int close_code;    /* FD_CLOSE's WSA code; -1 before FD_CLOSE */
+	bool rd_shut, wr_shut;
+	bool want_write; /* a send would have blocked: signal fd when it may go */
+
+	/* Options. */
+	bool nonblock;
+	int sndbuf, rcvbuf;
+	uint32_t threshold, max_rdma; /* as set; max_rdma 0: the SPI's */
+	int path_pref;                /* 0, or NSW_PATH_WRITE: do not read as a sink */
+	uint64_t rcvtimeo_ns, sndtimeo_ns;
+	struct sockaddr_in local, peer;
+
+	/* The connection. */
+	struct nss_conn pc;
+	uint32_t nrecv, nsend, rsize; /* receives and sends of rsize bytes each */
+	uint8_t *ctl;                 /* (nrecv + nsend) * rsize bytes, registered */
+	HANDLE ctl_h;
+	struct sw_slot *rx, *tx;
+	uint32_t *postq; /* rx slots in the order posted: completions come so */
+	uint32_t pq_head, pq_len;
+	struct sw_piece *dq; /* the application's bytes (ring of nrecv + 1) */
+	uint32_t dq_head, dq_len;
+	uint32_t out_max, in_max; /* the largest RDMA of each direction */
+	uint32_t out_threshold;
+
+	/* The in stream's large transfer (this side is the sink). */
+	struct {
+		bool active;
+		uint8_t desc[NSS_DESC_MAX]; /* read path: the source's */
+		uint16_t desc_len;
+		uint64_t len, done; /* RDMA bytes offered, and moved into the bounce */
+		bool op;            /* a read is in flight into the bounce */
+		WSAOVERLAPPED ov;
+		uint32_t chunk;     /* bytes of the read in flight, or of the SINK_AVAIL */
+		uint32_t done_due;  /* read path: an RD_DONE of these bytes to send */
+		bool sink_due;      /* write path: a SINK_AVAIL of chunk bytes to send */
+		bool exposed;       /* write path: bdesc exposes the bounce */
+		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
+	} ix;
+	uint8_t *bounce;
+	uint32_t bounce_len;
+	HANDLE bounce_h; /* the bounce registered for reading into */
+	bool bounce_busy; /* holds bytes the application has not taken */
+
+	/* The out stream's large transfer (this side is the source). */
+	struct {
+		bool active;
+		const uint8_t *rdma; /* the bytes after the inline head */
+		uint32_t len;
+		bool exposed; /* read path: desc exposes them */
+		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
+		HANDLE h; /* write path: registered for the NIC to read */
+		uint64_t base; /* the stream offset of rdma[0] */
+		bool op;       /* a write is in flight */
+		WSAOVERLAPPED ov;
+		uint64_t sink_off; /* write path: the SINK_AVAIL being served */
+		uint32_t sink_len;
+		uint8_t sdesc[NSS_DESC_MAX];
+		uint16_t sdesc_len;
+		bool wr_done_due;
+		int err; /* the transfer failed: positive errno for its sender */
+	} ox;
+	uint8_t *staging; /* non-blocking large sends are copied here */
+	uint32_t staging_len;
+	bool shutdown_due;
+	bool abort_due;
+	uint32_t abort_reason;
+
+	struct nsw_stats stats;
+};
+
+/* engine.c */
+int sw_conn_start(struct sw_sock *sk);
+void sw_progress(struct sw_sock *sk);
+void sw_event(struct sw_sock *sk);
+void sw_fail(struct sw_sock *sk, int err);
+void sw_abort(struct sw_sock *sk, uint32_t reason, int err);
+void sw_teardown(struct sw_sock *sk);
+void sw_consumed(struct sw_sock *sk, uint32_t bytes);
+int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len);
+bool sw_large_ready(struct sw_sock *sk);
+int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len);
+int sw_ctl_flush(struct sw_sock *sk);
+bool sw_tx_free(struct sw_sock *sk);
+void sw_update_ready(struct sw_sock *sk);
+int sw_errno_of(int wsa);
+
+/* lib.c */
+int sw_init(void);
+struct sw_sock *sw_get(int fd);
+void sw_put(struct sw_sock *sk);
+int sw_add(struct sw_sock *sk);
+void sw_closing(struct sw_sock *sk);
+void sw_remove(struct sw_sock *sk);
+uint64_t sw_now_ns(void);
+
+#endif /* NSW_SW_H */
