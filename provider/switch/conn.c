@@ -10,7 +10,7 @@ void nss_conn_init(struct nss_conn *c, const struct nss_hello *local)
 	c->local = *local;
 	c->limit = local->recv_count - 1;
 	c->advertised = c->limit;
-	/* The sink of the in stream reads if it can (section 5). */
+	/* Until the peer's HELLO says whether it can be read (section 5). */
 	c->in_path = local->features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
 }
 
@@ -21,13 +21,21 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 {
 	switch (h->type) {
 	case NSS_DATA:
-		if (h->data_len && in->shut)
+		if (!h->data_len) {
+			/* A credit update says where the source stands, which
+			 * trails this side while its RD_DONE is on the way. */
+			if (h->stream_off > in->off || h->stream_off < in->synced)
+				return "a credit update not where the stream stands";
+			return NULL;
+		}
+		if (in->shut)
 			return "data after SHUTDOWN";
-		if (h->data_len && in->xfer)
+		if (in->xfer)
 			return "data while a large transfer is outstanding";
 		if (h->stream_off != in->off)
 			return "DATA not where the stream stands";
 		in->off += h->data_len;
+		in->synced = in->off;
 		return NULL;
 	case NSS_SRC_AVAIL:
 		if (in->shut)
@@ -43,6 +51,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 				   : "SRC_AVAIL with a descriptor on the write "
 				     "path";
 		in->off += h->data_len;
+		in->synced = in->off;
 		in->xfer = true;
 		in->xfer_end = in->off + h->rdma_len;
 		in->sink_len = 0;
@@ -118,7 +127,16 @@ int nss_conn_rx(struct nss_conn *c, const struct nss_msg *m, const char **why, u
 		c->hello_in = true;
 		c->in_seq = 1;
 		c->peer_limit = h->credit_limit;
-		c->out_path = peer.features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
+		/* A direction runs the read path when its sink reads and its
+		 * source can be read (section 5). */
+		c->out_path =
+		    (peer.features & NSS_F_CAN_READ) && (c->local.features & NSS_F_READABLE)
+			? NSS_PATH_READ
+			: NSS_PATH_WRITE;
+		c->in_path =
+		    (c->local.features & NSS_F_CAN_READ) && (peer.features & NSS_F_READABLE)
+			? NSS_PATH_READ
+			: NSS_PATH_WRITE;
 		return 0;
 	}
 	if (h->type == NSS_ABORT) {

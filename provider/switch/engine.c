@@ -80,10 +80,18 @@ static bool readable(const struct sw_sock *sk)
 	return sk->dq_len || sk->err || sk->rd_shut || sk->pc.in.shut || sk->close_code >= 0;
 }
 
+/* Whether a send could take bytes now: the peer's HELLO is in, no large
+ * transfer is outstanding, and a send slot and the credit for data are free. */
+static bool writable(struct sw_sock *sk)
+{
+	return sk->pc.hello_in && !sk->ox.active && sw_tx_free(sk) &&
+	       nss_may_send(NSS_DATA, true, sk->pc.out_seq, sk->pc.peer_limit);
+}
+
 void sw_update_ready(struct sw_sock *sk)
 {
 	bool ready = sk->err || sk->accept_ready || sk->connect_done ||
-		     (sk->st == SW_CONNECTED && readable(sk)) || (sk->want_write && sw_tx_free(sk));
+		     (sk->st == SW_CONNECTED && readable(sk)) || (sk->want_write && writable(sk));
 	uint64_t v = 1;
 	ssize_t r;
 
@@ -252,7 +260,8 @@ int sw_ctl_flush(struct sw_sock *sk)
 			if (r == 0)
 				sk->ox.wr_done_due = false;
 		} else if (sk->ix.sink_due) {
-			r = nss_conn_sink_avail_hdr(&sk->pc, sk->ix.chunk, NICSIM_RDMA_DESC_SIZE, &h);
+			r = nss_conn_sink_avail_hdr(&sk->pc, sk->ix.chunk, NICSIM_RDMA_DESC_SIZE,
+						    &h);
 			if (r == 0) {
 				sk->ix.sink_due = false;
 				r = tx_post(sk, slot, &h, sk->ix.bdesc, NULL);
@@ -381,7 +390,8 @@ static void ix_next(struct sw_sock *sk)
 	}
 	sk->ix.chunk = (uint32_t)(left < sk->bounce_len ? left : sk->bounce_len);
 	if (sk->pc.in_path == NSS_PATH_READ) {
-		WSABUFEX b = {.len = sk->ix.chunk, .buf = (char *)sk->bounce, .handle = sk->bounce_h};
+		WSABUFEX b = {
+		    .len = sk->ix.chunk, .buf = (char *)sk->bounce, .handle = sk->bounce_h};
 		DWORD n = 0;
 
 		ov_prepare(sk, &sk->ix.ov);
@@ -584,7 +594,8 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 		uint32_t lmax = sk->pc.local.max_rdma, pmax = sk->pc.peer.max_rdma;
 
 		sk->out_max = sk->in_max = lmax < pmax ? lmax : pmax;
-		sk->out_threshold = sk->threshold < SW_MIN_THRESHOLD ? SW_MIN_THRESHOLD : sk->threshold;
+		sk->out_threshold =
+		    sk->threshold < SW_MIN_THRESHOLD ? SW_MIN_THRESHOLD : sk->threshold;
 		rx_repost(sk, i);
 		break;
 	}
@@ -648,7 +659,8 @@ static void reap(struct sw_sock *sk)
 			s->busy = false;
 			/* The connection ended.  After the peer's SHUTDOWN that is
 			 * its close: the reader gets end-of-file. */
-			if (sk->pc.in.shut && (code == WSA_OPERATION_ABORTED || code == WSAECONNRESET))
+			if (sk->pc.in.shut &&
+			    (code == WSA_OPERATION_ABORTED || code == WSAECONNRESET))
 				code = 0;
 			else if (code == WSA_OPERATION_ABORTED)
 				code = sk->close_code > 0 ? sk->close_code : WSAECONNRESET;
@@ -738,7 +750,8 @@ int sw_conn_start(struct sw_sock *sk)
 	sk->tx = calloc(sk->nsend, sizeof(*sk->tx));
 	sk->postq = calloc(sk->nrecv, sizeof(*sk->postq));
 	sk->dq = calloc(sk->nrecv + 1, sizeof(*sk->dq));
-	if (!sk->rx || !sk->tx || !sk->postq || !sk->dq || posix_memalign((void **)&sk->ctl, 4096, bytes))
+	if (!sk->rx || !sk->tx || !sk->postq || !sk->dq ||
+	    posix_memalign((void **)&sk->ctl, 4096, bytes))
 		return -ENOMEM;
 	memset(sk->ctl, 0, bytes);
 	sk->ctl_h = sw_spi.reg(sk->spi, sk->ctl, (DWORD)bytes, MEM_READWRITE, &e);
@@ -755,19 +768,20 @@ int sw_conn_start(struct sw_sock *sk)
 		spi_max = 1u << 20;
 	if (sk->max_rdma && sk->max_rdma < spi_max)
 		spi_max = sk->max_rdma;
-	/* The provider offers RDMA read on this socket's NIC, or refuses. */
-	if (sk->path_pref != NSW_PATH_WRITE &&
-	    sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
+	/* The provider offers RDMA read on this socket's NIC, or refuses: a
+	 * nicsim NIC without it neither reads nor serves reads. */
+	if (sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
 				sizeof(rd), &got, NULL, NULL, NULL, &e) == 0 &&
-	    rd) {
+	    rd)
 		sw_spi.rdma_read = rd;
-	} else {
+	else
 		rd = NULL;
-	}
 
 	memset(&hello, 0, sizeof(hello));
 	hello.version = NSS_VERSION;
-	hello.features = rd ? NSS_F_CAN_READ : 0;
+	hello.features = !rd                               ? 0
+			 : sk->path_pref == NSW_PATH_WRITE ? NSS_F_READABLE
+							   : NSS_F_CAN_READ | NSS_F_READABLE;
 	hello.recv_count = sk->nrecv;
 	hello.recv_size = sk->rsize;
 	hello.max_rdma = spi_max;

@@ -27,6 +27,8 @@ struct nss_dir {
 	uint64_t xfer_end; /* ... and ends here: it covers [off, xfer_end) */
 	uint64_t sink_len; /* write path: bytes of the SINK_AVAIL outstanding at off, or 0 */
 	bool shut;         /* SHUTDOWN sent (out) or received (in) */
+	uint64_t synced;   /* in: where the source's last data-bearing message left
+			    * the stream: a credit update may say no less */
 };
 
 struct nss_conn {

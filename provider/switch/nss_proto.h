@@ -27,6 +27,7 @@
 #define NSS_MIN_RECVS 4u            /* receives a side posts for its peer, at least */
 #define NSS_MIN_RECV_SIZE 512u
 #define NSS_F_CAN_READ 0x1u /* HELLO features: this side reads as a sink */
+#define NSS_F_READABLE 0x2u /* ... and its NIC serves the peer's RDMA READs */
 
 enum nss_type {
 	NSS_HELLO = 1,

@@ -227,7 +227,7 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 	get_fields(data, h, hello_fields, NFIELDS(hello_fields));
 	if (h->version == 0)
 		*why = "HELLO of version 0";
-	else if (h->version == NSS_VERSION && (h->features & ~NSS_F_CAN_READ))
+	else if (h->version == NSS_VERSION && (h->features & ~(NSS_F_CAN_READ | NSS_F_READABLE)))
 		*why = "HELLO feature bits version 1 does not have";
 	else if (h->recv_count < NSS_MIN_RECVS)
 		*why = "fewer than 4 receives posted";

@@ -315,8 +315,8 @@ static int send_err(struct sw_sock *sk)
 {
 	if (sk->err)
 		return sk->err == ECONNRESET || sk->err == ECONNABORTED || sk->err == ENETDOWN
-			       ? sk->err
-			       : EPIPE;
+			   ? sk->err
+			   : EPIPE;
 	if (sk->wr_shut || sk->st == SW_DOWN)
 		return EPIPE;
 	if (sk->st != SW_CONNECTED)
@@ -335,6 +335,7 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 {
 	size_t sent = 0;
 
+	sk->connect_done = false; /* a connected socket's readiness is its data's */
 	while (sent < len) {
 		size_t left = len - sent;
 		int err = send_err(sk), r;
@@ -382,7 +383,8 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 				}
 			}
 		} else {
-			r = sw_send_small(sk, p + sent, (uint32_t)(left < INT32_MAX ? left : INT32_MAX));
+			r = sw_send_small(sk, p + sent,
+					  (uint32_t)(left < INT32_MAX ? left : INT32_MAX));
 			if (r > 0) {
 				sent += (size_t)r;
 				continue;
@@ -499,6 +501,7 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 		return 0;
 	if (sk->st == SW_NEW || sk->st == SW_LISTEN || sk->st == SW_CONNECTING)
 		return -ENOTCONN;
+	sk->connect_done = false;
 	for (;;) {
 		sw_progress(sk);
 		while (sk->dq_len && i < iovcnt) {
@@ -733,6 +736,7 @@ int nsw_getsockopt(int s, int level, int optname, void *optval, socklen_t *optle
 	if (level == SOL_SOCKET && optname == SO_ERROR) {
 		v = sk->so_error ? sk->so_error : sk->err == EBADF ? 0 : sk->err;
 		sk->so_error = 0;
+		sk->connect_done = false; /* its outcome is taken */
 	} else if (level == SOL_SOCKET && optname == SO_RCVBUF) {
 		v = sk->rcvbuf;
 	} else if (level == SOL_SOCKET && optname == SO_SNDBUF) {

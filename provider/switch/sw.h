@@ -98,15 +98,15 @@ struct sw_sock {
 		uint64_t len, done; /* RDMA bytes offered, and moved into the bounce */
 		bool op;            /* a read is in flight into the bounce */
 		WSAOVERLAPPED ov;
-		uint32_t chunk;     /* bytes of the read in flight, or of the SINK_AVAIL */
-		uint32_t done_due;  /* read path: an RD_DONE of these bytes to send */
-		bool sink_due;      /* write path: a SINK_AVAIL of chunk bytes to send */
-		bool exposed;       /* write path: bdesc exposes the bounce */
+		uint32_t chunk;    /* bytes of the read in flight, or of the SINK_AVAIL */
+		uint32_t done_due; /* read path: an RD_DONE of these bytes to send */
+		bool sink_due;     /* write path: a SINK_AVAIL of chunk bytes to send */
+		bool exposed;      /* write path: bdesc exposes the bounce */
 		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
 	} ix;
 	uint8_t *bounce;
 	uint32_t bounce_len;
-	HANDLE bounce_h; /* the bounce registered for reading into */
+	HANDLE bounce_h;  /* the bounce registered for reading into */
 	bool bounce_busy; /* holds bytes the application has not taken */
 
 	/* The out stream's large transfer (this side is the source). */
@@ -116,7 +116,7 @@ struct sw_sock {
 		uint32_t len;
 		bool exposed; /* read path: desc exposes them */
 		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
-		HANDLE h; /* write path: registered for the NIC to read */
+		HANDLE h;      /* write path: registered for the NIC to read */
 		uint64_t base; /* the stream offset of rdma[0] */
 		bool op;       /* a write is in flight */
 		WSAOVERLAPPED ov;

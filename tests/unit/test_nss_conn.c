@@ -19,7 +19,7 @@ static uint8_t data[256];
 static struct nss_hello hello(bool can_read, uint32_t recvs)
 {
 	return (struct nss_hello){.version = NSS_VERSION,
-				  .features = can_read ? NSS_F_CAN_READ : 0,
+				  .features = (can_read ? NSS_F_CAN_READ : 0) | NSS_F_READABLE,
 				  .recv_count = recvs,
 				  .recv_size = 4096,
 				  .max_rdma = 1u << 20,
@@ -157,10 +157,44 @@ static void test_credits(void)
 	NST_EQ(nss_conn_data_hdr(&a, 0, &h), 0);
 }
 
+/* A credit update from the source while the sink's RD_DONE is on its way
+ * says where the source stands, behind the sink: taken.  One ahead of the
+ * sink, or behind the last data, is refused. */
+static void test_update_during_transfer(void)
+{
+	struct nss_conn a, b, saved;
+	struct nss_hdr h, up;
+	const char *why;
+
+	connect(&a, true, &b, true, 16);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 10, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 100, 5000, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	/* B read it all and sent RD_DONE; A has not seen it and sends an update. */
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 5000, &h), 0);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 0, &up), 0);
+	NST_EQ_U(up.stream_off, 110);
+	NST_EQ_U(b.in.off, 5110);
+	saved = b;
+	NST_EQ(pass(&a, &up, &b, &why), 0);
+	/* The same update claiming more than B has, or less than the last data. */
+	up.stream_off = 5111;
+	NST_EQ(pass(&a, &up, &saved, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "credit update") != NULL);
+	up.stream_off = 109;
+	NST_EQ(pass(&a, &up, &saved, &why), -EPROTO);
+	/* A takes the RD_DONE and goes on. */
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 1, &h), 0);
+	NST_EQ_U(h.stream_off, 5110);
+	NST_EQ(pass(&a, &h, &b, &why), 0);
+}
+
 static bool same_dir(const struct nss_dir *x, const struct nss_dir *y)
 {
 	return x->off == y->off && x->xfer == y->xfer && x->xfer_end == y->xfer_end &&
-	       x->sink_len == y->sink_len && x->shut == y->shut;
+	       x->sink_len == y->sink_len && x->shut == y->shut && x->synced == y->synced;
 }
 
 /* The state two connections hold, field by field (structs have padding). */
@@ -277,9 +311,13 @@ static void test_abort(void)
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
-	    {"read_path", test_read_path}, {"write_path", test_write_path},
-	    {"credits", test_credits},     {"refusals", test_refusals},
-	    {"abort", test_abort},         {NULL, NULL},
+	    {"read_path", test_read_path},
+	    {"write_path", test_write_path},
+	    {"credits", test_credits},
+	    {"refusals", test_refusals},
+	    {"update_during_transfer", test_update_during_transfer},
+	    {"abort", test_abort},
+	    {NULL, NULL},
 	};
 
 	return nst_main(argc, argv, "nss_conn", tests, NULL, NULL);

@@ -290,7 +290,7 @@ static void test_hello(void)
 			size_t at;
 			uint8_t v;
 			const char *want;
-		} bad[] = {{0, 'X', "magic"},      {4, 0, "version 0"}, {6, 2, "feature bits"},
+		} bad[] = {{0, 'X', "magic"},      {4, 0, "version 0"}, {6, 4, "feature bits"},
 			   {8, 3, "fewer than 4"}, {13, 0, "512"},      {25, 2, "256 bytes"},
 			   {40, 1, "reserved"}};
 

@@ -1,0 +1,646 @@
+/*
+ * The switch's stream sockets (nicsim_switch.h) against real nicsimd
+ * processes: byte-stream integrity on both RDMA paths and at the edges of
+ * the thresholds, random interleavings of send and receive sizes in both
+ * directions at once, half-close, abortive close, non-blocking calls with
+ * poll(), the smallest receive pool, and the peer's process and this
+ * side's NIC dying.  The NICs are the test_spi_* fixture (nstspidata.h):
+ * A and B with every capability, C without RDMA read (registrations up to
+ * 1 MiB), D to kill; every test leaves the TPT occupancy of A, B and C
+ * where it found it.  "--sw-child ADDR PORT FD" runs the peer process of the
+ * kill test instead.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nicsim_switch.h"
+#include "nstest.h"
+#include "nstnic.h"
+#include "nstspidata.h"
+
+#define PAT 4099u /* the stream's pattern repeats every PAT bytes: no power of two */
+#define SRC_LEN (BIG + PAT)
+
+/* The byte at stream offset k of the stream with this seed. */
+static uint8_t pat(uint64_t k, uint32_t seed)
+{
+	uint32_t j = (uint32_t)(k % PAT);
+
+	return (uint8_t)(j * 131u + (j >> 7) * 29u + seed);
+}
+
+/* A source whose bytes from src + (off % PAT) are the stream's from off. */
+static uint8_t *pattern_source(uint32_t seed)
+{
+	uint8_t *m = map(SRC_LEN);
+
+	NST_REQUIRE(m != NULL);
+	for (size_t i = 0; i < SRC_LEN; i++)
+		m[i] = pat(i, seed);
+	return m;
+}
+
+static struct sockaddr_in sin_of(const char *addr, uint16_t port)
+{
+	return addr_of(addr, port);
+}
+
+static void set_int(int s, int level, int opt, int v)
+{
+	NST_EQ(nsw_setsockopt(s, level, opt, &v, sizeof(v)), 0);
+}
+
+static int get_int(int s, int level, int opt)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	NST_EQ(nsw_getsockopt(s, level, opt, &v, &l), 0);
+	return v;
+}
+
+/* Wait for POLLIN on fd, up to ms: whether it came. */
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+struct opts {
+	int rcvbuf;   /* 0: default */
+	int path_srv; /* NSW_PATH preference of each side, 0: auto */
+	int path_cli;
+	int threshold; /* 0: default */
+	int max_rdma;  /* 0: default */
+};
+
+static void apply(int s, const struct opts *o, int path)
+{
+	if (o->rcvbuf)
+		set_int(s, SOL_SOCKET, SO_RCVBUF, o->rcvbuf);
+	if (path)
+		set_int(s, NSW_SOL, NSW_PATH, path);
+	if (o->threshold)
+		set_int(s, NSW_SOL, NSW_RDMA_THRESHOLD, o->threshold);
+	if (o->max_rdma)
+		set_int(s, NSW_SOL, NSW_MAX_RDMA, o->max_rdma);
+}
+
+/*
+ * A connected pair: *srv accepted on NIC srv_addr, *cli connected from
+ * cli_addr.  The connect is non-blocking and awaited with poll() on the
+ * socket's descriptor, which tests that too.
+ */
+static void sw_pair(const char *srv_addr, const char *cli_addr, const struct opts *o, int *srv,
+		    int *cli)
+{
+	uint16_t port = next_port++;
+	struct sockaddr_in to = sin_of(srv_addr, port), from = sin_of(cli_addr, 0);
+	int l = nsw_socket(AF_INET, SOCK_STREAM, 0);
+	int c = nsw_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	NST_REQUIRE(l >= 0 && c >= 0);
+	apply(l, o, o->path_srv);
+	apply(c, o, o->path_cli);
+	NST_REQUIRE_EQ(nsw_bind(l, (struct sockaddr *)&to, sizeof(to)), 0);
+	NST_REQUIRE_EQ(nsw_listen(l, 4), 0);
+	NST_REQUIRE_EQ(nsw_bind(c, (struct sockaddr *)&from, sizeof(from)), 0);
+	NST_REQUIRE_EQ(nsw_connect(c, (struct sockaddr *)&to, sizeof(to)), -1);
+	NST_REQUIRE_EQ(errno, EINPROGRESS);
+	*srv = nsw_accept(l, NULL, NULL);
+	NST_REQUIRE(*srv >= 0);
+	NST_REQUIRE(readable_within(c, WAIT_MS));
+	NST_REQUIRE_EQ(get_int(c, SOL_SOCKET, SO_ERROR), 0);
+	set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
+	*cli = c;
+	NST_EQ(nsw_close(l), 0);
+}
+
+/* Send len bytes of the stream from offset *off; false on an error. */
+static bool send_stream(int s, const uint8_t *src, uint64_t *off, size_t len)
+{
+	ssize_t n = nsw_send(s, src + *off % PAT, len, 0);
+
+	NST_CHECK_(n == (ssize_t)len, CU_FALSE, "send of %zu at %llu: %zd (%s)", len,
+		   (unsigned long long)*off, n, strerror(errno));
+	if (n > 0)
+		*off += (uint64_t)n;
+	return n == (ssize_t)len;
+}
+
+/*
+ * Receive len bytes of the stream at *off into buf, in reads of at most
+ * chunk bytes (0: len at once), checking each byte; false on an error or a
+ * wrong byte (reported with its offset).
+ */
+static bool recv_stream(int s, uint8_t *buf, uint64_t *off, size_t len, size_t chunk, uint32_t seed)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		size_t want = chunk && chunk < len - got ? chunk : len - got;
+		ssize_t n = nsw_recv(s, buf, want, 0);
+
+		if (n <= 0) {
+			NST_CHECK_(false, CU_FALSE, "recv at stream offset %llu: %zd (%s)",
+				   (unsigned long long)*off, n,
+				   n ? strerror(errno) : "end-of-file");
+			return false;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != pat(*off + (uint64_t)i, seed)) {
+				NST_CHECK_(false, CU_FALSE,
+					   "byte at stream offset %llu is 0x%02x, not 0x%02x",
+					   (unsigned long long)(*off + (uint64_t)i), buf[i],
+					   pat(*off + (uint64_t)i, seed));
+				return false;
+			}
+		*off += (uint64_t)n;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+static struct nsw_stats stats_of(int s)
+{
+	struct nsw_stats st;
+	socklen_t l = sizeof(st);
+
+	memset(&st, 0, sizeof(st));
+	NST_EQ(nsw_getsockopt(s, NSW_SOL, NSW_STATS, &st, &l), 0);
+	return st;
+}
+
+/* ---- Paths and thresholds -------------------------------------------------------- */
+
+struct sender {
+	int s;
+	const uint8_t *src;
+	uint64_t *off;
+	size_t len;
+	bool ok;
+};
+
+static void *sender_main(void *arg)
+{
+	struct sender *sd = arg;
+
+	sd->ok = send_stream(sd->s, sd->src, sd->off, sd->len);
+	return NULL;
+}
+
+/* n bytes of the stream from a to b, sent by a thread (a large send
+ * returns once the peer has the bytes) and received here. */
+static bool xfer(int a, int b, const uint8_t *src, uint64_t *so, uint64_t *ro, uint8_t *buf,
+		 size_t n, uint32_t seed)
+{
+	struct sender sd = {.s = a, .src = src, .off = so, .len = n};
+	pthread_t t;
+	bool ok;
+
+	pthread_create(&t, NULL, sender_main, &sd);
+	ok = recv_stream(b, buf, ro, n, 0, seed);
+	pthread_join(t, NULL);
+	return ok && sd.ok;
+}
+
+/* Each size from cli to srv and back, checked, with the paths expected. */
+static void echo_sizes(const char *srv_addr, const char *cli_addr, const struct opts *o,
+		       int path_to_srv, int path_to_cli)
+{
+	uint8_t *src = pattern_source(7), *buf = map(BIG);
+	uint64_t so = 0, ro = 0, bso = 0, bro = 0;
+	const size_t t = o->threshold ? (size_t)o->threshold : 65536;
+	const size_t m = o->max_rdma ? (size_t)o->max_rdma : 1u << 20;
+	const size_t sizes_[] = {1, 2047,  2048,      2049,  4063, 4064,  4065,      t - 1,
+				 t, t + 1, 2 * t + 3, m - 1, m,    m + 1, 3 * m + 5, BIG};
+	int srv, cli;
+
+	NST_REQUIRE(buf != NULL);
+	sw_pair(srv_addr, cli_addr, o, &srv, &cli);
+	for (size_t i = 0; i < sizeof(sizes_) / sizeof(sizes_[0]); i++) {
+		size_t n = sizes_[i];
+
+		if (!xfer(cli, srv, src, &so, &ro, buf, n, 7) ||
+		    !xfer(srv, cli, src, &bso, &bro, buf, n, 7))
+			break;
+		/* Both HELLOs are in once a byte went each way. */
+		if (i == 0) {
+			NST_EQ(get_int(cli, NSW_SOL, NSW_PATH), path_to_srv | path_to_cli << 4);
+			NST_EQ(get_int(srv, NSW_SOL, NSW_PATH), path_to_cli | path_to_srv << 4);
+		}
+	}
+	{
+		struct nsw_stats sc = stats_of(cli), ss = stats_of(srv);
+
+		NST_GT(sc.large_sends, 0);
+		NST_GT(ss.large_sends, 0);
+		NST_EQ_U(sc.bytes_received, bro);
+		NST_EQ_U(ss.bytes_received, ro);
+	}
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	munmap(src, SRC_LEN);
+	munmap(buf, BIG);
+}
+
+static void test_read_path_both_ways(void)
+{
+	struct opts o = {.max_rdma = 256 << 10};
+
+	echo_sizes(ADDR_A, ADDR_B, &o, NSW_PATH_READ, NSW_PATH_READ);
+}
+
+/* A side that will not read gets the write path into it; the other
+ * direction may still run the read path. */
+static void test_write_path_by_choice(void)
+{
+	struct opts both = {
+	    .path_srv = NSW_PATH_WRITE, .path_cli = NSW_PATH_WRITE, .threshold = 4096};
+	struct opts one = {.path_srv = NSW_PATH_WRITE};
+
+	echo_sizes(ADDR_A, ADDR_B, &both, NSW_PATH_WRITE, NSW_PATH_WRITE);
+	echo_sizes(ADDR_A, ADDR_B, &one, NSW_PATH_WRITE, NSW_PATH_READ);
+}
+
+/* C serves no RDMA READ, and issues none: the write path both ways. */
+static void test_write_path_with_nic_without_read(void)
+{
+	struct opts o = {0};
+
+	echo_sizes(ADDR_A, ADDR_C, &o, NSW_PATH_WRITE, NSW_PATH_WRITE);
+}
+
+/* ---- Random interleavings, both directions at once --------------------------------- */
+
+struct flow {
+	int s;
+	uint32_t seed;
+	uint64_t total;
+	uint64_t rng;
+	const uint8_t *src;
+	uint8_t *buf;
+	bool ok;
+};
+
+/* A send size: mostly small, some large, up to 4 MiB. */
+static size_t rand_size(uint64_t *rng)
+{
+	uint64_t r = nst_splitmix64(rng);
+
+	switch (r % 10) {
+	case 0:
+	case 1:
+	case 2:
+	case 3:
+	case 4: return 1 + (size_t)(r >> 8) % 4096;
+	case 5:
+	case 6:
+	case 7: return 4096 + (size_t)(r >> 8) % (256u << 10);
+	default: return 1 + (size_t)(r >> 8) % (4u << 20);
+	}
+}
+
+static void *send_main(void *arg)
+{
+	struct flow *f = arg;
+	uint64_t off = 0;
+	bool big = false;
+
+	f->ok = true;
+	while (off < f->total && f->ok) {
+		size_t n = rand_size(&f->rng);
+
+		/* One send of 64 MiB in the middle of it. */
+		if (!big && off > f->total / 2) {
+			n = BIG;
+			big = true;
+		}
+		if (n > f->total - off)
+			n = (size_t)(f->total - off);
+		f->ok = send_stream(f->s, f->src, &off, n);
+	}
+	return NULL;
+}
+
+static void *recv_main(void *arg)
+{
+	struct flow *f = arg;
+	uint64_t off = 0;
+
+	f->ok = true;
+	while (off < f->total && f->ok) {
+		size_t n = rand_size(&f->rng);
+
+		if (n > f->total - off)
+			n = (size_t)(f->total - off);
+		f->ok = recv_stream(f->s, f->buf, &off, n, rand_size(&f->rng), f->seed);
+	}
+	return NULL;
+}
+
+static void both_ways(int a, int b, uint64_t total)
+{
+	uint8_t *sa = pattern_source(11), *sb = pattern_source(12);
+	struct flow f[4] = {
+	    {.s = a, .seed = 11, .total = total, .rng = 1, .src = sa},
+	    {.s = b, .seed = 11, .total = total, .rng = 2, .buf = map(4u << 20)},
+	    {.s = b, .seed = 12, .total = total, .rng = 3, .src = sb},
+	    {.s = a, .seed = 12, .total = total, .rng = 4, .buf = map(4u << 20)},
+	};
+	pthread_t t[4];
+
+	NST_REQUIRE(f[1].buf != NULL && f[3].buf != NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, i % 2 ? recv_main : send_main, &f[i]);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 4; i++)
+		NST_TRUE(f[i].ok);
+	munmap(sa, SRC_LEN);
+	munmap(sb, SRC_LEN);
+	munmap(f[1].buf, 4u << 20);
+	munmap(f[3].buf, 4u << 20);
+}
+
+static void test_random_interleavings_both_ways(void)
+{
+	struct opts o = {0};
+	int srv, cli;
+
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	both_ways(srv, cli, 160u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	/* The same on mixed paths, into a NIC without RDMA read. */
+	sw_pair(ADDR_C, ADDR_A, &o, &srv, &cli);
+	both_ways(srv, cli, 96u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+}
+
+/* The smallest receive pool on both sides, both sending large data at
+ * once: the credit rule must keep both moving. */
+static void test_smallest_pool_no_deadlock(void)
+{
+	struct opts o = {.rcvbuf = 1, .threshold = 2048};
+	int srv, cli;
+
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	NST_EQ(get_int(srv, SOL_SOCKET, SO_RCVBUF), 2048);
+	both_ways(srv, cli, 80u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+}
+
+/* ---- Endings ---------------------------------------------------------------------- */
+
+static void test_shutdown_delivers_all_then_eof(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(3), *buf = map(BIG);
+	uint64_t so = 0, ro = 0, bso = 0, bro = 0;
+	int srv, cli;
+	char c;
+
+	NST_REQUIRE(buf != NULL);
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	/* Small and large data, then the half-close at once behind them. */
+	send_stream(cli, src, &so, 1000);
+	NST_TRUE(xfer(cli, srv, src, &so, &ro, buf, 3u << 20, 3));
+	send_stream(cli, src, &so, 10);
+	send_stream(cli, src, &so, 20000);
+	NST_EQ(nsw_shutdown(cli, SHUT_WR), 0);
+	NST_EQ(nsw_send(cli, src, 1, 0), -1);
+	NST_EQ(errno, EPIPE);
+	NST_TRUE(recv_stream(srv, buf, &ro, so - ro, 4096, 3));
+	NST_EQ(nsw_recv(srv, &c, 1, 0), 0);
+	NST_EQ(nsw_recv(srv, &c, 1, 0), 0);
+	/* The other direction still works after the half-close. */
+	NST_TRUE(xfer(srv, cli, src, &bso, &bro, buf, 5u << 20, 3));
+	NST_EQ(nsw_close(srv), 0);
+	/* The peer's close after its data: end-of-file, not an error. */
+	NST_EQ(nsw_recv(cli, &c, 1, 0), 0);
+	NST_EQ(nsw_close(cli), 0);
+	munmap(src, SRC_LEN);
+	munmap(buf, BIG);
+}
+
+static void test_close_with_unread_data_resets_peer(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(4);
+	uint64_t so = 0;
+	int srv, cli;
+	char c;
+	uint64_t t0;
+
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	send_stream(cli, src, &so, 1000);
+	send_stream(cli, src, &so, 200000); /* a large one the peer has not read */
+	NST_EQ(nsw_close(srv), 0);
+	t0 = nst_now_ns();
+	NST_EQ(nsw_recv(cli, &c, 1, 0), -1);
+	NST_EQ(errno, ECONNRESET);
+	NST_LT(nst_now_ns() - t0, 1000000000ull);
+	NST_EQ(nsw_send(cli, src, 10, 0), -1);
+	NST_EQ(errno, ECONNRESET);
+	NST_EQ(nsw_close(cli), 0);
+	munmap(src, SRC_LEN);
+}
+
+/* ---- Non-blocking calls and poll() ------------------------------------------------ */
+
+static void test_nonblocking_with_poll(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(5), *buf = map(BIG);
+	uint64_t so = 0, ro = 0;
+	int srv, cli;
+	ssize_t n;
+	char c;
+
+	NST_REQUIRE(buf != NULL);
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
+	NST_EQ(get_int(srv, NSW_SOL, NSW_NONBLOCK), 1);
+	NST_EQ(nsw_recv(srv, &c, 1, 0), -1);
+	NST_EQ(errno, EAGAIN);
+	NST_EQ(nsw_recv(cli, &c, 1, MSG_DONTWAIT), -1);
+	NST_EQ(errno, EAGAIN);
+	NST_TRUE(!readable_within(srv, 0));
+	send_stream(cli, src, &so, 100);
+	NST_TRUE(readable_within(srv, WAIT_MS));
+	NST_TRUE(recv_stream(srv, buf, &ro, 100, 0, 5));
+	NST_TRUE(!readable_within(srv, 0));
+	/* A large non-blocking send takes what its staging holds and
+	 * returns; the next waits for the transfer (EAGAIN, then POLLIN). */
+	set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
+	n = nsw_send(cli, src + so % PAT, 8u << 20, 0);
+	NST_TRUE(n > 0 && n < (ssize_t)(8u << 20));
+	if (n > 0)
+		so += (uint64_t)n;
+	for (int i = 0; i < 1000 && so < (8u << 20); i++) {
+		n = nsw_send(cli, src + so % PAT, (8u << 20) - so, 0);
+		if (n > 0) {
+			so += (uint64_t)n;
+			continue;
+		}
+		NST_EQ(errno, EAGAIN);
+		if (errno != EAGAIN)
+			break;
+		/* The reader drains, then the sender may go on. */
+		while (ro < so) {
+			if (!readable_within(srv, WAIT_MS))
+				break;
+			n = nsw_recv(srv, buf, BIG, 0);
+			if (n <= 0)
+				break;
+			for (ssize_t k = 0; k < n; k++)
+				if (buf[k] != pat(ro + (uint64_t)k, 5)) {
+					NST_CHECK_(false, CU_FALSE, "wrong byte at %llu",
+						   (unsigned long long)(ro + (uint64_t)k));
+					break;
+				}
+			ro += (uint64_t)n;
+		}
+		NST_TRUE(readable_within(cli, WAIT_MS));
+	}
+	NST_EQ_U(so, 8u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	munmap(src, SRC_LEN);
+	munmap(buf, BIG);
+}
+
+/* ---- The peer's process and this side's NIC dying ---------------------------------- */
+
+/* The peer process: listen, say so on ready_fd, accept one connection and
+ * read until it ends. */
+static int sw_child(const char *addr, uint16_t port, int ready_fd)
+{
+	struct sockaddr_in a = sin_of(addr, port);
+	int l = nsw_socket(AF_INET, SOCK_STREAM, 0), s;
+	static char buf[1 << 20];
+
+	if (l < 0 || nsw_bind(l, (struct sockaddr *)&a, sizeof(a)) || nsw_listen(l, 1))
+		return 2;
+	if (write(ready_fd, "r", 1) != 1)
+		return 4;
+	close(ready_fd);
+	s = nsw_accept(l, NULL, NULL);
+	if (s < 0)
+		return 3;
+	while (nsw_recv(s, buf, sizeof(buf), 0) > 0)
+		;
+	return 0;
+}
+
+static void test_peer_killed_gives_econnreset(void)
+{
+	uint16_t port = next_port++;
+	struct sockaddr_in to = sin_of(ADDR_B, port), from = sin_of(ADDR_A, 0);
+	uint8_t *src = pattern_source(6);
+	uint64_t so = 0, t0;
+	char p[16], fdn[16], r = 0;
+	pid_t pid, parent = getpid();
+	int s, ready[2];
+	ssize_t n = 0;
+
+	NST_REQUIRE_EQ(pipe(ready), 0);
+	snprintf(p, sizeof(p), "%u", port);
+	snprintf(fdn, sizeof(fdn), "%d", ready[1]);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		close(ready[0]);
+		execl(self_exe, self_exe, "--sw-child", ADDR_B, p, fdn, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	NST_REQUIRE(pid > 0);
+	/* The child says when it listens (or dies, closing the pipe). */
+	NST_REQUIRE(readable_within(ready[0], WAIT_MS * 3));
+	NST_REQUIRE_EQ(read(ready[0], &r, 1), 1);
+	close(ready[0]);
+	s = nsw_socket(AF_INET, SOCK_STREAM, 0);
+	NST_REQUIRE(s >= 0);
+	NST_REQUIRE_EQ(nsw_bind(s, (struct sockaddr *)&from, sizeof(from)), 0);
+	NST_REQUIRE_EQ(nsw_connect(s, (struct sockaddr *)&to, sizeof(to)), 0);
+	for (int i = 0; i < 20; i++)
+		send_stream(s, src, &so, 1u << 20);
+	t0 = nst_now_ns();
+	NST_EQ(kill(pid, SIGKILL), 0);
+	for (int i = 0; i < 100000; i++) {
+		n = nsw_send(s, src + so % PAT, 64u << 10, 0);
+		if (n < 0)
+			break;
+		so += (uint64_t)n;
+	}
+	NST_EQ(n, -1);
+	NST_EQ(errno, ECONNRESET);
+	printf("\n    peer killed: ECONNRESET after %.1f ms ", (double)(nst_now_ns() - t0) / 1e6);
+	NST_LT(nst_now_ns() - t0, 1000000000ull);
+	NST_EQ(nsw_close(s), 0);
+	nst_wait(pid, WAIT_MS);
+	munmap(src, SRC_LEN);
+}
+
+static void test_nic_killed_gives_enetdown(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(8);
+	uint64_t so = 0, t0;
+	int srv, cli;
+	char c;
+
+	NST_REQUIRE(nic_d > 0);
+	sw_pair(ADDR_B, ADDR_D, &o, &srv, &cli);
+	send_stream(cli, src, &so, 100000);
+	t0 = nst_now_ns();
+	NST_EQ(kill(nic_d, SIGKILL), 0);
+	NST_EQ(nsw_recv(cli, &c, 1, 0), -1);
+	NST_EQ(errno, ENETDOWN);
+	printf("\n    NIC killed: ENETDOWN after %.1f ms ", (double)(nst_now_ns() - t0) / 1e6);
+	NST_EQ(nsw_send(cli, src, 10, 0), -1);
+	NST_EQ(errno, ENETDOWN);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	nst_wait(nic_d, WAIT_MS);
+	nic_d = -1;
+	munmap(src, SRC_LEN);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"read_path_both_ways", test_read_path_both_ways},
+	    {"write_path_by_choice", test_write_path_by_choice},
+	    {"write_path_with_nic_without_read", test_write_path_with_nic_without_read},
+	    {"random_interleavings_both_ways", test_random_interleavings_both_ways},
+	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
+	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
+	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
+	    {"nonblocking_with_poll", test_nonblocking_with_poll},
+	    {"peer_killed_gives_econnreset", test_peer_killed_gives_econnreset},
+	    {"nic_killed_gives_enetdown", test_nic_killed_gives_enetdown},
+	    {NULL, NULL},
+	};
+
+	if (argc == 5 && !strcmp(argv[1], "--sw-child"))
+		return sw_child(argv[2], (uint16_t)atoi(argv[3]), atoi(argv[4]));
+	return spi_main(argc, argv, "stream", tests);
+}
