@@ -74,6 +74,25 @@ static int ext(SOCKET s, GUID id, void *fn)
 	return 0;
 }
 
+/* At exit, the sockets still open close as nsw_close would: what the
+ * application sent reaches the peer, then end-of-file, as TCP gives a
+ * process that exits without closing. */
+static void close_all(void)
+{
+	for (;;) {
+		int fd = -1;
+
+		pthread_mutex_lock(&g.lock);
+		for (size_t i = 0; i < g.cap && fd < 0; i++)
+			if (g.tab[i] && !g.tab[i]->closing)
+				fd = (int)i;
+		pthread_mutex_unlock(&g.lock);
+		if (fd < 0)
+			return;
+		nsw_close(fd);
+	}
+}
+
 static void init_once(void)
 {
 	WSPDATA data;
@@ -104,6 +123,7 @@ static void init_once(void)
 	sw_spi.t.lpWSPCloseSocket(s, &e);
 	if (g.init_err)
 		return;
+	atexit(close_all);
 	g.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (g.ep < 0) {
 		g.init_err = errno;
