@@ -348,9 +348,6 @@ static void *alloc_main(void *arg)
 			continue;
 		}
 		buf[0] = (uint8_t)i;
-		/* Leave room for the other threads' provider calls: what is tested
-		 * is the NICs' wake-ups, not the fairness of the lock. */
-		usleep(500);
 		if (nicsim_buffer_free(buf) != 0)
 			l->failed++;
 	}
@@ -361,7 +358,9 @@ static void *alloc_main(void *arg)
  * Buffers made and given back by several threads while sockets connect
  * (attaching NICs, which map every buffer) and close: every call succeeds,
  * no memfd stays open, and the connections are made (the maps' waits for
- * the NIC must not take the wake-ups WSPAccept waits for).
+ * the NIC must not take the wake-ups WSPAccept waits for, nor hold up the
+ * accept until a connecting thread's sleep ends: see
+ * test_shared_buffer_in_accept).  Nothing paces the threads.
  */
 static void test_shared_buffer_threads(void)
 {
