@@ -1076,6 +1076,22 @@ static int shm_map_locked(struct nic_host *h, int fd, void *addr, size_t len)
 	return err;
 }
 
+int nic_host_post_shm_map(struct nic_host *h, int fd, struct nic_cmd *cmd)
+{
+	int err;
+
+	pthread_mutex_lock(&h->lock);
+	/* As in shm_map_locked: room first, so that a descriptor once sent
+	 * is always followed by its SHM_MAP. */
+	err = post_room_locked(h);
+	if (!err)
+		err = send_shm_fd(h, fd);
+	if (!err)
+		err = post_locked(h, cmd);
+	pthread_mutex_unlock(&h->lock);
+	return err;
+}
+
 int nic_host_shm_unmap(struct nic_host *h, void *addr)
 {
 	int err;

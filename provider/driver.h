@@ -22,6 +22,16 @@
 int nic_host_post(struct nic_host *h, struct nic_cmd *cmd);
 
 /*
+ * Send the memfd fd on the attach socket and post cmd, its SHM_MAP (opcode,
+ * u.shm.va and u.shm.len set; its tag is set), together: the NIC gives each
+ * SHM_MAP the oldest descriptor sent, so nothing may come between them.  0,
+ * -ENETDOWN, -EBUSY (ring full: nothing sent), or the error of sending the
+ * descriptor (then nothing is posted).  The completion is taken with
+ * nic_host_cmd_poll(), as for nic_host_post().
+ */
+int nic_host_post_shm_map(struct nic_host *h, int fd, struct nic_cmd *cmd);
+
+/*
  * Without blocking, take the completion of the command posted with tag:
  * 0 with *cpl filled, -EAGAIN when it has not come yet, -EPROTO when another
  * command's completion came instead or the NIC's index is implausible.

@@ -296,7 +296,8 @@ static int bg_idle(void *arg)
 	return nic->cmd != &nic->bg;
 }
 
-int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
+/* prov_nic_post, for an SHM_MAP with the descriptor fd it maps if fd >= 0. */
+static int nic_post(struct prov_nic *nic, struct prov_cmd *pc, int fd)
 {
 	uint64_t deadline = nic_host_now_ns() + (uint64_t)NIC_HOST_CMD_TIMEOUT_MS * 1000000u;
 	int err = 0;
@@ -317,7 +318,8 @@ int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
 	} else if (nic->cmd) {
 		err = -EBUSY; /* a caller broke the one-command rule */
 	} else {
-		err = nic_host_post(nic->host, &pc->cmd);
+		err = fd >= 0 ? nic_host_post_shm_map(nic->host, fd, &pc->cmd)
+			      : nic_host_post(nic->host, &pc->cmd);
 		if (err) {
 			/* A full ring here means completions went missing: the NIC is lost. */
 			prov_nic_fail(nic, -ENETDOWN);
@@ -328,6 +330,11 @@ int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
 	}
 	pthread_mutex_unlock(&nic->lock);
 	return err;
+}
+
+int prov_nic_post(struct prov_nic *nic, struct prov_cmd *pc)
+{
+	return nic_post(nic, pc, -1);
 }
 
 /* Predicate of a command waiter: the progress engine took its completion. */
@@ -367,43 +374,25 @@ int prov_nic_cmd_wait(struct prov_nic *nic, struct prov_cmd *pc, uint32_t *key)
 	return 0;
 }
 
-/* No command of the provider's in flight and nobody asleep on the interrupt. */
-static int shm_turn(void *arg)
-{
-	const struct prov_nic *nic = arg;
-
-	return !nic->cmd && !nic->sleeping;
-}
-
 /*
- * SHM_MAP (fd >= 0) or SHM_UNMAP of the buffer at va (prov.lock held).  The
- * driver waits for their completions itself, sleeping on the interrupt; a
- * thread doing so outside the sleeper protocol of prov_nic_wait would take
- * the wake-ups meant for the sleeper (a connection request a WSPAccept
- * waits for, a completion), which would then wait until its deadline.  So
- * the call takes the sleeper's role for its duration, and the threads that
- * waited behind it re-check what arrived meanwhile.
+ * SHM_MAP (fd >= 0) or SHM_UNMAP of the buffer at va, as any other command
+ * of the provider's: the progress engine takes the completion, whichever
+ * thread runs it.  Waiting for it in the driver instead (nic_host_shm_map)
+ * would need the sleeper's role on the interrupt, and a thread asleep there
+ * for something else (a WSPConnect waiting for its connection, a WSPAccept
+ * for a request) leaves it only when that comes or its slice ends, a second
+ * later; meanwhile the caller holds prov.lock, which the other side of that
+ * very connection needs to accept it.
  */
 int prov_nic_shm(struct prov_nic *nic, int fd, void *va, size_t len)
 {
-	uint64_t deadline = nic_host_now_ns() + (uint64_t)NIC_HOST_CMD_TIMEOUT_MS * 1000000u;
+	struct prov_cmd pc = {.cmd.opcode = fd >= 0 ? NIC_CMD_SHM_MAP : NIC_CMD_SHM_UNMAP};
 	int err;
 
-	pthread_mutex_lock(&nic->lock);
-	err = prov_nic_wait(nic, shm_turn, nic, deadline, true);
-	if (err) {
-		pthread_mutex_unlock(&nic->lock);
-		return err;
-	}
-	nic->sleeping = true;
-	pthread_mutex_unlock(&nic->lock);
-	err =
-	    fd >= 0 ? nic_host_shm_map(nic->host, fd, va, len) : nic_host_shm_unmap(nic->host, va);
-	pthread_mutex_lock(&nic->lock);
-	nic->sleeping = false;
-	pthread_cond_broadcast(&nic->cond);
-	pthread_mutex_unlock(&nic->lock);
-	return err;
+	pc.cmd.u.shm.va = (uintptr_t)va;
+	pc.cmd.u.shm.len = fd >= 0 ? len : 0;
+	err = nic_post(nic, &pc, fd);
+	return err ? err : prov_nic_cmd_wait(nic, &pc, NULL);
 }
 
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key)

@@ -498,8 +498,9 @@ static inline bool prov_nic_is_down(const struct prov_nic *nic)
  * down, see prov_nic_fail).
  */
 int prov_nic_exec(struct prov_nic *nic, struct nic_cmd *cmd, uint32_t *key);
-/* SHM_MAP of the memfd fd at va (fd >= 0) or SHM_UNMAP of va, in turn with
- * the provider's other waits on the NIC (prov.lock held): 0 or -errno. */
+/* SHM_MAP of the memfd fd at va (fd >= 0) or SHM_UNMAP of va, run as
+ * prov_nic_exec runs a command (prov.lock held, nic->lock not): 0, the
+ * NIC's status as an errno, or -ENETDOWN. */
 int prov_nic_shm(struct prov_nic *nic, int fd, void *va, size_t len);
 /*
  * The two halves of prov_nic_exec, to overlap a command with the caller's

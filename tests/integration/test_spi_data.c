@@ -348,9 +348,6 @@ static void *alloc_main(void *arg)
 			continue;
 		}
 		buf[0] = (uint8_t)i;
-		/* Leave room for the other threads' provider calls: what is tested
-		 * is the NICs' wake-ups, not the fairness of the lock. */
-		usleep(500);
 		if (nicsim_buffer_free(buf) != 0)
 			l->failed++;
 	}
@@ -361,7 +358,9 @@ static void *alloc_main(void *arg)
  * Buffers made and given back by several threads while sockets connect
  * (attaching NICs, which map every buffer) and close: every call succeeds,
  * no memfd stays open, and the connections are made (the maps' waits for
- * the NIC must not take the wake-ups WSPAccept waits for).
+ * the NIC must not take the wake-ups WSPAccept waits for, nor hold up the
+ * accept until a connecting thread's sleep ends: see
+ * test_shared_buffer_in_accept).  Nothing paces the threads.
  */
 static void test_shared_buffer_threads(void)
 {
@@ -383,6 +382,92 @@ static void test_shared_buffer_threads(void)
 		pthread_join(t[i], NULL);
 		NST_EQ(l[i].failed, 0);
 	}
+	NST_EQ(buffer_fds(), 0);
+}
+
+/* What the accept condition of test_shared_buffer_in_accept does. */
+struct cond_buffers {
+	int rounds, calls, failed;
+};
+
+/*
+ * Make and give back shared buffers while the connecting thread of this
+ * process waits for its connection (asleep on NIC A's interrupt): every
+ * buffer is mapped and unmapped by NICs A and B.
+ */
+static int WSPAPI buffers_condition(LPWSABUF caller, LPWSABUF caller_data, LPQOS sqos, LPQOS gqos,
+				    LPWSABUF callee, LPWSABUF callee_data, GROUP *g, DWORD_PTR data)
+{
+	struct cond_buffers *cb = (struct cond_buffers *)data;
+
+	(void)caller;
+	(void)caller_data;
+	(void)sqos;
+	(void)gqos;
+	(void)callee;
+	(void)callee_data;
+	(void)g;
+	cb->calls++;
+	for (int i = 0; i < cb->rounds; i++) {
+		uint8_t *buf;
+
+		if (nicsim_buffer_alloc(4096, (void **)&buf) != 0) {
+			cb->failed++;
+			continue;
+		}
+		buf[0] = (uint8_t)i;
+		if (nicsim_buffer_free(buf) != 0)
+			cb->failed++;
+	}
+	return CF_ACCEPT;
+}
+
+struct cond_accept {
+	SOCKET l, s;
+	int err;
+	struct cond_buffers *cb;
+};
+
+static void *buffers_accept_main(void *arg)
+{
+	struct cond_accept *a = arg;
+
+	a->s = WSPAccept(a->l, NULL, NULL, buffers_condition, (DWORD_PTR)a->cb, &a->err);
+	return NULL;
+}
+
+/*
+ * Shared buffers made and given back while a connection of the same process
+ * is being set up, here by the accept condition, between the request and
+ * the answer: each map and unmap is a NIC command, and it must not wait for
+ * the connecting thread's sleep on the NIC's interrupt to end (which ends
+ * only when the answer comes, or a second later), since that thread waits
+ * for this very answer: the connection would come too late for the
+ * connecting NIC, whose CM gives up after a few seconds of retries.
+ */
+static void test_shared_buffer_in_accept(void)
+{
+	uint16_t port = next_port++;
+	struct cond_buffers cb = {.rounds = 8};
+	struct cond_accept a = {.s = INVALID_SOCKET, .cb = &cb};
+	SOCKET c = sock_on(ADDR_A, 0);
+	pthread_t t;
+	int err = 0;
+
+	a.l = sock_on(ADDR_B, port);
+	NST_REQUIRE(a.l != INVALID_SOCKET && c != INVALID_SOCKET);
+	NST_REQUIRE_EQ(WSPListen(a.l, 4, &err), 0);
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, buffers_accept_main, &a), 0);
+	NST_EQ(try_connect(c, ADDR_B, port), 0);
+	pthread_join(t, NULL);
+	NST_EQ(cb.calls, 1);
+	NST_EQ(cb.failed, 0);
+	NST_TRUE(a.s != INVALID_SOCKET);
+	NST_EQ(a.s == INVALID_SOCKET ? a.err : 0, 0);
+	if (a.s != INVALID_SOCKET)
+		close_socket(a.s);
+	close_socket(c);
+	close_socket(a.l);
 	NST_EQ(buffer_fds(), 0);
 }
 
@@ -471,6 +556,7 @@ int main(int argc, char **argv)
 	    {"shared_buffer_misuse", test_shared_buffer_misuse},
 	    {"shared_buffer_fork", test_shared_buffer_fork},
 	    {"shared_buffer_threads", test_shared_buffer_threads},
+	    {"shared_buffer_in_accept", test_shared_buffer_in_accept},
 	    {"two_processes_one_host", test_two_processes_one_host},
 	    {NULL, NULL},
 	};
