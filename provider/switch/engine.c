@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "nicsim_provider.h"
 #include "sw.h"
 
 #define SW_RECV_MAX 256u
@@ -354,6 +355,16 @@ void sw_consumed(struct sw_sock *sk, uint32_t bytes)
 
 /* ---- Large transfers in (this side is the sink) -------------------------------- */
 
+void sw_bounce_free(struct sw_sock *sk)
+{
+	if (sk->bounce_shared)
+		nicsim_buffer_free(sk->bounce);
+	else
+		free(sk->bounce);
+	sk->bounce = NULL;
+	sk->bounce_shared = false;
+}
+
 static int bounce_get(struct sw_sock *sk)
 {
 	int e = 0;
@@ -361,13 +372,15 @@ static int bounce_get(struct sw_sock *sk)
 	if (sk->bounce)
 		return 0;
 	sk->bounce_len = sk->in_max < SW_BOUNCE ? sk->in_max : SW_BOUNCE;
-	if (posix_memalign((void **)&sk->bounce, 4096, sk->bounce_len))
+	/* A buffer the NICs map (nicsim_provider.h) takes their writes at
+	 * memcpy speed; ordinary memory if the provider has none to give. */
+	sk->bounce_shared = nicsim_buffer_alloc(sk->bounce_len, (void **)&sk->bounce) == 0;
+	if (!sk->bounce_shared && posix_memalign((void **)&sk->bounce, 4096, sk->bounce_len))
 		return -ENOMEM;
 	if (sk->pc.in_path == NSS_PATH_READ) {
 		sk->bounce_h = sw_spi.reg(sk->spi, sk->bounce, sk->bounce_len, MEM_READWRITE, &e);
 		if (!sk->bounce_h) {
-			free(sk->bounce);
-			sk->bounce = NULL;
+			sw_bounce_free(sk);
 			return -sw_errno_of(e);
 		}
 		sk->stats.registrations++;

@@ -133,7 +133,7 @@ static void sock_free(struct sw_sock *sk)
 	free(sk->tx);
 	free(sk->postq);
 	free(sk->dq);
-	free(sk->bounce);
+	sw_bounce_free(sk);
 	free(sk->staging);
 	pthread_mutex_destroy(&sk->lock);
 	pthread_cond_destroy(&sk->cond);

@@ -106,8 +106,9 @@ struct sw_sock {
 	} ix;
 	uint8_t *bounce;
 	uint32_t bounce_len;
-	HANDLE bounce_h;  /* the bounce registered for reading into */
-	bool bounce_busy; /* holds bytes the application has not taken */
+	bool bounce_shared; /* from nicsim_buffer_alloc */
+	HANDLE bounce_h;    /* the bounce registered for reading into */
+	bool bounce_busy;   /* holds bytes the application has not taken */
 
 	/* The out stream's large transfer (this side is the source). */
 	struct {
@@ -144,6 +145,7 @@ void sw_fail(struct sw_sock *sk, int err);
 void sw_abort(struct sw_sock *sk, uint32_t reason, int err);
 void sw_teardown(struct sw_sock *sk);
 void sw_consumed(struct sw_sock *sk, uint32_t bytes);
+void sw_bounce_free(struct sw_sock *sk);
 int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len);
 bool sw_large_ready(struct sw_sock *sk);
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len);
