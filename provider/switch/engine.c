@@ -123,6 +123,9 @@ static void release_xfers(struct sw_sock *sk)
 	if (sk->ix.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 	sk->ix.exposed = false;
+	if (sk->ix.zc_h)
+		sw_spi.dereg(sk->spi, sk->ix.zc_h, &e);
+	sk->ix.zc_h = NULL;
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -158,8 +161,7 @@ void sw_teardown(struct sw_sock *sk)
 
 	if (sk->spi == INVALID_SOCKET)
 		return;
-	if (sk->ctl_h || sk->ox.active || sk->ix.exposed)
-		release_xfers(sk);
+	release_xfers(sk);
 	if (sk->bounce_h)
 		sw_spi.dereg(sk->spi, sk->bounce_h, &e);
 	sk->bounce_h = NULL;
@@ -389,48 +391,116 @@ static int bounce_get(struct sw_sock *sk)
 }
 
 /* Start the next chunk of the transfer in, if the bounce is free. */
-static void ix_next(struct sw_sock *sk)
+/* Whether the next chunk of the transfer in may start now. */
+static bool ix_idle(const struct sw_sock *sk)
+{
+	return sk->ix.active && !sk->ix.op && !sk->ix.sink_due && !sk->ix.exposed &&
+	       !sk->ix.zc && !sk->err && sk->ix.done < sk->ix.len;
+}
+
+/*
+ * Move the next chunk of the transfer in (at most len bytes) to dst,
+ * registered for the NIC as h on the read path: read it, or expose dst and
+ * owe the peer a SINK_AVAIL.  0 or a negative errno (nothing started).
+ */
+static int ix_start(struct sw_sock *sk, uint8_t *dst, uint32_t len, HANDLE h)
 {
 	uint64_t left = sk->ix.len - sk->ix.done;
 	int e = 0;
 
-	if (!sk->ix.active || sk->ix.op || sk->ix.sink_due || sk->ix.exposed || sk->bounce_busy ||
-	    sk->ix.done_due || sk->err || !left)
-		return;
-	if (bounce_get(sk)) {
-		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
-		return;
-	}
-	sk->ix.chunk = (uint32_t)(left < sk->bounce_len ? left : sk->bounce_len);
+	sk->ix.chunk = (uint32_t)(left < len ? left : len);
 	if (sk->pc.in_path == NSS_PATH_READ) {
-		WSABUFEX b = {
-		    .len = sk->ix.chunk, .buf = (char *)sk->bounce, .handle = sk->bounce_h};
+		WSABUFEX b = {.len = sk->ix.chunk, .buf = (char *)dst, .handle = h};
 		DWORD n = 0;
 
 		ov_prepare(sk, &sk->ix.ov);
 		if (sw_spi.rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len,
 				     (DWORD)sk->ix.done, &n, 0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
-		    e != WSA_IO_PENDING) {
-			sw_fail(sk, sw_errno_of(e));
-			return;
-		}
+		    e != WSA_IO_PENDING)
+			return -sw_errno_of(e);
 		sk->ix.op = true;
 		sk->stats.rdma_ops++;
 	} else {
 		DWORD dl = sizeof(sk->ix.bdesc);
 
-		if (sw_spi.reg_rdma(sk->spi, sk->bounce, sk->ix.chunk, MEM_WRITE, sk->ix.bdesc, &dl,
-				    &e)) {
-			if (e == WSAENOBUFS)
-				sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
-			else
-				sw_fail(sk, sw_errno_of(e));
-			return;
-		}
+		if (sw_spi.reg_rdma(sk->spi, dst, sk->ix.chunk, MEM_WRITE, sk->ix.bdesc, &dl, &e))
+			return -sw_errno_of(e);
 		sk->stats.registrations++;
 		sk->ix.exposed = true;
 		sk->ix.sink_due = true;
 	}
+	return 0;
+}
+
+/* Start the next chunk into the bounce buffer, unless a reader waits to
+ * take it straight into its own buffer (sw_zc_begin). */
+static void ix_next(struct sw_sock *sk)
+{
+	int err;
+
+	if (!ix_idle(sk) || sk->bounce_busy || sk->zc_reader)
+		return;
+	if (bounce_get(sk)) {
+		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+		return;
+	}
+	err = ix_start(sk, sk->bounce, sk->bounce_len, sk->bounce_h);
+	if (err == -ENOBUFS)
+		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+	else if (err)
+		sw_fail(sk, -err);
+}
+
+/*
+ * A reader waits with room for len bytes at dst and nothing before them
+ * is waiting: take the transfer's next chunk straight into dst, with no
+ * copy.  1 when started: the caller waits until sk->ix.zc_done, then the
+ * bytes are in dst.  0: no chunk to take now.  -1: not possible (dst
+ * cannot be registered): take the bytes as they come, through the bounce.
+ */
+int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len)
+{
+	HANDLE h = NULL;
+	int e = 0;
+
+	if (!ix_idle(sk) || sk->bounce_busy || sk->dq_len)
+		return 0;
+	if (len < SW_ZC_MIN)
+		return -1;
+	if (len > sk->in_max)
+		len = sk->in_max;
+	if (sk->pc.in_path == NSS_PATH_READ) {
+		/* Through the registration cache: the same buffer again costs
+		 * nothing. */
+		h = sw_spi.reg(sk->spi, dst, len, MEM_READWRITE, &e);
+		if (!h)
+			return -1;
+		sk->stats.registrations++;
+	}
+	if (ix_start(sk, dst, len, h)) {
+		if (h)
+			sw_spi.dereg(sk->spi, h, &e);
+		return -1;
+	}
+	sk->ix.zc = true;
+	sk->ix.zc_done = false;
+	sk->ix.zc_h = h;
+	return 1;
+}
+
+/* The chunk read or written straight into the reader's buffer landed. */
+static void zc_landed(struct sw_sock *sk)
+{
+	int e;
+
+	if (sk->ix.zc_h)
+		sw_spi.dereg(sk->spi, sk->ix.zc_h, &e);
+	sk->ix.zc_h = NULL;
+	sk->ix.zc = false;
+	sk->ix.zc_done = true;
+	sk->ix.done += sk->ix.chunk;
+	if (sk->ix.done == sk->ix.len)
+		sk->ix.active = false;
 }
 
 /* The bounce holds the chunk: hand it to the application. */
@@ -647,7 +717,10 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 		 * deliver (section 6, write path step 4). */
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 		sk->ix.exposed = false;
-		ix_landed(sk);
+		if (sk->ix.zc)
+			zc_landed(sk);
+		else
+			ix_landed(sk);
 		break;
 	}
 	case NSS_SHUTDOWN: rx_repost(sk, i); break;
@@ -702,8 +775,11 @@ static void reap(struct sw_sock *sk)
 		} else {
 			/* Everything read is here: RD_DONE may go (our own wait,
 			 * not the provider's fence, orders it after the data). */
-			sk->ix.done_due = sk->ix.chunk;
-			ix_landed(sk);
+			sk->ix.done_due += sk->ix.chunk;
+			if (sk->ix.zc)
+				zc_landed(sk);
+			else
+				ix_landed(sk);
 		}
 	}
 	if (sk->ox.op && ov_done(&sk->ox.ov)) {

@@ -484,6 +484,34 @@ static size_t take_bytes(struct sw_sock *sk, uint8_t *p, size_t len)
 }
 
 /*
+ * Take the transfer's next chunk straight into dst (room bytes): the bytes
+ * taken, 0 if there is none to take now, -EAGAIN if it cannot be done
+ * (take the bytes through the bounce), or the connection's errno.  The NIC writes
+ * dst meanwhile, so this waits for the chunk whatever the socket's
+ * timeout, and a connection that fails first is closed before returning,
+ * which ends every operation on dst.
+ */
+static int zc_take(struct sw_sock *sk, uint8_t *dst, uint32_t room)
+{
+	int r = sw_zc_begin(sk, dst, room);
+
+	if (r <= 0)
+		return r ? -EAGAIN : 0;
+	while (!sk->ix.zc_done && !sk->err) {
+		sw_progress(sk);
+		if (!sk->ix.zc_done && !sk->err)
+			wait_change(sk, 0);
+	}
+	if (!sk->ix.zc_done) {
+		sw_teardown(sk);
+		return -sk->err;
+	}
+	sk->ix.zc_done = false;
+	sk->stats.bytes_received += sk->ix.chunk;
+	return (int)sk->ix.chunk;
+}
+
+/*
  * Receive into iov (sk->lock held): the bytes taken, 0 at end-of-file, or a
  * negative errno.  all: wait for every byte (MSG_WAITALL).
  */
@@ -494,6 +522,7 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 	int i = 0;
 	size_t in_iov = 0;
 	uint64_t deadline = deadline_of(sk->rcvtimeo_ns);
+	bool zc = true;
 
 	for (int k = 0; k < iovcnt; k++)
 		want += iov[k].iov_len;
@@ -503,6 +532,9 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 		return -ENOTCONN;
 	sk->connect_done = false;
 	for (;;) {
+		/* A reader with room for a chunk takes it straight (below):
+		 * the engine does not start one into the bounce meanwhile. */
+		sk->zc_reader = zc && !nb && i < iovcnt && iov[i].iov_len - in_iov >= SW_ZC_MIN;
 		sw_progress(sk);
 		while (sk->dq_len && i < iovcnt) {
 			size_t n = take_bytes(sk, (uint8_t *)iov[i].iov_base + in_iov,
@@ -525,6 +557,27 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 			return (ssize_t)got;
 		if (nb)
 			return got ? (ssize_t)got : -EAGAIN;
+		if (sk->zc_reader) {
+			uint8_t *dst = (uint8_t *)iov[i].iov_base + in_iov;
+			size_t room = iov[i].iov_len - in_iov;
+			int r = zc_take(sk, dst, room > UINT32_MAX ? UINT32_MAX : (uint32_t)room);
+
+			if (r > 0) {
+				got += (size_t)r;
+				in_iov += (size_t)r;
+				if (in_iov == iov[i].iov_len) {
+					i++;
+					in_iov = 0;
+				}
+				continue;
+			}
+			if (r == -EAGAIN) {
+				zc = false; /* as the bytes come, then */
+				continue;
+			}
+			if (r < 0)
+				return got ? (ssize_t)got : r;
+		}
 		if (wait_change(sk, deadline))
 			return got ? (ssize_t)got : -EAGAIN;
 	}
@@ -540,6 +593,8 @@ static ssize_t recv_common(int s, const struct iovec *iov, int iovcnt, int flags
 	pthread_mutex_lock(&sk->lock);
 	n = recv_locked(sk, iov, iovcnt, sk->nonblock || (flags & MSG_DONTWAIT),
 			(flags & MSG_WAITALL) != 0);
+	sk->zc_reader = false;
+	sw_progress(sk); /* a chunk may start into the bounce now */
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);
 	sw_put(sk);

@@ -22,6 +22,8 @@
 #include "nss_conn.h"
 #include "ws2san.h"
 
+#define SW_ZC_MIN (64u << 10) /* a reader's room worth taking a chunk into directly */
+
 /* The provider, as the switch sees it. */
 struct sw_spi {
 	WSPPROC_TABLE t;
@@ -68,6 +70,7 @@ struct sw_sock {
 	int close_code;    /* FD_CLOSE's WSA code; -1 before FD_CLOSE */
 	bool rd_shut, wr_shut;
 	bool want_write; /* a send would have blocked: signal fd when it may go */
+	bool zc_reader;  /* a reader waits with room to take a chunk straight */
 
 	/* Options. */
 	bool nonblock;
@@ -101,7 +104,10 @@ struct sw_sock {
 		uint32_t chunk;    /* bytes of the read in flight, or of the SINK_AVAIL */
 		uint32_t done_due; /* read path: an RD_DONE of these bytes to send */
 		bool sink_due;     /* write path: a SINK_AVAIL of chunk bytes to send */
-		bool exposed;      /* write path: bdesc exposes the bounce */
+		bool exposed;      /* write path: bdesc exposes the bounce or the reader's buffer */
+		bool zc;           /* the chunk goes straight into a reader's buffer */
+		bool zc_done;      /* ... and has landed there */
+		HANDLE zc_h;       /* read path: that buffer's registration */
 		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
 	} ix;
 	uint8_t *bounce;
@@ -146,6 +152,7 @@ void sw_abort(struct sw_sock *sk, uint32_t reason, int err);
 void sw_teardown(struct sw_sock *sk);
 void sw_consumed(struct sw_sock *sk, uint32_t bytes);
 void sw_bounce_free(struct sw_sock *sk);
+int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len);
 int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len);
 bool sw_large_ready(struct sw_sock *sk);
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len);
