@@ -240,16 +240,16 @@ static int run_client(struct stream_opts *o)
 				stream_report(o, &r);
 		}
 	}
+	/* After a failure the children have said what they had to; ended
+	 * first, they do not report the connection closing under them. */
+	for (i = 0; i < n && !ok; i++)
+		if (legs[i].pid)
+			kill_child(&legs[i]);
 	for (i = 0; i < n; i++)
 		stream_disconnect(legs[i].conn, ok);
-	for (i = 0; i < n; i++) {
-		if (!legs[i].pid)
-			continue;
-		if (ok)
-			ok = !end_child(&legs[i], o);
-		else
-			kill_child(&legs[i]); /* it has said what it had to */
-	}
+	for (i = 0; i < n; i++)
+		if (legs[i].pid && end_child(&legs[i], o))
+			ok = false;
 	stream_report_end(o, ok);
 	stream_watch_stop();
 	return ok ? 0 : 1;

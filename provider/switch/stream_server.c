@@ -271,6 +271,8 @@ int stream_serve(const struct stream_backend *be, const struct stream_opts *o,
 			break;
 		}
 		stream_addr_str(&peer, sc.peer, sizeof(sc.peer));
+		if (!o->quiet)
+			printf("client %s connected\n", sc.peer);
 		stream_watch_arm("%s server: serving %s", be->name, sc.peer);
 		if (be->prepare(sc.s, o, PREP_ACCEPTED, &what)) {
 			stream_err("%s: setting %s: %s", be->name, what, strerror(errno));
