@@ -215,7 +215,7 @@ static int run_client(struct stream_opts *o)
 {
 	struct leg legs[2];
 	unsigned n = plan(o, legs), i, k;
-	bool ok = true;
+	bool ok = true, bye;
 
 	for (i = 0; i < n && ok; i++)
 		if (legs[i].child && start_child(&legs[i], o))
@@ -245,8 +245,10 @@ static int run_client(struct stream_opts *o)
 	for (i = 0; i < n && !ok; i++)
 		if (legs[i].pid)
 			kill_child(&legs[i]);
+	bye = ok;
 	for (i = 0; i < n; i++)
-		stream_disconnect(legs[i].conn, ok);
+		if (stream_disconnect(legs[i].conn, bye))
+			ok = false;
 	for (i = 0; i < n; i++)
 		if (legs[i].pid && end_child(&legs[i], o))
 			ok = false;

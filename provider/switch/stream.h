@@ -188,9 +188,10 @@ struct stream_conn *stream_connect(const struct stream_backend *be, const struct
 int stream_test(struct stream_conn *c, const struct stream_opts *o, uint64_t size,
 		struct stream_result *r);
 
-/* Say goodbye (when ok: the server then ends the connection cleanly) and
- * close; accepts NULL. */
-void stream_disconnect(struct stream_conn *c, bool ok);
+/* Close c (NULL: nothing to do).  When ok, first say goodbye and wait for
+ * the server to end the connection cleanly: 1 after saying why that
+ * failed, else 0. */
+int stream_disconnect(struct stream_conn *c, bool ok);
 
 /* ---- stream_report.c ---------------------------------------------------- */
 

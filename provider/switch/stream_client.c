@@ -105,26 +105,40 @@ fail:
 	return NULL;
 }
 
-void stream_disconnect(struct stream_conn *c, bool ok)
+int stream_disconnect(struct stream_conn *c, bool ok)
 {
+	int rc = 0;
+
 	if (!c)
-		return;
+		return 0;
 	if (ok) {
 		struct ctl bye = {.kind = K_BYE};
 		uint8_t b[CTL_SIZE];
+		ssize_t n;
 
 		/* The server closes once it has the goodbye: wait for that, so
 		 * that this side's close cannot cut the goodbye short. */
 		stream_watch_arm("%s: closing the connection to %s", c->be->name, c->peer);
-		if (!wire_send_ctl(c->be, c->s, &bye) && !c->be->shutdown(c->s, SHUT_WR))
-			while (c->be->recv(c->s, b, sizeof(b), 0) > 0)
-				;
+		rc = wire_send_ctl(c->be, c->s, &bye);
+		if (!rc && c->be->shutdown(c->s, SHUT_WR))
+			rc = -errno;
+		while (!rc && (n = c->be->recv(c->s, b, sizeof(b), 0)) != 0)
+			if (n < 0 && errno != EINTR)
+				rc = -errno;
+		if (rc) {
+			char text[256];
+
+			stream_err("%s: saying goodbye to the server %s: %s", c->be->name, c->peer,
+				   wire_why(c->be, "send", rc, text, sizeof(text)));
+			rc = 1;
+		}
 	}
 	c->be->close(c->s);
 	wire_buf_free(&c->tx, &c->tx_len);
 	wire_buf_free(&c->rx, &c->rx_len);
 	free(c->rtt);
 	free(c);
+	return rc;
 }
 
 /* The switch's path, once the first test has made the connection talk:
@@ -153,7 +167,12 @@ static int check_path(struct stream_conn *c, const struct stream_opts *o)
 
 		if (got[d] == want)
 			continue;
-		if (want == NSW_PATH_READ)
+		if (got[d] != NSW_PATH_READ && got[d] != NSW_PATH_WRITE)
+			stream_err(
+			    "%s: --path %s asked for, but the switch does not say which path "
+			    "the connection to %s runs %s (NSW_PATH %d)",
+			    c->be->name, path_name(want), c->peer, dirs[d], got[d]);
+		else if (want == NSW_PATH_READ)
 			stream_err(
 			    "%s: --path read asked for, but the connection to %s runs the %s "
 			    "path %s: %s does not RDMA-read (its NIC was started with "

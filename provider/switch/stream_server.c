@@ -33,22 +33,28 @@ struct server_conn {
 	uint64_t total_bytes;
 };
 
+/* "tcp: the 4 KiB stream test of the client ADDR: receiving a message:
+ * Connection reset by peer" */
 static int server_io_fail(struct server_conn *sc, int rc, const char *doing)
 {
 	char text[256], size[32];
 
-	stream_size_str(sc->test.size, size, sizeof(size));
-	if (rc == PEER_CLOSED && !sc->in_test)
+	if (rc == PEER_CLOSED && !sc->in_test) {
 		stream_err("%s: the client %s closed the connection without saying goodbye (it "
 			   "ended or failed)",
 			   sc->be->name, sc->peer);
-	else if (rc == PEER_CLOSED)
-		stream_err("%s: the client %s closed the connection while %s in the %s %s test",
-			   sc->be->name, sc->peer, doing, size,
-			   wire_mode_name(sc->test.mode == MODE_PINGPONG));
+		return 1;
+	}
+	if (rc == PEER_CLOSED)
+		snprintf(text, sizeof(text), "the client closed the connection");
 	else
-		stream_err("%s: %s from/to the client %s: %s", sc->be->name, doing, sc->peer,
-			   wire_why(sc->be, "recv", rc, text, sizeof(text)));
+		wire_why(sc->be, "recv", rc, text, sizeof(text));
+	if (sc->in_test)
+		stream_err("%s: the %s %s test of the client %s: %s: %s", sc->be->name,
+			   stream_size_str(sc->test.size, size, sizeof(size)),
+			   wire_mode_name(sc->test.mode == MODE_PINGPONG), sc->peer, doing, text);
+	else
+		stream_err("%s: the client %s: %s: %s", sc->be->name, sc->peer, doing, text);
 	return 1;
 }
 
