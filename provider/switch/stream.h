@@ -35,7 +35,7 @@
 #define STREAM_PORT 7472              /* the server's port unless told */
 #define STREAM_MAX_SIZES 32           /* sizes in one --sweep */
 #define STREAM_MAX_SIZE (1ull << 30)  /* the largest message */
-#define STREAM_MAX_COUNT (1ull << 40) /* --count, --warmup */
+#define STREAM_MAX_COUNT (1ull << 32) /* --count, --warmup: bytes stay below 2^62 */
 #define STREAM_MAX_DURATION 86400     /* --duration, seconds */
 #define STREAM_MAX_TIMEOUT 3600       /* --timeout, seconds */
 

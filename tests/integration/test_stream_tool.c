@@ -417,6 +417,30 @@ static void test_refused(void)
 	HAS(out, "],\"ok\":false,\"error\":\"tcp: cannot connect to ");
 }
 
+/* A server that takes the connection (the kernel's backlog does) and never
+ * answers: the watchdog ends the client after --timeout, saying what it
+ * waited for, and the JSON report still ends. */
+static void test_silent_server(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	char addr[32];
+	uint64_t t0;
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	NST_REQUIRE(l >= 0);
+	NST_REQUIRE(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 4) == 0 &&
+		    getsockname(l, (struct sockaddr *)&a, &alen) == 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(a.sin_port));
+	t0 = nst_now_ns();
+	NST_EQ(STREAM("--client", addr, "--transport", "tcp", "--timeout", "1", "--json"), 1);
+	NST_LT((nst_now_ns() - t0) / 1000000, WAIT_MS);
+	HAS(out, "nicsim-stream: tcp: running the 64 KiB stream test with 127.0.0.1:");
+	HAS(out, ": nothing has moved for 1 s, giving up (--timeout sets how long to wait)\n");
+	HAS(out, "],\"ok\":false,\"error\":\"tcp: running the 64 KiB stream test with ");
+	close(l);
+}
+
 /* ---- A byte flipped on the way ----------------------------------------------- */
 
 static int write_all(int fd, const char *p, size_t n)
@@ -594,6 +618,8 @@ static void test_bad_flags(void)
 	    {{"--loopback", "--size", "1K", "--sweep"}, "--size and --sweep exclude each other"},
 	    {{"--loopback", "--sweep", "64,,1K"}, "--sweep 64,,1K: expected sizes separated by"},
 	    {{"--loopback", "--count", "0"}, "--count 0: expected a whole number from 1 to"},
+	    {{"--loopback", "--count", "5000000000"},
+	     "--count 5000000000: expected a whole number from 1 to 4294967296"},
 	    {{"--loopback", "--count", "5", "--duration", "1"},
 	     "--count and --duration exclude each other"},
 	    {{"--loopback", "--duration", "1.5"}, "--duration 1.5: expected a whole number"},
@@ -701,6 +727,7 @@ int main(int argc, char **argv)
 	    {"server_and_reset", test_server_and_reset},
 	    {"server_killed_midway", test_server_killed_midway},
 	    {"refused", test_refused},
+	    {"silent_server", test_silent_server},
 	    {"verify_to_server", test_verify_to_server},
 	    {"verify_to_client", test_verify_to_client},
 	    {"no_verify_no_check", test_no_verify_no_check},
