@@ -100,8 +100,9 @@ struct stream_backend {
 	int (*path)(int s, int *sending, int *receiving);
 	/* The switch's counters of a connected socket; NULL if none. */
 	int (*stats)(int s, struct nsw_stats *st);
-	/* What to do about err from call (bind, connect...) on addr, one
-	 * line, or NULL when strerror says it all. */
+	/* What to do about errno err of call ("bind", "connect", "send"
+	 * for any transfer), in one line, or NULL when strerror says it
+	 * all. */
 	const char *(*advice)(const char *call, int err);
 };
 
