@@ -73,6 +73,7 @@ static void test_install_and_push(void)
 	    "bin/nicsim-pingpong",
 	    "bin/nicsim-regdemo",
 	    "bin/nicsim-agent",
+	    "bin/nicsim-stream",
 	    "include/ws2san.h",
 	    "include/nicsim_provider.h",
 	    NICSIM_LIBDIR "/libnicsimsp.so",
@@ -106,6 +107,14 @@ static void test_install_and_push(void)
 	NST_EQ(sh(line, out, sizeof(out)), 0);
 	NST_CHECK_(strstr(out, "1 ok pid=") != NULL, CU_FALSE, "the installed agent says %.240s",
 		   out);
+
+	/* nicsim-stream runs from the prefix (over TCP, which needs no NIC). */
+	snprintf(line, sizeof(line),
+		 "'%s/bin/nicsim-stream' --loopback --transport tcp --count 5 --verify --json",
+		 prefix);
+	NST_EQ(sh(line, out, sizeof(out)), 0);
+	NST_CHECK_(strstr(out, "],\"ok\":true}") != NULL, CU_FALSE,
+		   "the installed nicsim-stream says %.240s", out);
 
 	/* pkg-config names the prefix installed to, with no rpath. */
 	snprintf(path, sizeof(path), "%s/" NICSIM_LIBDIR "/pkgconfig", prefix);
