@@ -123,9 +123,9 @@ static void release_xfers(struct sw_sock *sk)
 	if (sk->ix.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 	sk->ix.exposed = false;
-	if (sk->ix.zc_h)
-		sw_spi.dereg(sk->spi, sk->ix.zc_h, &e);
-	sk->ix.zc_h = NULL;
+	if (sk->zc_h)
+		sw_spi.dereg(sk->spi, sk->zc_h, &e);
+	sk->zc_h = NULL;
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -394,8 +394,8 @@ static int bounce_get(struct sw_sock *sk)
 /* Whether the next chunk of the transfer in may start now. */
 static bool ix_idle(const struct sw_sock *sk)
 {
-	return sk->ix.active && !sk->ix.op && !sk->ix.sink_due && !sk->ix.exposed &&
-	       !sk->ix.zc && !sk->err && sk->ix.done < sk->ix.len;
+	return sk->ix.active && !sk->ix.op && !sk->ix.sink_due && !sk->ix.exposed && !sk->zc &&
+	       !sk->err && sk->ix.done < sk->ix.len;
 }
 
 /*
@@ -454,7 +454,7 @@ static void ix_next(struct sw_sock *sk)
 /*
  * A reader waits with room for len bytes at dst and nothing before them
  * is waiting: take the transfer's next chunk straight into dst, with no
- * copy.  1 when started: the caller waits until sk->ix.zc_done, then the
+ * copy.  1 when started: the caller waits until sk->zc_got says so, then the
  * bytes are in dst.  0: no chunk to take now.  -1: not possible (dst
  * cannot be registered): take the bytes as they come, through the bounce.
  */
@@ -482,9 +482,9 @@ int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len)
 			sw_spi.dereg(sk->spi, h, &e);
 		return -1;
 	}
-	sk->ix.zc = true;
-	sk->ix.zc_done = false;
-	sk->ix.zc_h = h;
+	sk->zc = true;
+	sk->zc_got = 0;
+	sk->zc_h = h;
 	return 1;
 }
 
@@ -493,11 +493,11 @@ static void zc_landed(struct sw_sock *sk)
 {
 	int e;
 
-	if (sk->ix.zc_h)
-		sw_spi.dereg(sk->spi, sk->ix.zc_h, &e);
-	sk->ix.zc_h = NULL;
-	sk->ix.zc = false;
-	sk->ix.zc_done = true;
+	if (sk->zc_h)
+		sw_spi.dereg(sk->spi, sk->zc_h, &e);
+	sk->zc_h = NULL;
+	sk->zc = false;
+	sk->zc_got = sk->ix.chunk;
 	sk->ix.done += sk->ix.chunk;
 	if (sk->ix.done == sk->ix.len)
 		sk->ix.active = false;
@@ -717,7 +717,7 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 		 * deliver (section 6, write path step 4). */
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 		sk->ix.exposed = false;
-		if (sk->ix.zc)
+		if (sk->zc)
 			zc_landed(sk);
 		else
 			ix_landed(sk);
@@ -776,7 +776,7 @@ static void reap(struct sw_sock *sk)
 			/* Everything read is here: RD_DONE may go (our own wait,
 			 * not the provider's fence, orders it after the data). */
 			sk->ix.done_due += sk->ix.chunk;
-			if (sk->ix.zc)
+			if (sk->zc)
 				zc_landed(sk);
 			else
 				ix_landed(sk);

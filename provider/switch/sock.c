@@ -497,18 +497,19 @@ static int zc_take(struct sw_sock *sk, uint8_t *dst, uint32_t room)
 
 	if (r <= 0)
 		return r ? -EAGAIN : 0;
-	while (!sk->ix.zc_done && !sk->err) {
+	while (!sk->zc_got && !sk->err) {
 		sw_progress(sk);
-		if (!sk->ix.zc_done && !sk->err)
+		if (!sk->zc_got && !sk->err)
 			wait_change(sk, 0);
 	}
-	if (!sk->ix.zc_done) {
+	if (!sk->zc_got) {
 		sw_teardown(sk);
 		return -sk->err;
 	}
-	sk->ix.zc_done = false;
-	sk->stats.bytes_received += sk->ix.chunk;
-	return (int)sk->ix.chunk;
+	r = (int)sk->zc_got;
+	sk->zc_got = 0;
+	sk->stats.bytes_received += (uint64_t)r;
+	return r;
 }
 
 /*

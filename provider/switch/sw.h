@@ -71,6 +71,11 @@ struct sw_sock {
 	bool rd_shut, wr_shut;
 	bool want_write; /* a send would have blocked: signal fd when it may go */
 	bool zc_reader;  /* a reader waits with room to take a chunk straight */
+	/* The chunk going straight into a reader's buffer (outside ix, which
+	 * the next SRC_AVAIL clears, maybe before the reader wakes). */
+	bool zc;         /* in flight */
+	uint32_t zc_got; /* landed: its bytes, for the reader to count */
+	HANDLE zc_h;     /* read path: the reader's buffer registered */
 
 	/* Options. */
 	bool nonblock;
@@ -105,9 +110,6 @@ struct sw_sock {
 		uint32_t done_due; /* read path: an RD_DONE of these bytes to send */
 		bool sink_due;     /* write path: a SINK_AVAIL of chunk bytes to send */
 		bool exposed;      /* write path: bdesc exposes the bounce or the reader's buffer */
-		bool zc;           /* the chunk goes straight into a reader's buffer */
-		bool zc_done;      /* ... and has landed there */
-		HANDLE zc_h;       /* read path: that buffer's registration */
 		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
 	} ix;
 	uint8_t *bounce;
