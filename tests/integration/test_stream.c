@@ -188,14 +188,18 @@ struct sender {
 	const uint8_t *src;
 	uint64_t *off;
 	size_t len;
+	int times; /* sends of len, one after the other (0: one) */
 	bool ok;
 };
 
 static void *sender_main(void *arg)
 {
 	struct sender *sd = arg;
+	int i = 0;
 
-	sd->ok = send_stream(sd->s, sd->src, sd->off, sd->len);
+	do
+		sd->ok = send_stream(sd->s, sd->src, sd->off, sd->len);
+	while (sd->ok && ++i < sd->times);
 	return NULL;
 }
 
@@ -387,6 +391,39 @@ static void test_random_interleavings_both_ways(void)
 	both_ways(srv, cli, 96u << 20);
 	NST_EQ(nsw_close(cli), 0);
 	NST_EQ(nsw_close(srv), 0);
+}
+
+/* Back-to-back large sends into a reader that waits with room for each:
+ * every chunk goes straight into its buffer, and the next transfer's
+ * SRC_AVAIL may come before the reader has counted the last chunk. */
+static void test_large_sends_into_waiting_reader(void)
+{
+	struct opts paths[2] = {{0}, {.path_srv = NSW_PATH_WRITE, .path_cli = NSW_PATH_WRITE}};
+	uint8_t *src = pattern_source(9), *buf = map(1u << 20);
+
+	NST_REQUIRE(buf != NULL);
+	for (int k = 0; k < 2; k++) {
+		struct sender sd;
+		uint64_t so = 0, ro = 0;
+		pthread_t t;
+		int srv, cli;
+
+		sw_pair(ADDR_A, ADDR_B, &paths[k], &srv, &cli);
+		sd =
+		    (struct sender){.s = cli, .src = src, .off = &so, .len = 1u << 20, .times = 48};
+		pthread_create(&t, NULL, sender_main, &sd);
+		for (int i = 0; i < 48; i++)
+			if (!recv_stream(srv, buf, &ro, 1u << 20, 0, 9))
+				break;
+		pthread_join(t, NULL);
+		NST_TRUE(sd.ok);
+		NST_EQ_U(ro, 48u << 20);
+		NST_GT(stats_of(cli).large_sends, 40);
+		NST_EQ(nsw_close(cli), 0);
+		NST_EQ(nsw_close(srv), 0);
+	}
+	munmap(src, SRC_LEN);
+	munmap(buf, 1u << 20);
 }
 
 /* The smallest receive pool on both sides, both sending large data at
@@ -631,6 +668,7 @@ int main(int argc, char **argv)
 	    {"write_path_by_choice", test_write_path_by_choice},
 	    {"write_path_with_nic_without_read", test_write_path_with_nic_without_read},
 	    {"random_interleavings_both_ways", test_random_interleavings_both_ways},
+	    {"large_sends_into_waiting_reader", test_large_sends_into_waiting_reader},
 	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
 	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
 	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
