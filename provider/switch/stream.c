@@ -274,13 +274,6 @@ int main(int argc, char **argv)
 			   "tcp runs");
 		return 1;
 	}
-	/* The switch decides the path of each direction when it connects; this
-	 * is how --path asks it (docs/stream-sockets.md). */
-	if (o.path != SP_AUTO &&
-	    setenv("NICSIM_SWITCH_PATH", o.path == SP_READ ? "read" : "write", 1)) {
-		stream_err("setting NICSIM_SWITCH_PATH: %s", strerror(errno));
-		return 1;
-	}
 	if (!o.seed_set) {
 		struct timespec ts;
 

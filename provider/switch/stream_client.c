@@ -175,16 +175,14 @@ static int check_path(struct stream_conn *c, const struct stream_opts *o)
 		else if (want == NSW_PATH_READ)
 			stream_err(
 			    "%s: --path read asked for, but the connection to %s runs the %s "
-			    "path %s: %s does not RDMA-read (its NIC was started with "
-			    "--no-rdma-read, its provider cannot read, or its switch did not "
-			    "take NICSIM_SWITCH_PATH=read: start a separate server with --path "
-			    "read too)",
+			    "path %s: %s does not RDMA-read (a NIC of the two was started "
+			    "with --no-rdma-read, or its provider cannot read, or the server "
+			    "runs with --path write)",
 			    c->be->name, c->peer, path_name(got[d]), dirs[d], sink);
 		else
 			stream_err("%s: --path write asked for, but the connection to %s runs the "
-				   "%s path %s: the switch of %s did not take "
-				   "NICSIM_SWITCH_PATH=write (start a separate server with --path "
-				   "write too, or its NIC with --no-rdma-read)",
+				   "%s path %s: %s reads as a sink (start a separate server with "
+				   "--path write too)",
 				   c->be->name, c->peer, path_name(got[d]), dirs[d], sink);
 		return 1;
 	}

@@ -2,8 +2,8 @@
  * stream_nsw.c: the switch's stream sockets (nicsim_switch.h) as a
  * nicsim-stream backend.  The nsw_* calls have the BSD calls' shapes, so
  * the table names them directly; what is the switch's own is its options
- * (the two thresholds, set on the listening socket and on the connecting
- * one, before the negotiation that announces them), its path and its
+ * (the two thresholds and the path asked for, set on the listening socket
+ * and on the connecting one, before the negotiation), its path and its
  * counters, and the advice on its errors.
  */
 #include <errno.h>
@@ -19,6 +19,14 @@ static int nsw_prepare(int s, const struct stream_opts *o, enum stream_prep when
 
 	if (when == PREP_ACCEPTED)
 		return 0; /* an accepted socket has its listener's options */
+	/* --path write: this side does not read as a sink; read and auto: it
+	 * reads when it can, and the client checks what came of it. */
+	if (o->path == SP_WRITE) {
+		v = NSW_PATH_WRITE;
+		*what = "NSW_PATH";
+		if (nsw_setsockopt(s, NSW_SOL, NSW_PATH, &v, sizeof(v)))
+			return -1;
+	}
 	if (o->rdma_threshold) {
 		v = (int)o->rdma_threshold;
 		*what = "NSW_RDMA_THRESHOLD";

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "nstest.h"
+#include "nstnic.h"
 
 #define RUN_MS 120000 /* one nicsim-stream run, under sanitizers on a busy machine */
 #define WAIT_MS 20000 /* a process that should end soon */
@@ -662,10 +663,12 @@ static void test_bad_flags(void)
 static char dir[256];
 static pid_t nics[2];
 
-/* Two NICs of this test's own, for the switch. */
+/* Two NICs of this test's own on one fabric, for the switch. */
 static int suite_init(void)
 {
-	if (nst_tmpdir(dir, sizeof(dir), "stream"))
+	const char *const addrs[] = {"198.18.0.1", "198.18.0.2", NULL};
+
+	if (nst_tmpdir(dir, sizeof(dir), "stream") || nst_make_fabric(dir, addrs) < 0)
 		return -1;
 	nics[0] = nst_start_nic(dir, "198.18.0.1", NULL, WAIT_MS);
 	nics[1] = nst_start_nic(dir, "198.18.0.2", NULL, WAIT_MS);
@@ -702,6 +705,13 @@ static void test_switch_beside_tcp(void)
 	NST_REQUIRE_EQ(results(out, obj, 8), 2);
 	check_result(obj[0], "switch", "pingpong", 8, 100, true);
 	check_result(obj[1], "tcp", "pingpong", 8, 100, true);
+	/* --path write: neither side reads, and the report says so. */
+	NST_REQUIRE_EQ(STREAM("--dir", dir, "--loopback", "--path", "write", "--size", "1M",
+			      "--count", "8", "--verify", "--json"),
+		       0);
+	NST_REQUIRE_EQ(results(out, obj, 8), 1);
+	NST_TRUE(value_is(obj[0], "to_server", "\"write\"") &&
+		 value_is(obj[0], "to_client", "\"write\""));
 }
 
 #else
