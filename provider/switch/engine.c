@@ -765,8 +765,17 @@ static void reap(struct sw_sock *sk)
 		if (!s->busy || !ov_done(&s->ov))
 			continue;
 		s->busy = false;
-		if (s->ov.OffsetHigh)
-			sw_fail(sk, sw_errno_of((int)s->ov.OffsetHigh));
+		if (!s->ov.OffsetHigh)
+			continue;
+		/* After the peer's SHUTDOWN a failed send is the peer having
+		 * closed: this side reads end-of-file, and writes fail (the
+		 * socket is down).  Before it, the connection broke. */
+		if (sk->pc.in.shut) {
+			sk->close_code = sk->close_code < 0 ? 0 : sk->close_code;
+			sw_teardown(sk);
+			return;
+		}
+		sw_fail(sk, sw_errno_of((int)s->ov.OffsetHigh));
 	}
 	if (sk->ix.op && ov_done(&sk->ix.ov)) {
 		sk->ix.op = false;

@@ -100,6 +100,10 @@ struct stream_backend {
 	int (*path)(int s, int *sending, int *receiving);
 	/* The switch's counters of a connected socket; NULL if none. */
 	int (*stats)(int s, struct nsw_stats *st);
+	/* The provider's registration cache of this process: registrations
+	 * it served without pinning or registering (hits) and those it did
+	 * not (misses); NULL if none. */
+	int (*cache)(uint64_t *hits, uint64_t *misses);
 	/* What to do about errno err of call ("bind", "connect", "send"
 	 * for any transfer), in one line, or NULL when strerror says it
 	 * all. */
@@ -126,6 +130,8 @@ struct stream_result {
 	int path_to_server, path_to_client;
 	bool have_stats;
 	struct nsw_stats stats; /* the client socket's, during the timed part */
+	bool have_cache;
+	uint64_t cache_hits, cache_misses; /* the client process's, during the timed part */
 };
 
 /* ---- stream_args.c ------------------------------------------------------ */

@@ -375,6 +375,8 @@ int stream_test(struct stream_conn *c, const struct stream_opts *o, uint64_t siz
 	struct client_test t = {.c = c, .o = o, .size = size};
 	struct ctl req, ans;
 	struct nsw_stats st0, st1;
+	uint64_t h0 = 0, m0 = 0, h1 = 0, m1 = 0;
+	bool cache;
 	uint64_t count = o->count ? o->count : default_count(o, size), t0, t1, msgs;
 	char sz[32];
 
@@ -411,6 +413,7 @@ int stream_test(struct stream_conn *c, const struct stream_opts *o, uint64_t siz
 		return 1;
 	if (c->be->stats && client_stats(&t, &st0))
 		return 1;
+	cache = c->be->cache && c->be->cache(&h0, &m0) == 0;
 	t.timed = true;
 	msgs = t.seq;
 	t0 = stream_now_ns();
@@ -425,6 +428,7 @@ int stream_test(struct stream_conn *c, const struct stream_opts *o, uint64_t siz
 		t1 = stream_now_ns();
 	if (c->be->stats && client_stats(&t, &st1))
 		return 1;
+	cache = cache && c->be->cache(&h1, &m1) == 0;
 	if (check_result(&t, &ans, msgs))
 		return 1;
 	*r = (struct stream_result){
@@ -438,6 +442,9 @@ int stream_test(struct stream_conn *c, const struct stream_opts *o, uint64_t siz
 	    .path_to_server = c->path_out,
 	    .path_to_client = c->path_in,
 	    .have_stats = c->be->stats != NULL,
+	    .have_cache = cache,
+	    .cache_hits = h1 - h0,
+	    .cache_misses = m1 - m0,
 	};
 	if (r->have_stats)
 		stats_delta(&r->stats, &st0, &st1);

@@ -61,6 +61,17 @@ static int nsw_stats_get(int s, struct nsw_stats *st)
 	return nsw_getsockopt(s, NSW_SOL, NSW_STATS, st, &len);
 }
 
+static int nsw_cache(uint64_t *hits, uint64_t *misses)
+{
+	struct nicsim_cache_stats cs;
+
+	if (nicsim_cache_stats(&cs))
+		return -1;
+	*hits = cs.hits;
+	*misses = cs.misses;
+	return 0;
+}
+
 static const char *nsw_advice(const char *call, int err)
 {
 	static char text[512];
@@ -110,5 +121,6 @@ const struct stream_backend stream_switch_backend = {
     .prepare = nsw_prepare,
     .path = nsw_path,
     .stats = nsw_stats_get,
+    .cache = nsw_cache,
     .advice = nsw_advice,
 };

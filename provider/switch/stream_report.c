@@ -103,6 +103,11 @@ static void report_json(const struct stream_result *r)
 		       r->stats.credit_waits);
 	else
 		printf(",\"switch\":null");
+	if (r->have_cache)
+		printf(",\"cache\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 "}", r->cache_hits,
+		       r->cache_misses);
+	else
+		printf(",\"cache\":null");
 	putchar('}');
 }
 

@@ -89,5 +89,6 @@ const struct stream_backend stream_tcp_backend = {
     .prepare = tcp_prepare,
     .path = NULL,
     .stats = NULL,
+    .cache = NULL,
     .advice = tcp_advice,
 };

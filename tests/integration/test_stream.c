@@ -473,6 +473,31 @@ static void test_shutdown_delivers_all_then_eof(void)
 	munmap(buf, BIG);
 }
 
+/* A goodbye, as nicsim-stream says it: one side sends its last bytes and
+ * shuts down, then reads until end-of-file; the other reads them and
+ * closes at once, maybe before the first side's SHUTDOWN arrived.  The
+ * first side must see end-of-file, never a reset. */
+static void test_close_right_after_last_read_is_eof(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(10), buf[128];
+	char c;
+
+	for (int i = 0; i < 20; i++) {
+		uint64_t so = 0, ro = 0;
+		int srv, cli;
+
+		sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+		send_stream(cli, src, &so, 80);
+		NST_EQ(nsw_shutdown(cli, SHUT_WR), 0);
+		NST_TRUE(recv_stream(srv, buf, &ro, 80, 0, 10));
+		NST_EQ(nsw_close(srv), 0);
+		NST_EQ(nsw_recv(cli, &c, 1, 0), 0);
+		NST_EQ(nsw_close(cli), 0);
+	}
+	munmap(src, SRC_LEN);
+}
+
 static void test_close_with_unread_data_resets_peer(void)
 {
 	struct opts o = {0};
@@ -671,6 +696,7 @@ int main(int argc, char **argv)
 	    {"large_sends_into_waiting_reader", test_large_sends_into_waiting_reader},
 	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
 	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
+	    {"close_right_after_last_read_is_eof", test_close_right_after_last_read_is_eof},
 	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
 	    {"nonblocking_with_poll", test_nonblocking_with_poll},
 	    {"peer_killed_gives_econnreset", test_peer_killed_gives_econnreset},
