@@ -22,6 +22,7 @@
 
 #include "nstest.h"
 #include "nstnic.h"
+#include "nststream.h"
 
 #define RUN_MS 120000 /* one nicsim-stream run, under sanitizers on a busy machine */
 #define WAIT_MS 20000 /* a process that should end soon */
@@ -38,80 +39,10 @@ static int stream_run(const char *const *args)
 #define HAS(text, what) \
 	NST_CHECK_(strstr((text), (what)) != NULL, CU_FALSE, "output has \"%s\"", (what))
 
-/* ---- Reading the JSON report --------------------------------------------- */
-
-/* Brackets and braces nest, strings are closed, and nothing is left open. */
-static bool json_balanced(const char *s)
-{
-	char stack[64];
-	size_t depth = 0;
-	bool in_str = false;
-
-	for (; *s; s++) {
-		if (in_str) {
-			if (*s == '\\' && s[1])
-				s++;
-			else if (*s == '"')
-				in_str = false;
-			continue;
-		}
-		if (*s == '"') {
-			in_str = true;
-		} else if (*s == '{' || *s == '[') {
-			if (depth == sizeof(stack))
-				return false;
-			stack[depth++] = *s;
-		} else if (*s == '}' || *s == ']') {
-			if (!depth || stack[--depth] != (*s == '}' ? '{' : '['))
-				return false;
-		}
-	}
-	return !in_str && depth == 0;
-}
-
-/* The result objects of a report: each starts a line with {"transport". */
-static size_t results(const char *doc, const char **obj, size_t max)
-{
-	size_t n = 0;
-
-	for (const char *p = strstr(doc, "{\"transport\""); p && n < max;
-	     p = strstr(p + 1, "\n{\"transport\"")) {
-		if (*p == '\n')
-			p++;
-		obj[n++] = p;
-	}
-	return n;
-}
-
-/* The value after "key": within obj's line, or NULL. */
-static const char *field(const char *obj, const char *key)
-{
-	const char *eol = strchr(obj, '\n'), *p;
-	char pat[64];
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(obj, pat);
-	return p && (!eol || p < eol) ? p + strlen(pat) : NULL;
-}
-
-static double num(const char *obj, const char *key)
-{
-	const char *v = field(obj, key);
-
-	return v ? strtod(v, NULL) : -1;
-}
-
-/* True if key's value starts with text (a string with its quotes, or a
- * literal). */
-static bool value_is(const char *obj, const char *key, const char *text)
-{
-	const char *v = field(obj, key);
-
-	return v && !strncmp(v, text, strlen(text));
-}
+/* ---- Reading the JSON report (nststream.h) --------------------------- */
 
 #define VALUE_IS(obj, key, text) \
-	NST_CHECK_(value_is(obj, key, text), CU_FALSE, "\"%s\" is %s", key, text)
+	NST_CHECK_(nst_json_value_is(obj, key, text), CU_FALSE, "\"%s\" is %s", key, text)
 
 /* The fields every result object has, with the values they must have. */
 static void check_result(const char *obj, const char *transport, const char *test, double size,
@@ -123,16 +54,17 @@ static void check_result(const char *obj, const char *transport, const char *tes
 	VALUE_IS(obj, "transport", want);
 	snprintf(want, sizeof(want), "\"%s\"", test);
 	VALUE_IS(obj, "test", want);
-	NST_EQ(num(obj, "size"), size);
+	NST_EQ(nst_json_num(obj, "size"), size);
 	if (count > 0)
-		NST_EQ(num(obj, "count"), count);
-	NST_EQ(num(obj, "bytes"), num(obj, "count") * size * (strcmp(test, "pingpong") ? 1 : 2));
-	NST_TRUE(num(obj, "seconds") > 0);
-	NST_TRUE(num(obj, "gbytes_per_s") >= 0);
+		NST_EQ(nst_json_num(obj, "count"), count);
+	NST_EQ(nst_json_num(obj, "bytes"),
+	       nst_json_num(obj, "count") * size * (strcmp(test, "pingpong") ? 1 : 2));
+	NST_TRUE(nst_json_num(obj, "seconds") > 0);
+	NST_TRUE(nst_json_num(obj, "gbytes_per_s") >= 0);
 	/* Gbit/s is GB/s times 8, each printed to 6 decimals. */
-	NST_TRUE(num(obj, "gbits_per_s") - 8 * num(obj, "gbytes_per_s") < 1e-4 &&
-		 8 * num(obj, "gbytes_per_s") - num(obj, "gbits_per_s") < 1e-4);
-	NST_TRUE(num(obj, "msgs_per_s") > 0);
+	NST_TRUE(nst_json_num(obj, "gbits_per_s") - 8 * nst_json_num(obj, "gbytes_per_s") < 1e-4 &&
+		 8 * nst_json_num(obj, "gbytes_per_s") - nst_json_num(obj, "gbits_per_s") < 1e-4);
+	NST_TRUE(nst_json_num(obj, "msgs_per_s") > 0);
 	VALUE_IS(obj, "verified", verified ? "true" : "false");
 	if (!strcmp(transport, "tcp")) {
 		VALUE_IS(obj, "path", "null");
@@ -141,11 +73,11 @@ static void check_result(const char *obj, const char *transport, const char *tes
 	if (!strcmp(test, "stream")) {
 		VALUE_IS(obj, "latency_us", "null");
 	} else {
-		double p50 = num(obj, "p50"), p90 = num(obj, "p90"), p99 = num(obj, "p99"),
-		       max = num(obj, "max");
+		double p50 = nst_json_num(obj, "p50"), p90 = nst_json_num(obj, "p90"),
+		       p99 = nst_json_num(obj, "p99"), max = nst_json_num(obj, "max");
 
 		NST_TRUE(p50 > 0 && p50 <= p90 && p90 <= p99 && p99 <= max);
-		NST_TRUE(num(obj, "mean") > 0 && num(obj, "mean") <= max);
+		NST_TRUE(nst_json_num(obj, "mean") > 0 && nst_json_num(obj, "mean") <= max);
 	}
 }
 
@@ -160,11 +92,11 @@ static void test_tcp_sweep_verify_json(void)
 	NST_REQUIRE_EQ(STREAM("--loopback", "--transport", "tcp", "--sweep", "64,4K,1M", "--count",
 			      "40", "--verify", "--seed", "7", "--json"),
 		       0);
-	NST_TRUE(json_balanced(out));
+	NST_TRUE(nst_json_balanced(out));
 	HAS(out, "{\"tool\":\"nicsim-stream\",");
 	HAS(out, "\"seed\":7,");
 	HAS(out, "],\"ok\":true}\n");
-	n = results(out, obj, 8);
+	n = nst_stream_results(out, obj, 8);
 	NST_REQUIRE_EQ(n, 3);
 	for (size_t i = 0; i < n; i++)
 		check_result(obj[i], "tcp", "stream", sizes[i], 40, true);
@@ -177,14 +109,14 @@ static void test_tcp_pingpong(void)
 	NST_REQUIRE_EQ(STREAM("--loopback", "--transport", "tcp", "--pingpong", "--count", "300",
 			      "--verify", "--json"),
 		       0);
-	NST_TRUE(json_balanced(out));
-	NST_REQUIRE_EQ(results(out, obj, 2), 1);
+	NST_TRUE(nst_json_balanced(out));
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 2), 1);
 	check_result(obj[0], "tcp", "pingpong", 8, 300, true);
 	/* --size applies to ping-pong too. */
 	NST_REQUIRE_EQ(STREAM("--loopback", "--transport", "tcp", "--pingpong", "--size", "3000",
 			      "--count", "50", "--verify", "--json"),
 		       0);
-	NST_REQUIRE_EQ(results(out, obj, 2), 1);
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 2), 1);
 	check_result(obj[0], "tcp", "pingpong", 3000, 50, true);
 }
 
@@ -196,10 +128,10 @@ static void test_tcp_duration(void)
 	NST_REQUIRE_EQ(
 	    STREAM("--loopback", "--transport", "tcp", "--size", "4K", "--duration", "1", "--json"),
 	    0);
-	NST_REQUIRE_EQ(results(out, obj, 2), 1);
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 2), 1);
 	check_result(obj[0], "tcp", "stream", 4096, 0, false);
-	NST_GE(num(obj[0], "count"), 1);
-	NST_TRUE(num(obj[0], "seconds") >= 1.0 && num(obj[0], "seconds") < 60);
+	NST_GE(nst_json_num(obj[0], "count"), 1);
+	NST_TRUE(nst_json_num(obj[0], "seconds") >= 1.0 && nst_json_num(obj[0], "seconds") < 60);
 }
 
 static void test_text_table(void)
@@ -689,29 +621,30 @@ static void test_switch_beside_tcp(void)
 	NST_REQUIRE_EQ(STREAM("--dir", dir, "--loopback", "--tcp", "--sweep", "64,64K,1M",
 			      "--count", "20", "--verify", "--json"),
 		       0);
-	NST_TRUE(json_balanced(out));
-	NST_REQUIRE_EQ(results(out, obj, 8), 6);
+	NST_TRUE(nst_json_balanced(out));
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 8), 6);
 	for (size_t i = 0; i < 6; i++) {
 		check_result(obj[i], i % 2 ? "tcp" : "switch", "stream", sizes[i / 2], 20, true);
 		if (i % 2)
 			continue;
-		NST_TRUE(value_is(obj[i], "to_server", "\"read\"") ||
-			 value_is(obj[i], "to_server", "\"write\""));
-		NST_TRUE(field(obj[i], "large_sends") && field(obj[i], "registrations"));
+		NST_TRUE(nst_json_value_is(obj[i], "to_server", "\"read\"") ||
+			 nst_json_value_is(obj[i], "to_server", "\"write\""));
+		NST_TRUE(nst_json_field(obj[i], "large_sends") &&
+			 nst_json_field(obj[i], "registrations"));
 	}
 	NST_REQUIRE_EQ(STREAM("--dir", dir, "--loopback", "--tcp", "--pingpong", "--count", "100",
 			      "--verify", "--json"),
 		       0);
-	NST_REQUIRE_EQ(results(out, obj, 8), 2);
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 8), 2);
 	check_result(obj[0], "switch", "pingpong", 8, 100, true);
 	check_result(obj[1], "tcp", "pingpong", 8, 100, true);
 	/* --path write: neither side reads, and the report says so. */
 	NST_REQUIRE_EQ(STREAM("--dir", dir, "--loopback", "--path", "write", "--size", "1M",
 			      "--count", "8", "--verify", "--json"),
 		       0);
-	NST_REQUIRE_EQ(results(out, obj, 8), 1);
-	NST_TRUE(value_is(obj[0], "to_server", "\"write\"") &&
-		 value_is(obj[0], "to_client", "\"write\""));
+	NST_REQUIRE_EQ(nst_stream_results(out, obj, 8), 1);
+	NST_TRUE(nst_json_value_is(obj[0], "to_server", "\"write\"") &&
+		 nst_json_value_is(obj[0], "to_client", "\"write\""));
 }
 
 #else
