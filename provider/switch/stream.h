@@ -12,8 +12,7 @@
  *   stream_report.c   results as text or JSON
  *   stream_data.c     the data of --verify (stream_data.h)
  *   stream_tcp.c      the kernel's TCP as a backend
- *   stream_nsw.c      the switch (libnicsimsw) as a backend, built only
- *                     where the library is (NICSIM_STREAM_HAVE_SWITCH)
+ *   stream_nsw.c      the switch (libnicsimsw) as a backend
  *
  * Both transports run the same code through a table of the socket calls
  * (struct stream_backend), whose functions behave as the BSD calls of the
@@ -111,9 +110,7 @@ struct stream_backend {
 };
 
 extern const struct stream_backend stream_tcp_backend;
-#ifdef NICSIM_STREAM_HAVE_SWITCH
 extern const struct stream_backend stream_switch_backend;
-#endif
 
 /* One size's result over one transport. */
 struct stream_result {

@@ -590,8 +590,6 @@ static void test_bad_flags(void)
 
 /* ---- The switch ------------------------------------------------------------------ */
 
-#ifdef NICSIM_STREAM_HAVE_SWITCH
-
 static char dir[256];
 static pid_t nics[2];
 
@@ -647,17 +645,6 @@ static void test_switch_beside_tcp(void)
 		 nst_json_value_is(obj[0], "to_client", "\"write\""));
 }
 
-#else
-
-static void test_switch_missing(void)
-{
-	NST_EQ(STREAM("--loopback", "--count", "1"), 1);
-	HAS(out, "nicsim-stream: this build has no switch (libnicsimsw was not built): only "
-		 "--transport tcp runs\n");
-}
-
-#endif
-
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -674,19 +661,11 @@ int main(int argc, char **argv)
 	    {"verify_to_server", test_verify_to_server},
 	    {"verify_to_client", test_verify_to_client},
 	    {"no_verify_no_check", test_no_verify_no_check},
-#ifdef NICSIM_STREAM_HAVE_SWITCH
 	    {"switch_beside_tcp", test_switch_beside_tcp},
-#else
-	    {"switch_missing", test_switch_missing},
-#endif
 	    {NULL, NULL},
 	};
 
 	/* The proxy writes to sockets its peers may have closed. */
 	signal(SIGPIPE, SIG_IGN);
-#ifdef NICSIM_STREAM_HAVE_SWITCH
 	return nst_main(argc, argv, "stream_tool", tests, suite_init, suite_clean);
-#else
-	return nst_main(argc, argv, "stream_tool", tests, NULL, NULL);
-#endif
 }
