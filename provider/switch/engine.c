@@ -116,7 +116,7 @@ static void release_xfers(struct sw_sock *sk)
 
 	if (sk->ox.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
-	if (sk->ox.h)
+	if (sk->ox.h && !sk->ox.staged)
 		sw_spi.dereg(sk->spi, sk->ox.h, &e);
 	sk->ox.exposed = false;
 	sk->ox.h = NULL;
@@ -126,6 +126,12 @@ static void release_xfers(struct sw_sock *sk)
 	if (sk->zc_h)
 		sw_spi.dereg(sk->spi, sk->zc_h, &e);
 	sk->zc_h = NULL;
+	if (sk->staging_exposed)
+		sw_spi.dereg_rdma(sk->spi, sk->staging_desc, sizeof(sk->staging_desc), &e);
+	sk->staging_exposed = false;
+	if (sk->staging_h)
+		sw_spi.dereg(sk->spi, sk->staging_h, &e);
+	sk->staging_h = NULL;
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -522,7 +528,7 @@ static void ox_end(struct sw_sock *sk)
 
 	if (sk->ox.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
-	if (sk->ox.h)
+	if (sk->ox.h && !sk->ox.staged)
 		sw_spi.dereg(sk->spi, sk->ox.h, &e);
 	sk->ox.exposed = false;
 	sk->ox.h = NULL;
@@ -553,11 +559,15 @@ static void ox_write(struct sw_sock *sk)
 	sk->stats.rdma_ops++;
 }
 
-/* Whether a SRC_AVAIL could go now. */
-bool sw_large_ready(struct sw_sock *sk)
+/* The bytes of a large send of len that go inline in its SRC_AVAIL: as
+ * many as fit, at least 1, never all. */
+static uint32_t head_of(const struct sw_sock *sk, uint32_t len)
 {
-	return !sk->ox.active && tx_slot(sk) &&
-	       nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit);
+	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+
+	if (sk->pc.out_path == NSS_PATH_READ)
+		room -= (NICSIM_RDMA_DESC_SIZE + 7u) & ~7u;
+	return len - 1 < room ? len - 1 : room;
 }
 
 /*
@@ -568,16 +578,12 @@ bool sw_large_ready(struct sw_sock *sk)
  */
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
-	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
 	bool rd = sk->pc.out_path == NSS_PATH_READ;
-	uint32_t head;
+	uint32_t head = head_of(sk, len);
 	struct nss_hdr h;
 	struct sw_slot *slot = tx_slot(sk);
 	int e = 0, r;
 
-	if (rd)
-		room -= (NICSIM_RDMA_DESC_SIZE + 7u) & ~7u;
-	head = len - 1 < room ? len - 1 : room;
 	if (!slot || !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
 		return -EAGAIN;
 	memset(&sk->ox, 0, sizeof(sk->ox));
@@ -605,6 +611,89 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	sk->ox.base = sk->pc.out.off;
 	sk->stats.large_sends++;
 	r = tx_post(sk, slot, &h, rd ? sk->ox.desc : NULL, p);
+	if (r)
+		return r;
+	sk->stats.bytes_sent += head;
+	return 0;
+}
+
+void sw_staging_free(struct sw_sock *sk)
+{
+	if (sk->staging_shared)
+		nicsim_buffer_free(sk->staging);
+	else
+		free(sk->staging);
+	sk->staging = NULL;
+	sk->staging_shared = false;
+}
+
+/* The staging buffer, registered (and on the read path exposed) once. */
+static int staging_get(struct sw_sock *sk)
+{
+	int e = 0;
+
+	if (!sk->staging) {
+		sk->staging_len =
+		    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
+		sk->staging_shared =
+		    nicsim_buffer_alloc(sk->staging_len, (void **)&sk->staging) == 0;
+		if (!sk->staging_shared &&
+		    posix_memalign((void **)&sk->staging, 4096, sk->staging_len))
+			return -ENOBUFS;
+	}
+	if (sk->pc.out_path == NSS_PATH_READ && !sk->staging_exposed) {
+		DWORD dl = sizeof(sk->staging_desc);
+
+		if (sw_spi.reg_rdma(sk->spi, sk->staging, sk->staging_len, MEM_READ,
+				    sk->staging_desc, &dl, &e))
+			return -sw_errno_of(e);
+		sk->staging_exposed = true;
+		sk->stats.registrations++;
+	} else if (sk->pc.out_path == NSS_PATH_WRITE && !sk->staging_h) {
+		sk->staging_h = sw_spi.reg(sk->spi, sk->staging, sk->staging_len, MEM_READ, &e);
+		if (!sk->staging_h)
+			return -sw_errno_of(e);
+		sk->stats.registrations++;
+	}
+	return 0;
+}
+
+/*
+ * Begin a large transfer of len bytes at p (at most the staging buffer's
+ * size) through a copy: the head goes inline from p, the rest is copied to
+ * the staging buffer and moves from there, so that the caller may reuse p
+ * at once.  0, -EAGAIN (no credit, send slot or free staging buffer yet),
+ * or a negative errno (-ENOBUFS: the staging buffer could not be had).
+ */
+int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len)
+{
+	uint32_t head = head_of(sk, len);
+	struct sw_slot *slot = tx_slot(sk);
+	bool rd = sk->pc.out_path == NSS_PATH_READ;
+	struct nss_hdr h;
+	int r;
+
+	if (!slot || sk->ox.active ||
+	    !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
+		return -EAGAIN;
+	r = staging_get(sk);
+	if (r)
+		return r;
+	if (len - head > sk->staging_len)
+		return -EINVAL; /* the caller's bug */
+	r = nss_conn_src_avail_hdr(&sk->pc, head, len - head, rd ? NICSIM_RDMA_DESC_SIZE : 0, &h);
+	if (r)
+		return r;
+	memset(&sk->ox, 0, sizeof(sk->ox));
+	memcpy(sk->staging, p + head, len - head);
+	sk->ox.rdma = sk->staging;
+	sk->ox.len = len - head;
+	sk->ox.h = rd ? NULL : sk->staging_h;
+	sk->ox.staged = true;
+	sk->ox.active = true;
+	sk->ox.base = sk->pc.out.off;
+	sk->stats.large_sends++;
+	r = tx_post(sk, slot, &h, rd ? sk->staging_desc : NULL, p);
 	if (r)
 		return r;
 	sk->stats.bytes_sent += head;

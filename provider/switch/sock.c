@@ -11,7 +11,6 @@
 #include "sw.h"
 
 #define SW_CLOSE_NS 5000000000ull /* a graceful close waits this long for credit */
-#define SW_STAGING (1u << 20)
 #define SW_RCVBUF_MIN (NSS_MIN_RECVS * NSS_MIN_RECV_SIZE)
 
 /* errno = err (positive), and the call's failure value. */
@@ -134,7 +133,7 @@ static void sock_free(struct sw_sock *sk)
 	free(sk->postq);
 	free(sk->dq);
 	sw_bounce_free(sk);
-	free(sk->staging);
+	sw_staging_free(sk);
 	pthread_mutex_destroy(&sk->lock);
 	pthread_cond_destroy(&sk->cond);
 	free(sk);
@@ -347,23 +346,16 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 			r = -EAGAIN;
 		} else if (left >= sk->out_threshold) {
 			uint32_t n = (uint32_t)(left < sk->out_max ? left : sk->out_max);
+			uint32_t cap =
+			    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
 
-			if (nb) {
-				if (!sk->staging) {
-					sk->staging_len = (uint32_t)(sk->sndbuf > (int)SW_STAGING
-									 ? sk->sndbuf
-									 : (int)SW_STAGING);
-					sk->staging = malloc(sk->staging_len);
-					if (!sk->staging)
-						return sent ? (ssize_t)sent : -ENOBUFS;
-				}
-				if (n > sk->staging_len)
-					n = sk->staging_len;
-				r = -EAGAIN;
-				if (sw_large_ready(sk)) {
-					memcpy(sk->staging, p + sent, n);
-					r = sw_large_begin(sk, sk->staging, n);
-				}
+			/* What fits the staging buffer is copied and goes from
+			 * there, with no registration, and the call returns;
+			 * larger sends go straight from the buffer, and wait. */
+			if (nb || left <= cap) {
+				if (n > cap)
+					n = cap;
+				r = sw_large_copy(sk, p + sent, n);
 				if (r == 0) {
 					sent += n;
 					continue;

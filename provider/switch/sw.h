@@ -22,6 +22,7 @@
 #include "nss_conn.h"
 #include "ws2san.h"
 
+#define SW_STAGING (1u << 20) /* the staging buffer's size, at least */
 #define SW_ZC_MIN (64u << 10) /* a reader's room worth taking a chunk into directly */
 
 /* The provider, as the switch sees it. */
@@ -123,9 +124,10 @@ struct sw_sock {
 		bool active;
 		const uint8_t *rdma; /* the bytes after the inline head */
 		uint32_t len;
-		bool exposed; /* read path: desc exposes them */
+		bool exposed; /* read path: desc exposes them (until the transfer ends) */
 		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
 		HANDLE h;      /* write path: registered for the NIC to read */
+		bool staged;   /* from the staging buffer, whose registration stays */
 		uint64_t base; /* the stream offset of rdma[0] */
 		bool op;       /* a write is in flight */
 		WSAOVERLAPPED ov;
@@ -136,8 +138,15 @@ struct sw_sock {
 		bool wr_done_due;
 		int err; /* the transfer failed: positive errno for its sender */
 	} ox;
-	uint8_t *staging; /* non-blocking large sends are copied here */
+	/* Large sends that fit are copied here and sent from it (non-blocking
+	 * ones always): it stays registered, and on the read path exposed,
+	 * for the connection's life, as it holds only bytes already sent. */
+	uint8_t *staging;
 	uint32_t staging_len;
+	bool staging_shared; /* from nicsim_buffer_alloc */
+	bool staging_exposed;
+	uint8_t staging_desc[NICSIM_RDMA_DESC_SIZE];
+	HANDLE staging_h; /* write path: registered for the NIC to read */
 	bool shutdown_due;
 	bool abort_due;
 	uint32_t abort_reason;
@@ -156,8 +165,9 @@ void sw_consumed(struct sw_sock *sk, uint32_t bytes);
 void sw_bounce_free(struct sw_sock *sk);
 int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len);
 int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len);
-bool sw_large_ready(struct sw_sock *sk);
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len);
+int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len);
+void sw_staging_free(struct sw_sock *sk);
 int sw_ctl_flush(struct sw_sock *sk);
 bool sw_tx_free(struct sw_sock *sk);
 void sw_update_ready(struct sw_sock *sk);
