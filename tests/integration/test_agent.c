@@ -375,6 +375,11 @@ static void test_stream_sockets(void)
 	expect_reply(h2, rx, "done err EBADF bytes=0");
 	EXPECT(h2, "err EBADF", "stream-info t");
 	EXPECT(h2, "err EBADF", "stream-close t");
+	/* So does an accept pending on a listener that is closed. */
+	acc = scn_agent_request(h1, "stream-accept l c2");
+	expect_reply(h1, acc, "pending");
+	EXPECT(h1, "ok", "stream-close l");
+	expect_reply(h1, acc, "done err");
 
 	/* A child of an agent whose switch runs has no switch thread. */
 	fk = scn_agent_fork(h1, &child);
@@ -390,7 +395,7 @@ static void test_stream_sockets(void)
 	NST_REQUIRE(scn_agent_wait(h1, fk, line, sizeof(line), WAIT_MS) > 0);
 	NST_CHECK_(strstr(line, " done ok exit=0") != NULL, CU_FALSE, "the child's end: %.140s",
 		   line);
-	/* Ending closes the stream sockets still open (c, l). */
+	/* Ending closes the stream sockets still open (c). */
 	end_agent(h1);
 	end_agent(h2);
 }
