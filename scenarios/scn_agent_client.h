@@ -49,7 +49,8 @@
  * quoted string with \" and \\ escapes, always the last.
  *
  * The agent carries out requests one at a time, in order, on one thread;
- * the asynchronous ones (accept, connect, write, read, send, recv, fork)
+ * the asynchronous ones (accept, connect, write, read, send, recv, fork,
+ * and stream-accept, stream-connect, stream-send, stream-recv)
  * answer `pending` at once and `done` whenever they complete, so a blocked
  * accept or a pending receive never holds later requests back.  Replies of
  * different requests may therefore interleave; match them by ID.
@@ -116,6 +117,43 @@
  *                                      local_qp=N peer_qp=N what="..."
  *                                      | err CODE (WSAENOTCONN: nothing
  *                                      failed yet)
+ *   stream-socket NAME                 nsw_socket (nicsim_switch.h): a stream
+ *                                      socket of the switch, named NAME
+ *                                      ok | err ENAME (an errno's name)
+ *   stream-bind SOCK ADDR PORT         nsw_bind                  ok | err E
+ *   stream-listen SOCK BACKLOG PATH    NSW_PATH (PATH: auto, read or write;
+ *                                      accepted sockets take it), then
+ *                                      nsw_listen (BACKLOG 0: 8)  ok | err E
+ *   stream-accept SOCK NAME            nsw_accept on a thread; the new stream
+ *                                      socket is named NAME   pending, done ok
+ *                                      sock=NAME peer=ADDR:PORT | done err E
+ *   stream-connect SOCK ADDR PORT PATH NSW_PATH (unless auto), then
+ *                                      nsw_connect, on a thread  pending,
+ *                                      done ok | done err E
+ *   stream-send SOCK BUF OFF LEN       nsw_send on a thread until every byte
+ *                                      is taken   pending, done ok bytes=N |
+ *                                      done err E bytes=N (taken before E)
+ *   stream-recv SOCK BUF OFF LEN       nsw_recv (MSG_WAITALL) on a thread
+ *                                      until the range is full   pending,
+ *                                      done ok bytes=N | done err EOF bytes=N
+ *                                      (the end of the stream came first) |
+ *                                      done err E bytes=N
+ *   stream-shutdown SOCK read|write|both   nsw_shutdown          ok | err E
+ *   stream-close SOCK                  nsw_close, which ends the calls pending
+ *                                      on SOCK (EBADF); the name stays, and
+ *                                      later calls on it fail with EBADF
+ *                                      ok | err E
+ *   stream-info SOCK                   NSW_PATH and NSW_STATS: ok
+ *                                      path_out=P path_in=P bytes_sent=N
+ *                                      bytes_received=N msgs_sent=N
+ *                                      msgs_received=N large_sends=N
+ *                                      rdma_ops=N registrations=N
+ *                                      credit_updates=N credit_waits=N, P
+ *                                      read, write or none (no HELLO yet)
+ *     Stream sockets and sockets of the SPI share the names; a verb given
+ *     the other kind is refused (bad).  A forked child of an agent that
+ *     made a stream socket refuses the stream verbs (bad): the switch's
+ *     thread stays in the parent.
  *   munmap BUF                         munmap of a mapped mmap buffer's
  *                                      whole mapping             ok | err
  *   mmap BUF [fixed]                   a new zeroed anonymous mapping at the

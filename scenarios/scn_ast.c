@@ -42,6 +42,15 @@ static const struct {
     [SCN_V_REALLOC] = {"realloc", SCN_KIND_NONE, false},
     [SCN_V_FORK] = {"fork", SCN_KIND_HOST, false},
     [SCN_V_EXIT] = {"exit", SCN_KIND_NONE, false},
+    [SCN_V_STREAM_SOCKET] = {"stream-socket", SCN_KIND_STREAM, false},
+    [SCN_V_STREAM_BIND] = {"stream-bind", SCN_KIND_NONE, false},
+    [SCN_V_STREAM_LISTEN] = {"stream-listen", SCN_KIND_NONE, false},
+    [SCN_V_STREAM_ACCEPT] = {"stream-accept", SCN_KIND_STREAM, true},
+    [SCN_V_STREAM_CONNECT] = {"stream-connect", SCN_KIND_OP, true},
+    [SCN_V_STREAM_SEND] = {"stream-send", SCN_KIND_OP, true},
+    [SCN_V_STREAM_RECV] = {"stream-recv", SCN_KIND_OP, true},
+    [SCN_V_STREAM_SHUTDOWN] = {"stream-shutdown", SCN_KIND_NONE, false},
+    [SCN_V_STREAM_CLOSE] = {"stream-close", SCN_KIND_NONE, false},
 };
 
 const char *scn_verb_name(enum scn_verb verb)
@@ -69,15 +78,27 @@ bool scn_verb_async(enum scn_verb verb)
 	return verb > 0 && verb < SCN_VERB_COUNT_ && verbs[verb].async;
 }
 
+bool scn_verb_stream(enum scn_verb verb)
+{
+	return verb >= SCN_V_STREAM_SOCKET && verb <= SCN_V_STREAM_CLOSE;
+}
+
 const char *scn_kind_name(enum scn_kind kind)
 {
 	static const char *const names[SCN_KIND_COUNT_] = {
-	    [SCN_KIND_NONE] = "nothing",  [SCN_KIND_SOCKET] = "socket",
-	    [SCN_KIND_HANDLE] = "handle", [SCN_KIND_DESC] = "descriptor",
-	    [SCN_KIND_OP] = "operation",  [SCN_KIND_BUFFER] = "buffer",
-	    [SCN_KIND_HOST] = "host",     [SCN_KIND_PROGRAM] = "program",
-	    [SCN_KIND_NIC] = "NIC",       [SCN_KIND_FAULT] = "fault",
-	    [SCN_KIND_MARK] = "mark",     [SCN_KIND_PARAM] = "parameter",
+	    [SCN_KIND_NONE] = "nothing",
+	    [SCN_KIND_SOCKET] = "socket",
+	    [SCN_KIND_HANDLE] = "handle",
+	    [SCN_KIND_DESC] = "descriptor",
+	    [SCN_KIND_OP] = "operation",
+	    [SCN_KIND_BUFFER] = "buffer",
+	    [SCN_KIND_HOST] = "host",
+	    [SCN_KIND_PROGRAM] = "program",
+	    [SCN_KIND_NIC] = "NIC",
+	    [SCN_KIND_FAULT] = "fault",
+	    [SCN_KIND_MARK] = "mark",
+	    [SCN_KIND_PARAM] = "parameter",
+	    [SCN_KIND_STREAM] = "stream socket",
 	};
 
 	return kind >= 0 && kind < SCN_KIND_COUNT_ ? names[kind] : "?";
@@ -123,6 +144,7 @@ const char *scn_stmt_kind_name(enum scn_stmt_kind kind)
 	    [SCN_EXPECT_REFUSAL] = "expect refusal",
 	    [SCN_EXPECT_FRAMES] = "expect frames",
 	    [SCN_EXPECT_OUTPUT] = "expect output",
+	    [SCN_EXPECT_STREAM] = "expect stream",
 	};
 
 	return kind > 0 && kind < SCN_STMT_KIND_COUNT_ ? names[kind] : "?";
@@ -213,6 +235,33 @@ const char *scn_wsa_name(int code)
 		if (wsa_codes[i].code == code)
 			return wsa_codes[i].name;
 	return NULL;
+}
+
+int scn_errno_parse(const char *name, int *code)
+{
+	/* Every errno the C library names; Linux's run below 134. */
+	for (int e = 1; e < 256; e++) {
+		const char *n = strerrorname_np(e);
+
+		if (n && !strcmp(n, name)) {
+			*code = e;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+#define SCN_STAT_NAME(name) #name,
+const char *const scn_stream_stats[] = {SCN_STREAM_STATS(SCN_STAT_NAME)};
+#undef SCN_STAT_NAME
+const size_t scn_stream_nstats = ARRAY_SIZE(scn_stream_stats);
+
+int scn_stream_stat_index(const char *name)
+{
+	for (size_t i = 0; i < scn_stream_nstats; i++)
+		if (!strcmp(name, scn_stream_stats[i]))
+			return (int)i;
+	return -1;
 }
 
 static bool word_char(char c)

@@ -86,6 +86,7 @@ enum scn_kind {
 	SCN_KIND_FAULT,   /* `fault NAME ...` */
 	SCN_KIND_MARK,    /* `mark NAME` */
 	SCN_KIND_PARAM,   /* `param NAME = VALUE` */
+	SCN_KIND_STREAM,  /* `stream-socket -> s`, `stream-accept s -> c`: a switch socket */
 	SCN_KIND_COUNT_
 };
 
@@ -129,6 +130,7 @@ enum scn_stmt_kind {
 	SCN_EXPECT_REFUSAL, /* expect refusal NIC reason REASON [from NIC]  u.refusal */
 	SCN_EXPECT_FRAMES,  /* expect frames SRC -> DST FILTER... count CMP  u.frames */
 	SCN_EXPECT_OUTPUT,  /* expect PROGRAM output "TEXT"|/ERE/  u.output */
+	SCN_EXPECT_STREAM,  /* expect stream SOCK path [in|out] read|write | STAT CMP  u.stream */
 	SCN_STMT_KIND_COUNT_
 };
 
@@ -167,6 +169,16 @@ enum scn_verb {
 	SCN_V_REALLOC,        /* realloc BUF SIZE                    local, size */
 	SCN_V_FORK, /* fork -> HOST                        a child agent on the same NIC */
 	SCN_V_EXIT, /* exit CODE                           code */
+	/* The switch's stream sockets (nicsim_switch.h): results are errno names. */
+	SCN_V_STREAM_SOCKET,   /* stream-socket -> STREAM              nsw_socket */
+	SCN_V_STREAM_BIND,     /* stream-bind SOCK NIC PORT            sock, nic, port */
+	SCN_V_STREAM_LISTEN,   /* stream-listen SOCK [BACKLOG] [path P]   sock, backlog, path */
+	SCN_V_STREAM_ACCEPT,   /* stream-accept SOCK -> STREAM         sock */
+	SCN_V_STREAM_CONNECT,  /* stream-connect SOCK NIC PORT [path P]   sock, nic, port, path */
+	SCN_V_STREAM_SEND,     /* stream-send SOCK RANGE -> OP         sock, local: all of it */
+	SCN_V_STREAM_RECV,     /* stream-recv SOCK RANGE -> OP         sock, local: all of it */
+	SCN_V_STREAM_SHUTDOWN, /* stream-shutdown SOCK read|write|both   sock, how */
+	SCN_V_STREAM_CLOSE,    /* stream-close SOCK                    sock */
 	SCN_VERB_COUNT_
 };
 
@@ -179,8 +191,13 @@ enum scn_verb scn_verb_parse(const char *word);
 enum scn_kind scn_verb_makes(enum scn_verb verb);
 
 /* True when the agent runs the verb without blocking later requests
- * (accept, connect, write, read, send, recv): such a call may end in `&`. */
+ * (accept, connect, write, read, send, recv and their stream-* forms):
+ * such a call may end in `&`. */
 bool scn_verb_async(enum scn_verb verb);
+
+/* True for the switch's verbs (stream-*): they take stream sockets, and
+ * their results are errno names (ENOBUFS) rather than WSA codes. */
+bool scn_verb_stream(enum scn_verb verb);
 
 /* A piece of a buffer or a descriptor, as written after its name. */
 enum scn_range_form {
@@ -211,17 +228,34 @@ enum scn_advice {
 	SCN_ADV_REMOVE,
 };
 
-/* An expected result: `= ok` (the default), `= WSAE...`, `= any`. */
+/* An expected result: `= ok` (the default), `= WSAE...`, `= any`; for
+ * the stream-* calls `= ENOBUFS` (an errno name) and `= eof`. */
 enum scn_result_kind {
 	SCN_RES_OK = 0,
-	SCN_RES_WSA, /* wsa and wsa_name */
+	SCN_RES_WSA, /* code and name */
 	SCN_RES_ANY,
+	SCN_RES_ERRNO, /* code and name: an errno (105 for ENOBUFS) */
+	SCN_RES_EOF,   /* stream-recv: end-of-file came before the range was full */
 };
 
 struct scn_result {
 	enum scn_result_kind kind;
-	int wsa;                     /* the WSA code's value (10022 for WSAEINVAL) */
-	char wsa_name[SCN_NAME_MAX]; /* as written */
+	int code;                /* WSA: the code's value (10022 for WSAEINVAL); ERRNO: errno */
+	char name[SCN_NAME_MAX]; /* as written ("eof" for EOF) */
+};
+
+/* How a stream socket's data moves (NSW_PATH_*): `path read|write|auto`. */
+enum scn_path {
+	SCN_PATH_AUTO = 0, /* the switch reads when it can (NSW_PATH_READ is the same) */
+	SCN_PATH_READ,
+	SCN_PATH_WRITE,
+};
+
+/* stream-shutdown's direction. */
+enum scn_shut {
+	SCN_SHUT_READ = 0,
+	SCN_SHUT_WRITE,
+	SCN_SHUT_BOTH,
 };
 
 /* A comparison: `== N`, `!= N`, `< N`, `<= N`, `> N`, `>= N`, `in A..B`. */
@@ -290,6 +324,26 @@ enum scn_fault_end {
 int scn_wsa_parse(const char *name, int *code);
 const char *scn_wsa_name(int code);
 
+/* An errno by its name ("ENOBUFS" -> ENOBUFS), as the C library names them
+ * (strerrorname_np): 0 or -EINVAL. */
+int scn_errno_parse(const char *name, int *code);
+
+/* What `expect stream S STAT CMP` may name: the fields of struct
+ * nsw_stats, in its order; scn_stream_stat_index gives -1 for another. */
+#define SCN_STREAM_STATS(X) \
+	X(bytes_sent)       \
+	X(bytes_received)   \
+	X(msgs_sent)        \
+	X(msgs_received)    \
+	X(large_sends)      \
+	X(rdma_ops)         \
+	X(registrations)    \
+	X(credit_updates)   \
+	X(credit_waits)
+extern const char *const scn_stream_stats[];
+extern const size_t scn_stream_nstats;
+int scn_stream_stat_index(const char *name);
+
 /* ---- Per-kind arguments ---------------------------------------------------- */
 
 struct scn_nic {
@@ -341,6 +395,8 @@ struct scn_call {
 	enum scn_access access;    /* register, register-rdma */
 	enum scn_advice advice;    /* madvise */
 	int exit_code;             /* exit (0..255) */
+	enum scn_path path;        /* stream-listen, stream-connect */
+	enum scn_shut how;         /* stream-shutdown */
 };
 
 /* `desc NAME = BASE with FIELD VALUE` or `desc NAME = BASE truncated N`. */
@@ -443,6 +499,16 @@ struct scn_tpt {
 	enum scn_tpt_state state;
 };
 
+/* expect stream SOCK ( path [in|out] read|write | STAT CMP ) */
+struct scn_stream_exp {
+	char sock[SCN_NAME_MAX]; /* a stream socket */
+	bool path;               /* path ..., else STAT CMP */
+	bool in, out;            /* path: the directions named (both when neither is written) */
+	enum scn_path want;      /* path: SCN_PATH_READ or SCN_PATH_WRITE */
+	char stat[SCN_NAME_MAX]; /* STAT: a field of struct nsw_stats */
+	struct scn_cmp cmp;
+};
+
 struct scn_refusal {
 	char nic[SCN_NAME_MAX];    /* the NIC that refused */
 	char reason[SCN_NAME_MAX]; /* as written: stale-key, no-access ... (NIC_TPT_REASONS) */
@@ -493,6 +559,7 @@ struct scn_stmt {
 		struct scn_mem mem;
 		struct scn_tpt tpt;
 		struct scn_refusal refusal;
+		struct scn_stream_exp stream;
 	} u;
 };
 

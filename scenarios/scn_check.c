@@ -514,6 +514,73 @@ static void check_regex(struct checker *c, const struct scn_stmt *st, const stru
 	error(c, st, NULL, "/%s/ is not a valid extended regular expression: %s", o->text, why);
 }
 
+/*
+ * The socket of a call: a stream socket for the stream-* verbs, a socket
+ * of the SPI for the others.  The two are different things (a stream
+ * socket is the switch's, over SPI sockets of its own), so a mix-up says
+ * which calls the socket takes.
+ */
+static void use_sock(struct checker *c, const struct scn_stmt *st, enum scn_verb verb,
+		     const char *name)
+{
+	bool stream = scn_verb_stream(verb);
+	struct sym *y = lookup(c, name);
+	char w[SCN_WHERE];
+
+	if (y->name && stream && y->kind == SCN_KIND_SOCKET) {
+		error(c, st, name,
+		      "'%s' is a socket of the SPI (%s): %s takes a stream socket, made by "
+		      "stream-socket or stream-accept; the SPI's calls are %s",
+		      name, where(st, y->def, w, sizeof(w)), scn_verb_name(verb),
+		      scn_verb_name(verb) + strlen("stream-"));
+		return;
+	}
+	if (y->name && !stream && y->kind == SCN_KIND_STREAM) {
+		error(c, st, name,
+		      "'%s' is a stream socket (%s): its calls are stream-bind, stream-send, "
+		      "stream-recv ...; %s takes a socket of the SPI, made by socket or accept",
+		      name, where(st, y->def, w, sizeof(w)), scn_verb_name(verb));
+		return;
+	}
+	use(c, st, name, stream ? SCN_KIND_STREAM : SCN_KIND_SOCKET);
+}
+
+/*
+ * `= RESULT` fits the call: an SPI call gives WSA codes, a stream call
+ * errno names (the switch is BSD-shaped), and only stream-recv may meet
+ * the end of the stream.  st is the call or the wait that collects it.
+ */
+static void check_result(struct checker *c, const struct scn_stmt *st, enum scn_verb verb,
+			 const struct scn_result *res)
+{
+	const char *name = res->name;
+	char alt[SCN_NAME_MAX + 4];
+	bool near;
+	int code;
+
+	if (res->kind == SCN_RES_WSA && scn_verb_stream(verb)) {
+		near = !strncmp(name, "WSA", 3) && !scn_errno_parse(name + 3, &code);
+		error(c, st, name,
+		      "%s is a stream call: its result is an errno name (ENOBUFS, ECONNRESET "
+		      "...), not a WSA code%s%s%s",
+		      scn_verb_name(verb), near ? "; did you mean '" : "", near ? name + 3 : "",
+		      near ? "'?" : "");
+	} else if (res->kind == SCN_RES_ERRNO && !scn_verb_stream(verb)) {
+		snprintf(alt, sizeof(alt), "WSA%s", name);
+		near = !scn_wsa_parse(alt, &code);
+		error(c, st, name,
+		      "%s is a call of the SPI: its result is a WSA code (WSAENOBUFS ...), not "
+		      "an errno name%s%s%s",
+		      scn_verb_name(verb), near ? "; did you mean '" : "", near ? alt : "",
+		      near ? "'?" : "");
+	} else if (res->kind == SCN_RES_EOF && verb != SCN_V_STREAM_RECV) {
+		error(c, st, "eof",
+		      "'= eof' is the result of a stream-recv that met the end of the stream, "
+		      "not of %s",
+		      scn_verb_name(verb));
+	}
+}
+
 static void check_call(struct checker *c, const struct scn_stmt *st)
 {
 	const struct scn_call *k = &st->u.call;
@@ -521,7 +588,8 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	enum scn_kind makes = scn_verb_makes(k->verb);
 
 	if (k->sock[0])
-		use(c, st, k->sock, SCN_KIND_SOCKET);
+		use_sock(c, st, k->verb, k->sock);
+	check_result(c, st, k->verb, &st->result);
 	if (k->nic[0])
 		use(c, st, k->nic, SCN_KIND_NIC);
 	switch (k->verb) {
@@ -571,8 +639,8 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 		error(c, st, NULL,
 		      "'&' needs '-> NAME', so that a later 'wait NAME' collects the result");
 	/* Later steps can reach a socket, a handle or a host only by its name. */
-	if (!st->name[0] &&
-	    (makes == SCN_KIND_SOCKET || makes == SCN_KIND_HANDLE || makes == SCN_KIND_HOST))
+	if (!st->name[0] && (makes == SCN_KIND_SOCKET || makes == SCN_KIND_HANDLE ||
+			     makes == SCN_KIND_HOST || makes == SCN_KIND_STREAM))
 		error(c, st, NULL, "'%s' makes a %s: name it with '-> NAME'",
 		      scn_verb_name(k->verb), scn_kind_name(makes));
 	if (k->verb == SCN_V_BUFFER) {
@@ -717,6 +785,8 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 			      where(st, y->collected, w, sizeof(w)));
 		} else {
 			y->collected = st;
+			if (y->def->kind == SCN_CALL)
+				check_result(c, st, y->def->u.call.verb, &st->result);
 		}
 		break;
 	case SCN_WAIT_EXIT: use2(c, st, st->u.exit.target, SCN_KIND_PROGRAM, SCN_KIND_HOST); break;
@@ -750,6 +820,7 @@ static void check_stmt(struct checker *c, const struct scn_stmt *st)
 			    "'expect tpt %s entries CMP of HOST'",
 			    st->u.tpt.nic, st->u.tpt.desc, st->u.tpt.desc, st->u.tpt.nic);
 		break;
+	case SCN_EXPECT_STREAM: use(c, st, st->u.stream.sock, SCN_KIND_STREAM); break;
 	case SCN_EXPECT_REFUSAL:
 		use(c, st, st->u.refusal.nic, SCN_KIND_NIC);
 		if (st->u.refusal.from[0])

@@ -887,6 +887,88 @@ out:
 	return rc;
 }
 
+/* ---- Stream sockets ----------------------------------------------------------------- */
+
+#define STREAM_INFO_MS 5000
+
+/*
+ * expect stream SOCK ...: the switch's own account of the socket, asked of
+ * the host that made it (`stream-info`: NSW_PATH and NSW_STATS).
+ */
+static int expect_stream(struct scn_runner *r, const struct scn_stmt *st)
+{
+	const struct scn_stream_exp *e = &st->u.stream;
+	struct scn_rt_op *made = scn_rt_op(r, e->sock);
+	char line[SCN_AGENT_LINE_MAX], val[32], want[64];
+	struct scn_rt_host *h = made ? made->host : NULL;
+	struct scn_reply rep;
+	int rc;
+
+	if (!h || !made->done || made->code[0]) {
+		scn_fail(r, st, "%s is not a stream socket an earlier step made", e->sock);
+		return -ENOENT;
+	}
+	if (h->gone || !h->agent) {
+		scn_fail(r, st, "host %s, whose stream socket %s is, has ended", h->name, e->sock);
+		return -EPIPE;
+	}
+	rc =
+	    scn_agent_call(h->agent, line, sizeof(line), STREAM_INFO_MS, "stream-info %s", e->sock);
+	if (rc < 0) {
+		scn_fail(r, st, "host %s did not say what stream socket %s did: %s", h->name,
+			 e->sock, strerror(-rc));
+		return rc;
+	}
+	if (scn_reply_parse(line, &rep) || rep.kind != SCN_REPLY_OK) {
+		scn_fail(r, st, "host %s cannot say what stream socket %s did: %.300s", h->name,
+			 e->sock, line);
+		return -EIO;
+	}
+	if (e->path) {
+		const char *w = e->want == SCN_PATH_READ ? "read" : "write";
+		char in[16] = "", out[16] = "";
+
+		if (!scn_reply_get(&rep, "path_in", in, sizeof(in)) ||
+		    !scn_reply_get(&rep, "path_out", out, sizeof(out))) {
+			scn_fail(r, st, "host %s answered stream-info without the paths: %.300s",
+				 h->name, line);
+			return -EIO;
+		}
+		if ((!e->in || !strcmp(in, w)) && (!e->out || !strcmp(out, w)))
+			return 0;
+		scn_fail(r, st,
+			 "stream socket %s of %s sends by the %s path and receives by the %s "
+			 "path",
+			 e->sock, h->name, out, in);
+		if (e->out)
+			scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "path out: %s", w);
+		if (e->in)
+			scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "path in: %s", w);
+		scn_outcome_add(r->out->found, sizeof(r->out->found), "path out: %s, path in: %s",
+				out, in);
+		scn_outcome_add(r->out->detail, sizeof(r->out->detail),
+				"the paths are those the two HELLOs chose (none: not connected "
+				"yet, or no HELLO from the peer)");
+		return -EINVAL;
+	}
+	if (!scn_reply_get(&rep, e->stat, val, sizeof(val))) {
+		scn_fail(r, st, "host %s answered stream-info without %s: %.300s", h->name, e->stat,
+			 line);
+		return -EIO;
+	}
+	if (scn_cmp_holds(&e->cmp, strtoull(val, NULL, 10)))
+		return 0;
+	cmp_text(&e->cmp, want, sizeof(want));
+	scn_fail(r, st, "stream socket %s of %s: %s is %s, not %s", e->sock, h->name, e->stat, val,
+		 want);
+	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "%s: %s", e->stat, want);
+	scn_outcome_add(r->out->found, sizeof(r->out->found), "%s: %s", e->stat, val);
+	/* Every statistic, for what the switch did besides. */
+	scn_outcome_add(r->out->detail, sizeof(r->out->detail), "NSW_STATS of %s: %.400s", e->sock,
+			rep.rest ? rep.rest : "");
+	return -EINVAL;
+}
+
 int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st)
 {
 	switch (st->kind) {
@@ -895,6 +977,7 @@ int scn_expect_step(struct scn_runner *r, const struct scn_stmt *st)
 	case SCN_WAIT_COUNTER:
 	case SCN_EXPECT_COUNTER: return counter_step(r, st);
 	case SCN_EXPECT_REFUSAL: return expect_refusal(r, st);
+	case SCN_EXPECT_STREAM: return expect_stream(r, st);
 	case SCN_WAIT_FRAME:
 	case SCN_SETTLE:
 	case SCN_EXPECT_FRAMES: return frames_step(r, st);

@@ -15,7 +15,8 @@
  * whole number with an optional B/KiB/MiB/GiB/K/M/G, T a number (decimals
  * allowed) with ns/us/ms/s, PCT a number with an optional %, STR a "string"
  * with \" \\ \n \t \xHH escapes, RE a /regex/ (\/ for a slash), ADDR a
- * dotted quad in 198.18.0.0/15, WSACODE a name such as WSAEINVAL):
+ * dotted quad in 198.18.0.0/15, WSACODE a name such as WSAEINVAL, ERRNO an
+ * errno's name such as ENOBUFS):
  *
  *   file      = { line } ;
  *   line      = [ stmt ] [ "#" comment ] newline ;   (a trailing \ joins lines)
@@ -56,12 +57,19 @@
  *             | ( "send" | "recv" ) NAME range | "close" NAME | "cleanup"
  *             | "cache-callback" range | "munmap" NAME | "mmap" NAME
  *             | ( "mremap" | "realloc" ) NAME SIZE | "madvise" range advice
- *             | "free" NAME | "fork" | "exit" N ;
+ *             | "free" NAME | "fork" | "exit" N
+ *             | "stream-socket" | "stream-bind" NAME NAME N
+ *             | "stream-listen" NAME [ N ] [ path ] | "stream-accept" NAME
+ *             | "stream-connect" NAME NAME N [ path ]
+ *             | ( "stream-send" | "stream-recv" ) NAME range
+ *             | "stream-shutdown" NAME ( "read" | "write" | "both" )
+ *             | "stream-close" NAME ;
+ *   path      = "path" ( "read" | "write" | "auto" ) ;
  *   range     = NAME [ "[" SIZE ".." [ SIZE ] "]" | "[" SIZE "]" ] ;
  *   access    = "read" | "write" | "readwrite" ;
  *   advice    = "dontneed" | "free" | "remove" ;
  *   pattern   = "zero" | "seq" N | "random" N | "byte" N ;
- *   result    = "ok" | "any" | WSACODE ;
+ *   result    = "ok" | "any" | WSACODE | ERRNO | "eof" ;
  *   dfield    = ( "rkey" | "magic" | "version" ) N | ( "va" | "len" ) [ "+" | "-" ] SIZE
  *             | "nic" NAME | "access" ( access | N ) ;
  *   wait      = "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp | "frame" filter
@@ -71,6 +79,7 @@
  *             | "counter" COUNTER [ "delta" [ "from" NAME ] ] cmp
  *             | "refusal" NAME "reason" NAME [ "from" NAME ] [ "since" NAME ]
  *             | "frames" filter "count" cmp
+ *             | "stream" NAME ( "path" [ "in" | "out" ] ( "read" | "write" ) | NAME cmp )
  *             | NAME "output" ( STR | RE )
  *             | NAME range ( "==" pattern | "==" NAME range | "unchanged" | "checksum" N ) ;
  *   tptstate  = "valid" | "invalid" | "free" ;
@@ -561,19 +570,48 @@ static int get_result(struct parser *p, struct scn_result *r)
 		r->kind = SCN_RES_ANY;
 		return 0;
 	}
+	if (accept_word(p, "eof")) {
+		r->kind = SCN_RES_EOF;
+		snprintf(r->name, sizeof(r->name), "eof");
+		return 0;
+	}
 	if (t->type != SCN_TOK_WORD)
-		return expected(p, "a result: ok, any or a WSA code such as WSAEINVAL");
-	if (scn_wsa_parse(t->text, &r->wsa)) {
-		static const char *const some[] = {"WSAEINVAL",     "WSAEFAULT",   "WSAENOBUFS",
-						   "WSAECONNRESET", "WSAENETDOWN", NULL};
+		return expected(p, "a result: ok, any, a WSA code such as WSAEINVAL, or for a "
+				   "stream call an errno name such as ENOBUFS or eof");
+	if (!scn_wsa_parse(t->text, &r->code)) {
+		r->kind = SCN_RES_WSA;
+	} else if (!scn_errno_parse(t->text, &r->code)) {
+		r->kind = SCN_RES_ERRNO;
+	} else {
+		static const char *const some[] = {
+		    "WSAEINVAL", "WSAEFAULT",  "WSAENOBUFS", "WSAECONNRESET", "WSAENETDOWN",
+		    "ENOBUFS",   "ECONNRESET", "EPIPE",      "ENOTCONN",      NULL};
 		const char *near = scn_nearest(t->text, some, 0);
 
-		return err_at(p, t, "unknown result '%s'%s%s%s (ok, any or a WSA code)", t->text,
-			      near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+		return err_at(p, t,
+			      "unknown result '%s'%s%s%s (ok, any, a WSA code, or for a stream "
+			      "call an errno name or eof)",
+			      t->text, near ? "; did you mean '" : "", near ? near : "",
+			      near ? "'?" : "");
 	}
-	r->kind = SCN_RES_WSA;
-	snprintf(r->wsa_name, sizeof(r->wsa_name), "%s", t->text);
+	snprintf(r->name, sizeof(r->name), "%s", t->text);
 	p->ti++;
+	return 0;
+}
+
+/* [ "path" ( "read" | "write" | "auto" ) ] */
+static int get_path_opt(struct parser *p, enum scn_path *path)
+{
+	if (!accept_word(p, "path"))
+		return 0;
+	if (accept_word(p, "read"))
+		*path = SCN_PATH_READ;
+	else if (accept_word(p, "write"))
+		*path = SCN_PATH_WRITE;
+	else if (accept_word(p, "auto"))
+		*path = SCN_PATH_AUTO;
+	else
+		return expected(p, "a path: read, write or auto");
 	return 0;
 }
 
@@ -897,7 +935,7 @@ static int get_trailers(struct parser *p, struct scn_stmt *st, bool name_ok, boo
 		} else if (is_punct(t, "&")) {
 			return err_at(p, t,
 				      "'&' is for calls that complete later (accept, connect, "
-				      "write, read, send, recv)");
+				      "write, read, send, recv and their stream- forms)");
 		} else {
 			return expected(p, "the end of the statement");
 		}
@@ -1347,7 +1385,49 @@ static int parse_call(struct parser *p)
 		rc = get_u64(p, "an exit status (0..255)", 255, &v);
 		c->exit_code = (int)v;
 		break;
-	default: break; /* startup, socket, cleanup, fork: no arguments */
+	case SCN_V_STREAM_BIND:
+	case SCN_V_STREAM_CONNECT:
+		rc = (get_name(p, "a stream socket", c->sock, NULL) ||
+		      get_name(p, "a NIC", c->nic, NULL) ||
+		      get_u64(p, "a port (0..65535)", 65535, &v))
+			 ? -EINVAL
+			 : 0;
+		c->port = (uint32_t)v;
+		if (!rc && c->verb == SCN_V_STREAM_CONNECT)
+			rc = get_path_opt(p, &c->path);
+		break;
+	case SCN_V_STREAM_LISTEN:
+		rc = get_name(p, "a stream socket", c->sock, NULL);
+		if (!rc && peek(p)->type == SCN_TOK_NUM) {
+			rc = get_u64(p, "a backlog", 65535, &v);
+			c->backlog = (uint32_t)v;
+		}
+		if (!rc)
+			rc = get_path_opt(p, &c->path);
+		break;
+	case SCN_V_STREAM_ACCEPT:
+	case SCN_V_STREAM_CLOSE: rc = get_name(p, "a stream socket", c->sock, NULL); break;
+	case SCN_V_STREAM_SEND:
+	case SCN_V_STREAM_RECV:
+		rc = (get_name(p, "a stream socket", c->sock, NULL) ||
+		      get_range(p, "a buffer", false, &c->local))
+			 ? -EINVAL
+			 : 0;
+		break;
+	case SCN_V_STREAM_SHUTDOWN:
+		rc = get_name(p, "a stream socket", c->sock, NULL);
+		if (rc)
+			break;
+		if (accept_word(p, "read"))
+			c->how = SCN_SHUT_READ;
+		else if (accept_word(p, "write"))
+			c->how = SCN_SHUT_WRITE;
+		else if (accept_word(p, "both"))
+			c->how = SCN_SHUT_BOTH;
+		else
+			rc = expected(p, "what to shut down: read, write or both");
+		break;
+	default: break; /* startup, socket, cleanup, fork, stream-socket: no arguments */
 	}
 	if (rc)
 		return rc;
@@ -1729,7 +1809,8 @@ static int get_mem(struct parser *p, struct scn_mem *m)
 	const struct scn_tok *t;
 	uint64_t v;
 
-	if (get_name(p, "tpt, counter, refusal, frames, a program or a host", m->host, NULL) ||
+	if (get_name(p, "tpt, counter, refusal, frames, stream, a program or a host", m->host,
+		     NULL) ||
 	    get_range(p, "a buffer", false, &m->range))
 		return -EINVAL;
 	if (accept_word(p, "unchanged")) {
@@ -1757,12 +1838,52 @@ static int get_mem(struct parser *p, struct scn_mem *m)
 	return 0;
 }
 
+/* stream SOCK ( "path" [ "in" | "out" ] ( "read" | "write" ) | STAT CMP ) */
+static int get_stream_exp(struct parser *p, struct scn_stream_exp *e)
+{
+	const struct scn_tok *t;
+
+	if (get_name(p, "a stream socket", e->sock, NULL))
+		return -EINVAL;
+	if (accept_word(p, "path")) {
+		e->path = true;
+		if (accept_word(p, "in"))
+			e->in = true;
+		else if (accept_word(p, "out"))
+			e->out = true;
+		else
+			e->in = e->out = true;
+		if (accept_word(p, "read"))
+			e->want = SCN_PATH_READ;
+		else if (accept_word(p, "write"))
+			e->want = SCN_PATH_WRITE;
+		else
+			return expected(p, "a path: read or write");
+		return 0;
+	}
+	t = peek(p);
+	if (get_name(p, "'path' or a statistic (large_sends, registrations ...)", e->stat, NULL))
+		return -EINVAL;
+	if (scn_stream_stat_index(e->stat) < 0) {
+		const char *near = scn_nearest(e->stat, scn_stream_stats, scn_stream_nstats);
+
+		return err_at(p, t,
+			      "unknown statistic '%s'%s%s%s (NSW_STATS: bytes_sent, "
+			      "bytes_received, msgs_sent, msgs_received, large_sends, rdma_ops, "
+			      "registrations, credit_updates, credit_waits), or 'path'",
+			      e->stat, near ? "; did you mean '" : "", near ? near : "",
+			      near ? "'?" : "");
+	}
+	return get_cmp(p, &e->cmp);
+}
+
 static int parse_expect(struct parser *p, const struct keyword *k)
 {
-	static const char *const words[] = {"tpt", "counter", "refusal", "frames"};
+	static const char *const words[] = {"tpt", "counter", "refusal", "frames", "stream"};
 	static const enum scn_stmt_kind kinds[] = {SCN_EXPECT_TPT, SCN_EXPECT_COUNTER,
-						   SCN_EXPECT_REFUSAL, SCN_EXPECT_FRAMES};
-	enum scn_stmt_kind kind = sub_kind(p, words, kinds, 4, SCN_EXPECT_OUTPUT, SCN_EXPECT_MEM);
+						   SCN_EXPECT_REFUSAL, SCN_EXPECT_FRAMES,
+						   SCN_EXPECT_STREAM};
+	enum scn_stmt_kind kind = sub_kind(p, words, kinds, 5, SCN_EXPECT_OUTPUT, SCN_EXPECT_MEM);
 	struct scn_stmt *st = stmt_new(p, kind);
 	int rc;
 
@@ -1781,6 +1902,7 @@ static int parse_expect(struct parser *p, const struct keyword *k)
 			 : 0;
 		break;
 	case SCN_EXPECT_OUTPUT: rc = get_program_output(p, &st->u.output); break;
+	case SCN_EXPECT_STREAM: rc = get_stream_exp(p, &st->u.stream); break;
 	default: rc = get_mem(p, &st->u.mem); break;
 	}
 	return rc ? rc : stmt_keep(p, st);

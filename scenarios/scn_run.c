@@ -1068,6 +1068,11 @@ static const char *access_word(enum scn_access a)
 	return a == SCN_ACCESS_READ ? "read" : a == SCN_ACCESS_WRITE ? "write" : "readwrite";
 }
 
+static const char *path_word(enum scn_path p)
+{
+	return p == SCN_PATH_READ ? "read" : p == SCN_PATH_WRITE ? "write" : "auto";
+}
+
 static const char *advice_word(enum scn_advice a)
 {
 	return a == SCN_ADV_FREE ? "free" : a == SCN_ADV_REMOVE ? "remove" : "dontneed";
@@ -1189,6 +1194,42 @@ static int call_line(struct scn_runner *r, const struct scn_stmt *st, char *line
 			 c->local.name, (unsigned long long)c->size);
 		break;
 	case SCN_V_EXIT: snprintf(line, size, "exit %d", c->exit_code); break;
+	case SCN_V_STREAM_SOCKET: snprintf(line, size, "stream-socket %s", st->name); break;
+	case SCN_V_STREAM_BIND:
+	case SCN_V_STREAM_CONNECT:
+		nic = scn_rt_nic(r, c->nic);
+		if (!nic) {
+			scn_fail(r, st, "%s is not a NIC of this scenario", c->nic);
+			return -ENOENT;
+		}
+		if (c->verb == SCN_V_STREAM_BIND)
+			snprintf(line, size, "stream-bind %s %s %u", c->sock, nic->addr_str,
+				 c->port);
+		else
+			snprintf(line, size, "stream-connect %s %s %u %s", c->sock, nic->addr_str,
+				 c->port, path_word(c->path));
+		break;
+	case SCN_V_STREAM_LISTEN:
+		snprintf(line, size, "stream-listen %s %u %s", c->sock, c->backlog,
+			 path_word(c->path));
+		break;
+	case SCN_V_STREAM_ACCEPT:
+		snprintf(line, size, "stream-accept %s %s", c->sock, st->name);
+		break;
+	case SCN_V_STREAM_SEND:
+	case SCN_V_STREAM_RECV:
+		if (range_of(r, st, &c->local, &off, &len))
+			return -EINVAL;
+		snprintf(line, size, "%s %s %s %llu %llu", scn_verb_name(c->verb), c->sock,
+			 c->local.name, (unsigned long long)off, (unsigned long long)len);
+		break;
+	case SCN_V_STREAM_SHUTDOWN:
+		snprintf(line, size, "stream-shutdown %s %s", c->sock,
+			 c->how == SCN_SHUT_READ    ? "read"
+			 : c->how == SCN_SHUT_WRITE ? "write"
+						    : "both");
+		break;
+	case SCN_V_STREAM_CLOSE: snprintf(line, size, "stream-close %s", c->sock); break;
 	default: scn_fail(r, st, "the runner does not know verb %d", (int)c->verb); return -EINVAL;
 	}
 	return 0;
@@ -1285,7 +1326,7 @@ static bool op_replied(struct scn_runner *r, void *arg)
 
 static const char *result_text(const struct scn_result *res)
 {
-	return res->kind == SCN_RES_OK ? "ok" : res->kind == SCN_RES_ANY ? "any" : res->wsa_name;
+	return res->kind == SCN_RES_OK ? "ok" : res->kind == SCN_RES_ANY ? "any" : res->name;
 }
 
 /* Compare a finished operation with the result the statement wants
@@ -1312,9 +1353,14 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 		scn_fail(r, st, "the host agent refused the request: %s", op->reply);
 		return -EINVAL;
 	}
+	/* A stream-recv that met the end of the stream says EOF. */
 	if (want->kind == SCN_RES_ANY || (want->kind == SCN_RES_OK && !op->code[0]) ||
-	    (want->kind == SCN_RES_WSA && !strcmp(op->code, want->wsa_name)))
+	    ((want->kind == SCN_RES_WSA || want->kind == SCN_RES_ERRNO) &&
+	     !strcmp(op->code, want->name)) ||
+	    (want->kind == SCN_RES_EOF && !strcmp(op->code, "EOF")))
 		return 0;
+	if (!strcmp(got, "EOF"))
+		got = "eof";
 	scn_fail(r, st, "%s: the call returned %s, not %s", op->host->name, got, result_text(want));
 	scn_outcome_add(r->out->wanted, sizeof(r->out->wanted), "result: %s", result_text(want));
 	scn_outcome_add(r->out->found, sizeof(r->out->found), "result: %s%s%s", got,
@@ -1322,10 +1368,25 @@ static int op_check(struct scn_runner *r, const struct scn_stmt *st, struct scn_
 	return -EINVAL;
 }
 
+/* Whether an `unchanged` expectation of the script names buffer name: a
+ * copy of a buffer is of use to those only, and reading one (a MiB takes
+ * a thousand peeks) would slow every large receive down. */
+static bool unchanged_wanted(const struct scn_runner *r, const char *name)
+{
+	for (size_t i = 0; i < r->script->nstmts; i++) {
+		const struct scn_stmt *st = &r->script->stmts[i];
+
+		if (st->kind == SCN_EXPECT_MEM && st->u.mem.check == SCN_MEM_UNCHANGED &&
+		    !strcmp(st->u.mem.range.name, name))
+			return true;
+	}
+	return false;
+}
+
 /*
  * After a call ended: when it was one that writes into a buffer of its own
- * host (recv, read, madvise, mmap, mremap, realloc), keep a copy of what
- * it may have written, which `unchanged` wants from then on.
+ * host (recv, read, madvise, mmap, mremap, realloc and stream-recv), keep a
+ * copy of what it may have written, which `unchanged` wants from then on.
  */
 static void snapshot_written(struct scn_runner *r, const struct scn_rt_op *op)
 {
@@ -1333,10 +1394,11 @@ static void snapshot_written(struct scn_runner *r, const struct scn_rt_op *op)
 	struct scn_rt_buf *b = scn_rt_buf(r, c->local.name);
 	uint64_t off = 0, len;
 
-	if (!op->done || op->bad || !b || b->host != op->host)
+	if (!op->done || op->bad || !b || b->host != op->host || !unchanged_wanted(r, b->name))
 		return;
 	switch (c->verb) {
 	case SCN_V_RECV:
+	case SCN_V_STREAM_RECV:
 	case SCN_V_READ:
 	case SCN_V_MADVISE:
 		if (range_of(r, NULL, &c->local, &off, &len))

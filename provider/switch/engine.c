@@ -521,10 +521,15 @@ static void ix_landed(struct sw_sock *sk)
 
 /* ---- Large transfers out (this side is the source) ----------------------------- */
 
-/* The transfer out is over: release its registration, wake its sender. */
+/* The transfer out is over: release its registration, wake its sender.
+ * A transfer that was active moved all of its RDMA part (a failed one
+ * ends in sw_teardown, not here): those bytes are sent too. */
 static void ox_end(struct sw_sock *sk)
 {
 	int e;
+
+	if (sk->ox.active)
+		sk->stats.bytes_sent += sk->ox.len;
 
 	if (sk->ox.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);

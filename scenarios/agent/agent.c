@@ -226,7 +226,8 @@ bool agent_op_pending(const struct agent *a, unsigned long long id)
 bool agent_op_names(const struct agent *a, const char *name)
 {
 	for (const struct agent_op *op = a->ops; op; op = op->next)
-		if (op->kind == OP_ACCEPT && !strcmp(op->name, name))
+		if ((op->kind == OP_ACCEPT || op->kind == OP_STREAM) && op->name[0] &&
+		    !strcmp(op->name, name))
 			return true;
 	return false;
 }
@@ -267,6 +268,7 @@ void agent_become_child(struct agent *a, int chan)
 	while (a->n_passed)
 		close(agent_take_passed(a));
 	a->startups = 0;
+	a->stream_parent = a->stream_parent || a->stream_used;
 	a->ops = NULL;
 	while (op) {
 		struct agent_op *next = op->next;
@@ -488,6 +490,9 @@ static void finish(struct agent *a)
 {
 	int err;
 
+	/* Stream sockets first: closing them ends the calls their workers
+	 * block in, and sends on what the scenario sent (a graceful close). */
+	stream_close_all(a);
 	while (a->startups > 0) {
 		WSPCleanup(&err);
 		a->startups--;
@@ -500,7 +505,8 @@ static void finish(struct agent *a)
 			/* The child is a host of its own: stop waiting for it. */
 			pthread_cancel(op->thread);
 			pthread_join(op->thread, NULL);
-		} else if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT) {
+		} else if (op->kind == OP_ACCEPT || op->kind == OP_CONNECT ||
+			   op->kind == OP_STREAM) {
 			struct timespec until;
 
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -547,5 +553,12 @@ int main(int argc, char **argv)
 	if (a.exit_status >= 0)
 		_exit(a.exit_status); /* `exit N`: as a process that exits, without cleanup */
 	finish(&a);
+	/* A child forked from an agent whose switch had started inherited the
+	 * switch's exit handler (closing its sockets) but not its thread:
+	 * leave without running it. */
+	if (a.stream_parent) {
+		fflush(NULL);
+		_exit(0);
+	}
 	return 0;
 }

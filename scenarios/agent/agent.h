@@ -10,8 +10,9 @@
  * pending operations, each with a descriptor that becomes readable when it
  * completes: the eventfd the provider signals (WSAOVERLAPPED.hEvent), the
  * eventfd a worker thread signals after its blocking WSPAccept,
- * WSPConnect or waitpid (of a forked child) returned.  The main loop polls fd 0
- * and those descriptors together.  Worker threads touch only their own
+ * WSPConnect, waitpid (of a forked child) or call of the switch's stream
+ * sockets (nsw_accept, nsw_connect, nsw_send, nsw_recv) returned.  The
+ * main loop polls fd 0 and those descriptors together.  Worker threads touch only their own
  * operation; replies are written by the main thread alone.
  *
  * Names (sockets, buffers, registration handles) are the runner's: each
@@ -38,9 +39,12 @@
 #define AGENT_ARGS_MAX 16  /* words of a request after its verb */
 #define AGENT_PASSED_MAX 8 /* channel descriptors received and not yet used */
 
+/* A socket: the SPI's (s), or a stream socket of the switch (stream, fd). */
 struct agent_sock {
 	char name[AGENT_NAME_MAX];
 	SOCKET s;
+	bool stream; /* a stream socket (nicsim_switch.h): fd, and s is INVALID_SOCKET */
+	int fd;      /* the stream socket's descriptor; -1 once stream-close closed it */
 };
 
 enum agent_buf_kind { BUF_MMAP, BUF_MALLOC };
@@ -65,7 +69,10 @@ struct agent_reg {
 	bool released; /* deregistered through this name */
 };
 
-enum agent_op_kind { OP_OVERLAPPED, OP_ACCEPT, OP_CONNECT, OP_FORK };
+enum agent_op_kind { OP_OVERLAPPED, OP_ACCEPT, OP_CONNECT, OP_FORK, OP_STREAM };
+
+/* What an OP_STREAM worker does: one blocking call of the switch. */
+enum agent_stream_call { SC_ACCEPT, SC_CONNECT, SC_SEND, SC_RECV };
 
 struct agent_op {
 	struct agent_op *next;
@@ -84,6 +91,15 @@ struct agent_op {
 	char name[AGENT_NAME_MAX]; /* accept: the new socket's name */
 	pid_t pid;                 /* OP_FORK: the child, reaped by the thread */
 	int status;                /* OP_FORK: its wait status, or a negative errno */
+	/* OP_STREAM: the call on stream socket sfd, and how it ended (err: an
+	 * errno, 0 for success; eof: a receive met the end of the stream). */
+	enum agent_stream_call call;
+	int sfd;
+	int path; /* connect: NSW_PATH to set first, 0 for none */
+	int accepted_fd;
+	uint8_t *p; /* send, recv: the range, and the bytes moved so far */
+	size_t len, moved;
+	bool eof;
 };
 
 struct agent {
@@ -95,8 +111,10 @@ struct agent {
 	bool skipping; /* dropping the rest of a line that was too long */
 	int passed[AGENT_PASSED_MAX];
 	int n_passed;
-	int startups;    /* successful startups not yet cleaned up */
-	int exit_status; /* `exit N` asked to end with N; -1 if not */
+	int startups;       /* successful startups not yet cleaned up */
+	bool stream_used;   /* a stream-socket request started the switch (it has a thread) */
+	bool stream_parent; /* a forked child of an agent that had: no stream calls here */
+	int exit_status;    /* `exit N` asked to end with N; -1 if not */
 
 	struct agent_sock *socks;
 	size_t n_socks, cap_socks;
@@ -190,6 +208,8 @@ bool arg_not_freed(const struct agent_req *r, const struct agent_buf *b);
 bool arg_pattern(const struct agent_req *r, char **words, int n, struct scn_pattern *out);
 /* The registration named name, or NULL after replying bad. */
 struct agent_reg *arg_reg(const struct agent_req *r, const char *name);
+/* The stream socket named name (not one of the SPI), or NULL after replying bad. */
+struct agent_sock *arg_stream(const struct agent_req *r, const char *name);
 
 /* ---- Verbs (agent_spi.c, agent_mem.c): one per request kind ---------------- */
 
@@ -212,6 +232,24 @@ void spi_socket_error(struct agent_req *r);
 void spi_startup(struct agent_req *r);
 /* The reply to a completed overlapped operation, accept or connect. */
 void spi_op_done(struct agent *a, struct agent_op *op);
+/* Room for one more socket, and adding one: false if out of memory. */
+bool agent_add_sock(struct agent *a, const char *name, SOCKET s, int stream_fd);
+
+/* The switch's stream sockets (agent_stream.c). */
+void stream_socket(struct agent_req *r);
+void stream_bind(struct agent_req *r);
+void stream_listen(struct agent_req *r);
+void stream_accept(struct agent_req *r);
+void stream_connect(struct agent_req *r);
+void stream_send_recv(struct agent_req *r);
+void stream_shutdown(struct agent_req *r);
+void stream_close(struct agent_req *r);
+void stream_info(struct agent_req *r);
+/* The reply to a completed OP_STREAM operation. */
+void stream_op_done(struct agent *a, struct agent_op *op);
+/* At the end: close every stream socket still open, which ends the calls
+ * blocked on them (their workers are then joined). */
+void stream_close_all(struct agent *a);
 
 void mem_buffer(struct agent_req *r);
 void mem_fill(struct agent_req *r);

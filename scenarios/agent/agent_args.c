@@ -130,13 +130,33 @@ bool arg_blob(const struct agent_req *r, const char *s, uint8_t *out, size_t *le
 	return true;
 }
 
+static struct agent_sock *find_sock(const struct agent_req *r, const char *name, bool stream)
+{
+	for (size_t i = 0; i < r->a->n_socks; i++) {
+		struct agent_sock *s = &r->a->socks[i];
+
+		if (strcmp(s->name, name))
+			continue;
+		if (s->stream == stream)
+			return s;
+		agent_bad(r,
+			  stream ? "%.63s is a socket of the SPI, not a stream socket"
+				 : "%.63s is a stream socket: the stream- verbs take it",
+			  name);
+		return NULL;
+	}
+	agent_bad(r, "no %s named \"%.63s\"", stream ? "stream socket" : "socket", name);
+	return NULL;
+}
+
 struct agent_sock *arg_sock(const struct agent_req *r, const char *name)
 {
-	for (size_t i = 0; i < r->a->n_socks; i++)
-		if (!strcmp(r->a->socks[i].name, name))
-			return &r->a->socks[i];
-	agent_bad(r, "no socket named \"%.63s\"", name);
-	return NULL;
+	return find_sock(r, name, false);
+}
+
+struct agent_sock *arg_stream(const struct agent_req *r, const char *name)
+{
+	return find_sock(r, name, true);
 }
 
 struct agent_buf *arg_buf(const struct agent_req *r, const char *name)

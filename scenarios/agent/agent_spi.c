@@ -73,11 +73,12 @@ void spi_cleanup(struct agent_req *r)
 	agent_ok_or_wsa(r, rc, &err);
 }
 
-static bool add_sock(struct agent *a, const char *name, SOCKET s)
+bool agent_add_sock(struct agent *a, const char *name, SOCKET s, int stream_fd)
 {
 	if (!grow_socks(a))
 		return false;
-	a->socks[a->n_socks] = (struct agent_sock){.s = s};
+	a->socks[a->n_socks] =
+	    (struct agent_sock){.s = s, .stream = stream_fd >= 0, .fd = stream_fd};
 	snprintf(a->socks[a->n_socks].name, AGENT_NAME_MAX, "%s", name);
 	a->n_socks++;
 	return true;
@@ -100,7 +101,7 @@ void spi_socket(struct agent_req *r)
 		agent_reply_wsa(r, err);
 		return;
 	}
-	add_sock(a, r->argv[0], s); /* room was made above */
+	agent_add_sock(a, r->argv[0], s, -1); /* room was made above */
 	agent_ok(r);
 }
 
@@ -576,7 +577,7 @@ static void worker_done(struct agent *a, struct agent_op *op)
 		agent_reply(a, op->id, "done err %s", nicsim_wsa_name(op->err));
 	} else if (op->kind == OP_CONNECT) {
 		agent_reply(a, op->id, "done ok");
-	} else if (!add_sock(a, op->name, op->accepted)) {
+	} else if (!agent_add_sock(a, op->name, op->accepted, -1)) {
 		WSPCloseSocket(op->accepted, &err);
 		agent_reply(a, op->id, "done err %s", nicsim_wsa_name(WSAENOBUFS));
 	} else {

@@ -135,6 +135,16 @@ static const struct verb {
     {"realloc", 2, 2, mem_realloc},
     {"fork", 0, 0, v_fork},
     {"exit", 1, 1, v_exit},
+    {"stream-socket", 1, 1, stream_socket},
+    {"stream-bind", 3, 3, stream_bind},
+    {"stream-listen", 3, 3, stream_listen},
+    {"stream-accept", 2, 2, stream_accept},
+    {"stream-connect", 4, 4, stream_connect},
+    {"stream-send", 4, 4, stream_send_recv},
+    {"stream-recv", 4, 4, stream_send_recv},
+    {"stream-shutdown", 2, 2, stream_shutdown},
+    {"stream-close", 1, 1, stream_close},
+    {"stream-info", 1, 1, stream_info},
 };
 
 void agent_dispatch(struct agent_req *r)
@@ -168,5 +178,6 @@ void agent_op_done(struct agent *a, struct agent_op *op)
 	case OP_ACCEPT:
 	case OP_CONNECT: spi_op_done(a, op); return;
 	case OP_FORK: fork_done(a, op); return;
+	case OP_STREAM: stream_op_done(a, op); return;
 	}
 }

@@ -312,6 +312,94 @@ static void test_send_and_recv(void)
 	end_agent(h2);
 }
 
+/*
+ * The switch's stream sockets: accept and connect with a path asked for,
+ * a send and a receive of 1 MiB on worker threads (later requests go on
+ * meanwhile), the switch's account of them, a receive that meets the end
+ * of the stream, one that its socket's close ends, and a forked child,
+ * which has no switch thread, refusing them.
+ */
+static void test_stream_sockets(void)
+{
+	struct scn_agent *h1 = spawn(ADDR_A), *h2 = spawn(ADDR_B), *child = NULL;
+	char line[REPLY_MAX], pid[32], val[32];
+	long long acc, rx, fk;
+	struct scn_reply r;
+	const char *got;
+
+	EXPECT(h1, "ok", "stream-socket l");
+	EXPECT(h1, "ok", "stream-bind l %s 7110", ADDR_A);
+	EXPECT(h1, "ok", "stream-listen l 0 auto");
+	acc = scn_agent_request(h1, "stream-accept l c");
+	expect_reply(h1, acc, "pending");
+	EXPECT(h1, "ok", "hello"); /* not held back by the accept */
+	EXPECT(h2, "ok", "stream-socket t");
+	EXPECT(h2, "ok", "stream-bind t %s 0", ADDR_B);
+	EXPECT(h2, "done ok", "stream-connect t %s 7110 write", ADDR_A);
+	NST_REQUIRE(scn_agent_wait(h1, acc, line, sizeof(line), WAIT_MS) > 0);
+	NST_CHECK_(strstr(line, " done ok sock=c peer=" ADDR_B ":") != NULL, CU_TRUE,
+		   "stream-accept's end: %.140s", line);
+
+	EXPECT(h1, "ok", "buffer x 1048576 mmap");
+	EXPECT(h2, "ok", "buffer y 1048576 mmap seq 5");
+	rx = scn_agent_request(h1, "stream-recv c x 0 1048576");
+	expect_reply(h1, rx, "pending");
+	EXPECT(h1, "ok", "hello"); /* not held back by the receive */
+	EXPECT(h2, "done ok bytes=1048576", "stream-send t y 0 1048576");
+	expect_reply(h1, rx, "done ok bytes=1048576");
+	expect_sum(h1, "x", 1048576, pattern_crc(SCN_PATTERN_SEQ, 5, 1048576));
+	/* t asked for the write path into it; out of it, h1 reads. */
+	got = call(h2, "stream-info t");
+	NST_CHECK_(begins(got, "ok") && strstr(got, "path_out=read path_in=write") &&
+		       strstr(got, " large_sends=1 ") && strstr(got, " bytes_sent=1048576 "),
+		   CU_FALSE, "stream-info t: %.300s", got);
+	got = call(h1, "stream-info c");
+	NST_CHECK_(value(got, "bytes_received", val, sizeof(val)) && !strcmp(val, "1048576") &&
+		       strstr(got, "path_out=write path_in=read"),
+		   CU_FALSE, "stream-info c: %.300s", got);
+
+	/* The kinds of socket do not mix. */
+	EXPECT(h2, "bad", "send t y 0 10");
+	EXPECT(h2, "bad", "stream-send nosuch y 0 10");
+	EXPECT(h2, "bad", "stream-connect t %s 7110 sideways", ADDR_A);
+	EXPECT(h2, "done err EISCONN", "stream-connect t %s 7110 auto", ADDR_A);
+	EXPECT(h2, "done err EISCONN", "stream-connect t %s 7110 write", ADDR_A);
+
+	/* After the peer's half-close, the end of the stream. */
+	EXPECT(h2, "ok", "stream-shutdown t write");
+	EXPECT(h1, "done err EOF bytes=0", "stream-recv c x 0 10");
+	/* A receive pending when its socket is closed ends. */
+	rx = scn_agent_request(h2, "stream-recv t y 0 10");
+	expect_reply(h2, rx, "pending");
+	EXPECT(h2, "ok", "stream-close t");
+	expect_reply(h2, rx, "done err EBADF bytes=0");
+	EXPECT(h2, "err EBADF", "stream-info t");
+	EXPECT(h2, "err EBADF", "stream-close t");
+	/* So does an accept pending on a listener that is closed. */
+	acc = scn_agent_request(h1, "stream-accept l c2");
+	expect_reply(h1, acc, "pending");
+	EXPECT(h1, "ok", "stream-close l");
+	expect_reply(h1, acc, "done err");
+
+	/* A child of an agent whose switch runs has no switch thread. */
+	fk = scn_agent_fork(h1, &child);
+	NST_REQUIRE(fk > 0 && child != NULL);
+	NST_REQUIRE(scn_agent_wait(h1, fk, line, sizeof(line), WAIT_MS) > 0);
+	NST_CHECK_(!scn_reply_parse(line, &r) && r.kind == SCN_REPLY_PENDING &&
+		       scn_reply_get(&r, "pid", pid, sizeof(pid)),
+		   CU_TRUE, "fork: %.140s", line);
+	scn_agent_set_pid(child, atoi(pid));
+	EXPECT(child, "bad", "stream-socket u");
+	EXPECT(child, "bad", "stream-info c");
+	NST_EQ(scn_agent_close(child, WAIT_MS), 0);
+	NST_REQUIRE(scn_agent_wait(h1, fk, line, sizeof(line), WAIT_MS) > 0);
+	NST_CHECK_(strstr(line, " done ok exit=0") != NULL, CU_FALSE, "the child's end: %.140s",
+		   line);
+	/* Ending closes the stream sockets still open (c). */
+	end_agent(h1);
+	end_agent(h2);
+}
+
 /* The value of a counter of `cache-stats`. */
 static long long cache_stat(struct scn_agent *a, const char *key)
 {
@@ -690,6 +778,7 @@ int main(int argc, char **argv)
 	    {"rdma_with_a_carried_descriptor", test_rdma_with_a_carried_descriptor},
 	    {"forged_and_truncated_descriptors", test_forged_and_truncated_descriptors},
 	    {"send_and_recv", test_send_and_recv},
+	    {"stream_sockets", test_stream_sockets},
 	    {"memory_events", test_memory_events},
 	    {"environment", test_environment},
 	    {"fork", test_fork},

@@ -4,8 +4,8 @@
  * whose expectations passed whatever happened would pass every scenario of
  * the repository; these prove that each kind of expectation (memory, TPT,
  * counter, refusal, frames, program output, call result, a wait's deadline,
- * a fault that never fired) can fail, and fails with a message that says
- * what was wrong.
+ * a fault that never fired, a stream socket's path) can fail, and fails
+ * with a message that says what was wrong.
  *
  * Each file is run alone with `nicsim scenario run FILE`: it must exit 1
  * (failed, not a script error), and the report must hold the file's TEXT
@@ -14,7 +14,7 @@
  * removed with it.
  *
  * And the shape of the repository's scenarios, which label scenario runs:
- * every rule R1-R11 has a scenario scenarios/rules/rNN-*.scn whose first
+ * every rule R1-R12 has a scenario scenarios/rules/rNN-*.scn whose first
  * line states the rule ("# RN: ..."), and every scenario there and in
  * scenarios/faults starts with its intent, a comment.
  */
@@ -36,7 +36,7 @@ static char out[1 << 17];
 /* The kinds of expectation the directory must cover, by file name. */
 static const char *const kinds[] = {
     "memory.scn", "tpt.scn",         "counter.scn",      "refusal.scn",           "frames.scn",
-    "output.scn", "call-result.scn", "wait-timeout.scn", "fault-never-fired.scn",
+    "output.scn", "call-result.scn", "wait-timeout.scn", "fault-never-fired.scn", "stream.scn",
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -108,7 +108,7 @@ static bool first_line(const char *path, char *line, size_t size)
 static void test_rules_and_intents(void)
 {
 	static const char *const dirs[] = {"rules", "faults"};
-	bool rule[12] = {false};
+	bool rule[13] = {false};
 	char dir[512], path[1024], line[256], want[16];
 
 	for (size_t k = 0; k < sizeof(dirs) / sizeof(dirs[0]); k++) {
@@ -125,7 +125,7 @@ static void test_rules_and_intents(void)
 			NST_CHECK_(first_line(path, line, sizeof(line)) &&
 				       !strncmp(line, "# ", 2) && strlen(line) > 12,
 				   CU_FALSE, "%.400s starts with its intent, a comment", path);
-			if (k == 0 && sscanf(names[i], "r%2u-", &r) == 1 && r >= 1 && r <= 11) {
+			if (k == 0 && sscanf(names[i], "r%2u-", &r) == 1 && r >= 1 && r <= 12) {
 				snprintf(want, sizeof(want), "# R%u: ", r);
 				NST_CHECK_(!strncmp(line, want, strlen(want)), CU_FALSE,
 					   "%.400s starts with \"%s\"", path, want);
@@ -134,7 +134,7 @@ static void test_rules_and_intents(void)
 			free(names[i]);
 		}
 	}
-	for (unsigned r = 1; r <= 11; r++)
+	for (unsigned r = 1; r <= 12; r++)
 		NST_CHECK_(rule[r], CU_FALSE, "scenarios/rules has a scenario r%02u-*.scn for R%u",
 			   r, r);
 }

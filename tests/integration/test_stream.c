@@ -251,6 +251,9 @@ static void echo_sizes(const char *srv_addr, const char *cli_addr, const struct 
 		NST_GT(ss.large_sends, 0);
 		NST_EQ_U(sc.bytes_received, bro);
 		NST_EQ_U(ss.bytes_received, ro);
+		/* Every byte sent counts, the RDMA part of a large send too. */
+		NST_EQ_U(sc.bytes_sent, so);
+		NST_EQ_U(ss.bytes_sent, bso);
 	}
 	NST_EQ(nsw_close(cli), 0);
 	NST_EQ(nsw_close(srv), 0);

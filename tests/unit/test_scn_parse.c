@@ -328,8 +328,8 @@ static void test_every_statement(void)
 	NST_EQ(st->result.kind, SCN_RES_OK);
 	st = next(s, &i, SCN_WAIT_OP);
 	NST_EQ(st->result.kind, SCN_RES_WSA);
-	NST_EQ(st->result.wsa, 10054);
-	STR_EQ(st->result.wsa_name, "WSAECONNRESET");
+	NST_EQ(st->result.code, 10054);
+	STR_EQ(st->result.name, "WSAECONNRESET");
 	st = next(s, &i, SCN_DESC);
 	STR_EQ(st->u.desc.base, "d");
 	NST_EQ(st->u.desc.field, SCN_DF_RKEY);
@@ -442,7 +442,7 @@ static void test_every_statement(void)
 	STR_EQ(st->u.call.target, "d");
 	st = next(s, &i, SCN_CALL);
 	NST_EQ(st->u.call.verb, SCN_V_DEREGISTER);
-	NST_EQ(st->result.wsa, 10022);
+	NST_EQ(st->result.code, 10022);
 	st = next(s, &i, SCN_CALL);
 	NST_EQ(st->u.call.verb, SCN_V_CACHE_CALLBACK);
 	st = next(s, &i, SCN_CALL);
@@ -751,13 +751,46 @@ static const struct bad bads[] = {
      "bad.scn:5:1: 'socket' makes a socket: name it with '-> NAME'"},
     {"& on a call that does not wait", SETUP "h1: startup &\n",
      "bad.scn:5:13: '&' is for calls that complete later (accept, connect, write, read, "
-     "send, recv)"},
+     "send, recv and their stream- forms)"},
     {"unknown counter", SETUP "expect counter a.retransmit == 0\n",
      "bad.scn:5:16: unknown counter 'retransmit'; did you mean 'retransmits'? (the names "
      "'nicsim stats' prints)"},
     {"unknown result", SETUP "h1: startup = WSAEINVALL\n",
-     "bad.scn:5:15: unknown result 'WSAEINVALL'; did you mean 'WSAEINVAL'? (ok, any or a "
-     "WSA code)"},
+     "bad.scn:5:15: unknown result 'WSAEINVALL'; did you mean 'WSAEINVAL'? (ok, any, a WSA "
+     "code, or for a stream call an errno name or eof)"},
+    {"an errno on a call of the SPI", SETUP "h1: socket -> s\nh1: close s = ENOTSOCK\n",
+     "bad.scn:6:15: close is a call of the SPI: its result is a WSA code (WSAENOBUFS ...), "
+     "not an errno name; did you mean 'WSAENOTSOCK'?"},
+    {"a WSA code on a stream call", SETUP "h1: stream-socket -> s\nh1: stream-close s = WSAEBADF\n",
+     "bad.scn:6:22: stream-close is a stream call: its result is an errno name (ENOBUFS, "
+     "ECONNRESET ...), not a WSA code; did you mean 'EBADF'?"},
+    {"eof on another call",
+     SETUP "h1: stream-socket -> s\nh1: buffer x 4KiB\n"
+	   "h1: stream-send s x = eof\n",
+     "bad.scn:7:23: '= eof' is the result of a stream-recv that met the end of the stream, "
+     "not of stream-send"},
+    {"eof on the wait of another call",
+     SETUP "h1: stream-socket -> s\nh1: buffer x 4KiB\nh1: stream-send s x -> w &\nwait w = eof\n",
+     "bad.scn:8:10: '= eof' is the result of a stream-recv that met the end of the stream, "
+     "not of stream-send"},
+    {"a stream socket in a call of the SPI", SETUP "h1: stream-socket -> s\nh1: listen s\n",
+     "bad.scn:6:12: 's' is a stream socket (line 5): its calls are stream-bind, stream-send, "
+     "stream-recv ...; listen takes a socket of the SPI, made by socket or accept"},
+    {"a socket of the SPI in a stream call", SETUP "h1: socket -> s\nh1: stream-listen s\n",
+     "bad.scn:6:19: 's' is a socket of the SPI (line 5): stream-listen takes a stream "
+     "socket, made by stream-socket or stream-accept; the SPI's calls are listen"},
+    {"a stream socket without a name", SETUP "h1: stream-socket\n",
+     "bad.scn:5:1: 'stream-socket' makes a stream socket: name it with '-> NAME'"},
+    {"an unknown path", SETUP "h1: stream-socket -> s\nh1: stream-connect s a 7000 path rdma\n",
+     "bad.scn:6:34: expected a path: read, write or auto, found 'rdma'"},
+    {"an unknown shutdown", SETUP "h1: stream-socket -> s\nh1: stream-shutdown s out\n",
+     "bad.scn:6:23: expected what to shut down: read, write or both, found 'out'"},
+    {"an unknown statistic", SETUP "h1: stream-socket -> s\nexpect stream s large_send == 1\n",
+     "bad.scn:6:17: unknown statistic 'large_send'; did you mean 'large_sends'? (NSW_STATS: "
+     "bytes_sent, bytes_received, msgs_sent, msgs_received, large_sends, rdma_ops, "
+     "registrations, credit_updates, credit_waits), or 'path'"},
+    {"expect stream of a socket of the SPI", SETUP "h1: socket -> s\nexpect stream s path read\n",
+     "bad.scn:6:15: 's' is a socket (line 5), not a stream socket"},
     {"unknown parameter", "title \"${NOPE}\"\n",
      "bad.scn:1:8: unknown parameter '${NOPE}': declare it with 'param NOPE = VALUE' before "
      "this line, or give -D NOPE=VALUE"},
@@ -1225,6 +1258,97 @@ static void test_empty_and_comments(void)
 }
 
 /* From memory, includes refused; any bytes are an error or a script. */
+/* The switch's calls and the expectations on its stream sockets. */
+static void test_stream_statements(void)
+{
+	static const char text[] = SETUP "h1: stream-socket -> s\n"
+					 "h1: stream-bind s a 7000\n"
+					 "h1: stream-listen s 4 path write\n"
+					 "h1: stream-accept s -> c &\n"
+					 "h2: stream-socket -> t\n"
+					 "h2: stream-bind t b 0\n"
+					 "h2: stream-connect t a 7000 path read -> k\n"
+					 "wait c\n"
+					 "h2: buffer y 4MiB fill seq 3\n"
+					 "h2: stream-send t y -> w &\n"
+					 "h1: buffer x 4MiB\n"
+					 "h1: stream-recv c x[0..1MiB]\n"
+					 "h1: stream-recv c x[1MiB..] -> r = eof\n"
+					 "wait w = ECONNRESET\n"
+					 "h2: stream-send t y = ENOBUFS\n"
+					 "h2: stream-shutdown t both\n"
+					 "h2: stream-close t\n"
+					 "expect stream t path read\n"
+					 "expect stream c path in write\n"
+					 "expect stream t large_sends >= 1\n";
+	const struct scn_stmt *st;
+	struct scn_script *s = NULL;
+	size_t i = 0;
+
+	put("stream.scn", text);
+	NST_REQUIRE_EQ(parse_check("stream.scn", NULL, &s), 0);
+	NST_EQ(diag.errors, 0);
+	for (int k = 0; k < 4; k++)
+		next(s, &i, k < 2 ? SCN_NIC : SCN_HOST);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_SOCKET);
+	STR_EQ(st->name, "s");
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_BIND);
+	STR_EQ(st->u.call.nic, "a");
+	NST_EQ(st->u.call.port, 7000);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_LISTEN);
+	NST_EQ(st->u.call.backlog, 4);
+	NST_EQ(st->u.call.path, SCN_PATH_WRITE);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_ACCEPT);
+	NST_TRUE(st->async);
+	next(s, &i, SCN_CALL);
+	next(s, &i, SCN_CALL);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_CONNECT);
+	NST_EQ(st->u.call.path, SCN_PATH_READ);
+	STR_EQ(st->name, "k");
+	next(s, &i, SCN_WAIT_OP);
+	next(s, &i, SCN_CALL);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_SEND);
+	STR_EQ(st->u.call.local.name, "y");
+	next(s, &i, SCN_CALL);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_RECV);
+	NST_EQ(st->u.call.local.form, SCN_RANGE_SPAN);
+	NST_EQ_U(st->u.call.local.end, 1u << 20);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->result.kind, SCN_RES_EOF);
+	st = next(s, &i, SCN_WAIT_OP);
+	NST_EQ(st->result.kind, SCN_RES_ERRNO);
+	NST_EQ(st->result.code, ECONNRESET);
+	STR_EQ(st->result.name, "ECONNRESET");
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->result.code, ENOBUFS);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_SHUTDOWN);
+	NST_EQ(st->u.call.how, SCN_SHUT_BOTH);
+	st = next(s, &i, SCN_CALL);
+	NST_EQ(st->u.call.verb, SCN_V_STREAM_CLOSE);
+	st = next(s, &i, SCN_EXPECT_STREAM);
+	STR_EQ(st->u.stream.sock, "t");
+	NST_TRUE(st->u.stream.path && st->u.stream.in && st->u.stream.out);
+	NST_EQ(st->u.stream.want, SCN_PATH_READ);
+	st = next(s, &i, SCN_EXPECT_STREAM);
+	NST_TRUE(st->u.stream.in && !st->u.stream.out);
+	NST_EQ(st->u.stream.want, SCN_PATH_WRITE);
+	st = next(s, &i, SCN_EXPECT_STREAM);
+	NST_TRUE(!st->u.stream.path);
+	STR_EQ(st->u.stream.stat, "large_sends");
+	NST_EQ(st->u.stream.cmp.op, SCN_CMP_GE);
+	NST_EQ_U(st->u.stream.cmp.a, 1);
+	NST_EQ(i, s->nstmts);
+	scn_script_free(s);
+}
+
 static void test_buffer(void)
 {
 	static const char inc[] = "include \"x.scn\"\n";
@@ -1338,6 +1462,7 @@ int main(int argc, char **argv)
 	    {"many errors", test_many_errors},
 	    {"empty file and comments", test_empty_and_comments},
 	    {"from memory", test_buffer},
+	    {"stream statements", test_stream_statements},
 	    {"files of a directory", test_find_files},
 	    {"patterns and WSA codes", test_patterns},
 	    {NULL, NULL},
