@@ -66,13 +66,13 @@ extern "C" {
 
 /* What a connected socket has done so far. */
 struct nsw_stats {
-	uint64_t bytes_sent, bytes_received;
-	uint64_t msgs_sent, msgs_received; /* control messages */
-	uint64_t large_sends;              /* sends that moved by RDMA */
-	uint64_t rdma_ops;                 /* RDMA READs and WRITEs this side posted */
-	uint64_t registrations;            /* buffers this socket registered or exposed */
-	uint64_t credit_updates;           /* credit updates sent */
-	uint64_t credit_waits;             /* times a send waited for credit */
+	uint64_t bytes_sent, bytes_received; /* taken by nsw_send, and given by nsw_recv */
+	uint64_t msgs_sent, msgs_received;   /* control messages */
+	uint64_t large_sends;                /* sends that moved by RDMA */
+	uint64_t rdma_ops;                   /* RDMA READs and WRITEs this side posted */
+	uint64_t registrations;              /* buffers this socket registered or exposed */
+	uint64_t credit_updates;             /* credit updates sent */
+	uint64_t credit_waits;               /* times a send waited for credit */
 };
 
 /*

@@ -528,9 +528,6 @@ static void ox_end(struct sw_sock *sk)
 {
 	int e;
 
-	if (sk->ox.active)
-		sk->stats.bytes_sent += sk->ox.len;
-
 	if (sk->ox.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
 	if (sk->ox.h && !sk->ox.staged)
@@ -618,7 +615,7 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	r = tx_post(sk, slot, &h, rd ? sk->ox.desc : NULL, p);
 	if (r)
 		return r;
-	sk->stats.bytes_sent += head;
+	sk->stats.bytes_sent += len; /* the head now, the rest by RDMA */
 	return 0;
 }
 
@@ -701,7 +698,7 @@ int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	r = tx_post(sk, slot, &h, rd ? sk->staging_desc : NULL, p);
 	if (r)
 		return r;
-	sk->stats.bytes_sent += head;
+	sk->stats.bytes_sent += len; /* the head now, the rest by RDMA */
 	return 0;
 }
 
