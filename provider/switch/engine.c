@@ -225,6 +225,15 @@ static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hd
 	b.len = (ULONG)n;
 	b.buf = (char *)slot->buf;
 	ov_prepare(sk, &slot->ov);
+	/* A send's completion only frees its slot, which the next pass
+	 * finds: it wakes the progress thread only when it is the last free
+	 * slot (a sender may wait for it) or the connection's end waits on
+	 * it.  Every send still completes: the provider runs progress for the
+	 * receives, which always have an event. */
+	slot->busy = true;
+	if (sw_tx_free(sk) && h->type != NSS_SHUTDOWN && h->type != NSS_ABORT)
+		slot->ov.hEvent = WSA_INVALID_EVENT;
+	slot->busy = false;
 	if (sw_spi.t.lpWSPSend(sk->spi, &b, 1, &sent, 0, &slot->ov, NULL, NULL, &e) != 0 &&
 	    e != WSA_IO_PENDING) {
 		sw_fail(sk, sw_errno_of(e));
@@ -988,19 +997,20 @@ int sw_conn_start(struct sw_sock *sk)
 
 /* ---- The SPI's event ---------------------------------------------------------------- */
 
-/* The socket's event fired: network events, then progress. */
-void sw_event(struct sw_sock *sk)
+/* One of the socket's events fired: the network events' (net), or a
+ * completion's; then progress. */
+void sw_event(struct sw_sock *sk, bool net)
 {
 	WSANETWORKEVENTS ne;
 	uint64_t v;
 	int e = 0;
-	ssize_t r = read(sk->evfd, &v, sizeof(v));
+	ssize_t r = read(net ? sk->netfd : sk->evfd, &v, sizeof(v));
 
 	(void)r;
 	if (sk->spi == INVALID_SOCKET)
 		return;
 	memset(&ne, 0, sizeof(ne));
-	if (sw_spi.t.lpWSPEnumNetworkEvents(sk->spi, WSA_INVALID_EVENT, &ne, &e) == 0) {
+	if (net && sw_spi.t.lpWSPEnumNetworkEvents(sk->spi, WSA_INVALID_EVENT, &ne, &e) == 0) {
 		if (ne.lNetworkEvents & FD_ACCEPT)
 			sk->accept_ready = true;
 		if ((ne.lNetworkEvents & FD_CONNECT) && sk->st == SW_CONNECTING) {

@@ -43,18 +43,20 @@ static void *progress_main(void *arg)
 		int n = epoll_wait(g.ep, ev, 32, -1);
 
 		for (int i = 0; i < n; i++) {
+			/* The socket's descriptor, and which of its events. */
+			size_t fd = (size_t)(ev[i].data.u64 >> 1);
 			struct sw_sock *sk = NULL;
 
 			pthread_mutex_lock(&g.lock);
-			if ((size_t)ev[i].data.fd < g.cap && g.tab[ev[i].data.fd]) {
-				sk = g.tab[ev[i].data.fd];
+			if (fd < g.cap && g.tab[fd]) {
+				sk = g.tab[fd];
 				sk->refs++;
 			}
 			pthread_mutex_unlock(&g.lock);
 			if (!sk)
 				continue;
 			pthread_mutex_lock(&sk->lock);
-			sw_event(sk);
+			sw_event(sk, ev[i].data.u64 & 1);
 			pthread_mutex_unlock(&sk->lock);
 			sw_put(sk);
 		}
@@ -190,9 +192,15 @@ int sw_add(struct sw_sock *sk)
 		sk->refs = 1;
 	}
 	pthread_mutex_unlock(&g.lock);
-	ev.data.fd = sk->fd;
-	if (!err && epoll_ctl(g.ep, EPOLL_CTL_ADD, sk->evfd, &ev)) {
+	ev.data.u64 = (uint64_t)sk->fd << 1;
+	if (!err && epoll_ctl(g.ep, EPOLL_CTL_ADD, sk->evfd, &ev))
 		err = -errno;
+	ev.data.u64 |= 1;
+	if (!err && epoll_ctl(g.ep, EPOLL_CTL_ADD, sk->netfd, &ev)) {
+		err = -errno;
+		epoll_ctl(g.ep, EPOLL_CTL_DEL, sk->evfd, NULL);
+	}
+	if (err) {
 		pthread_mutex_lock(&g.lock);
 		g.tab[sk->fd] = NULL;
 		pthread_mutex_unlock(&g.lock);
@@ -217,6 +225,7 @@ void sw_remove(struct sw_sock *sk)
 	sk->refs--; /* the table's */
 	pthread_mutex_unlock(&g.lock);
 	epoll_ctl(g.ep, EPOLL_CTL_DEL, sk->evfd, NULL);
+	epoll_ctl(g.ep, EPOLL_CTL_DEL, sk->netfd, NULL);
 	pthread_mutex_lock(&g.lock);
 	while (sk->refs > 1)
 		pthread_cond_wait(&g.cond, &g.lock);

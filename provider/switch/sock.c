@@ -87,7 +87,8 @@ static struct sw_sock *sock_new(SOCKET spi, int *err)
 	sk->sndbuf = SW_STAGING;
 	sk->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	sk->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (sk->fd < 0 || sk->evfd < 0) {
+	sk->netfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sk->fd < 0 || sk->evfd < 0 || sk->netfd < 0) {
 		*err = errno;
 		goto fail;
 	}
@@ -98,8 +99,8 @@ static struct sw_sock *sock_new(SOCKET spi, int *err)
 		goto fail;
 	}
 	/* Every SPI call of the switch is non-blocking: the events come to
-	 * evfd, where the progress thread waits. */
-	if (sw_spi.t.lpWSPEventSelect(sk->spi, sk->evfd, FD_ACCEPT | FD_CONNECT | FD_CLOSE, &e)) {
+	 * netfd, where the progress thread waits. */
+	if (sw_spi.t.lpWSPEventSelect(sk->spi, sk->netfd, FD_ACCEPT | FD_CONNECT | FD_CLOSE, &e)) {
 		*err = sw_errno_of(e);
 		goto fail;
 	}
@@ -119,6 +120,8 @@ fail:
 		close(sk->fd);
 	if (sk->evfd >= 0)
 		close(sk->evfd);
+	if (sk->netfd >= 0)
+		close(sk->netfd);
 	free(sk);
 	return NULL;
 }
@@ -127,6 +130,7 @@ static void sock_free(struct sw_sock *sk)
 {
 	close(sk->fd);
 	close(sk->evfd);
+	close(sk->netfd);
 	free(sk->ctl);
 	free(sk->rx);
 	free(sk->tx);

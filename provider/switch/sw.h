@@ -54,8 +54,9 @@ struct sw_piece {
 enum sw_state { SW_NEW, SW_LISTEN, SW_CONNECTING, SW_CONNECTED, SW_DOWN };
 
 struct sw_sock {
-	int fd;   /* the application's handle: an eventfd it may poll */
-	int evfd; /* the SPI's event object: overlapped completions, network events */
+	int fd;    /* the application's handle: an eventfd it may poll */
+	int evfd;  /* overlapped completions' event (hEvent) */
+	int netfd; /* the SPI's event object of network events (WSPEventSelect) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned refs;     /* under sw_lib.lock: calls inside, plus the table's */
@@ -157,7 +158,7 @@ struct sw_sock {
 /* engine.c */
 int sw_conn_start(struct sw_sock *sk);
 void sw_progress(struct sw_sock *sk);
-void sw_event(struct sw_sock *sk);
+void sw_event(struct sw_sock *sk, bool net);
 void sw_fail(struct sw_sock *sk, int err);
 void sw_abort(struct sw_sock *sk, uint32_t reason, int err);
 void sw_teardown(struct sw_sock *sk);
