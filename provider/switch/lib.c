@@ -208,6 +208,16 @@ int sw_add(struct sw_sock *sk)
 	return err;
 }
 
+/* Whether the progress thread watches sk's completions (a reader that
+ * waits on them itself takes them over for its call). */
+void sw_watch(struct sw_sock *sk, bool on)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)sk->fd << 1};
+
+	/* Level-triggered: completions signalled while unwatched fire at once. */
+	epoll_ctl(g.ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sk->evfd, &ev);
+}
+
 /* No new call may take sk (nsw_close began). */
 void sw_closing(struct sw_sock *sk)
 {

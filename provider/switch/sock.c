@@ -1,6 +1,7 @@
 /* The stream-socket calls of nicsim_switch.h. */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,6 +60,48 @@ static int wait_change(struct sw_sock *sk, uint64_t deadline)
 	ts.tv_nsec = (long)(until % 1000000000ull);
 	pthread_cond_timedwait(&sk->cond, &sk->lock, &ts);
 	return 0;
+}
+
+/*
+ * A reader's wait (sk->lock held, and released meanwhile): on the
+ * completions' eventfd itself, so that the reader wakes when a message
+ * lands, not after the progress thread woke and woke it.  For the rest of
+ * the reader's call the progress thread leaves the socket's completions to
+ * it (recv_common gives them back).  Another thread already waiting so
+ * waits on the condition instead.  0, or -ETIMEDOUT past deadline.
+ */
+static int wait_input(struct sw_sock *sk, uint64_t deadline)
+{
+	struct pollfd p = {.fd = sk->evfd, .events = POLLIN};
+	uint64_t now = sw_now_ns(), until = deadline ? deadline : now + 1000000000ull, v;
+	ssize_t r;
+
+	if (sk->direct_waiting || (sk->direct && !pthread_equal(sk->direct_owner, pthread_self())))
+		return wait_change(sk, deadline);
+	if (deadline && now >= deadline)
+		return -ETIMEDOUT;
+	if (!sk->direct) {
+		sk->direct = true;
+		sk->direct_owner = pthread_self();
+		sw_watch(sk, false);
+	}
+	sk->direct_waiting = true;
+	pthread_mutex_unlock(&sk->lock);
+	poll(&p, 1, (int)((until - now + 999999) / 1000000));
+	pthread_mutex_lock(&sk->lock);
+	sk->direct_waiting = false;
+	r = read(sk->evfd, &v, sizeof(v)); /* taken: the caller runs progress */
+	(void)r;
+	return 0;
+}
+
+/* The reader's call ends: the progress thread watches again. */
+static void direct_end(struct sw_sock *sk)
+{
+	if (sk->direct && pthread_equal(sk->direct_owner, pthread_self())) {
+		sk->direct = false;
+		sw_watch(sk, true);
+	}
 }
 
 static uint64_t deadline_of(uint64_t timeo_ns)
@@ -496,7 +539,7 @@ static int zc_take(struct sw_sock *sk, uint8_t *dst, uint32_t room)
 	while (!sk->zc_got && !sk->err) {
 		sw_progress(sk);
 		if (!sk->zc_got && !sk->err)
-			wait_change(sk, 0);
+			wait_input(sk, 0);
 	}
 	if (!sk->zc_got) {
 		sw_teardown(sk);
@@ -579,7 +622,7 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 			if (r < 0)
 				return got ? (ssize_t)got : r;
 		}
-		if (wait_change(sk, deadline))
+		if (wait_input(sk, deadline))
 			return got ? (ssize_t)got : -EAGAIN;
 	}
 }
@@ -595,6 +638,7 @@ static ssize_t recv_common(int s, const struct iovec *iov, int iovcnt, int flags
 	n = recv_locked(sk, iov, iovcnt, sk->nonblock || (flags & MSG_DONTWAIT),
 			(flags & MSG_WAITALL) != 0);
 	sk->zc_reader = false;
+	direct_end(sk);
 	sw_progress(sk); /* a chunk may start into the bounce now */
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);

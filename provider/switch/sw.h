@@ -73,6 +73,10 @@ struct sw_sock {
 	bool rd_shut, wr_shut;
 	bool want_write; /* a send would have blocked: signal fd when it may go */
 	bool zc_reader;  /* a reader waits with room to take a chunk straight */
+	/* A reader's call took the completions' eventfd from the progress
+	 * thread (direct) and, while direct_waiting, sleeps on it. */
+	bool direct, direct_waiting;
+	pthread_t direct_owner;
 	/* The chunk going straight into a reader's buffer (outside ix, which
 	 * the next SRC_AVAIL clears, maybe before the reader wakes). */
 	bool zc;         /* in flight */
@@ -180,6 +184,7 @@ struct sw_sock *sw_get(int fd);
 void sw_put(struct sw_sock *sk);
 int sw_add(struct sw_sock *sk);
 void sw_closing(struct sw_sock *sk);
+void sw_watch(struct sw_sock *sk, bool on);
 void sw_remove(struct sw_sock *sk);
 uint64_t sw_now_ns(void);
 
