@@ -14,9 +14,10 @@
  * beside the application's other descriptors: it reads as ready (POLLIN)
  * whenever the socket may have something for the application: data or
  * end-of-file to read, a connection to accept, a connect finished, room to
- * send again after a send that would have blocked, or an error.  POLLIN is
- * a hint to call again, never a promise; POLLOUT is always reported (an
- * eventfd is always writable) and means nothing.  Close a socket with
+ * send again after a send that would have blocked, or an error, and stays
+ * so until a call on the socket fails with EAGAIN: after POLLIN, call until
+ * EAGAIN before waiting again.  POLLIN is a hint, never a promise; POLLOUT
+ * is always reported (an eventfd is always writable) and means nothing.  Close a socket with
  * nsw_close() only, never with close().
  *
  * Every call is thread-safe.  Progress (credits, RDMA, done messages, the

@@ -89,22 +89,40 @@ static bool writable(struct sw_sock *sk)
 	       nss_may_send(NSS_DATA, true, sk->pc.out_seq, sk->pc.peer_limit);
 }
 
+/*
+ * The application's descriptor reads as ready once something may be there
+ * for it, and stays so until a call of the application finds nothing
+ * (sw_ready_reset): POLLIN is a hint, so a blocking application, which
+ * never gets EAGAIN, costs no system call per message for it.
+ */
 void sw_update_ready(struct sw_sock *sk)
 {
-	bool ready = sk->err || sk->accept_ready || sk->connect_done ||
-		     (sk->st == SW_CONNECTED && readable(sk)) || (sk->want_write && writable(sk));
 	uint64_t v = 1;
 	ssize_t r;
 
-	if (ready == sk->ready)
+	if (sk->ready ||
+	    !(sk->err || sk->accept_ready || sk->connect_done ||
+	      (sk->st == SW_CONNECTED && readable(sk)) || (sk->want_write && writable(sk))))
 		return;
-	sk->ready = ready;
+	sk->ready = true;
 	/* The descriptor is ours: a failure could only be a bug. */
-	if (ready)
-		r = write(sk->fd, &v, sizeof(v));
-	else
-		r = read(sk->fd, &v, sizeof(v));
+	r = write(sk->fd, &v, sizeof(v));
 	(void)r;
+}
+
+/* A call found nothing (EAGAIN): the descriptor reads as ready again only
+ * when something may have come. */
+void sw_ready_reset(struct sw_sock *sk)
+{
+	uint64_t v;
+	ssize_t r;
+
+	if (!sk->ready)
+		return;
+	r = read(sk->fd, &v, sizeof(v));
+	(void)r;
+	sk->ready = false;
+	sw_update_ready(sk);
 }
 
 /* ---- Failing and tearing down ------------------------------------------------ */

@@ -34,6 +34,8 @@ static struct sw_sock *get(int s)
 /* Release sk after a call: return ret, with errno err if ret is -1. */
 static int done(struct sw_sock *sk, int ret, int err)
 {
+	if (ret < 0 && err == EAGAIN)
+		sw_ready_reset(sk);
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);
 	sw_put(sk);
@@ -464,9 +466,9 @@ ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
 
 		if (!iov[i].iov_len)
 			continue;
-		if (!iov[i].iov_base)
-			return done(sk, total ? (int)total : -1, EFAULT);
-		n = send_locked(sk, iov[i].iov_base, iov[i].iov_len, sk->nonblock, deadline);
+		n = iov[i].iov_base
+			? send_locked(sk, iov[i].iov_base, iov[i].iov_len, sk->nonblock, deadline)
+			: -EFAULT;
 		if (n < 0) {
 			if (total)
 				break;
@@ -498,6 +500,8 @@ ssize_t nsw_send(int s, const void *buf, size_t len, int flags)
 	pthread_mutex_lock(&sk->lock);
 	n = send_locked(sk, buf, len, sk->nonblock || (flags & MSG_DONTWAIT),
 			deadline_of(sk->sndtimeo_ns));
+	if (n == -EAGAIN)
+		sw_ready_reset(sk);
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);
 	sw_put(sk);
@@ -640,6 +644,8 @@ static ssize_t recv_common(int s, const struct iovec *iov, int iovcnt, int flags
 	sk->zc_reader = false;
 	direct_end(sk);
 	sw_progress(sk); /* a chunk may start into the bounce now */
+	if (n == -EAGAIN)
+		sw_ready_reset(sk);
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);
 	sw_put(sk);

@@ -176,6 +176,7 @@ void sw_staging_free(struct sw_sock *sk);
 int sw_ctl_flush(struct sw_sock *sk);
 bool sw_tx_free(struct sw_sock *sk);
 void sw_update_ready(struct sw_sock *sk);
+void sw_ready_reset(struct sw_sock *sk);
 int sw_errno_of(int wsa);
 
 /* lib.c */
