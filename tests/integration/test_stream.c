@@ -429,6 +429,41 @@ static void test_large_sends_into_waiting_reader(void)
 	munmap(buf, 1u << 20);
 }
 
+/* 64 connections at once (a process has 32 on a NIC: A to B and C to D,
+ * on both paths), each moving small and large sends both ways, the sends
+ * of all of them in flight before any is read. */
+static void test_sixty_four_connections(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(13), *buf = map(1u << 20);
+	int srv[64], cli[64];
+	uint64_t so[64] = {0}, ro[64] = {0}, bso[64] = {0}, bro[64] = {0};
+	const size_t sizes_[] = {100, 200000, 3000, 700000};
+
+	NST_REQUIRE(buf != NULL);
+	for (int i = 0; i < 64; i++)
+		sw_pair(i < 32 ? ADDR_A : ADDR_C, i < 32 ? ADDR_B : ADDR_D, &o, &srv[i], &cli[i]);
+	for (size_t k = 0; k < sizeof(sizes_) / sizeof(sizes_[0]); k++) {
+		/* Sends up to the staging buffer's size return at once. */
+		for (int i = 0; i < 64; i++) {
+			send_stream(cli[i], src, &so[i], sizes_[k]);
+			send_stream(srv[i], src, &bso[i], sizes_[k]);
+		}
+		for (int i = 0; i < 64; i++) {
+			NST_TRUE(recv_stream(srv[i], buf, &ro[i], sizes_[k], 0, 13));
+			NST_TRUE(recv_stream(cli[i], buf, &bro[i], sizes_[k], 0, 13));
+		}
+	}
+	for (int i = 0; i < 64; i++) {
+		NST_EQ_U(ro[i], so[i]);
+		NST_EQ_U(bro[i], bso[i]);
+		NST_EQ(nsw_close(cli[i]), 0);
+		NST_EQ(nsw_close(srv[i]), 0);
+	}
+	munmap(src, SRC_LEN);
+	munmap(buf, 1u << 20);
+}
+
 /* The smallest receive pool on both sides, both sending large data at
  * once: the credit rule must keep both moving. */
 static void test_smallest_pool_no_deadlock(void)
@@ -700,6 +735,7 @@ int main(int argc, char **argv)
 	    {"write_path_with_nic_without_read", test_write_path_with_nic_without_read},
 	    {"random_interleavings_both_ways", test_random_interleavings_both_ways},
 	    {"large_sends_into_waiting_reader", test_large_sends_into_waiting_reader},
+	    {"sixty_four_connections", test_sixty_four_connections},
 	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
 	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
 	    {"close_right_after_last_read_is_eof", test_close_right_after_last_read_is_eof},
