@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fab.h"
+#include "fab_addr.h"
 #include "nicsim_switch.h"
 #include "nstest.h"
 #include "nstnic.h"
@@ -429,6 +431,46 @@ static void test_large_sends_into_waiting_reader(void)
 	munmap(buf, 1u << 20);
 }
 
+/* Fault rules both ways between A and B, in parts per billion (0: none). */
+static void faults_ab(uint32_t loss, uint32_t dup, uint32_t reorder, uint32_t corrupt)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+	uint32_t a, b;
+
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_A, &a), 0);
+	NST_REQUIRE_EQ(fab_addr_parse(ADDR_B, &b), 0);
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	fab_link_config_default(&cfg);
+	cfg.loss_ppb = loss;
+	cfg.dup_ppb = dup;
+	cfg.reorder_ppb = reorder;
+	cfg.corrupt_ppb = corrupt;
+	NST_EQ(fab_link_set(f, a, b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
+	NST_EQ(fab_link_set(f, b, a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
+	fab_close(f);
+}
+
+/* Both ways at once over a link that loses 5% of frames, duplicates 1%,
+ * reorders 1% and corrupts 0.1%: the transport repairs it, and the stream
+ * arrives whole on both paths. */
+static void test_under_link_faults(void)
+{
+	struct opts rd = {0}, wr = {.path_srv = NSW_PATH_WRITE, .path_cli = NSW_PATH_WRITE};
+	int srv, cli;
+
+	faults_ab(50000000, 10000000, 10000000, 1000000);
+	sw_pair(ADDR_A, ADDR_B, &rd, &srv, &cli);
+	both_ways(srv, cli, 24u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	sw_pair(ADDR_A, ADDR_B, &wr, &srv, &cli);
+	both_ways(srv, cli, 24u << 20);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	faults_ab(0, 0, 0, 0);
+}
+
 /* 64 connections at once (a process has 32 on a NIC: A to B and C to D,
  * on both paths), each moving small and large sends both ways, the sends
  * of all of them in flight before any is read. */
@@ -736,6 +778,7 @@ int main(int argc, char **argv)
 	    {"random_interleavings_both_ways", test_random_interleavings_both_ways},
 	    {"large_sends_into_waiting_reader", test_large_sends_into_waiting_reader},
 	    {"sixty_four_connections", test_sixty_four_connections},
+	    {"under_link_faults", test_under_link_faults},
 	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
 	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
 	    {"close_right_after_last_read_is_eof", test_close_right_after_last_read_is_eof},
