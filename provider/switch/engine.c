@@ -390,14 +390,32 @@ void sw_consumed(struct sw_sock *sk, uint32_t bytes)
 
 /* ---- Large transfers in (this side is the sink) -------------------------------- */
 
+/*
+ * A buffer of the switch's own that the NIC moves data in or out of: one
+ * the NICs map (nicsim_provider.h), which they copy at memcpy speed, or
+ * ordinary memory if the provider has none to give.  0 or -ENOBUFS.
+ */
+static int own_alloc(uint32_t len, uint8_t **buf, bool *shared)
+{
+	*shared = nicsim_buffer_alloc(len, (void **)buf) == 0;
+	if (!*shared && posix_memalign((void **)buf, 4096, len))
+		return -ENOBUFS;
+	return 0;
+}
+
+static void own_free(uint8_t **buf, bool *shared)
+{
+	if (*shared)
+		nicsim_buffer_free(*buf);
+	else
+		free(*buf);
+	*buf = NULL;
+	*shared = false;
+}
+
 void sw_bounce_free(struct sw_sock *sk)
 {
-	if (sk->bounce_shared)
-		nicsim_buffer_free(sk->bounce);
-	else
-		free(sk->bounce);
-	sk->bounce = NULL;
-	sk->bounce_shared = false;
+	own_free(&sk->bounce, &sk->bounce_shared);
 }
 
 static int bounce_get(struct sw_sock *sk)
@@ -407,10 +425,7 @@ static int bounce_get(struct sw_sock *sk)
 	if (sk->bounce)
 		return 0;
 	sk->bounce_len = sk->in_max < SW_BOUNCE ? sk->in_max : SW_BOUNCE;
-	/* A buffer the NICs map (nicsim_provider.h) takes their writes at
-	 * memcpy speed; ordinary memory if the provider has none to give. */
-	sk->bounce_shared = nicsim_buffer_alloc(sk->bounce_len, (void **)&sk->bounce) == 0;
-	if (!sk->bounce_shared && posix_memalign((void **)&sk->bounce, 4096, sk->bounce_len))
+	if (own_alloc(sk->bounce_len, &sk->bounce, &sk->bounce_shared))
 		return -ENOMEM;
 	if (sk->pc.in_path == NSS_PATH_READ) {
 		sk->bounce_h = sw_spi.reg(sk->spi, sk->bounce, sk->bounce_len, MEM_READWRITE, &e);
@@ -648,12 +663,7 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 
 void sw_staging_free(struct sw_sock *sk)
 {
-	if (sk->staging_shared)
-		nicsim_buffer_free(sk->staging);
-	else
-		free(sk->staging);
-	sk->staging = NULL;
-	sk->staging_shared = false;
+	own_free(&sk->staging, &sk->staging_shared);
 }
 
 /* The staging buffer, registered (and on the read path exposed) once. */
@@ -664,10 +674,7 @@ static int staging_get(struct sw_sock *sk)
 	if (!sk->staging) {
 		sk->staging_len =
 		    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
-		sk->staging_shared =
-		    nicsim_buffer_alloc(sk->staging_len, (void **)&sk->staging) == 0;
-		if (!sk->staging_shared &&
-		    posix_memalign((void **)&sk->staging, 4096, sk->staging_len))
+		if (own_alloc(sk->staging_len, &sk->staging, &sk->staging_shared))
 			return -ENOBUFS;
 	}
 	if (sk->pc.out_path == NSS_PATH_READ && !sk->staging_exposed) {

@@ -217,17 +217,31 @@ static int check_addr(const struct sockaddr *addr, socklen_t len)
 	return 0;
 }
 
-int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen)
+/* The socket of s, locked, for a call with an address: NULL (errno set)
+ * for a bad descriptor or address. */
+static struct sw_sock *get_with_addr(int s, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct sw_sock *sk = get(s);
-	int err, e = 0;
+	int err;
+
+	if (!sk)
+		return NULL;
+	pthread_mutex_lock(&sk->lock);
+	err = check_addr(addr, addrlen);
+	if (err) {
+		done(sk, -1, err);
+		return NULL;
+	}
+	return sk;
+}
+
+int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct sw_sock *sk = get_with_addr(s, addr, addrlen);
+	int e = 0;
 
 	if (!sk)
 		return -1;
-	pthread_mutex_lock(&sk->lock);
-	err = check_addr(addr, addrlen);
-	if (err)
-		return done(sk, -1, err);
 	if (sk->bound || sk->st != SW_NEW)
 		return done(sk, -1, EINVAL);
 	if (sw_spi.t.lpWSPBind(sk->spi, addr, sizeof(struct sockaddr_in), &e))
@@ -313,15 +327,11 @@ int nsw_accept(int s, struct sockaddr *addr, socklen_t *addrlen)
 
 int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
 {
-	struct sw_sock *sk = get(s);
+	struct sw_sock *sk = get_with_addr(s, addr, addrlen);
 	int err, e = 0;
 
 	if (!sk)
 		return -1;
-	pthread_mutex_lock(&sk->lock);
-	err = check_addr(addr, addrlen);
-	if (err)
-		return done(sk, -1, err);
 	switch (sk->st) {
 	case SW_CONNECTED: return done(sk, -1, EISCONN);
 	case SW_CONNECTING: return done(sk, -1, EALREADY);

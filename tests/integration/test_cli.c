@@ -26,6 +26,7 @@
 #include "nicsim_abi.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
+#include "nststream.h"
 
 #define RUN_MS 30000       /* bound on one nicsim command */
 #define GONE_MS 5000       /* bound on a killed daemon disappearing */
@@ -93,46 +94,6 @@ static bool sock_exists(void *path)
 static void kill_tracked(void)
 {
 	nst_kill_nicsimds(tracked, MAX_TRACKED, GONE_MS, "test_cli");
-}
-
-/*
- * Just enough JSON checking: strings (with escapes) are skipped, brackets
- * and braces nest properly, and everything is closed at the end.
- */
-static bool json_balanced(const char *s)
-{
-	char stack[64];
-	size_t depth = 0;
-	bool in_str = false;
-
-	for (; *s; s++) {
-		if (in_str) {
-			if (*s == '\\' && s[1])
-				s++;
-			else if (*s == '"')
-				in_str = false;
-			continue;
-		}
-		switch (*s) {
-		case '"': in_str = true; break;
-		case '{':
-		case '[':
-			if (depth == sizeof(stack))
-				return false;
-			stack[depth++] = *s;
-			break;
-		case '}':
-			if (!depth || stack[--depth] != '{')
-				return false;
-			break;
-		case ']':
-			if (!depth || stack[--depth] != '[')
-				return false;
-			break;
-		default: break;
-		}
-	}
-	return !in_str && depth == 0;
 }
 
 /* Occurrences of "key":<digit> in s. */
@@ -261,7 +222,7 @@ static void test_up_show_down(void)
 
 	rc = NICSIM("stats", "--json", "--dir", dir);
 	NST_EQ(rc, 0);
-	NST_TRUE(json_balanced(out));
+	NST_TRUE(nst_json_balanced(out));
 	NST_EQ(json_count_number(out, "tpt_capacity"), 2);
 	OUT_HAS("\"addr\":\"198.18.0.1\"");
 	OUT_HAS("\"addr\":\"198.18.0.2\"");
@@ -278,7 +239,7 @@ static void test_up_show_down(void)
 
 	rc = NICSIM("show", "tpt", "--json", "--dir", dir);
 	NST_EQ(rc, 0);
-	NST_TRUE(json_balanced(out));
+	NST_TRUE(nst_json_balanced(out));
 
 	rc = NICSIM("show", "faults", "--dir", dir);
 	NST_EQ(rc, 0);
@@ -691,7 +652,7 @@ static void test_fake_nic(void)
 
 	rc = NICSIM("show", "faults", "--json", "--dir", dir);
 	NST_EQ(rc, 0);
-	NST_TRUE(json_balanced(out));
+	NST_TRUE(nst_json_balanced(out));
 	OUT_HAS("\"reason\":\"STALE_KEY\"");
 	OUT_HAS("\"requester\":null");
 	OUT_HAS("\"requester\":{\"addr\":\"198.18.0.7\",\"qpn\":33,\"psn\":1234,"

@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fab.h"
 #include "fab_addr.h"
 #include "nicsim_switch.h"
 #include "nstest.h"
@@ -434,21 +433,11 @@ static void test_large_sends_into_waiting_reader(void)
 /* Fault rules both ways between A and B, in parts per billion (0: none). */
 static void faults_ab(uint32_t loss, uint32_t dup, uint32_t reorder, uint32_t corrupt)
 {
-	struct fab *f;
-	struct fab_link_config cfg;
 	uint32_t a, b;
 
 	NST_REQUIRE_EQ(fab_addr_parse(ADDR_A, &a), 0);
 	NST_REQUIRE_EQ(fab_addr_parse(ADDR_B, &b), 0);
-	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
-	fab_link_config_default(&cfg);
-	cfg.loss_ppb = loss;
-	cfg.dup_ppb = dup;
-	cfg.reorder_ppb = reorder;
-	cfg.corrupt_ppb = corrupt;
-	NST_EQ(fab_link_set(f, a, b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
-	NST_EQ(fab_link_set(f, b, a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
-	fab_close(f);
+	NST_EQ(nst_link_faults(dir, a, b, loss, dup, reorder, corrupt, false), 0);
 }
 
 /* Both ways at once over a link that loses 5% of frames, duplicates 1%,

@@ -680,19 +680,7 @@ static void test_r5_foreign_region_key(void)
 /* Fault rules on both directions between A and B, in parts per billion. */
 static void set_links(uint32_t loss, uint32_t dup, uint32_t reorder, uint32_t corrupt, bool down)
 {
-	struct fab *f;
-	struct fab_link_config cfg;
-
-	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
-	fab_link_config_default(&cfg);
-	cfg.loss_ppb = loss;
-	cfg.dup_ppb = dup;
-	cfg.reorder_ppb = reorder;
-	cfg.corrupt_ppb = corrupt;
-	cfg.flags = down ? FAB_LINK_DOWN : 0;
-	NST_EQ(fab_link_set(f, addr_a, addr_b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
-	NST_EQ(fab_link_set(f, addr_b, addr_a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED), 0);
-	fab_close(f);
+	NST_EQ(nst_link_faults(dir, addr_a, addr_b, loss, dup, reorder, corrupt, down), 0);
 }
 
 static void test_rc_over_a_lossy_link(void)

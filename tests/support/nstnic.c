@@ -287,3 +287,25 @@ int nst_memfd_refs(pid_t pid, const char *name, int *fds, int *maps)
 	fclose(f);
 	return 0;
 }
+
+int nst_link_faults(const char *dir, uint32_t a, uint32_t b, uint32_t loss_ppb, uint32_t dup_ppb,
+		    uint32_t reorder_ppb, uint32_t corrupt_ppb, bool down)
+{
+	struct fab *f;
+	struct fab_link_config cfg;
+	int err = fab_open(dir, &f);
+
+	if (err)
+		return err;
+	fab_link_config_default(&cfg);
+	cfg.loss_ppb = loss_ppb;
+	cfg.dup_ppb = dup_ppb;
+	cfg.reorder_ppb = reorder_ppb;
+	cfg.corrupt_ppb = corrupt_ppb;
+	cfg.flags = down ? FAB_LINK_DOWN : 0;
+	err = fab_link_set(f, a, b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED);
+	if (!err)
+		err = fab_link_set(f, b, a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED);
+	fab_close(f);
+	return err;
+}

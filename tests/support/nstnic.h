@@ -86,6 +86,12 @@ int nst_wait_tpt_in_use(const char *sock, int want, int timeout_ms);
  */
 int nst_make_fabric(const char *dir, const char *const *addrs);
 
+/* Fault rules on both directions between NICs a and b of dir's fabric,
+ * in parts per billion, and the link down or up (docs/fabric.md); all 0
+ * and false: a plain link again.  0 or a negative errno. */
+int nst_link_faults(const char *dir, uint32_t a, uint32_t b, uint32_t loss_ppb, uint32_t dup_ppb,
+		    uint32_t reorder_ppb, uint32_t corrupt_ppb, bool down);
+
 /* Take the fabric link of run directory dir from the NIC at address from to
  * the one at to (network byte order) down, or bring it up; the link's other
  * settings go back to their defaults.  0 or a negative errno. */

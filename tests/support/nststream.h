@@ -1,7 +1,8 @@
 /*
- * Reading nicsim-stream's JSON report (docs/stream-sockets.md), for the
- * tests and the benchmark that run it: one result object per line, each
- * starting with {"transport".
+ * Reading the tools' JSON output: a check that a document is well formed
+ * enough (for every tool with --json), and nicsim-stream's report
+ * (docs/stream-sockets.md), for the tests and the benchmark that run it:
+ * one result object per line, each starting with {"transport".
  */
 #ifndef NSTSTREAM_H
 #define NSTSTREAM_H
@@ -9,7 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Brackets and braces nest, strings are closed, and nothing is left open. */
+/* Brackets and braces nest, strings (with escapes) are closed, and
+ * nothing is left open. */
 bool nst_json_balanced(const char *s);
 /* The result objects of a report, at most max, into obj: how many. */
 size_t nst_stream_results(const char *doc, const char **obj, size_t max);
