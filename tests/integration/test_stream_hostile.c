@@ -44,7 +44,7 @@
 #include "nstspidata.h"
 
 #define HP_RECVS 32u       /* receives the peer posts for the switch's messages */
-#define HP_SENDS 64u       /* messages the peer may send on one connection */
+#define HP_SENDS 120u      /* messages the peer may send (the SPI allows 128 in flight) */
 #define HP_SIZE 4096u      /* bytes of each receive and each send slot */
 #define END_MS 20000       /* how long the peer waits for its connection to end */
 #define TIMEO_S 20         /* the switch application's SO_RCVTIMEO and SO_SNDTIMEO */
@@ -451,6 +451,10 @@ static void hp_start(struct hp *hp)
 	NST_REQUIRE_EQ(m.h.type, NSS_HELLO);
 	NST_REQUIRE_EQ(m.h.seq, 0);
 	NST_REQUIRE_EQ(nss_hello_decode(m.data, m.h.data_len, &hp->sw, &why), 0);
+	/* The peer's DATA messages (PREFIX1 the largest) fit the switch's receives. */
+	NST_CHECK_(hp->sw.recv_size >= NSS_HDR_LEN + PREFIX1, CU_TRUE,
+		   "the switch's receives take %u bytes: the peer's messages do not fit",
+		   hp->sw.recv_size);
 }
 
 /* Deregister, close the peer's socket (flushing what is pending), free. */
@@ -1092,18 +1096,23 @@ static void hello_again(struct hp *hp)
 }
 
 /*
- * Messages with data, one after the other, whatever the credit: the
- * switch's application reads nothing meanwhile, so the switch takes them
- * until the peer spends credits the rule keeps back.  The switch's NIC
- * holds back (RNR) those beyond the receives posted, so the flood can only
- * be seen on the messages that do arrive: the credit rule is what the
- * switch must check.  Their bytes are valid: they may arrive, in order.
+ * Messages with data, one after the other, whatever the credit: more than
+ * the switch's HELLO said it posts.  The switch's application reads nothing
+ * meanwhile, so the switch takes them until the peer spends credits the
+ * rule keeps back.  The switch's NIC holds back (RNR) those beyond the
+ * receives posted, so the flood can only be seen on the messages that do
+ * arrive: the credit rule is what the switch must check.  Their bytes are
+ * valid: they may arrive, in order, up to FLOOD_MAX of them.
  */
-#define FLOOD 40u
 #define FLOOD_LEN 16u
+#define FLOOD_MAX (HP_SENDS - 8u)
 static void credit_flood(struct hp *hp)
 {
-	for (uint32_t i = 0; i < FLOOD; i++)
+	uint32_t n = hp->sw.recv_count + 4;
+
+	NST_CHECK_(n <= FLOOD_MAX, CU_TRUE, "the switch posts %u receives: %u messages to flood",
+		   hp->sw.recv_count, n);
+	for (uint32_t i = 0; i < n; i++)
 		hp_data(hp, FLOOD_LEN, SEED_OK);
 }
 
@@ -1122,7 +1131,7 @@ static void test_sequence_credit_offsets(void)
 	     .why = "beyond the credit",
 	     .reason = NSS_ABORT_CREDIT,
 	     .err = ECONNABORTED,
-	     .extra = FLOOD * FLOOD_LEN},
+	     .extra = FLOOD_MAX * FLOOD_LEN},
 	};
 
 	RUN(cases);
