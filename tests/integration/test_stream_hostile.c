@@ -809,11 +809,11 @@ static void hello_desc_300(struct hp *hp)
 	hello_patched(hp, hl, NSS_HELLO_LEN, 0);
 }
 
-static void hello_max_rdma_0(struct hp *hp)
+static void hello_max_rdma_4095(struct hp *hp)
 {
 	struct nss_hello hl = hp_hello_body(F_ALL);
 
-	hl.max_rdma = 0;
+	hl.max_rdma = 4095;
 	hello_patched(hp, hl, NSS_HELLO_LEN, 0);
 }
 
@@ -873,7 +873,7 @@ static void test_bad_first_message(void)
 	    BAD_HELLO(hello_reserved, "HELLO reserved bytes not zero"),
 	    BAD_HELLO(hello_features, "HELLO feature bits version 1 does not have"),
 	    BAD_HELLO(hello_desc_300, "descriptors longer than 256 bytes"),
-	    BAD_HELLO(hello_max_rdma_0, "a largest RDMA of 0 bytes"),
+	    BAD_HELLO(hello_max_rdma_4095, "a largest RDMA under 4 KiB"),
 	    BAD_HELLO(hello_wrong_credit, "HELLO's credit limit is not its receives"),
 	    BAD_HELLO(hello_short_body, "HELLO body not 64 to 256 bytes"),
 	    BAD_HELLO(hello_seq_1, "HELLO that is not the first message"),
