@@ -198,6 +198,13 @@ static struct sw_slot *tx_slot(struct sw_sock *sk)
 	return NULL;
 }
 
+/* The largest message this side sends: what the peer's receives take, and
+ * what its own send slots (of its own receive size) hold. */
+static uint32_t msg_max(const struct sw_sock *sk)
+{
+	return sk->pc.peer.recv_size < sk->rsize ? sk->pc.peer.recv_size : sk->rsize;
+}
+
 /* Encode h (accounted for already) into slot and send it. */
 static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hdr *h,
 		   const void *desc, const void *data)
@@ -511,7 +518,7 @@ bool sw_large_ready(struct sw_sock *sk)
  */
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
-	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	uint32_t room = msg_max(sk) - NSS_HDR_LEN;
 	bool rd = sk->pc.out_path == NSS_PATH_READ;
 	uint32_t head;
 	struct nss_hdr h;
@@ -559,7 +566,7 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
  * the caller loops. */
 int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
-	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	uint32_t room = msg_max(sk) - NSS_HDR_LEN;
 	uint32_t n = len < room ? len : room;
 	struct sw_slot *slot = tx_slot(sk);
 	struct nss_hdr h;
