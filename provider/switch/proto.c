@@ -231,6 +231,8 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 		*why = "HELLO feature bits version 1 does not have";
 	else if (h->recv_count < NSS_MIN_RECVS)
 		*why = "fewer than 4 receives posted";
+	else if (h->recv_count > NSS_MAX_RECVS)
+		*why = "more than 2^30 receives posted";
 	else if (h->recv_size < NSS_MIN_RECV_SIZE)
 		*why = "receives smaller than 512 bytes";
 	else if (h->desc_len > NSS_DESC_MAX)

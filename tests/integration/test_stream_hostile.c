@@ -783,6 +783,16 @@ static void hello_3_receives(struct hp *hp)
 	hello_patched(hp, hl, NSS_HELLO_LEN, 0);
 }
 
+/* So many that the credit limit they give, recv_count - 1, is behind seq 1
+ * in serial arithmetic: the switch could never send. */
+static void hello_4g_receives(struct hp *hp)
+{
+	struct nss_hello hl = hp_hello_body(F_ALL);
+
+	hl.recv_count = 0xffffffffu;
+	hello_patched(hp, hl, NSS_HELLO_LEN, 0);
+}
+
 static void hello_511_bytes(struct hp *hp)
 {
 	struct nss_hello hl = hp_hello_body(F_ALL);
@@ -869,6 +879,7 @@ static void test_bad_first_message(void)
 	    BAD_HELLO(hello_bad_magic, "HELLO magic is not NSSP"),
 	    BAD_HELLO(hello_version_0, "HELLO of version 0"),
 	    BAD_HELLO(hello_3_receives, "fewer than 4 receives posted"),
+	    BAD_HELLO(hello_4g_receives, "more than 2^30 receives posted"),
 	    BAD_HELLO(hello_511_bytes, "receives smaller than 512 bytes"),
 	    BAD_HELLO(hello_reserved, "HELLO reserved bytes not zero"),
 	    BAD_HELLO(hello_features, "HELLO feature bits version 1 does not have"),
