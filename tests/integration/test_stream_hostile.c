@@ -125,10 +125,11 @@ static void cap_start(void)
 static void cap_stop(void)
 {
 	fflush(stderr);
-	/* The pipe's last write end goes: the thread reads to its end. */
+	/* The pipe's last write end goes: the thread reads to its end, still
+	 * copying to saved, which is closed only then. */
 	dup2(cap.saved, 2);
-	close(cap.saved);
 	pthread_join(cap.t, NULL);
+	close(cap.saved);
 	close(cap.rd);
 }
 
