@@ -149,8 +149,15 @@ int nss_conn_rx(struct nss_conn *c, const struct nss_msg *m, const char **why, u
 		*why = "HELLO after the first message";
 	else if (h->seq != c->in_seq)
 		*why = "a message out of sequence";
-	else if (nss_after(h->seq, c->limit))
+	/* Credit is checked against the limit this side last sent: the peer
+	 * cannot know a higher one.  A message past the receives posted never
+	 * arrives (the NIC holds it back), so a peer that ignores credits
+	 * shows in the margins of the rule, which the check includes. */
+	else if (nss_after(h->seq, c->advertised))
 		*why = "a message beyond the credit given", *reason = NSS_ABORT_CREDIT;
+	else if (!nss_may_send(h->type, h->data_len != 0, h->seq, c->advertised))
+		*why = "a message beyond the credit the rule leaves its type (section 4)",
+		*reason = NSS_ABORT_CREDIT;
 	else if (nss_after(c->peer_limit, h->credit_limit))
 		*why = "a credit limit that moves backwards";
 	else

@@ -225,6 +225,13 @@ static struct sw_slot *tx_slot(struct sw_sock *sk)
 	return NULL;
 }
 
+/* The largest message this side sends: what the peer's receives take, and
+ * what its own send slots (of its own receive size) hold. */
+static uint32_t msg_max(const struct sw_sock *sk)
+{
+	return sk->pc.peer.recv_size < sk->rsize ? sk->pc.peer.recv_size : sk->rsize;
+}
+
 /* Encode h (accounted for already) into slot and send it. */
 static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hdr *h,
 		   const void *desc, const void *data)
@@ -388,6 +395,32 @@ void sw_consumed(struct sw_sock *sk, uint32_t bytes)
 	}
 }
 
+static void refuse(struct sw_sock *sk, const struct nss_hdr *h, const char *why, uint32_t reason);
+
+/*
+ * Posting an RDMA operation against the peer's descriptor failed with WSA
+ * code e.  The provider refuses a descriptor that is not one of the peer's
+ * NIC (WSAEINVAL) or does not cover the transfer (WSAEFAULT) before
+ * anything moves, and this side's own buffer and handle are right: the
+ * descriptor of the peer's SRC_AVAIL or SINK_AVAIL (of type) is the peer's
+ * protocol error.  Any other error is the connection's.
+ */
+static void rdma_post_failed(struct sw_sock *sk, int e, uint8_t type, uint64_t off)
+{
+	char why[160];
+
+	if (e != WSAEINVAL && e != WSAEFAULT) {
+		sw_fail(sk, sw_errno_of(e));
+		return;
+	}
+	snprintf(why, sizeof(why),
+		 "the descriptor of its %s at stream offset %llu is not one the provider can use "
+		 "(%s)",
+		 type == NSS_SRC_AVAIL ? "SRC_AVAIL" : "SINK_AVAIL", (unsigned long long)off,
+		 e == WSAEINVAL ? "WSAEINVAL" : "WSAEFAULT");
+	refuse(sk, NULL, why, NSS_ABORT_PROTOCOL);
+}
+
 /* ---- Large transfers in (this side is the sink) -------------------------------- */
 
 /*
@@ -464,8 +497,11 @@ static int ix_start(struct sw_sock *sk, uint8_t *dst, uint32_t len, HANDLE h)
 		ov_prepare(sk, &sk->ix.ov);
 		if (sw_spi.rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len,
 				     (DWORD)sk->ix.done, &n, 0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
-		    e != WSA_IO_PENDING)
-			return -sw_errno_of(e);
+		    e != WSA_IO_PENDING) {
+			/* A descriptor the provider refuses ends the connection. */
+			rdma_post_failed(sk, e, NSS_SRC_AVAIL, sk->pc.in.off);
+			return -sk->err;
+		}
 		sk->ix.op = true;
 		sk->stats.rdma_ops++;
 	} else {
@@ -596,7 +632,7 @@ static void ox_write(struct sw_sock *sk)
 	if (sw_spi.rdma_write(sk->spi, &b, 1, sk->ox.sdesc, sk->ox.sdesc_len, 0, &n, 0, &sk->ox.ov,
 			      NULL, NULL, &e) != 0 &&
 	    e != WSA_IO_PENDING) {
-		sw_fail(sk, sw_errno_of(e));
+		rdma_post_failed(sk, e, NSS_SINK_AVAIL, sk->ox.sink_off);
 		return;
 	}
 	sk->ox.op = true;
@@ -607,7 +643,7 @@ static void ox_write(struct sw_sock *sk)
  * many as fit, at least 1, never all. */
 static uint32_t head_of(const struct sw_sock *sk, uint32_t len)
 {
-	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	uint32_t room = msg_max(sk) - NSS_HDR_LEN;
 
 	if (sk->pc.out_path == NSS_PATH_READ)
 		room -= (NICSIM_RDMA_DESC_SIZE + 7u) & ~7u;
@@ -741,7 +777,7 @@ int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len)
  * the caller loops. */
 int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
-	uint32_t room = sk->pc.peer.recv_size - NSS_HDR_LEN;
+	uint32_t room = msg_max(sk) - NSS_HDR_LEN;
 	uint32_t n = len < room ? len : room;
 	struct sw_slot *slot = tx_slot(sk);
 	struct nss_hdr h;
@@ -763,14 +799,17 @@ int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 
 /* ---- Taking a message ------------------------------------------------------------- */
 
-/* A message failed a check: say which, and abort the connection. */
+/* Something the peer sent failed a check: say which (and the message, h,
+ * when its header could be read), and abort the connection. */
 static void refuse(struct sw_sock *sk, const struct nss_hdr *h, const char *why, uint32_t reason)
 {
-	fprintf(stderr,
-		"nicsim switch: aborting the connection from %s:%u: %s (message type %u, seq %u, "
-		"stream offset %llu)\n",
-		inet_ntoa(sk->peer.sin_addr), ntohs(sk->peer.sin_port), why, h ? h->type : 0,
-		h ? h->seq : 0, h ? (unsigned long long)h->stream_off : 0ull);
+	char msg[96] = "";
+
+	if (h)
+		snprintf(msg, sizeof(msg), " (message type %u, seq %u, stream offset %llu)",
+			 h->type, h->seq, (unsigned long long)h->stream_off);
+	fprintf(stderr, "nicsim switch: aborting the connection from %s:%u: %s%s\n",
+		inet_ntoa(sk->peer.sin_addr), ntohs(sk->peer.sin_port), why, msg);
 	sw_abort(sk, reason, ECONNABORTED);
 }
 
@@ -783,7 +822,9 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 
 	sk->stats.msgs_received++;
 	if (nss_decode(sk->rx[i].buf, len, &m, &why)) {
-		refuse(sk, NULL, why, sk->pc.hello_in ? NSS_ABORT_PROTOCOL : NSS_ABORT_BAD_HELLO);
+		/* The header's fields are read before they are checked. */
+		refuse(sk, len >= NSS_HDR_LEN ? &m.h : NULL, why,
+		       sk->pc.hello_in ? NSS_ABORT_PROTOCOL : NSS_ABORT_BAD_HELLO);
 		return;
 	}
 	r = nss_conn_rx(&sk->pc, &m, &why, &reason);

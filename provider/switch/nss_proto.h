@@ -25,7 +25,9 @@
 #define NSS_HELLO_MAX 256u          /* a negotiation message's data, at most */
 #define NSS_HELLO_MAGIC 0x5053534eu /* "NSSP" in memory order */
 #define NSS_MIN_RECVS 4u            /* receives a side posts for its peer, at least */
+#define NSS_MAX_RECVS (1u << 30)    /* ... at most: seq compares in serial arithmetic */
 #define NSS_MIN_RECV_SIZE 512u
+#define NSS_MIN_RDMA 4096u  /* a side's max_rdma, at least */
 #define NSS_F_CAN_READ 0x1u /* HELLO features: this side reads as a sink */
 #define NSS_F_READABLE 0x2u /* ... and its NIC serves the peer's RDMA READs */
 

@@ -231,12 +231,14 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 		*why = "HELLO feature bits version 1 does not have";
 	else if (h->recv_count < NSS_MIN_RECVS)
 		*why = "fewer than 4 receives posted";
+	else if (h->recv_count > NSS_MAX_RECVS)
+		*why = "more than 2^30 receives posted";
 	else if (h->recv_size < NSS_MIN_RECV_SIZE)
 		*why = "receives smaller than 512 bytes";
 	else if (h->desc_len > NSS_DESC_MAX)
 		*why = "descriptors longer than 256 bytes";
-	else if (h->max_rdma == 0)
-		*why = "a largest RDMA of 0 bytes";
+	else if (h->max_rdma < NSS_MIN_RDMA)
+		*why = "a largest RDMA under 4 KiB";
 	for (size_t i = 26; !*why && h->version == NSS_VERSION && i < NSS_HELLO_LEN; i++)
 		if (data[i])
 			*why = "HELLO reserved bytes not zero";

@@ -5,7 +5,13 @@
  * out of tree with `cc $(pkg-config --cflags --libs nicsim-provider)` and an
  * rpath from pkg-config's libdir; the installed `nicsim up` starts the
  * installed nicsimd; the program moves its 16 MiB both ways with every
- * checksum matching; the installed `nicsim down` stops the NICs.
+ * checksum matching.  The switch the same way: its library, header and
+ * nicsim-switch.pc are installed; a stream program (tests/install/
+ * stream_echo.c: an echo server and client in one process) builds out of
+ * tree with `cc $(pkg-config --cflags --libs nicsim-switch)` and
+ * --as-needed, keeps libnicsimsp among its own dependencies ahead of the C
+ * library (the provider's memory monitor must come first), and gets every
+ * byte echoed back in order.  The installed `nicsim down` stops the NICs.
  *
  * Everything lives in the test's private directory; every wait is bounded;
  * the NICs `nicsim up` started are stopped by `nicsim down`, and killed by
@@ -24,7 +30,7 @@
 
 #ifndef NICSIM_CMAKE
 #error \
-    "NICSIM_CMAKE, NICSIM_BUILD_DIR, NICSIM_CC, NICSIM_TEST_CFLAGS, NICSIM_LIBDIR: see tests/CMakeLists.txt"
+    "NICSIM_CMAKE, NICSIM_BUILD_DIR, NICSIM_CC, NICSIM_TEST_CFLAGS, NICSIM_LIBDIR, NICSIM_ECHO_SRC: see tests/CMakeLists.txt"
 #endif
 
 #define ADDR_A "198.18.0.1"
@@ -64,6 +70,48 @@ static int sh(const char *line, char *buf, size_t size)
 	return rc;
 }
 
+/*
+ * The switch from the installed prefix (its NICs are up): pkg-config's
+ * flags, the stream program built with them under --as-needed, its
+ * dependencies in the order the provider needs, and its run.
+ */
+static void stream_echo(void)
+{
+	char line[4096], want[1024];
+	const char *sp, *c;
+	int rc;
+
+	NST_REQUIRE_EQ(sh("pkg-config --cflags --libs nicsim-switch", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "-I%s/include -L%s/" NICSIM_LIBDIR " -lnicsimsw -Wl,--push-state,--no-as-needed "
+		 "-lnicsimsp -Wl,--pop-state",
+		 prefix, prefix);
+	NST_CHECK_(strstr(out, want) != NULL, CU_FALSE,
+		   "pkg-config says \"%.240s\", want \"%.240s\"", out, want);
+	snprintf(line, sizeof(line),
+		 "cd '%s' && cp '" NICSIM_ECHO_SRC "' . && "
+		 "$CC -std=c11 -Wall -Wextra -Werror -pthread -o stream_echo stream_echo.c "
+		 "-Wl,--as-needed $(pkg-config --cflags --libs nicsim-switch) "
+		 "-Wl,-rpath,\"$(pkg-config --variable=libdir nicsim-switch)\" 2>&1",
+		 work);
+	NST_REQUIRE_EQ(sh(line, out, sizeof(out)), 0);
+	/* It calls nothing of libnicsimsp, yet needs it before the C library. */
+	snprintf(line, sizeof(line), "readelf -d '%s/stream_echo'", work);
+	NST_REQUIRE_EQ(sh(line, out, sizeof(out)), 0);
+	NST_TRUE(strstr(out, "[libnicsimsw.so.0]") != NULL);
+	sp = strstr(out, "[libnicsimsp.so.0]");
+	c = strstr(out, "[libc.so.6]");
+	NST_CHECK_(sp && c && sp < c, CU_FALSE,
+		   "libnicsimsp.so.0 is not NEEDED ahead of libc.so.6:\n%.400s", out);
+	snprintf(line, sizeof(line),
+		 "cd '%s' && NICSIM_DIR='%s' ./stream_echo " ADDR_B " " ADDR_A " 7001", work, run);
+	rc = sh(line, out, sizeof(out));
+	NST_EQ(rc, 0);
+	NST_CHECK_(strstr(out, "1048581 bytes: back\necho: ") != NULL &&
+		       strstr(out, " bytes back in order\n") != NULL,
+		   CU_FALSE, "the echo's output:\n%.400s", out);
+}
+
 static void test_install_and_push(void)
 {
 	static const char *const installed[] = {
@@ -76,15 +124,21 @@ static void test_install_and_push(void)
 	    "bin/nicsim-stream",
 	    "include/ws2san.h",
 	    "include/nicsim_provider.h",
+	    "include/nicsim_switch.h",
 	    NICSIM_LIBDIR "/libnicsimsp.so",
 	    NICSIM_LIBDIR "/libnicsimsp.so.0",
+	    NICSIM_LIBDIR "/libnicsimsw.so",
+	    NICSIM_LIBDIR "/libnicsimsw.so.0",
 	    NICSIM_LIBDIR "/pkgconfig/nicsim-provider.pc",
+	    NICSIM_LIBDIR "/pkgconfig/nicsim-switch.pc",
 	    "share/doc/nicsim/README.md",
 	    "share/doc/nicsim/docs/spi-guide.md",
 	    "share/doc/nicsim/docs/registration-cache.md",
 	    "share/doc/nicsim/examples/push.c",
 	};
-	static const char *const internal[] = {"include/nicsim_host.h", "include/nicsim_abi.h"};
+	static const char *const internal[] = {"include/nicsim_host.h", "include/nicsim_abi.h",
+					       "include/nss_proto.h", "include/nss_conn.h",
+					       "include/sw.h"};
 	const char *cmake[] = {NICSIM_CMAKE, "--install", NICSIM_BUILD_DIR,
 			       "--prefix",   prefix,      NULL};
 	char path[PATH_MAX], line[4096], exe[PATH_MAX], want[PATH_MAX];
@@ -172,6 +226,8 @@ static void test_install_and_push(void)
 			       "RDMA WRITE: checksum ") != NULL,
 		   CU_FALSE, "the server's output in:\n%.240s", out);
 	NST_TRUE(strstr(out, "MISMATCH") == NULL);
+
+	stream_echo();
 
 	/* The installed nicsim down stops them. */
 	snprintf(line, sizeof(line), "'%s/bin/nicsim' --dir '%s' down", prefix, run);

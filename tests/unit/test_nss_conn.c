@@ -226,6 +226,7 @@ static void test_refusals(void)
 	    {"HELLO after", 9},
 	    {"data after SHUTDOWN", 10},
 	    {"not HELLO", 11},
+	    {"beyond the credit the rule", 12},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -280,6 +281,15 @@ static void test_refusals(void)
 			h.type = NSS_DATA, h.seq++, h.data_len = 3;
 			break;
 		case 11: nss_conn_init(&b, &b.local); break;
+		case 12:
+			/* A spends what the rule lets data have; data on the
+			 * credits it keeps back for an update is refused. */
+			NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			while (nss_conn_data_hdr(&a, 4, &h) == 0)
+				NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+			NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 0, &h), 0);
+			h.data_len = 4;
+			break;
 		}
 		before = b;
 		NST_EQ(pass(&a, &h, &b, &why), -EPROTO);

@@ -308,6 +308,24 @@ static void test_hello(void)
 		NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN - 1, &d, &why), -EPROTO);
 		NST_EQ(nss_hello_decode(b, NSS_HELLO_MAX + 1, &d, &why), -EPROTO);
 	}
+	/* A largest RDMA of 4 KiB at least: a large send's inline head and the
+	 * RDMA after it are split by it. */
+	h.max_rdma = NSS_MIN_RDMA - 1;
+	nss_hello_encode(&h, b);
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "under 4 KiB"));
+	h.max_rdma = NSS_MIN_RDMA;
+	nss_hello_encode(&h, b);
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), 0);
+	/* Receives, at most 2^30: a credit limit of recv_count - 1 must stay
+	 * ahead of seq 1 in serial arithmetic. */
+	h.recv_count = NSS_MAX_RECVS + 1;
+	nss_hello_encode(&h, b);
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "more than 2^30"));
+	h.recv_count = NSS_MAX_RECVS;
+	nss_hello_encode(&h, b);
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), 0);
 }
 
 /* The credit rule at its edges, and across the wrap of the 32-bit seq. */
