@@ -207,6 +207,24 @@ void sw_teardown(struct sw_sock *sk)
 	pthread_cond_broadcast(&sk->cond);
 }
 
+/*
+ * A send or a receive of the connection failed with WSA code e, as it was
+ * posted or when it completed.  After the peer's SHUTDOWN that is the peer
+ * having closed: this side's reader gets end-of-file and later sends fail
+ * (the socket is down).  Before it, the connection broke.  A negative
+ * errno for the caller.
+ */
+static int conn_lost(struct sw_sock *sk, int e)
+{
+	if (sk->pc.in.shut && !sk->err) {
+		sk->close_code = sk->close_code < 0 ? 0 : sk->close_code;
+		sw_teardown(sk);
+		return -EPIPE;
+	}
+	sw_fail(sk, sw_errno_of(e));
+	return -sk->err;
+}
+
 /* ---- Sending control messages ------------------------------------------------ */
 
 bool sw_tx_free(struct sw_sock *sk)
@@ -260,10 +278,8 @@ static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hd
 		slot->ov.hEvent = WSA_INVALID_EVENT;
 	slot->busy = false;
 	if (sw_spi.t.lpWSPSend(sk->spi, &b, 1, &sent, 0, &slot->ov, NULL, NULL, &e) != 0 &&
-	    e != WSA_IO_PENDING) {
-		sw_fail(sk, sw_errno_of(e));
-		return -sk->err;
-	}
+	    e != WSA_IO_PENDING)
+		return conn_lost(sk, e);
 	slot->busy = true;
 	sk->stats.msgs_sent++;
 	return 0;
@@ -345,10 +361,8 @@ static int rx_post(struct sw_sock *sk, uint32_t i)
 
 	ov_prepare(sk, &s->ov);
 	if (sw_spi.t.lpWSPRecv(sk->spi, &b, 1, &got, &flags, &s->ov, NULL, NULL, &e) != 0 &&
-	    e != WSA_IO_PENDING) {
-		sw_fail(sk, sw_errno_of(e));
-		return -sk->err;
-	}
+	    e != WSA_IO_PENDING)
+		return conn_lost(sk, e);
 	s->busy = true;
 	sk->postq[(sk->pq_head + sk->pq_len++) % sk->nrecv] = i;
 	return 0;
@@ -933,15 +947,9 @@ static void reap(struct sw_sock *sk)
 		s->busy = false;
 		if (!s->ov.OffsetHigh)
 			continue;
-		/* After the peer's SHUTDOWN a failed send is the peer having
-		 * closed: this side reads end-of-file, and writes fail (the
-		 * socket is down).  Before it, the connection broke. */
-		if (sk->pc.in.shut) {
-			sk->close_code = sk->close_code < 0 ? 0 : sk->close_code;
-			sw_teardown(sk);
+		conn_lost(sk, (int)s->ov.OffsetHigh);
+		if (sk->spi == INVALID_SOCKET)
 			return;
-		}
-		sw_fail(sk, sw_errno_of((int)s->ov.OffsetHigh));
 	}
 	if (sk->ix.op && ov_done(&sk->ix.ov)) {
 		sk->ix.op = false;

@@ -605,13 +605,9 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 			sw_progress(sk); /* the receives emptied go back, a chunk may follow */
 		if (got == want || (got && !all))
 			return (ssize_t)got;
-		/* The peer's stream ended whole: end-of-file, whatever broke
-		 * after (a send of this side's failing as the peer closed). */
-		if (sk->rd_shut || (sk->pc.in.shut && !sk->dq_len))
-			return (ssize_t)got;
 		if (sk->err && !sk->dq_len)
 			return got ? (ssize_t)got : -sk->err;
-		if (sk->st == SW_DOWN)
+		if (sk->rd_shut || sk->pc.in.shut || sk->st == SW_DOWN)
 			return (ssize_t)got;
 		if (nb)
 			return got ? (ssize_t)got : -EAGAIN;

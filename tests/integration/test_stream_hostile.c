@@ -43,17 +43,19 @@
 #include "nstnic.h"
 #include "nstspidata.h"
 
-#define HP_RECVS 32u       /* receives the peer posts for the switch's messages */
-#define HP_SENDS 120u      /* messages the peer may send (the SPI allows 128 in flight) */
-#define HP_SIZE 8192u      /* bytes of each receive and each send slot: more than the switch's */
-#define END_MS 20000       /* how long the peer waits for its connection to end */
-#define TIMEO_S 20         /* the switch application's SO_RCVTIMEO and SO_SNDTIMEO */
-#define PAT 4099u          /* the stream's pattern repeats every PAT bytes */
-#define SEED_OK 21u        /* the bytes of the peer's stream */
-#define SEED_BAD 99u       /* bytes the switch must never deliver */
-#define PREFIX1 1000u      /* valid bytes the application reads before the bad message */
-#define PREFIX2 700u       /* valid bytes sent just before it, perhaps never read */
-#define LARGE (256u << 10) /* a send of the switch's application that moves by RDMA */
+#define HP_RECVS 32u  /* receives the peer posts for the switch's messages */
+#define HP_SENDS 120u /* messages the peer may send (the SPI allows 128 in flight) */
+#define HP_SIZE 8192u /* bytes of each receive and each send slot: more than the switch's */
+#define END_MS 20000  /* how long the peer waits for its connection to end */
+#define TIMEO_S 20    /* the switch application's SO_RCVTIMEO and SO_SNDTIMEO */
+#define PAT 4099u     /* the stream's pattern repeats every PAT bytes */
+#define SEED_OK 21u   /* the bytes of the peer's stream */
+#define SEED_BAD 99u  /* bytes the switch must never deliver */
+#define PREFIX1 1000u /* valid bytes the application reads before the bad message */
+#define PREFIX2 700u  /* valid bytes sent just before it, perhaps never read */
+#define LARGE \
+	(4u   \
+	 << 20) /* a send that moves by RDMA straight from the application's buffer (over the 1 MiB staging buffer), and waits for the done message */
 
 /* The byte at stream offset k of the stream with this seed. */
 static uint8_t pat(uint64_t k, uint32_t seed)
@@ -273,7 +275,7 @@ static struct nss_hello hp_hello_body(uint16_t features)
 				  .features = features,
 				  .recv_count = HP_RECVS,
 				  .recv_size = HP_SIZE,
-				  .max_rdma = 1u << 20,
+				  .max_rdma = 16u << 20, /* LARGE in one transfer */
 				  .rdma_threshold = 65536,
 				  .desc_len = NICSIM_RDMA_DESC_SIZE};
 }
