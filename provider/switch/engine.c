@@ -817,13 +817,14 @@ int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
  * when its header could be read), and abort the connection. */
 static void refuse(struct sw_sock *sk, const struct nss_hdr *h, const char *why, uint32_t reason)
 {
-	char msg[96] = "";
+	char msg[96] = "", peer[INET_ADDRSTRLEN] = "?";
 
+	inet_ntop(AF_INET, &sk->peer.sin_addr, peer, sizeof(peer));
 	if (h)
 		snprintf(msg, sizeof(msg), " (message type %u, seq %u, stream offset %llu)",
 			 h->type, h->seq, (unsigned long long)h->stream_off);
-	fprintf(stderr, "nicsim switch: aborting the connection from %s:%u: %s%s\n",
-		inet_ntoa(sk->peer.sin_addr), ntohs(sk->peer.sin_port), why, msg);
+	fprintf(stderr, "nicsim switch: aborting the connection from %s:%u: %s%s\n", peer,
+		ntohs(sk->peer.sin_port), why, msg);
 	sw_abort(sk, reason, ECONNABORTED);
 }
 
