@@ -85,7 +85,7 @@ static bool readable(const struct sw_sock *sk)
  * transfer is outstanding, and a send slot and the credit for data are free. */
 static bool writable(struct sw_sock *sk)
 {
-	return sk->pc.hello_in && !sk->ox.active && sw_tx_free(sk) &&
+	return sk->pc.hello_in && !sk->ox.active && !sk->pend.on && sw_tx_free(sk) &&
 	       nss_may_send(NSS_DATA, true, sk->pc.out_seq, sk->pc.peer_limit);
 }
 
@@ -144,12 +144,17 @@ static void release_xfers(struct sw_sock *sk)
 	if (sk->zc_h)
 		sw_spi.dereg(sk->spi, sk->zc_h, &e);
 	sk->zc_h = NULL;
-	if (sk->staging_exposed)
-		sw_spi.dereg_rdma(sk->spi, sk->staging_desc, sizeof(sk->staging_desc), &e);
-	sk->staging_exposed = false;
-	if (sk->staging_h)
-		sw_spi.dereg(sk->spi, sk->staging_h, &e);
-	sk->staging_h = NULL;
+	for (int k = 0; k < 2; k++) {
+		struct sw_stage *g = &sk->stg[k];
+
+		if (g->exposed)
+			sw_spi.dereg_rdma(sk->spi, g->desc, sizeof(g->desc), &e);
+		g->exposed = false;
+		if (g->h)
+			sw_spi.dereg(sk->spi, g->h, &e);
+		g->h = NULL;
+	}
+	sk->pend.on = false; /* a send not started dies with the connection */
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -326,7 +331,7 @@ int sw_ctl_flush(struct sw_sock *sk)
 				r = tx_post(sk, slot, &h, sk->ix.bdesc, NULL);
 				continue;
 			}
-		} else if (sk->shutdown_due && !sk->pc.out.xfer) {
+		} else if (sk->shutdown_due && !sk->pc.out.xfer && !sk->pend.on) {
 			r = nss_conn_shutdown_hdr(&sk->pc, &h);
 			if (r == 0)
 				sk->shutdown_due = false;
@@ -678,6 +683,8 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	struct sw_slot *slot = tx_slot(sk);
 	int e = 0, r;
 
+	if (len < 2)
+		return -EINVAL; /* a head and a rest: the caller's bug */
 	if (!slot || !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
 		return -EAGAIN;
 	memset(&sk->ox, 0, sizeof(sk->ox));
@@ -713,77 +720,97 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 
 void sw_staging_free(struct sw_sock *sk)
 {
-	own_free(&sk->staging, &sk->staging_shared);
+	for (int k = 0; k < 2; k++)
+		own_free(&sk->stg[k].buf, &sk->stg[k].shared);
 }
 
-/* The staging buffer, registered (and on the read path exposed) once. */
-static int staging_get(struct sw_sock *sk)
+/* Staging buffer k, registered (and on the read path exposed) once. */
+static int staging_get(struct sw_sock *sk, int k)
 {
+	struct sw_stage *g = &sk->stg[k];
 	int e = 0;
 
-	if (!sk->staging) {
+	if (!sk->staging_len)
 		sk->staging_len =
 		    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
-		if (own_alloc(sk->staging_len, &sk->staging, &sk->staging_shared))
-			return -ENOBUFS;
-	}
-	if (sk->pc.out_path == NSS_PATH_READ && !sk->staging_exposed) {
-		DWORD dl = sizeof(sk->staging_desc);
+	if (!g->buf && own_alloc(sk->staging_len, &g->buf, &g->shared))
+		return -ENOBUFS;
+	if (sk->pc.out_path == NSS_PATH_READ && !g->exposed) {
+		DWORD dl = sizeof(g->desc);
 
-		if (sw_spi.reg_rdma(sk->spi, sk->staging, sk->staging_len, MEM_READ,
-				    sk->staging_desc, &dl, &e))
+		if (sw_spi.reg_rdma(sk->spi, g->buf, sk->staging_len, MEM_READ, g->desc, &dl, &e))
 			return -sw_errno_of(e);
-		sk->staging_exposed = true;
+		g->exposed = true;
 		sk->stats.registrations++;
-	} else if (sk->pc.out_path == NSS_PATH_WRITE && !sk->staging_h) {
-		sk->staging_h = sw_spi.reg(sk->spi, sk->staging, sk->staging_len, MEM_READ, &e);
-		if (!sk->staging_h)
+	} else if (sk->pc.out_path == NSS_PATH_WRITE && !g->h) {
+		g->h = sw_spi.reg(sk->spi, g->buf, sk->staging_len, MEM_READ, &e);
+		if (!g->h)
 			return -sw_errno_of(e);
 		sk->stats.registrations++;
 	}
 	return 0;
 }
 
+/* Start the copied send that waits, when the last transfer is done and
+ * credit and a send slot allow: SRC_AVAIL with its head. */
+static void pend_start(struct sw_sock *sk)
+{
+	bool rd = sk->pc.out_path == NSS_PATH_READ;
+	struct sw_stage *g = &sk->stg[sk->pend.stg];
+	struct sw_slot *slot;
+	struct nss_hdr h;
+	uint32_t rest = sk->pend.len - sk->pend.head;
+
+	if (!sk->pend.on || sk->ox.active || sk->err || sk->spi == INVALID_SOCKET)
+		return;
+	slot = tx_slot(sk);
+	if (!slot || nss_conn_src_avail_hdr(&sk->pc, sk->pend.head, rest,
+					    rd ? NICSIM_RDMA_DESC_SIZE : 0, &h))
+		return; /* credit or a slot later: the next pass */
+	memset(&sk->ox, 0, sizeof(sk->ox));
+	sk->ox.rdma = g->buf;
+	sk->ox.len = rest;
+	sk->ox.h = rd ? NULL : g->h;
+	sk->ox.staged = true;
+	sk->ox.stg = sk->pend.stg;
+	sk->ox.active = true;
+	sk->ox.base = sk->pc.out.off;
+	sk->pend.on = false;
+	tx_post(sk, slot, &h, rd ? g->desc : NULL, sk->pend.head_bytes);
+}
+
 /*
- * Begin a large transfer of len bytes at p (at most the staging buffer's
- * size) through a copy: the head goes inline from p, the rest is copied to
- * the staging buffer and moves from there, so that the caller may reuse p
- * at once.  0, -EAGAIN (no credit, send slot or free staging buffer yet),
- * or a negative errno (-ENOBUFS: the staging buffer could not be had).
+ * Take a large send of len bytes at p (at most the staging buffer's size
+ * and a head) by copying it: the head to the side, the rest to a staging
+ * buffer the outstanding transfer does not use, and the caller may reuse
+ * p at once.  It starts as soon as the protocol allows (pend_start).  0,
+ * -EAGAIN (a copied send already waits), or a negative errno (-ENOBUFS:
+ * no staging buffer could be had).
  */
 int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
 	uint32_t head = head_of(sk, len);
-	struct sw_slot *slot = tx_slot(sk);
-	bool rd = sk->pc.out_path == NSS_PATH_READ;
-	struct nss_hdr h;
-	int r;
+	int k = sk->ox.active && sk->ox.staged ? 1 - sk->ox.stg : 0, r;
 
-	if (!slot || sk->ox.active ||
-	    !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
+	if (len < 2)
+		return -EINVAL; /* a head and a rest: the caller's bug */
+	if (sk->pend.on)
 		return -EAGAIN;
-	r = staging_get(sk);
+	r = staging_get(sk, k);
 	if (r)
 		return r;
-	if (len - head > sk->staging_len)
+	if (len - head > sk->staging_len || head > sizeof(sk->pend.head_bytes))
 		return -EINVAL; /* the caller's bug */
-	r = nss_conn_src_avail_hdr(&sk->pc, head, len - head, rd ? NICSIM_RDMA_DESC_SIZE : 0, &h);
-	if (r)
-		return r;
-	memset(&sk->ox, 0, sizeof(sk->ox));
-	memcpy(sk->staging, p + head, len - head);
-	sk->ox.rdma = sk->staging;
-	sk->ox.len = len - head;
-	sk->ox.h = rd ? NULL : sk->staging_h;
-	sk->ox.staged = true;
-	sk->ox.active = true;
-	sk->ox.base = sk->pc.out.off;
+	memcpy(sk->stg[k].buf, p + head, len - head);
+	memcpy(sk->pend.head_bytes, p, head);
+	sk->pend.on = true;
+	sk->pend.stg = k;
+	sk->pend.head = head;
+	sk->pend.len = len;
 	sk->stats.large_sends++;
-	r = tx_post(sk, slot, &h, rd ? sk->staging_desc : NULL, p);
-	if (r)
-		return r;
-	sk->stats.bytes_sent += len; /* the head now, the rest by RDMA */
-	return 0;
+	sk->stats.bytes_sent += len;
+	pend_start(sk);
+	return sk->err ? -sk->err : 0;
 }
 
 /* Send len bytes (under the threshold) as DATA messages; 0, -EAGAIN with
@@ -989,6 +1016,7 @@ void sw_progress(struct sw_sock *sk)
 	 * RD_DONE, or this side's WR_DONE once sent. */
 	if (sk->ox.active && !sk->pc.out.xfer && !sk->ox.wr_done_due)
 		ox_end(sk);
+	pend_start(sk);
 	ix_next(sk);
 	pthread_cond_broadcast(&sk->cond);
 	sw_update_ready(sk);
@@ -1042,12 +1070,12 @@ int sw_conn_start(struct sw_sock *sk)
 	if (sk->max_rdma && sk->max_rdma < spi_max)
 		spi_max = sk->max_rdma;
 	/* The provider offers RDMA read on this socket's NIC, or refuses: a
-	 * nicsim NIC without it neither reads nor serves reads. */
-	if (sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
-				sizeof(rd), &got, NULL, NULL, NULL, &e) == 0 &&
-	    rd)
-		sw_spi.rdma_read = rd;
-	else
+	 * nicsim NIC without it neither reads nor serves reads.  (The function
+	 * is the one sw_spi got at start-up: only whether it may be used here
+	 * is asked.) */
+	if (!sw_spi.rdma_read ||
+	    sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
+				sizeof(rd), &got, NULL, NULL, NULL, &e) != 0)
 		rd = NULL;
 
 	memset(&hello, 0, sizeof(hello));

@@ -122,6 +122,10 @@ static void init_once(void)
 	    ext(s, (GUID)WSAID_DEREGISTERRDMAMEMORY, &sw_spi.dereg_rdma) ||
 	    ext(s, (GUID)WSAID_RDMAWRITE, &sw_spi.rdma_write))
 		g.init_err = EOPNOTSUPP;
+	/* An unbound socket gets RDMA read's pointer; whether a socket's NIC
+	 * serves it is asked again once it is connected (sw_conn_start). */
+	if (ext(s, (GUID)WSAID_RDMAREAD, &sw_spi.rdma_read))
+		sw_spi.rdma_read = NULL;
 	sw_spi.t.lpWSPCloseSocket(s, &e);
 	if (g.init_err)
 		return;

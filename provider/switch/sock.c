@@ -386,7 +386,7 @@ static int send_err(struct sw_sock *sk)
  * Send len bytes (sk->lock held): the bytes taken, or a negative errno
  * with none taken.  nb: do not wait.  A large part waits for its transfer
  * when the caller waits (the buffer is the application's); a non-blocking
- * one is copied to the staging buffer first.
+ * one is copied to a staging buffer first.
  */
 static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, bool nb,
 			   uint64_t deadline)
@@ -397,41 +397,41 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 	while (sent < len) {
 		size_t left = len - sent;
 		int err = send_err(sk), r;
+		uint32_t n,
+		    cap = (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
 
 		if (err)
 			return sent ? (ssize_t)sent : -err;
-		sw_progress(sk);
-		if (!sk->pc.hello_in || sk->ox.active) {
+		sw_progress(sk); /* may take the peer's HELLO, and with it out_max */
+		n = (uint32_t)(left < sk->out_max ? left : sk->out_max);
+		if (!sk->pc.hello_in) {
 			r = -EAGAIN;
+		} else if (left >= sk->out_threshold && (nb || left <= cap)) {
+			/* What fits a staging buffer is copied and goes from
+			 * there, with no registration, and the call returns,
+			 * even while the last transfer is outstanding. */
+			if (n > cap)
+				n = cap;
+			r = sw_large_copy(sk, p + sent, n);
+			if (r == 0) {
+				sent += n;
+				continue;
+			}
+		} else if (sk->ox.active || sk->pend.on) {
+			r = -EAGAIN; /* the stream's order: after those */
 		} else if (left >= sk->out_threshold) {
-			uint32_t n = (uint32_t)(left < sk->out_max ? left : sk->out_max);
-			uint32_t cap =
-			    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
-
-			/* What fits the staging buffer is copied and goes from
-			 * there, with no registration, and the call returns;
-			 * larger sends go straight from the buffer, and wait. */
-			if (nb || left <= cap) {
-				if (n > cap)
-					n = cap;
-				r = sw_large_copy(sk, p + sent, n);
-				if (r == 0) {
-					sent += n;
-					continue;
+			/* Larger sends go straight from the buffer, and wait. */
+			r = sw_large_begin(sk, p + sent, n);
+			if (r == 0) {
+				while (sk->ox.active && !sk->err) {
+					sw_progress(sk);
+					if (sk->ox.active)
+						wait_change(sk, 0);
 				}
-			} else {
-				r = sw_large_begin(sk, p + sent, n);
-				if (r == 0) {
-					while (sk->ox.active && !sk->err) {
-						sw_progress(sk);
-						if (sk->ox.active)
-							wait_change(sk, 0);
-					}
-					if (sk->ox.err)
-						return sent ? (ssize_t)sent : -sk->ox.err;
-					sent += n;
-					continue;
-				}
+				if (sk->ox.err)
+					return sent ? (ssize_t)sent : -sk->ox.err;
+				sent += n;
+				continue;
 			}
 		} else {
 			r = sw_send_small(sk, p + sent,

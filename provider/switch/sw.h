@@ -33,7 +33,7 @@ struct sw_spi {
 	LPFN_WSPREGISTERRDMAMEMORY reg_rdma;
 	LPFN_WSPDEREGISTERRDMAMEMORY dereg_rdma;
 	LPFN_WSPRDMAWRITE rdma_write;
-	LPFN_WSPRDMAREAD rdma_read; /* NULL until a socket's provider offered it */
+	LPFN_WSPRDMAREAD rdma_read; /* NULL if the provider has none */
 };
 extern struct sw_spi sw_spi;
 
@@ -131,8 +131,9 @@ struct sw_sock {
 		uint32_t len;
 		bool exposed; /* read path: desc exposes them (until the transfer ends) */
 		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
-		HANDLE h;      /* write path: registered for the NIC to read */
-		bool staged;   /* from the staging buffer, whose registration stays */
+		HANDLE h;    /* write path: registered for the NIC to read */
+		bool staged; /* from staging buffer stg, whose registration stays */
+		int stg;
 		uint64_t base; /* the stream offset of rdma[0] */
 		bool op;       /* a write is in flight */
 		WSAOVERLAPPED ov;
@@ -143,15 +144,27 @@ struct sw_sock {
 		bool wr_done_due;
 		int err; /* the transfer failed: positive errno for its sender */
 	} ox;
-	/* Large sends that fit are copied here and sent from it (non-blocking
-	 * ones always): it stays registered, and on the read path exposed,
-	 * for the connection's life, as it holds only bytes already sent. */
-	uint8_t *staging;
+	/* Large sends that fit are copied to a staging buffer and sent from
+	 * it (non-blocking ones always).  Two of them: the next send is copied
+	 * while the last one's transfer is outstanding, and waits (pend) for
+	 * its done message.  They stay registered, and on the read path
+	 * exposed, for the connection's life, as they hold only bytes already
+	 * sent to the peer. */
+	struct sw_stage {
+		uint8_t *buf;
+		bool shared; /* from nicsim_buffer_alloc */
+		bool exposed;
+		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
+		HANDLE h; /* write path: registered for the NIC to read */
+	} stg[2];
 	uint32_t staging_len;
-	bool staging_shared; /* from nicsim_buffer_alloc */
-	bool staging_exposed;
-	uint8_t staging_desc[NICSIM_RDMA_DESC_SIZE];
-	HANDLE staging_h; /* write path: registered for the NIC to read */
+	struct {
+		bool on;       /* a copied send waits to start */
+		int stg;       /* in this staging buffer */
+		uint32_t head; /* its first bytes, which go inline */
+		uint32_t len;  /* all its bytes */
+		uint8_t head_bytes[4096];
+	} pend;
 	bool shutdown_due;
 	bool abort_due;
 	uint32_t abort_reason;
