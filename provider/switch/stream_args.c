@@ -342,7 +342,7 @@ static int check_opts(struct stream_opts *o, const bool *seen, const char *trans
 int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 {
 	bool seen[O_COUNT_OF] = {false};
-	const char *transport = NULL, *lb_a = NULL, *lb_b = NULL;
+	const char *transport = NULL, *lb_a = NULL, *lb_b = NULL, *bind = NULL;
 	uint64_t v;
 	int rc, i;
 
@@ -403,7 +403,9 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 			break;
 		case O_ONCE: o->once = true; break;
 		case O_BIND:
-			rc = parse_addr("--bind", val, 0, true, &o->bind);
+			/* Parsed once the role is known: a server's port
+			 * defaults to 7472, a client's to any. */
+			bind = val;
 			o->bind_set = true;
 			break;
 		case O_SIZE:
@@ -465,6 +467,12 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 	rc = check_opts(o, seen, transport);
 	if (rc)
 		return rc;
+	if (bind) {
+		rc = parse_addr("--bind", bind, o->role == ROLE_SERVER ? STREAM_PORT : 0, true,
+				&o->bind);
+		if (rc)
+			return rc;
+	}
 	if (o->role == ROLE_LOOPBACK) {
 		bool tcp_only = o->transports == ST_TCP;
 
