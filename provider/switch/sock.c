@@ -447,13 +447,32 @@ static int check_flags(int flags, int allowed)
 	return flags & ~(allowed | MSG_DONTWAIT | MSG_NOSIGNAL) ? EOPNOTSUPP : 0;
 }
 
+/* An iovec the calls take: 0, or the errno.  As readv and writev, the
+ * lengths must add up to what an ssize_t result can report. */
+static int check_iov(const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return EINVAL;
+	if (iovcnt && !iov)
+		return EFAULT;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return EINVAL;
+		total += iov[i].iov_len;
+	}
+	return 0;
+}
+
 ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
 {
 	struct sw_sock *sk;
 	ssize_t total = 0;
+	int err = check_iov(iov, iovcnt);
 
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
-		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	if (err)
+		return fail(err);
 	sk = get(s);
 	if (!sk)
 		return -1;
@@ -464,9 +483,9 @@ ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
 
 		if (!iov[i].iov_len)
 			continue;
-		if (!iov[i].iov_base)
-			return done(sk, total ? (int)total : -1, EFAULT);
-		n = send_locked(sk, iov[i].iov_base, iov[i].iov_len, sk->nonblock, deadline);
+		n = iov[i].iov_base
+			? send_locked(sk, iov[i].iov_base, iov[i].iov_len, sk->nonblock, deadline)
+			: -EFAULT;
 		if (n < 0) {
 			if (total)
 				break;
@@ -492,6 +511,8 @@ ssize_t nsw_send(int s, const void *buf, size_t len, int flags)
 		return fail(err);
 	if (!buf && len)
 		return fail(EFAULT);
+	if (len > (size_t)SSIZE_MAX)
+		return fail(EINVAL);
 	sk = get(s);
 	if (!sk)
 		return -1;
@@ -657,13 +678,17 @@ ssize_t nsw_recv(int s, void *buf, size_t len, int flags)
 		return fail(err);
 	if (!buf && len)
 		return fail(EFAULT);
+	if (len > (size_t)SSIZE_MAX)
+		return fail(EINVAL);
 	return recv_common(s, &v, 1, flags);
 }
 
 ssize_t nsw_readv(int s, const struct iovec *iov, int iovcnt)
 {
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
-		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	int err = check_iov(iov, iovcnt);
+
+	if (err)
+		return fail(err);
 	for (int i = 0; i < iovcnt; i++)
 		if (iov[i].iov_len && !iov[i].iov_base)
 			return fail(EFAULT);

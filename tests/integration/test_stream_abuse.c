@@ -1,0 +1,211 @@
+/*
+ * The switch's stream sockets (nicsim_switch.h) misused: descriptors that
+ * are not stream sockets (a kernel descriptor, one closed, one never
+ * made), NULL pointers, lengths no call can take, option values and sizes
+ * out of range, calls pending when their socket is closed, and a process
+ * that forks after using the switch.  Each call must fail with the errno
+ * the header gives, and leave the socket and the connection usable; no
+ * call may crash or hang.  The NICs are the test_spi_* fixture
+ * (nstspidata.h), which checks after each test that the TPT occupancy is
+ * back where it was.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nicsim_switch.h"
+#include "nstest.h"
+#include "nstnic.h"
+#include "nstspidata.h"
+
+/* The call's result is -1 with errno want. */
+#define FAILS(call, want)                                                                      \
+	do {                                                                                   \
+		long long r_;                                                                  \
+		errno = 0;                                                                     \
+		r_ = (long long)(call);                                                        \
+		NST_CHECK_(r_ == -1 && errno == (want), CU_FALSE, "%s: %lld, %s; want -1, %s", \
+			   #call, r_, strerror(errno), strerror(want));                        \
+	} while (0)
+
+static void set_int(int s, int level, int opt, int v)
+{
+	NST_EQ(nsw_setsockopt(s, level, opt, &v, sizeof(v)), 0);
+}
+
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* A listening socket on srv_addr, port in *port. */
+static int listener(const char *srv_addr, uint16_t *port)
+{
+	struct sockaddr_in a;
+	int l = nsw_socket(AF_INET, SOCK_STREAM, 0);
+
+	*port = next_port++;
+	a = addr_of(srv_addr, *port);
+	NST_REQUIRE(l >= 0);
+	NST_REQUIRE_EQ(nsw_bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	NST_REQUIRE_EQ(nsw_listen(l, 4), 0);
+	return l;
+}
+
+/* A connected pair: *srv on A, *cli on B.  The connect completes only
+ * once the server accepts: it is started non-blocking, then awaited. */
+static void pair(int *srv, int *cli)
+{
+	uint16_t port;
+	int l = listener(ADDR_A, &port), c = nsw_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in from = addr_of(ADDR_B, 0), to = addr_of(ADDR_A, port);
+	int err = -1;
+	socklen_t len = sizeof(err);
+
+	NST_REQUIRE(c >= 0);
+	NST_REQUIRE_EQ(nsw_bind(c, (struct sockaddr *)&from, sizeof(from)), 0);
+	NST_REQUIRE_EQ(nsw_connect(c, (struct sockaddr *)&to, sizeof(to)), -1);
+	NST_REQUIRE_EQ(errno, EINPROGRESS);
+	*srv = nsw_accept(l, NULL, NULL);
+	NST_REQUIRE(*srv >= 0);
+	NST_REQUIRE(readable_within(c, WAIT_MS));
+	NST_REQUIRE_EQ(nsw_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	NST_REQUIRE_EQ(err, 0);
+	set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
+	*cli = c;
+	NST_EQ(nsw_close(l), 0);
+}
+
+/* n bytes from a to b arrive whole and in order. */
+static void still_works(int a, int b, size_t n)
+{
+	static uint8_t out[256 << 10], in[256 << 10];
+
+	NST_REQUIRE(n <= sizeof(out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = (uint8_t)(i * 7 + n);
+	memset(in, 0, n);
+	NST_EQ(nsw_send(a, out, n, 0), (ssize_t)n);
+	NST_EQ(nsw_recv(b, in, n, MSG_WAITALL), (ssize_t)n);
+	NST_TRUE(memcmp(in, out, n) == 0);
+}
+
+/* ---- Descriptors that are not stream sockets ----------------------------------------- */
+
+/* Every call on fd fails with EBADF. */
+static void all_ebadf(int fd)
+{
+	struct sockaddr_in a = addr_of(ADDR_A, next_port++);
+	socklen_t alen = sizeof(a), olen = sizeof(int);
+	char buf[8] = {0};
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	int v = 1;
+
+	FAILS(nsw_bind(fd, (struct sockaddr *)&a, sizeof(a)), EBADF);
+	FAILS(nsw_listen(fd, 1), EBADF);
+	FAILS(nsw_accept(fd, NULL, NULL), EBADF);
+	FAILS(nsw_connect(fd, (struct sockaddr *)&a, sizeof(a)), EBADF);
+	FAILS(nsw_send(fd, buf, 1, 0), EBADF);
+	FAILS(nsw_recv(fd, buf, 1, 0), EBADF);
+	FAILS(nsw_writev(fd, &iov, 1), EBADF);
+	FAILS(nsw_readv(fd, &iov, 1), EBADF);
+	FAILS(nsw_shutdown(fd, SHUT_RDWR), EBADF);
+	FAILS(nsw_getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &olen), EBADF);
+	FAILS(nsw_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)), EBADF);
+	FAILS(nsw_getsockname(fd, (struct sockaddr *)&a, &alen), EBADF);
+	FAILS(nsw_getpeername(fd, (struct sockaddr *)&a, &alen), EBADF);
+	FAILS(nsw_close(fd), EBADF);
+}
+
+static void test_not_stream_sockets(void)
+{
+	int kfd = eventfd(0, EFD_CLOEXEC), s;
+
+	NST_REQUIRE(kfd >= 0);
+	all_ebadf(-1);
+	all_ebadf(INT_MAX);
+	/* A descriptor of the kernel's: refused, and left open. */
+	all_ebadf(kfd);
+	NST_EQ(write(kfd, &(uint64_t){1}, sizeof(uint64_t)), (ssize_t)sizeof(uint64_t));
+	close(kfd);
+	/* A stream socket closed: everything after is EBADF. */
+	s = nsw_socket(AF_INET, SOCK_STREAM, 0);
+	NST_REQUIRE(s >= 0);
+	NST_EQ(nsw_close(s), 0);
+	all_ebadf(s);
+}
+
+/* ---- Arguments ---------------------------------------------------------------------- */
+
+static void test_bad_arguments(void)
+{
+	char buf[64] = {0};
+	struct iovec iov[2] = {{.iov_base = buf, .iov_len = 8}, {.iov_base = buf, .iov_len = 8}};
+	struct iovec huge[2] = {{.iov_base = buf, .iov_len = (size_t)SSIZE_MAX},
+				{.iov_base = buf, .iov_len = 8}};
+	struct nsw_stats st;
+	socklen_t len = 2;
+	int srv, cli, v = 0;
+
+	pair(&srv, &cli);
+	FAILS(nsw_send(cli, NULL, 10, 0), EFAULT);
+	FAILS(nsw_recv(cli, NULL, 10, 0), EFAULT);
+	/* A length no ssize_t result can report: EINVAL, as the kernel
+	 * gives, without touching the buffer, waiting or not. */
+	FAILS(nsw_send(cli, buf, SIZE_MAX, 0), EINVAL);
+	FAILS(nsw_send(cli, buf, SIZE_MAX, MSG_DONTWAIT), EINVAL);
+	FAILS(nsw_send(cli, buf, (size_t)SSIZE_MAX + 1, MSG_DONTWAIT), EINVAL);
+	FAILS(nsw_recv(cli, buf, SIZE_MAX, MSG_DONTWAIT), EINVAL);
+	FAILS(nsw_writev(cli, huge, 2), EINVAL);
+	FAILS(nsw_readv(cli, huge, 2), EINVAL);
+	FAILS(nsw_writev(cli, iov, -1), EINVAL);
+	FAILS(nsw_writev(cli, iov, IOV_MAX + 1), EINVAL);
+	FAILS(nsw_readv(cli, iov, -1), EINVAL);
+	FAILS(nsw_writev(cli, NULL, 1), EFAULT);
+	FAILS(nsw_send(cli, buf, 1, MSG_PEEK), EOPNOTSUPP);
+	FAILS(nsw_recv(cli, buf, 1, MSG_OOB), EOPNOTSUPP);
+	FAILS(nsw_shutdown(cli, 7), EINVAL);
+	/* Options: short, NULL, unknown, out of range, too late. */
+	FAILS(nsw_getsockopt(cli, NSW_SOL, NSW_STATS, &st, &len), EINVAL);
+	FAILS(nsw_getsockopt(cli, SOL_SOCKET, SO_ERROR, NULL, &len), EFAULT);
+	FAILS(nsw_setsockopt(cli, SOL_SOCKET, SO_SNDBUF, &v, 2), EINVAL);
+	FAILS(nsw_setsockopt(cli, SOL_SOCKET, SO_SNDBUF, NULL, sizeof(v)), EFAULT);
+	FAILS(nsw_setsockopt(cli, NSW_SOL, 99, &v, sizeof(v)), ENOPROTOOPT);
+	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_STATS, &v, sizeof(v)), ENOPROTOOPT);
+	v = 4095;
+	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_MAX_RDMA, &v, sizeof(v)), EINVAL);
+	v = 3;
+	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_PATH, &v, sizeof(v)), EINVAL);
+	v = 1 << 20;
+	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_RDMA_THRESHOLD, &v, sizeof(v)), EISCONN);
+	FAILS(nsw_setsockopt(cli, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){0, 1000000},
+			     sizeof(struct timeval)),
+	      EDOM);
+	/* None of it harmed the connection. */
+	still_works(cli, srv, 100);
+	still_works(srv, cli, 200000);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct nst_test tests[] = {
+	    {"not_stream_sockets", test_not_stream_sockets},
+	    {"bad_arguments", test_bad_arguments},
+	    {NULL, NULL},
+	};
+
+	return spi_main(argc, argv, "stream_abuse", tests);
+}
