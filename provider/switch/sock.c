@@ -270,7 +270,8 @@ int nsw_accept(int s, struct sockaddr *addr, socklen_t *addrlen)
 	pthread_mutex_lock(&sk->lock);
 	deadline = deadline_of(sk->rcvtimeo_ns);
 	for (;;) {
-		if (sk->st != SW_LISTEN)
+		/* A listener closed meanwhile has err EBADF, and no SPI socket. */
+		if (sk->st != SW_LISTEN || sk->err)
 			return done(sk, -1, sk->err ? sk->err : EINVAL);
 		ns = sw_spi.t.lpWSPAccept(sk->spi, (struct sockaddr *)&peer, &plen, NULL, 0, &e);
 		if (ns != INVALID_SOCKET)

@@ -199,11 +199,72 @@ static void test_bad_arguments(void)
 	NST_EQ(nsw_close(srv), 0);
 }
 
+/* ---- Calls pending when their socket is closed ------------------------------------------ */
+
+struct pending {
+	int s;
+	pid_t tid;
+	long long rc;
+	int err;
+};
+
+static void *accept_main_(void *arg)
+{
+	struct pending *p = arg;
+
+	__atomic_store_n(&p->tid, gettid(), __ATOMIC_RELEASE);
+	p->rc = nsw_accept(p->s, NULL, NULL);
+	p->err = errno;
+	return NULL;
+}
+
+static void *recv_main_(void *arg)
+{
+	struct pending *p = arg;
+	char c;
+
+	__atomic_store_n(&p->tid, gettid(), __ATOMIC_RELEASE);
+	p->rc = nsw_recv(p->s, &c, 1, 0);
+	p->err = errno;
+	return NULL;
+}
+
+/* A call waiting in a socket that another thread closes ends with EBADF,
+ * as nicsim_switch.h says, and nsw_close waits for it to leave. */
+static void test_pending_calls_end_with_ebadf(void)
+{
+	struct pending pa = {0}, pr = {0};
+	pthread_t t;
+	uint16_t port;
+	int srv, cli;
+
+	pa.s = listener(ADDR_A, &port);
+	pthread_create(&t, NULL, accept_main_, &pa);
+	wait_until_blocked(&pa.tid);
+	NST_EQ(nsw_close(pa.s), 0);
+	pthread_join(t, NULL);
+	NST_CHECK_(pa.rc == -1 && pa.err == EBADF, CU_FALSE,
+		   "pending accept on a closed listener: %lld, %s; want -1, EBADF", pa.rc,
+		   strerror(pa.err));
+
+	pair(&srv, &cli);
+	pr.s = srv;
+	pthread_create(&t, NULL, recv_main_, &pr);
+	wait_until_blocked(&pr.tid);
+	NST_EQ(nsw_close(srv), 0);
+	pthread_join(t, NULL);
+	NST_CHECK_(pr.rc == -1 && pr.err == EBADF, CU_FALSE,
+		   "pending recv on a closed socket: %lld, %s; want -1, EBADF", pr.rc,
+		   strerror(pr.err));
+	NST_EQ(nsw_close(cli), 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"not_stream_sockets", test_not_stream_sockets},
 	    {"bad_arguments", test_bad_arguments},
+	    {"pending_calls_end_with_ebadf", test_pending_calls_end_with_ebadf},
 	    {NULL, NULL},
 	};
 
