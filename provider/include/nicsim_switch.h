@@ -23,6 +23,12 @@
  * peer's close) happens in a thread of the library whether or not the
  * application is inside a call.
  *
+ * A child made by fork() does not inherit the switch, as it does not
+ * inherit the provider: the parent's sockets are not the child's (the
+ * child's copies of their descriptors are closed, and calls on them fail
+ * with EBADF), the parent's connections go on undisturbed, and the child's
+ * first nsw_socket starts a switch of its own.
+ *
  * Addresses are IPv4 sockaddr_in: the address of a NIC (`nicsim show
  * nics`) and a port.  The library starts the SPI on first use; the run
  * directory is found as for every SPI program ($NICSIM_DIR, ...).

@@ -259,12 +259,98 @@ static void test_pending_calls_end_with_ebadf(void)
 	NST_EQ(nsw_close(cli), 0);
 }
 
+/* ---- fork ------------------------------------------------------------------------------ */
+
+/*
+ * The child of a process that used the switch: the parent's sockets are
+ * not its own (EBADF), and a socket of its own works: it connects to the
+ * parent's listener on port and sends "child".  Its exit must leave the
+ * parent's connections alone.  Exit status: 0, or the step that failed.
+ */
+static int fork_child(int inherited, uint16_t port)
+{
+	struct sockaddr_in to = addr_of(ADDR_A, port), from = addr_of(ADDR_B, 0);
+	char c = 0;
+	int s;
+
+	alarm(60);
+	if (nsw_send(inherited, "x", 1, 0) != -1 || errno != EBADF)
+		return 10;
+	if (nsw_close(inherited) != -1 || errno != EBADF)
+		return 11;
+	s = nsw_socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0) {
+		fprintf(stderr, "child: nsw_socket: %s\n", strerror(errno));
+		return 12;
+	}
+	if (nsw_bind(s, (struct sockaddr *)&from, sizeof(from)) ||
+	    nsw_connect(s, (struct sockaddr *)&to, sizeof(to))) {
+		fprintf(stderr, "child: bind or connect: %s\n", strerror(errno));
+		return 13;
+	}
+	if (nsw_send(s, "child", 5, 0) != 5)
+		return 14;
+	/* The parent answers, then closes. */
+	if (nsw_recv(s, &c, 1, 0) != 1 || c != '!' || nsw_recv(s, &c, 1, 0) != 0)
+		return 15;
+	/* exit, not _exit: the switch's own clean-up runs in the child too. */
+	exit(0);
+}
+
+static void test_fork_child_starts_afresh(void)
+{
+	uint16_t port;
+	int srv, cli, l, cs, status = -1;
+	char got[8] = {0};
+	pid_t pid, parent = getpid();
+
+	pair(&srv, &cli);
+	still_works(cli, srv, 1000);
+	l = listener(ADDR_A, &port);
+	/* A child that fails before connecting must not hold the accept. */
+	NST_EQ(nsw_setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){WAIT_MS / 1000 * 3, 0},
+			      sizeof(struct timeval)),
+	       0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		_exit(fork_child(cli, port));
+	}
+	NST_REQUIRE(pid > 0);
+	cs = nsw_accept(l, NULL, NULL);
+	NST_CHECK_(cs >= 0, CU_FALSE, "accept of the child's connection: %s", strerror(errno));
+	if (cs >= 0) {
+		NST_EQ(nsw_recv(cs, got, 5, MSG_WAITALL), 5);
+		NST_EQ(memcmp(got, "child", 5), 0);
+		NST_EQ(nsw_send(cs, "!", 1, 0), 1);
+		NST_EQ(nsw_close(cs), 0);
+	}
+	status = nst_wait(pid, WAIT_MS * 3);
+	if (status == -ETIMEDOUT) {
+		kill(pid, SIGKILL);
+		status = nst_wait(pid, WAIT_MS);
+	}
+	NST_CHECK_(WIFEXITED(status) && WEXITSTATUS(status) == 0, CU_FALSE,
+		   "the child's status is %#x (exit %d), want exit 0", status,
+		   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	/* The parent's connection, used before the fork, is untouched. */
+	still_works(cli, srv, 100);
+	still_works(srv, cli, 200000);
+	NST_EQ(nsw_close(l), 0);
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
 	    {"not_stream_sockets", test_not_stream_sockets},
 	    {"bad_arguments", test_bad_arguments},
 	    {"pending_calls_end_with_ebadf", test_pending_calls_end_with_ebadf},
+	    {"fork_child_starts_afresh", test_fork_child_starts_afresh},
 	    {NULL, NULL},
 	};
 
