@@ -46,9 +46,12 @@ extern "C" {
 #endif
 
 /*
- * Options at level NSW_SOL (besides SOL_SOCKET's SO_SNDBUF, SO_RCVBUF and
- * SO_ERROR, and IPPROTO_TCP's TCP_NODELAY, accepted and ignored: small sends
- * always go at once).  Every value is an int unless said otherwise.
+ * Options at level NSW_SOL (besides SOL_SOCKET's SO_SNDBUF, SO_RCVBUF,
+ * SO_ERROR and SO_TYPE; SO_RCVTIMEO and SO_SNDTIMEO, a struct timeval that
+ * bounds the waits of blocking calls, which then fail with EAGAIN, or a
+ * connect with EINPROGRESS while it goes on; and IPPROTO_TCP's TCP_NODELAY,
+ * accepted and ignored: small sends always go at once).  Every value is an
+ * int unless said otherwise.
  *
  * NSW_RDMA_THRESHOLD: the smallest send that moves by RDMA, in bytes
  *   (default: the SPI's SO_RDMA_THRESHOLD_SIZE, 64 KiB; at least 2 KiB).

@@ -314,6 +314,7 @@ int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct sw_sock *sk = get(s);
 	int err, e = 0;
+	uint64_t deadline;
 
 	if (!sk)
 		return -1;
@@ -344,9 +345,13 @@ int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
 	sk->bound = true;
 	if (sk->nonblock)
 		return done(sk, -1, EINPROGRESS);
-	/* The NIC bounds the connect (its connection timeout). */
+	/* The NIC bounds the connect (its connection timeout); SO_SNDTIMEO may
+	 * end the wait first, as for TCP: EINPROGRESS, and the connect goes
+	 * on as a non-blocking one does. */
+	deadline = deadline_of(sk->sndtimeo_ns);
 	while (sk->st == SW_CONNECTING)
-		wait_change(sk, 0);
+		if (wait_change(sk, deadline))
+			return done(sk, -1, EINPROGRESS);
 	sk->connect_done = false;
 	if (sk->st == SW_CONNECTED)
 		return done(sk, 0, 0);

@@ -259,6 +259,46 @@ static void test_pending_calls_end_with_ebadf(void)
 	NST_EQ(nsw_close(cli), 0);
 }
 
+/* ---- Timeouts -------------------------------------------------------------------------- */
+
+/* SO_SNDTIMEO bounds a blocking connect, as for TCP: when it passes before
+ * the server accepts, EINPROGRESS, and the connect goes on as a
+ * non-blocking one would. */
+static void test_connect_honours_sndtimeo(void)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+	uint16_t port;
+	int l = listener(ADDR_A, &port), c = nsw_socket(AF_INET, SOCK_STREAM, 0), srv, err = -1;
+	struct sockaddr_in from = addr_of(ADDR_B, 0), to = addr_of(ADDR_A, port);
+	socklen_t len = sizeof(err);
+	uint64_t t0;
+
+	NST_REQUIRE(c >= 0);
+	NST_EQ(nsw_setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	tv.tv_sec = WAIT_MS / 1000;
+	NST_EQ(nsw_setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	NST_REQUIRE_EQ(nsw_bind(c, (struct sockaddr *)&from, sizeof(from)), 0);
+	t0 = nst_now_ns();
+	FAILS(nsw_connect(c, (struct sockaddr *)&to, sizeof(to)), EINPROGRESS);
+	/* The NIC alone gives up after seconds (its CM timeout and retries). */
+	NST_LT(nst_now_ns() - t0, 1500000000ull);
+	FAILS(nsw_connect(c, (struct sockaddr *)&to, sizeof(to)), EALREADY);
+	srv = nsw_accept(l, NULL, NULL);
+	NST_CHECK_(srv >= 0, CU_FALSE, "accept: %s", strerror(errno));
+	if (srv < 0) {
+		nsw_close(c);
+		nsw_close(l);
+		return;
+	}
+	NST_TRUE(readable_within(c, WAIT_MS));
+	NST_EQ(nsw_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	NST_EQ(err, 0);
+	still_works(c, srv, 1000);
+	NST_EQ(nsw_close(c), 0);
+	NST_EQ(nsw_close(srv), 0);
+	NST_EQ(nsw_close(l), 0);
+}
+
 /* ---- fork ------------------------------------------------------------------------------ */
 
 /*
@@ -350,6 +390,7 @@ int main(int argc, char **argv)
 	    {"not_stream_sockets", test_not_stream_sockets},
 	    {"bad_arguments", test_bad_arguments},
 	    {"pending_calls_end_with_ebadf", test_pending_calls_end_with_ebadf},
+	    {"connect_honours_sndtimeo", test_connect_honours_sndtimeo},
 	    {"fork_child_starts_afresh", test_fork_child_starts_afresh},
 	    {NULL, NULL},
 	};
