@@ -577,6 +577,10 @@ static void test_bad_flags(void)
 	    {{"--loopback", "--transport", "tcp", "--rdma-threshold", "4K"},
 	     "--rdma-threshold applies to the switch"},
 	    {{"--loopback", "--path", "sideways"}, "--path sideways: expected read, write or auto"},
+	    {{"--loopback", "--max-rdma", "1K"}, "--max-rdma 1K: expected a size from 4K to 1G"},
+	    {{"--server", "--bind", "198.18.0.2:0"},
+	     "--bind 198.18.0.2:0: a switch server needs a port: the switch cannot say which "
+	     "port 0 would give"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
