@@ -791,6 +791,8 @@ static const struct bad bads[] = {
      "registrations, credit_updates, credit_waits), or 'path'"},
     {"expect stream of a socket of the SPI", SETUP "h1: socket -> s\nexpect stream s path read\n",
      "bad.scn:6:15: 's' is a socket (line 5), not a stream socket"},
+    {"expect stream without its socket", SETUP "expect stream\n",
+     "bad.scn:5:14: expected a stream socket, found the end of the line"},
     {"another host's stream socket", SETUP "h1: stream-socket -> s\nh2: stream-close s\n",
      "bad.scn:6:18: stream socket 's' is h1's (line 5), not h2's: a stream socket belongs to "
      "the host that made it"},
