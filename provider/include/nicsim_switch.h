@@ -122,6 +122,16 @@ struct nsw_stats {
  * ENOBUFS (a send's buffer could not be registered: nothing of it was sent;
  * or no control buffers), EPIPE (send after shutdown), ENOTCONN.
  */
+/*
+ * nsw_close is graceful, as close() of a TCP socket: what was sent reaches
+ * the peer, then end-of-file; with bytes still unread on this side it
+ * resets the connection instead (ECONNRESET at the peer).  It waits for
+ * the control messages it owes the peer, and for a large send another
+ * thread still has in progress, for at most 5 s, then resets.  Calls of
+ * other threads waiting in the socket end: a receive or an accept with
+ * EBADF, a send with EPIPE, or ECONNRESET if the close had to reset the
+ * connection under it; every later call on the descriptor gets EBADF.
+ */
 int nsw_socket(int domain, int type, int protocol);
 int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen);
 int nsw_listen(int s, int backlog);
