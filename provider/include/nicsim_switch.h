@@ -36,7 +36,9 @@
  * A waiting call is not interrupted by a signal (there is no EINTR): bound
  * it with SO_RCVTIMEO or SO_SNDTIMEO, or poll a non-blocking socket.  A
  * socket holds three descriptors of the process (the one it is, and two
- * the library waits on), which count against RLIMIT_NOFILE.
+ * the library waits on), which count against RLIMIT_NOFILE.  A process has
+ * at most 32 connections on each NIC (ENOBUFS beyond), and a listener
+ * refuses the requests beyond its backlog (at most 64) at once.
  */
 #ifndef NICSIM_SWITCH_H
 #define NICSIM_SWITCH_H
