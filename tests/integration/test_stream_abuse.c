@@ -27,6 +27,19 @@
 #include "nstnic.h"
 #include "nstspidata.h"
 
+/* ThreadSanitizer cannot start threads in the child of a process with
+ * threads: there, the fork test's child only checks the parent's sockets. */
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_CONNECTS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHILD_CONNECTS 0
+#endif
+#endif
+#ifndef CHILD_CONNECTS
+#define CHILD_CONNECTS 1
+#endif
+
 /* The call's result is -1 with errno want. */
 #define FAILS(call, want)                                                                      \
 	do {                                                                                   \
@@ -318,6 +331,8 @@ static int fork_child(int inherited, uint16_t port)
 		return 10;
 	if (nsw_close(inherited) != -1 || errno != EBADF)
 		return 11;
+	if (!CHILD_CONNECTS)
+		exit(0);
 	s = nsw_socket(AF_INET, SOCK_STREAM, 0);
 	if (s < 0) {
 		fprintf(stderr, "child: nsw_socket: %s\n", strerror(errno));
@@ -360,9 +375,9 @@ static void test_fork_child_starts_afresh(void)
 		_exit(fork_child(cli, port));
 	}
 	NST_REQUIRE(pid > 0);
-	cs = nsw_accept(l, NULL, NULL);
+	cs = CHILD_CONNECTS ? nsw_accept(l, NULL, NULL) : 0;
 	NST_CHECK_(cs >= 0, CU_FALSE, "accept of the child's connection: %s", strerror(errno));
-	if (cs >= 0) {
+	if (CHILD_CONNECTS && cs >= 0) {
 		NST_EQ(nsw_recv(cs, got, 5, MSG_WAITALL), 5);
 		NST_EQ(memcmp(got, "child", 5), 0);
 		NST_EQ(nsw_send(cs, "!", 1, 0), 1);
