@@ -427,10 +427,11 @@ static int ix_start(struct sw_sock *sk, uint8_t *dst, uint32_t len, HANDLE h)
 	if (sk->pc.in_path == NSS_PATH_READ) {
 		WSABUFEX b = {.len = sk->ix.chunk, .buf = (char *)dst, .handle = h};
 		DWORD n = 0;
+		LPFN_WSPRDMAREAD rdma_read = __atomic_load_n(&sw_spi.rdma_read, __ATOMIC_RELAXED);
 
 		ov_prepare(sk, &sk->ix.ov);
-		if (sw_spi.rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len,
-				     (DWORD)sk->ix.done, &n, 0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
+		if (rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len, (DWORD)sk->ix.done, &n,
+			      0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
 		    e != WSA_IO_PENDING)
 			return -sw_errno_of(e);
 		sk->ix.op = true;
@@ -971,7 +972,9 @@ int sw_conn_start(struct sw_sock *sk)
 	if (sw_spi.t.lpWSPIoctl(sk->spi, SIO_GET_EXTENSION_FUNCTION_POINTER, &rr, sizeof(rr), &rd,
 				sizeof(rd), &got, NULL, NULL, NULL, &e) == 0 &&
 	    rd)
-		sw_spi.rdma_read = rd;
+		/* Sockets start in several threads at once (each under its
+		 * own lock), and all store the same function: atomically. */
+		__atomic_store_n(&sw_spi.rdma_read, rd, __ATOMIC_RELAXED);
 	else
 		rd = NULL;
 
