@@ -108,6 +108,18 @@ static void fork_child(void)
 		free(b);
 	}
 	prov_pins_forget(&p->pins);
+	/* The records of who registered each region hang off the region's
+	 * slot, which free_tables frees whole: free them first. */
+	for (uint32_t i = 0; i < p->mrs.hwm; i++) {
+		struct prov_mr *mr = prov_slot_at(&p->mrs, i);
+
+		while (mr && mr->insts) {
+			struct prov_inst *in = mr->insts;
+
+			mr->insts = in->mr_next;
+			free(in);
+		}
+	}
 	free_tables(p);
 	prov_mon_reset();
 	memset(p, 0, sizeof(*p));

@@ -521,7 +521,7 @@ static void check_regex(struct checker *c, const struct scn_stmt *st, const stru
  * which calls the socket takes.
  */
 static void use_sock(struct checker *c, const struct scn_stmt *st, enum scn_verb verb,
-		     const char *name)
+		     const char *host, const char *name)
 {
 	bool stream = scn_verb_stream(verb);
 	struct sym *y = lookup(c, name);
@@ -542,7 +542,14 @@ static void use_sock(struct checker *c, const struct scn_stmt *st, enum scn_verb
 		      name, where(st, y->def, w, sizeof(w)), scn_verb_name(verb));
 		return;
 	}
-	use(c, st, name, stream ? SCN_KIND_STREAM : SCN_KIND_SOCKET);
+	y = use(c, st, name, stream ? SCN_KIND_STREAM : SCN_KIND_SOCKET);
+	/* A stream socket is the switch's of the process that made it: no
+	 * other host has it, a forked one neither (its switch starts afresh). */
+	if (y && stream && y->host && host && strcmp(y->host, host))
+		error(c, st, name,
+		      "stream socket '%s' is %s's (%s), not %s's: a stream socket belongs to "
+		      "the host that made it",
+		      name, y->host, where(st, y->def, w, sizeof(w)), host);
 }
 
 /*
@@ -588,7 +595,7 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	enum scn_kind makes = scn_verb_makes(k->verb);
 
 	if (k->sock[0])
-		use_sock(c, st, k->verb, k->sock);
+		use_sock(c, st, k->verb, k->host, k->sock);
 	check_result(c, st, k->verb, &st->result);
 	if (k->nic[0])
 		use(c, st, k->nic, SCN_KIND_NIC);
@@ -657,6 +664,8 @@ static void check_call(struct checker *c, const struct scn_stmt *st)
 	if (!y)
 		return;
 	y->async = st->async;
+	if (makes == SCN_KIND_STREAM)
+		y->host = k->host;
 	if (k->verb != SCN_V_FORK || !h)
 		return;
 	y->host = h->name;

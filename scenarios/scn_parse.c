@@ -1669,8 +1669,12 @@ static enum scn_stmt_kind sub_kind(struct parser *p, const char *const *words,
 	const struct scn_tok *t = peek(p), *t2 = peek2(p);
 	size_t i;
 
+	/* "expect WORD" alone cannot be the memory form, which needs a
+	 * buffer after the host: the sub-statement says what it lacks. */
 	for (i = 0; i < n; i++)
-		if (is_word(t, words[i]) && t2->type == SCN_TOK_WORD) {
+		if (is_word(t, words[i]) &&
+		    (t2->type == SCN_TOK_WORD ||
+		     (t2->type == SCN_TOK_END && other == SCN_EXPECT_MEM))) {
 			p->ti++;
 			return kinds[i];
 		}

@@ -24,9 +24,22 @@
  * peer's close) happens in a thread of the library whether or not the
  * application is inside a call.
  *
- * Addresses are IPv4 sockaddr_in: the address of a NIC (`nicsim show
- * nics`) and a port.  The library starts the SPI on first use; the run
+ * A child made by fork() does not inherit the switch, as it does not
+ * inherit the provider: the parent's sockets are not the child's (the
+ * child's copies of their descriptors are closed, and calls on them fail
+ * with EBADF), the parent's connections go on undisturbed, and the child's
+ * first nsw_socket starts a switch of its own.
+ *
+ * Addresses are IPv4 sockaddr_in: the address of a NIC (as `nicsim up`
+ * prints it) and a port.  The library starts the SPI on first use; the run
  * directory is found as for every SPI program ($NICSIM_DIR, ...).
+ *
+ * A waiting call is not interrupted by a signal (there is no EINTR): bound
+ * it with SO_RCVTIMEO or SO_SNDTIMEO, or poll a non-blocking socket.  A
+ * socket holds three descriptors of the process (the one it is, and two
+ * the library waits on), which count against RLIMIT_NOFILE.  A process has
+ * at most 32 connections on each NIC (ENOBUFS beyond), and a listener
+ * refuses the requests beyond its backlog (at most 64) at once.
  */
 #ifndef NICSIM_SWITCH_H
 #define NICSIM_SWITCH_H
@@ -41,18 +54,26 @@ extern "C" {
 #endif
 
 /*
- * Options at level NSW_SOL (besides SOL_SOCKET's SO_SNDBUF, SO_RCVBUF and
- * SO_ERROR, and IPPROTO_TCP's TCP_NODELAY, accepted and ignored: small sends
- * always go at once).  Every value is an int unless said otherwise.
+ * Options at level NSW_SOL (besides SOL_SOCKET's SO_SNDBUF, SO_RCVBUF,
+ * SO_ERROR and SO_TYPE; SO_RCVTIMEO and SO_SNDTIMEO, a struct timeval that
+ * bounds the waits of blocking calls, which then fail with EAGAIN, or a
+ * connect with EINPROGRESS while it goes on; and IPPROTO_TCP's TCP_NODELAY,
+ * accepted and ignored: small sends always go at once).  Every value is an
+ * int unless said otherwise.
  *
  * NSW_RDMA_THRESHOLD: the smallest send that moves by RDMA, in bytes
  *   (default: the SPI's SO_RDMA_THRESHOLD_SIZE, 64 KiB; at least 2 KiB).
  * NSW_MAX_RDMA: the largest single RDMA (default and ceiling: the SPI's
- *   SO_MAX_RDMA_SIZE; larger transfers are split).
+ *   SO_MAX_RDMA_SIZE; at least 4 KiB; larger transfers are split).
  * NSW_NONBLOCK: 1 makes every call on the socket fail with EAGAIN (or
  *   EINPROGRESS for connect) instead of waiting; 0 (default) makes them wait.
- * NSW_PATH (get only): the path of each direction once connected, NSW_PATH_*
- *   of the sending direction in bits 0-3 and of the receiving one in 4-7.
+ * NSW_PATH: get: the path of each direction once connected (0 before the
+ *   peer's negotiation message came), NSW_PATH_* of the sending direction in
+ *   bits 0-3 and of the receiving one in 4-7.  Set, before connect or
+ *   listen: NSW_PATH_WRITE makes this side refuse to read as a sink, so
+ *   that data into it takes the write path (a listener's accepted sockets
+ *   inherit it); NSW_PATH_READ or 0 (default) let the switch read wherever
+ *   both NICs can.
  * NSW_STATS (get only): a struct nsw_stats.
  */
 #define NSW_SOL 0x4e53 /* "NS" */
@@ -78,7 +99,13 @@ struct nsw_stats {
 
 /*
  * nsw_socket: domain AF_INET, type SOCK_STREAM (| SOCK_NONBLOCK), protocol 0
- * or IPPROTO_TCP.  bind, listen, accept and connect as for TCP; connect and
+ * or IPPROTO_TCP.  bind, listen, accept and connect as for TCP, except:
+ * listen needs a bind first (EDESTADDRREQ); bind does not check that the
+ * port is free, listen does (EADDRINUSE); connect finishes only when the
+ * server's nsw_accept takes the connection (there is no queue of finished
+ * connections), so a thread must not wait in connect for a listener only it
+ * would accept on; and nsw_getsockname gives the address as bound, port 0
+ * staying 0 (the SPI does not say which port the NIC gave).  connect and
  * accept return once the SPI connection exists, and the first send waits
  * for the peer's negotiation message.
  *
@@ -97,6 +124,16 @@ struct nsw_stats {
  * the peer's: stderr says which), ENETDOWN (this side's NIC is gone),
  * ENOBUFS (a send's buffer could not be registered: nothing of it was sent;
  * or no control buffers), EPIPE (send after shutdown), ENOTCONN.
+ */
+/*
+ * nsw_close is graceful, as close() of a TCP socket: what was sent reaches
+ * the peer, then end-of-file; with bytes still unread on this side it
+ * resets the connection instead (ECONNRESET at the peer).  It waits for
+ * the control messages it owes the peer, and for a large send another
+ * thread still has in progress, for at most 5 s, then resets.  Calls of
+ * other threads waiting in the socket end: a receive or an accept with
+ * EBADF, a send with EPIPE, or ECONNRESET if the close had to reset the
+ * connection under it; every later call on the descriptor gets EBADF.
  */
 int nsw_socket(int domain, int type, int protocol);
 int nsw_bind(int s, const struct sockaddr *addr, socklen_t addrlen);

@@ -3,6 +3,12 @@
  * procedure table and extension functions), the table of sockets by
  * descriptor, and the progress thread, which waits in epoll on every
  * socket's SPI event and runs the engine for the sockets it names.
+ *
+ * Fork: as the provider does (provider/startup.c), a child does not
+ * inherit the switch.  It has no progress thread, the provider forgot the
+ * SPI sockets under the parent's stream sockets, and the connections are
+ * the parent's: the child forgets every socket (its calls on them give
+ * EBADF) and starts the switch afresh on its first nsw_socket.
  */
 #include <errno.h>
 #include <signal.h>
@@ -16,15 +22,34 @@
 
 struct sw_spi sw_spi;
 
+/* The tables of sockets a forked child forgot, kept reachable: their
+ * memory is the parent's state, which the child leaves as it is. */
+struct sw_forgot {
+	struct sw_sock **tab;
+	struct sw_forgot *next;
+};
+
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* a reference was dropped */
-	pthread_once_t once;
+	pthread_cond_t cond;       /* a reference was dropped */
+	pthread_mutex_t init_lock; /* held while the switch starts */
+	bool started;              /* init_once ran in this process */
+	bool atexit_set;
 	int init_err;
 	struct sw_sock **tab; /* by descriptor */
 	size_t cap;
 	int ep;
-} g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_ONCE_INIT, 0, NULL, 0, -1};
+	struct sw_forgot *forgot;
+} g = {PTHREAD_MUTEX_INITIALIZER,
+       PTHREAD_COND_INITIALIZER,
+       PTHREAD_MUTEX_INITIALIZER,
+       false,
+       false,
+       0,
+       NULL,
+       0,
+       -1,
+       NULL};
 
 uint64_t sw_now_ns(void)
 {
@@ -129,7 +154,9 @@ static void init_once(void)
 	sw_spi.t.lpWSPCloseSocket(s, &e);
 	if (g.init_err)
 		return;
-	atexit(close_all);
+	if (!g.atexit_set)
+		atexit(close_all);
+	g.atexit_set = true;
 	g.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (g.ep < 0) {
 		g.init_err = errno;
@@ -148,8 +175,75 @@ static void init_once(void)
 
 int sw_init(void)
 {
-	pthread_once(&g.once, init_once);
-	return -g.init_err;
+	int err;
+
+	pthread_mutex_lock(&g.init_lock);
+	if (!g.started) {
+		g.started = true;
+		init_once();
+	}
+	err = g.init_err;
+	pthread_mutex_unlock(&g.init_lock);
+	return -err;
+}
+
+/* Before fork: no thread is half way through the table, or starting. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&g.init_lock);
+	pthread_mutex_lock(&g.lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&g.init_lock);
+}
+
+/*
+ * In the child: forget every socket (see the top).  Only the child's own
+ * copies of the descriptors are closed; the sockets' memory is left as it
+ * is (a thread of the parent's may have been changing it, holding its
+ * lock), reachable from g.forgot.  No SPI call: the provider's own fork
+ * handler, which ran before this one, forgot its side.
+ */
+static void fork_child(void)
+{
+	struct sw_forgot *f = NULL;
+
+	for (size_t i = 0; i < g.cap; i++) {
+		struct sw_sock *sk = g.tab[i];
+
+		if (!sk)
+			continue;
+		close(sk->fd);
+		close(sk->evfd);
+		close(sk->netfd);
+	}
+	if (g.tab)
+		f = malloc(sizeof(*f));
+	if (f) {
+		f->tab = g.tab;
+		f->next = g.forgot;
+		g.forgot = f;
+	}
+	g.tab = NULL;
+	g.cap = 0;
+	if (g.ep >= 0)
+		close(g.ep);
+	g.ep = -1;
+	g.started = false;
+	g.init_err = 0;
+	pthread_mutex_init(&g.lock, NULL);
+	pthread_cond_init(&g.cond, NULL);
+	pthread_mutex_init(&g.init_lock, NULL);
+}
+
+/* Runs when the library is loaded, after the provider's (which it needs),
+ * so that in a child the provider's fork handler runs first. */
+__attribute__((constructor)) static void sw_load(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 struct sw_sock *sw_get(int fd)

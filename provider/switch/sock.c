@@ -286,7 +286,8 @@ int nsw_accept(int s, struct sockaddr *addr, socklen_t *addrlen)
 	pthread_mutex_lock(&sk->lock);
 	deadline = deadline_of(sk->rcvtimeo_ns);
 	for (;;) {
-		if (sk->st != SW_LISTEN)
+		/* A listener closed meanwhile has err EBADF, and no SPI socket. */
+		if (sk->st != SW_LISTEN || sk->err)
 			return done(sk, -1, sk->err ? sk->err : EINVAL);
 		ns = sw_spi.t.lpWSPAccept(sk->spi, (struct sockaddr *)&peer, &plen, NULL, 0, &e);
 		if (ns != INVALID_SOCKET)
@@ -329,6 +330,7 @@ int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct sw_sock *sk = get_with_addr(s, addr, addrlen);
 	int err, e = 0;
+	uint64_t deadline;
 
 	if (!sk)
 		return -1;
@@ -355,9 +357,13 @@ int nsw_connect(int s, const struct sockaddr *addr, socklen_t addrlen)
 	sk->bound = true;
 	if (sk->nonblock)
 		return done(sk, -1, EINPROGRESS);
-	/* The NIC bounds the connect (its connection timeout). */
+	/* The NIC bounds the connect (its connection timeout); SO_SNDTIMEO may
+	 * end the wait first, as for TCP: EINPROGRESS, and the connect goes
+	 * on as a non-blocking one does. */
+	deadline = deadline_of(sk->sndtimeo_ns);
 	while (sk->st == SW_CONNECTING)
-		wait_change(sk, 0);
+		if (wait_change(sk, deadline))
+			return done(sk, -1, EINPROGRESS);
 	sk->connect_done = false;
 	if (sk->st == SW_CONNECTED)
 		return done(sk, 0, 0);
@@ -459,13 +465,32 @@ static int check_flags(int flags, int allowed)
 	return flags & ~(allowed | MSG_DONTWAIT | MSG_NOSIGNAL) ? EOPNOTSUPP : 0;
 }
 
+/* An iovec the calls take: 0, or the errno.  As readv and writev, the
+ * lengths must add up to what an ssize_t result can report. */
+static int check_iov(const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return EINVAL;
+	if (iovcnt && !iov)
+		return EFAULT;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return EINVAL;
+		total += iov[i].iov_len;
+	}
+	return 0;
+}
+
 ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
 {
 	struct sw_sock *sk;
 	ssize_t total = 0;
+	int err = check_iov(iov, iovcnt);
 
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
-		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	if (err)
+		return fail(err);
 	sk = get(s);
 	if (!sk)
 		return -1;
@@ -504,6 +529,8 @@ ssize_t nsw_send(int s, const void *buf, size_t len, int flags)
 		return fail(err);
 	if (!buf && len)
 		return fail(EFAULT);
+	if (len > (size_t)SSIZE_MAX)
+		return fail(EINVAL);
 	sk = get(s);
 	if (!sk)
 		return -1;
@@ -669,13 +696,17 @@ ssize_t nsw_recv(int s, void *buf, size_t len, int flags)
 		return fail(err);
 	if (!buf && len)
 		return fail(EFAULT);
+	if (len > (size_t)SSIZE_MAX)
+		return fail(EINVAL);
 	return recv_common(s, &v, 1, flags);
 }
 
 ssize_t nsw_readv(int s, const struct iovec *iov, int iovcnt)
 {
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
-		return fail(iovcnt && !iov ? EFAULT : EINVAL);
+	int err = check_iov(iov, iovcnt);
+
+	if (err)
+		return fail(err);
 	for (int i = 0; i < iovcnt; i++)
 		if (iov[i].iov_len && !iov[i].iov_base)
 			return fail(EFAULT);

@@ -65,9 +65,11 @@ static const char usage_text[] =
     "                       must read), write (the source RDMA-writes into a buffer\n"
     "                       the sink advertised) or auto (default: read where the\n"
     "                       sink can); write sets NSW_PATH on both sides'\n"
-    "                       sockets; an error when the connection runs another\n"
+    "                       sockets; the run fails when the connection runs\n"
+    "                       another path than asked\n"
     "  --rdma-threshold SIZE  the smallest send that moves by RDMA\n"
-    "  --max-rdma SIZE      the largest single RDMA (larger sends are split)\n"
+    "  --max-rdma SIZE      the largest single RDMA, at least 4K (larger sends\n"
+    "                       are split)\n"
     "\n"
     "Output and limits:\n"
     "  --json               the results as one JSON document, one object per size\n"
@@ -342,7 +344,7 @@ static int check_opts(struct stream_opts *o, const bool *seen, const char *trans
 int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 {
 	bool seen[O_COUNT_OF] = {false};
-	const char *transport = NULL, *lb_a = NULL, *lb_b = NULL;
+	const char *transport = NULL, *lb_a = NULL, *lb_b = NULL, *bind = NULL;
 	uint64_t v;
 	int rc, i;
 
@@ -403,7 +405,9 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 			break;
 		case O_ONCE: o->once = true; break;
 		case O_BIND:
-			rc = parse_addr("--bind", val, 0, true, &o->bind);
+			/* Parsed once the role is known: a server's port
+			 * defaults to 7472, a client's to any. */
+			bind = val;
 			o->bind_set = true;
 			break;
 		case O_SIZE:
@@ -444,7 +448,14 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 		case O_RDMA_THRESHOLD:
 			rc = parse_size("--rdma-threshold", val, &o->rdma_threshold);
 			break;
-		case O_MAX_RDMA: rc = parse_size("--max-rdma", val, &o->max_rdma); break;
+		case O_MAX_RDMA:
+			/* NSW_MAX_RDMA takes no less than 4 KiB. */
+			rc = parse_size("--max-rdma", val, &o->max_rdma);
+			if (!rc && o->max_rdma < 4096)
+				rc = usage_err("--max-rdma %s: expected a size from 4K to 1G, "
+					       "with an optional suffix K, M or G (e.g. 1M)",
+					       val);
+			break;
 		case O_JSON: o->json = true; break;
 		case O_TIMEOUT:
 			rc = parse_num("--timeout", val, 1, STREAM_MAX_TIMEOUT, &v);
@@ -465,6 +476,19 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 	rc = check_opts(o, seen, transport);
 	if (rc)
 		return rc;
+	if (bind) {
+		rc = parse_addr("--bind", bind, o->role == ROLE_SERVER ? STREAM_PORT : 0, true,
+				&o->bind);
+		if (rc)
+			return rc;
+		/* The SPI has no getsockname: a switch socket bound to port 0
+		 * cannot learn the port its listen took, nor tell a client. */
+		if (o->role == ROLE_SERVER && (o->transports & ST_SWITCH) && !o->bind.sin_port)
+			return usage_err("--bind %s: a switch server needs a port: the switch "
+					 "cannot say which port 0 would give (leave the port out "
+					 "for 7472)",
+					 bind);
+	}
 	if (o->role == ROLE_LOOPBACK) {
 		bool tcp_only = o->transports == ST_TCP;
 

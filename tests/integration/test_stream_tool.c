@@ -577,6 +577,10 @@ static void test_bad_flags(void)
 	    {{"--loopback", "--transport", "tcp", "--rdma-threshold", "4K"},
 	     "--rdma-threshold applies to the switch"},
 	    {{"--loopback", "--path", "sideways"}, "--path sideways: expected read, write or auto"},
+	    {{"--loopback", "--max-rdma", "1K"}, "--max-rdma 1K: expected a size from 4K to 1G"},
+	    {{"--server", "--bind", "198.18.0.2:0"},
+	     "--bind 198.18.0.2:0: a switch server needs a port: the switch cannot say which "
+	     "port 0 would give"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -645,6 +649,41 @@ static void test_switch_beside_tcp(void)
 		 nst_json_value_is(obj[0], "to_client", "\"write\""));
 }
 
+/* The separate server and client of the examples: `--server --bind ADDR`
+ * with no port listens on 7472, where `--client ADDR` connects. */
+static void test_server_bind_default_port(void)
+{
+	const char *sargv[] = {nst_bin("nicsim-stream"),
+			       "--dir",
+			       dir,
+			       "--server",
+			       "--bind",
+			       "198.18.0.2",
+			       "--once",
+			       NULL};
+	char sout[4096] = "";
+	size_t slen = 0;
+	int sfd, status;
+	pid_t srv = nst_spawn_output(sargv, NULL, &sfd);
+
+	NST_REQUIRE(srv > 0);
+	if (!nst_read_until(sfd, sout, sizeof(sout), &slen, " (switch)\n", RUN_MS))
+		printf("server said: %s\n", sout);
+	HAS(sout, "listening on 198.18.0.2:7472 (switch)\n");
+	NST_EQ(STREAM("--dir", dir, "--client", "198.18.0.2", "--bind", "198.18.0.1", "--size",
+		      "1M", "--count", "5", "--verify"),
+	       0);
+	if (!strstr(sout, "listening on 198.18.0.2:7472"))
+		nst_stop(srv, WAIT_MS);
+	status = nst_wait(srv, RUN_MS);
+	if (status == -ETIMEDOUT)
+		status = nst_stop(srv, WAIT_MS);
+	nst_read_until(sfd, sout, sizeof(sout), &slen, NULL, WAIT_MS);
+	printf("server said: %s\n", sout);
+	NST_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(sfd);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -662,6 +701,7 @@ int main(int argc, char **argv)
 	    {"verify_to_client", test_verify_to_client},
 	    {"no_verify_no_check", test_no_verify_no_check},
 	    {"switch_beside_tcp", test_switch_beside_tcp},
+	    {"server_bind_default_port", test_server_bind_default_port},
 	    {NULL, NULL},
 	};
 

@@ -791,6 +791,16 @@ static const struct bad bads[] = {
      "registrations, credit_updates, credit_waits), or 'path'"},
     {"expect stream of a socket of the SPI", SETUP "h1: socket -> s\nexpect stream s path read\n",
      "bad.scn:6:15: 's' is a socket (line 5), not a stream socket"},
+    {"expect stream without its socket", SETUP "expect stream\n",
+     "bad.scn:5:14: expected a stream socket, found the end of the line"},
+    {"another host's stream socket", SETUP "h1: stream-socket -> s\nh2: stream-close s\n",
+     "bad.scn:6:18: stream socket 's' is h1's (line 5), not h2's: a stream socket belongs to "
+     "the host that made it"},
+    {"an accepted stream socket in a forked host",
+     SETUP "h1: stream-socket -> s\nh1: stream-accept s -> c &\nwait c\nh1: fork -> k\n"
+	   "h1: buffer x 4KiB\nk: stream-send c x\n",
+     "bad.scn:10:16: stream socket 'c' is h1's (line 6), not k's: a stream socket belongs to "
+     "the host that made it"},
     {"unknown parameter", "title \"${NOPE}\"\n",
      "bad.scn:1:8: unknown parameter '${NOPE}': declare it with 'param NOPE = VALUE' before "
      "this line, or give -D NOPE=VALUE"},
