@@ -127,8 +127,9 @@ void sw_ready_reset(struct sw_sock *sk)
 
 /* ---- Failing and tearing down ------------------------------------------------ */
 
-/* Release what the transfers of the connection hold registered. */
-static void release_xfers(struct sw_sock *sk)
+/* Release what the transfer out holds registered (a staging buffer's
+ * registration stays). */
+static void ox_release(struct sw_sock *sk)
 {
 	int e;
 
@@ -138,6 +139,14 @@ static void release_xfers(struct sw_sock *sk)
 		sw_spi.dereg(sk->spi, sk->ox.h, &e);
 	sk->ox.exposed = false;
 	sk->ox.h = NULL;
+}
+
+/* Release what the transfers of the connection hold registered. */
+static void release_xfers(struct sw_sock *sk)
+{
+	int e;
+
+	ox_release(sk);
 	if (sk->ix.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 	sk->ix.exposed = false;
@@ -618,19 +627,11 @@ static void ix_landed(struct sw_sock *sk)
 
 /* ---- Large transfers out (this side is the source) ----------------------------- */
 
-/* The transfer out is over: release its registration, wake its sender.
- * A transfer that was active moved all of its RDMA part (a failed one
- * ends in sw_teardown, not here): those bytes are sent too. */
+/* The transfer out is over (a failed one ends in sw_teardown, not here):
+ * release its registration, wake its sender. */
 static void ox_end(struct sw_sock *sk)
 {
-	int e;
-
-	if (sk->ox.exposed)
-		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
-	if (sk->ox.h && !sk->ox.staged)
-		sw_spi.dereg(sk->spi, sk->ox.h, &e);
-	sk->ox.exposed = false;
-	sk->ox.h = NULL;
+	ox_release(sk);
 	sk->ox.active = false;
 	pthread_cond_broadcast(&sk->cond);
 }

@@ -460,6 +460,19 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 	return (ssize_t)sent;
 }
 
+/* Release sk after a send or a receive: the bytes n, or -1 with errno -n. */
+static ssize_t data_done(struct sw_sock *sk, ssize_t n)
+{
+	if (n == -EAGAIN)
+		sw_ready_reset(sk);
+	sw_update_ready(sk);
+	pthread_mutex_unlock(&sk->lock);
+	sw_put(sk);
+	if (n < 0)
+		return fail((int)-n);
+	return n;
+}
+
 static int check_flags(int flags, int allowed)
 {
 	return flags & ~(allowed | MSG_DONTWAIT | MSG_NOSIGNAL) ? EOPNOTSUPP : 0;
@@ -537,14 +550,7 @@ ssize_t nsw_send(int s, const void *buf, size_t len, int flags)
 	pthread_mutex_lock(&sk->lock);
 	n = send_locked(sk, buf, len, sk->nonblock || (flags & MSG_DONTWAIT),
 			deadline_of(sk->sndtimeo_ns));
-	if (n == -EAGAIN)
-		sw_ready_reset(sk);
-	sw_update_ready(sk);
-	pthread_mutex_unlock(&sk->lock);
-	sw_put(sk);
-	if (n < 0)
-		return fail((int)-n);
-	return n;
+	return data_done(sk, n);
 }
 
 /* Copy up to len bytes waiting for the application (sk->lock held). */
@@ -677,14 +683,7 @@ static ssize_t recv_common(int s, const struct iovec *iov, int iovcnt, int flags
 	sk->zc_reader = false;
 	direct_end(sk);
 	sw_progress(sk); /* a chunk may start into the bounce now */
-	if (n == -EAGAIN)
-		sw_ready_reset(sk);
-	sw_update_ready(sk);
-	pthread_mutex_unlock(&sk->lock);
-	sw_put(sk);
-	if (n < 0)
-		return fail((int)-n);
-	return n;
+	return data_done(sk, n);
 }
 
 ssize_t nsw_recv(int s, void *buf, size_t len, int flags)
