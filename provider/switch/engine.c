@@ -230,9 +230,20 @@ void sw_teardown(struct sw_sock *sk)
  */
 static int conn_lost(struct sw_sock *sk, int e)
 {
+	bool ended = e == WSAECONNRESET || e == WSAECONNABORTED || e == WSAENETDOWN ||
+		     e == WSAENOTCONN || e == WSA_OPERATION_ABORTED;
+
 	if (sk->pc.in.shut && !sk->err) {
 		sk->close_code = sk->close_code < 0 ? 0 : sk->close_code;
 		sw_teardown(sk);
+		return -EPIPE;
+	}
+	/* A post that finds the connection ended: what the peer sent before
+	 * may still wait in completed receives, its SHUTDOWN among them, and
+	 * the rest are flushed.  reap takes them in order and the first
+	 * flush says how the connection ended (end-of-file after SHUTDOWN). */
+	if (ended && sk->pq_len && !sk->err) {
+		sk->post_err = e;
 		return -EPIPE;
 	}
 	sw_fail(sk, sw_errno_of(e));

@@ -381,7 +381,7 @@ static int send_err(struct sw_sock *sk)
 		return sk->err == ECONNRESET || sk->err == ECONNABORTED || sk->err == ENETDOWN
 			   ? sk->err
 			   : EPIPE;
-	if (sk->wr_shut || sk->st == SW_DOWN)
+	if (sk->wr_shut || sk->st == SW_DOWN || sk->post_err)
 		return EPIPE;
 	if (sk->st != SW_CONNECTED)
 		return ENOTCONN;
