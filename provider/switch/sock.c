@@ -741,11 +741,6 @@ static void close_graceful(struct sw_sock *sk)
 {
 	uint64_t deadline = sw_now_ns() + SW_CLOSE_NS;
 
-	if (sk->dq_len || sk->ix.active) {
-		/* Closing with data unread: the peer must learn it was lost. */
-		sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
-		return;
-	}
 	sk->wr_shut = true;
 	if (!sk->pc.out.shut)
 		sk->shutdown_due = true;
@@ -753,6 +748,12 @@ static void close_graceful(struct sw_sock *sk)
 		bool sending = false;
 
 		sw_progress(sk);
+		/* Data unread, or arriving while this side closes: the peer
+		 * must learn that it was lost (TCP resets too). */
+		if (sk->dq_len || sk->ix.active) {
+			sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
+			return;
+		}
 		for (uint32_t i = 0; i < sk->nsend; i++)
 			sending |= sk->tx[i].busy;
 		if (sk->err || sk->spi == INVALID_SOCKET || (sk->pc.out.shut && !sending))

@@ -579,6 +579,8 @@ static void test_close_with_unread_data_resets_peer(void)
 	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
 	send_stream(cli, src, &so, 1000);
 	send_stream(cli, src, &so, 200000); /* a large one the peer has not read */
+	/* The peer has data it will not read when it closes. */
+	NST_TRUE(readable_within(srv, WAIT_MS));
 	NST_EQ(nsw_close(srv), 0);
 	t0 = nst_now_ns();
 	NST_EQ(nsw_recv(cli, &c, 1, 0), -1);
