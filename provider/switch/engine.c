@@ -244,7 +244,7 @@ static int conn_lost(struct sw_sock *sk, int e)
 	 * flush says how the connection ended (end-of-file after SHUTDOWN). */
 	if (ended && sk->pq_len && !sk->err) {
 		sk->post_err = e;
-		return -EPIPE;
+		return -sw_errno_of(e);
 	}
 	sw_fail(sk, sw_errno_of(e));
 	return -sk->err;

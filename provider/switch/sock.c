@@ -381,7 +381,9 @@ static int send_err(struct sw_sock *sk)
 		return sk->err == ECONNRESET || sk->err == ECONNABORTED || sk->err == ENETDOWN
 			   ? sk->err
 			   : EPIPE;
-	if (sk->wr_shut || sk->st == SW_DOWN || sk->post_err)
+	if (sk->post_err)
+		return sw_errno_of(sk->post_err); /* the peer reset or died: ECONNRESET */
+	if (sk->wr_shut || sk->st == SW_DOWN)
 		return EPIPE;
 	if (sk->st != SW_CONNECTED)
 		return ENOTCONN;

@@ -70,7 +70,7 @@ struct sw_sock {
 	int so_error;      /* positive errno for SO_ERROR */
 	int err;           /* the connection failed: every call gets this errno */
 	int close_code;    /* FD_CLOSE's WSA code; -1 before FD_CLOSE */
-	int post_err;      /* a post found the connection ended (WSA code): reap says how */
+	int post_err; /* a post found the connection ended (WSA code): writers get it, reap says how */
 	bool rd_shut, wr_shut;
 	bool want_write; /* a send would have blocked: signal fd when it may go */
 	bool zc_reader;  /* a reader waits with room to take a chunk straight */
