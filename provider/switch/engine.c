@@ -730,6 +730,15 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	return 0;
 }
 
+/* A staging buffer's size: SO_SNDBUF, at least SW_STAGING, fixed once the
+ * buffers exist (a later SO_SNDBUF does not resize them). */
+uint32_t sw_staging_cap(const struct sw_sock *sk)
+{
+	if (sk->staging_len)
+		return sk->staging_len;
+	return (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
+}
+
 void sw_staging_free(struct sw_sock *sk)
 {
 	for (int k = 0; k < 2; k++)
@@ -743,8 +752,7 @@ static int staging_get(struct sw_sock *sk, int k)
 	int e = 0;
 
 	if (!sk->staging_len)
-		sk->staging_len =
-		    (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
+		sk->staging_len = sw_staging_cap(sk); /* 0 until now: from SO_SNDBUF */
 	if (!g->buf && own_alloc(sk->staging_len, &g->buf, &g->shared))
 		return -ENOBUFS;
 	if (sk->pc.out_path == NSS_PATH_READ && !g->exposed) {

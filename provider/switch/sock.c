@@ -405,8 +405,7 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 	while (sent < len) {
 		size_t left = len - sent;
 		int err = send_err(sk), r;
-		uint32_t n,
-		    cap = (uint32_t)(sk->sndbuf > (int)SW_STAGING ? sk->sndbuf : (int)SW_STAGING);
+		uint32_t n, cap = sw_staging_cap(sk);
 
 		if (err)
 			return sent ? (ssize_t)sent : -err;
@@ -812,6 +811,17 @@ static int opt_timeo(const void *v, socklen_t len, uint64_t *out)
 	return 0;
 }
 
+/* An option the negotiation announces: valid (ok), and set before it. */
+static int set_before(bool ok, bool before, uint32_t *field, int v)
+{
+	if (!ok)
+		return EINVAL;
+	if (!before)
+		return EISCONN;
+	*field = (uint32_t)v;
+	return 0;
+}
+
 int nsw_setsockopt(int s, int level, int optname, const void *optval, socklen_t optlen)
 {
 	struct sw_sock *sk = get(s);
@@ -838,19 +848,9 @@ int nsw_setsockopt(int s, int level, int optname, const void *optval, socklen_t 
 	} else if (level == IPPROTO_TCP && optname == TCP_NODELAY) {
 		/* Small sends always go at once. */
 	} else if (level == NSW_SOL && optname == NSW_RDMA_THRESHOLD) {
-		if (v < 0)
-			err = EINVAL;
-		else if (!before)
-			err = EISCONN;
-		else
-			sk->threshold = (uint32_t)v;
+		err = set_before(v >= 0, before, &sk->threshold, v);
 	} else if (level == NSW_SOL && optname == NSW_MAX_RDMA) {
-		if (v < 4096)
-			err = EINVAL;
-		else if (!before)
-			err = EISCONN;
-		else
-			sk->max_rdma = (uint32_t)v;
+		err = set_before(v >= 4096, before, &sk->max_rdma, v);
 	} else if (level == NSW_SOL && optname == NSW_NONBLOCK) {
 		sk->nonblock = v != 0;
 	} else if (level == NSW_SOL && optname == NSW_PATH) {

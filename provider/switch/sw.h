@@ -187,6 +187,7 @@ int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len);
 int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len);
 int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len);
 void sw_staging_free(struct sw_sock *sk);
+uint32_t sw_staging_cap(const struct sw_sock *sk);
 int sw_ctl_flush(struct sw_sock *sk);
 bool sw_tx_free(struct sw_sock *sk);
 void sw_update_ready(struct sw_sock *sk);
