@@ -743,17 +743,20 @@ static void close_graceful(struct sw_sock *sk)
 	uint64_t deadline = sw_now_ns() + SW_CLOSE_NS;
 
 	sk->wr_shut = true;
-	if (!sk->pc.out.shut)
-		sk->shutdown_due = true;
 	for (;;) {
 		bool sending = false;
 
 		sw_progress(sk);
 		/* Data unread, or arriving while this side closes: the peer
-		 * must learn that it was lost (TCP resets too). */
+		 * must learn that it was lost (TCP resets too). Decided before
+		 * the SHUTDOWN goes, so the peer never takes it for an EOF. */
 		if (sk->dq_len || sk->ix.active) {
 			sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
 			return;
+		}
+		if (!sk->pc.out.shut && !sk->shutdown_due) {
+			sk->shutdown_due = true;
+			continue;
 		}
 		for (uint32_t i = 0; i < sk->nsend; i++)
 			sending |= sk->tx[i].busy;
