@@ -639,6 +639,8 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 			sw_progress(sk); /* the receives emptied go back, a chunk may follow */
 		if (got == want || (got && !all))
 			return (ssize_t)got;
+		if (sk->dq_len)
+			continue; /* more came meanwhile, perhaps before an end */
 		if (sk->err && !sk->dq_len)
 			return got ? (ssize_t)got : -sk->err;
 		if (sk->rd_shut || sk->pc.in.shut || sk->st == SW_DOWN)
