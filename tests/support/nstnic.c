@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,13 +195,50 @@ static bool nic_settled(const struct nst_nic *x, int timeout_ms, struct nst_nic_
 	return nst_wait_until(at_base, &w, timeout_ms, 5);
 }
 
+/* A NIC that stopped answering: how it ended, if it did, and the end of
+ * its log (beside its socket), so that a failure on a CI runner explains
+ * itself. */
+static void say_why_silent(const char *who, const struct nst_nic *x)
+{
+	char log[sizeof(x->sock) + 8], line[512];
+	size_t len = strlen(x->sock);
+	siginfo_t si = {0};
+	FILE *f;
+	long end;
+
+	/* Not reaped (WNOWAIT): whoever stops it still owns the pid. */
+	if (x->pid > 0 && waitid(P_PID, (id_t)x->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	    si.si_pid == x->pid)
+		fprintf(stderr, "%s: NIC %s (pid %d) has ended: %s %d\n", who, x->addr, (int)x->pid,
+			si.si_code == CLD_EXITED ? "exit status" : "signal", si.si_status);
+	if (len < 5 || strcmp(x->sock + len - 5, ".sock") != 0)
+		return;
+	snprintf(log, sizeof(log), "%.*s.log", (int)(len - 5), x->sock);
+	f = fopen(log, "r");
+	if (!f)
+		return;
+	/* The last 4 KiB or so. */
+	if (fseek(f, 0, SEEK_END) == 0 && (end = ftell(f)) > 4096) {
+		fseek(f, end - 4096, SEEK_SET);
+		if (!fgets(line, sizeof(line), f)) /* a partial line */
+			line[0] = 0;
+	} else {
+		rewind(f);
+	}
+	fprintf(stderr, "%s: the end of %s:\n", who, log);
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  | %s", line);
+	fclose(f);
+}
+
 static void say_state(const char *who, const struct nst_nic *x, const struct nst_nic_state *now,
 		      int err, const char *then)
 {
-	if (err)
+	if (err) {
 		fprintf(stderr, "%s: NIC %s does not answer (%s); %s\n", who, x->addr,
 			strerror(-err), then);
-	else
+		say_why_silent(who, x);
+	} else
 		fprintf(stderr,
 			"%s: NIC %s holds %lld TPT entries, %lld QPs, %lld contexts (want %lld, "
 			"%lld, %lld), left by an earlier test; %s\n",
