@@ -542,6 +542,75 @@ static void test_shutdown_delivers_all_then_eof(void)
 	munmap(buf, BIG);
 }
 
+struct last_words {
+	int s;
+	const uint8_t *src;
+	uint64_t *off;
+	bool ok;
+};
+
+/* Small, large and small again, then the half-close at once. */
+static void *last_words_main(void *arg)
+{
+	struct last_words *w = arg;
+	const size_t parts[] = {10, 100000, 700, 3000};
+
+	w->ok = true;
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]) && w->ok; i++)
+		w->ok = send_stream(w->s, w->src, w->off, parts[i]);
+	w->ok = w->ok && nsw_shutdown(w->s, SHUT_WR) == 0;
+	return NULL;
+}
+
+/*
+ * A reader that asks for the whole stream with MSG_WAITALL while the last
+ * bytes and the SHUTDOWN behind them arrive: it gets every byte, then
+ * end-of-file; the SHUTDOWN taken in the same pass as the last bytes never
+ * cuts the read short.  Many rounds, each on its own connection, on both
+ * paths, for the timings to vary.
+ */
+static void test_waitall_read_across_the_end(void)
+{
+	struct opts paths[2] = {{0}, {.path_srv = NSW_PATH_WRITE, .path_cli = NSW_PATH_WRITE}};
+	const size_t total = 10 + 100000 + 700 + 3000;
+	uint8_t *src = pattern_source(11), *buf = map(1u << 20);
+
+	NST_REQUIRE(buf != NULL);
+	for (int round = 0; round < 40; round++) {
+		struct last_words w;
+		uint64_t so = 0;
+		pthread_t t;
+		ssize_t n;
+		int srv, cli;
+		char c;
+
+		sw_pair(ADDR_A, ADDR_B, &paths[round % 2], &srv, &cli);
+		w = (struct last_words){.s = cli, .src = src, .off = &so};
+		pthread_create(&t, NULL, last_words_main, &w);
+		n = nsw_recv(srv, buf, total, MSG_WAITALL);
+		pthread_join(t, NULL);
+		NST_TRUE(w.ok);
+		NST_CHECK_(n == (ssize_t)total, CU_FALSE,
+			   "round %d (%s path): MSG_WAITALL read of %zu: %zd (%s)", round,
+			   round % 2 ? "write" : "read", total, n,
+			   n < 0 ? strerror(errno) : "short");
+		if (n == (ssize_t)total)
+			for (size_t i = 0; i < total; i++)
+				if (buf[i] != pat(i, 11)) {
+					NST_CHECK_(false, CU_FALSE, "round %d: byte %zu is wrong",
+						   round, i);
+					break;
+				}
+		NST_EQ(nsw_recv(srv, &c, 1, 0), 0);
+		NST_EQ(nsw_close(srv), 0);
+		NST_EQ(nsw_close(cli), 0);
+		if (n != (ssize_t)total)
+			break;
+	}
+	munmap(src, SRC_LEN);
+	munmap(buf, 1u << 20);
+}
+
 /* A goodbye, as nicsim-stream says it: one side sends its last bytes and
  * shuts down, then reads until end-of-file; the other reads them and
  * closes at once, maybe before the first side's SHUTDOWN arrived.  The
@@ -774,6 +843,7 @@ int main(int argc, char **argv)
 	    {"under_link_faults", test_under_link_faults},
 	    {"smallest_pool_no_deadlock", test_smallest_pool_no_deadlock},
 	    {"shutdown_delivers_all_then_eof", test_shutdown_delivers_all_then_eof},
+	    {"waitall_read_across_the_end", test_waitall_read_across_the_end},
 	    {"close_right_after_last_read_is_eof", test_close_right_after_last_read_is_eof},
 	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
 	    {"nonblocking_with_poll", test_nonblocking_with_poll},
