@@ -87,7 +87,7 @@ static const char usage_text[] =
     "  nicsim-stream --loopback --transport tcp --sweep 64,1M --verify\n"
     "\n"
     "Exit status: 0 success, 1 failure (connection, check, path, server), 2 usage\n"
-    "error.\n";
+    "error, 128+N after signal N (130 for ^C: the JSON report still ends).\n";
 
 enum opt_id {
 	O_SERVER,

@@ -116,10 +116,13 @@ void stream_report(const struct stream_opts *o, const struct stream_result *r)
 	double msgs = (double)r->msgs * (r->pingpong ? 2 : 1);
 	char size[32];
 
+	/* Whole, even when the watchdog ends the report meanwhile. */
+	flockfile(stdout);
 	if (o->json) {
 		report_json(r);
 		reported++;
 		fflush(stdout);
+		funlockfile(stdout);
 		return;
 	}
 	if (!reported)
@@ -140,12 +143,14 @@ void stream_report(const struct stream_opts *o, const struct stream_result *r)
 		printf("  -\n");
 	}
 	reported++;
+	funlockfile(stdout);
 }
 
 void stream_report_end(const struct stream_opts *o, bool ok)
 {
 	if (!o->json)
 		return;
+	flockfile(stdout);
 	printf("%s],\"ok\":%s", reported ? "\n" : "", ok ? "true" : "false");
 	if (!ok) {
 		printf(",\"error\":");
@@ -153,6 +158,7 @@ void stream_report_end(const struct stream_opts *o, bool ok)
 	}
 	printf("}\n");
 	fflush(stdout);
+	funlockfile(stdout);
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -7,11 +7,21 @@
  * start (the next client, the next test): there, the client's own watchdog
  * bounds the wait, because a client that gives up closes its connection,
  * and a client that dies has its connection closed by its system.
+ *
+ * The watchdog also takes SIGINT, SIGTERM and SIGHUP: it says which came,
+ * ends the JSON report as a document (as after a timeout), and exits with
+ * 128 plus the signal's number, as a shell reports a process a signal
+ * ended.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,15 +65,18 @@ uint64_t stream_now_ns(void)
 
 static struct {
 	pthread_t thread;
-	bool running, stop;
+	bool running;
+	atomic_bool stop;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	int wake[2]; /* a byte: stop, or a signal came */
 	unsigned timeout_s;
 	char what[256]; /* under lock */
 	atomic_uint_fast64_t progress;
 	atomic_bool armed;
 	void (*on_timeout)(void);
-} watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} watch = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}};
+
+static volatile sig_atomic_t got_signal;
 
 void stream_watch_tick(void)
 {
@@ -93,63 +106,88 @@ void stream_watch_on_timeout(void (*fn)(void))
 	watch.on_timeout = fn;
 }
 
+/* Async-signal-safe.  A full pipe means the watchdog has a wake-up due. */
+static void wake_watchdog(void)
+{
+	int e = errno;
+	ssize_t r = write(watch.wake[1], "", 1);
+
+	(void)r;
+	errno = e;
+}
+
+static void on_signal(int signo)
+{
+	got_signal = signo;
+	wake_watchdog();
+}
+
+/* The report ends, and so does the process. */
+_Noreturn static void give_up(int status)
+{
+	if (watch.on_timeout)
+		watch.on_timeout();
+	fflush(stdout);
+	_exit(status);
+}
+
 static void *watch_main(void *arg)
 {
 	uint64_t last = ~0ull, since = stream_now_ns();
 	/* Look four times per timeout, at most once per second. */
-	long step_ms = watch.timeout_s >= 4 ? 1000 : (long)watch.timeout_s * 250;
+	int step_ms = watch.timeout_s >= 4 ? 1000 : (int)watch.timeout_s * 250;
+	struct pollfd p = {.fd = watch.wake[0], .events = POLLIN};
 
 	(void)arg;
-	pthread_mutex_lock(&watch.lock);
-	while (!watch.stop) {
-		struct timespec until;
-		uint64_t p;
+	while (!atomic_load(&watch.stop)) {
+		char drain[16];
+		uint64_t q;
+		int sig;
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += step_ms / 1000;
-		until.tv_nsec += (step_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
+		if (poll(&p, 1, step_ms) > 0)
+			while (read(watch.wake[0], drain, sizeof(drain)) > 0)
+				;
+		sig = got_signal;
+		if (sig) {
+			stream_err("interrupted by %s; the report ends here", strsignal(sig));
+			give_up(128 + sig);
 		}
-		pthread_cond_timedwait(&watch.cond, &watch.lock, &until);
-		if (watch.stop)
+		if (atomic_load(&watch.stop))
 			break;
-		p = atomic_load_explicit(&watch.progress, memory_order_relaxed);
-		if (p != last || !atomic_load(&watch.armed)) {
-			last = p;
+		q = atomic_load_explicit(&watch.progress, memory_order_relaxed);
+		if (q != last || !atomic_load(&watch.armed)) {
+			last = q;
 			since = stream_now_ns();
 			continue;
 		}
 		if (stream_now_ns() - since >= (uint64_t)watch.timeout_s * 1000000000u) {
+			pthread_mutex_lock(&watch.lock);
 			stream_err("%s: nothing has moved for %u s, giving up (--timeout sets "
 				   "how long to wait)",
 				   watch.what, watch.timeout_s);
-			if (watch.on_timeout)
-				watch.on_timeout();
-			fflush(stdout);
-			_exit(1);
+			pthread_mutex_unlock(&watch.lock);
+			give_up(1);
 		}
 	}
-	pthread_mutex_unlock(&watch.lock);
 	return NULL;
 }
 
 int stream_watch_start(unsigned timeout_s)
 {
-	pthread_condattr_t ca;
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	int rc;
 
 	watch.timeout_s = timeout_s;
-	watch.stop = false;
-	pthread_condattr_init(&ca);
-	pthread_cond_init(&watch.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	atomic_store(&watch.stop, false);
+	if (watch.wake[0] < 0 && pipe2(watch.wake, O_CLOEXEC | O_NONBLOCK))
+		return -errno;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 	rc = pthread_create(&watch.thread, NULL, watch_main, NULL);
-	if (rc) {
-		pthread_cond_destroy(&watch.cond);
+	if (rc)
 		return -rc;
-	}
 	watch.running = true;
 	return 0;
 }
@@ -158,11 +196,8 @@ void stream_watch_stop(void)
 {
 	if (!watch.running)
 		return;
-	pthread_mutex_lock(&watch.lock);
-	watch.stop = true;
-	pthread_cond_signal(&watch.cond);
-	pthread_mutex_unlock(&watch.lock);
+	atomic_store(&watch.stop, true);
+	wake_watchdog();
 	pthread_join(watch.thread, NULL);
-	pthread_cond_destroy(&watch.cond);
 	watch.running = false;
 }

@@ -314,6 +314,50 @@ static void test_server_killed_midway(void)
 	close(cfd);
 }
 
+/* Interrupted (as by ^C) in the middle of a long run: the tool says so,
+ * its JSON report still ends as a document, and it exits with 128 + 2, as
+ * a shell reports a process SIGINT ended. */
+static void test_interrupted(void)
+{
+	char cout[8192] = "";
+	size_t clen = 0;
+	int cfd, status;
+	pid_t cli = nst_spawn_output((const char *const[]){nst_bin("nicsim-stream"), "--loopback",
+							   "--transport", "tcp", "--duration",
+							   "600", "--json", NULL},
+				     NULL, &cfd);
+
+	NST_REQUIRE(cli > 0);
+	NST_TRUE(nst_read_until(cfd, cout, sizeof(cout), &clen, "\"results\":[", WAIT_MS));
+	kill(cli, SIGINT);
+	nst_read_until(cfd, cout, sizeof(cout), &clen, NULL, WAIT_MS);
+	status = nst_wait(cli, WAIT_MS);
+	if (status == -ETIMEDOUT)
+		status = nst_stop(cli, WAIT_MS);
+	NST_CHECK_(WIFEXITED(status) && WEXITSTATUS(status) == 130, CU_FALSE,
+		   "exit status 0x%x, want exit 130; it said: %s", status, cout);
+	HAS(cout, "nicsim-stream: interrupted by Interrupt; the report ends here\n");
+	HAS(cout, "],\"ok\":false,\"error\":\"interrupted by Interrupt; the report ends here\"}");
+	/* stderr shares the pipe: the document is the lines stdout said. */
+	{
+		char doc[sizeof(cout)];
+		size_t n = 0;
+
+		for (char *line = cout, *nl; *line; line = nl + 1) {
+			nl = strchr(line, '\n');
+			if (!nl)
+				nl = line + strlen(line) - 1;
+			if (strncmp(line, "nicsim-stream: ", 15) != 0) {
+				memcpy(doc + n, line, (size_t)(nl + 1 - line));
+				n += (size_t)(nl + 1 - line);
+			}
+		}
+		doc[n] = 0;
+		NST_TRUE(nst_json_balanced(doc));
+	}
+	close(cfd);
+}
+
 /* A port nobody listens on: bound, then closed. */
 static uint16_t free_port(void)
 {
@@ -695,6 +739,7 @@ int main(int argc, char **argv)
 	    {"text_table", test_text_table},
 	    {"server_and_reset", test_server_and_reset},
 	    {"server_killed_midway", test_server_killed_midway},
+	    {"interrupted", test_interrupted},
 	    {"refused", test_refused},
 	    {"silent_server", test_silent_server},
 	    {"verify_to_server", test_verify_to_server},
