@@ -148,9 +148,17 @@ void stream_report(const struct stream_opts *o, const struct stream_result *r)
 
 void stream_report_end(const struct stream_opts *o, bool ok)
 {
+	static bool ended;
+
 	if (!o->json)
 		return;
 	flockfile(stdout);
+	/* Once: a signal's ending may race the run's own. */
+	if (ended) {
+		funlockfile(stdout);
+		return;
+	}
+	ended = true;
 	printf("%s],\"ok\":%s", reported ? "\n" : "", ok ? "true" : "false");
 	if (!ok) {
 		printf(",\"error\":");

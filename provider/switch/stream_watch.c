@@ -172,22 +172,32 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+static const int watched_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* The watched signals go to handler (on_signal, or SIG_DFL). */
+static void watch_signals(void (*handler)(int))
+{
+	struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(watched_sigs) / sizeof(watched_sigs[0]); i++)
+		sigaction(watched_sigs[i], &sa, NULL);
+}
+
 int stream_watch_start(unsigned timeout_s)
 {
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	int rc;
 
 	watch.timeout_s = timeout_s;
 	atomic_store(&watch.stop, false);
 	if (watch.wake[0] < 0 && pipe2(watch.wake, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	watch_signals(on_signal);
 	rc = pthread_create(&watch.thread, NULL, watch_main, NULL);
-	if (rc)
+	if (rc) {
+		watch_signals(SIG_DFL);
 		return -rc;
+	}
 	watch.running = true;
 	return 0;
 }
@@ -196,8 +206,13 @@ void stream_watch_stop(void)
 {
 	if (!watch.running)
 		return;
+	/* A signal from now on ends the process as it would have (a signal
+	 * that came meanwhile still does, below). */
+	watch_signals(SIG_DFL);
 	atomic_store(&watch.stop, true);
 	wake_watchdog();
 	pthread_join(watch.thread, NULL);
 	watch.running = false;
+	if (got_signal)
+		raise(got_signal);
 }
