@@ -126,6 +126,7 @@ static int start_child(struct leg *l, const struct stream_opts *o)
 		struct stream_opts co = *o;
 
 		close(p[0]);
+		stream_watch_forked();
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 			_exit(1);
 		co.once = true;
@@ -213,16 +214,18 @@ static int run_client(struct stream_opts *o)
 	unsigned n = plan(o, legs), i, k;
 	bool ok = true, bye;
 
-	for (i = 0; i < n && ok; i++)
-		if (legs[i].child && start_child(&legs[i], o))
-			ok = false;
+	/* The report is open, and a signal ends it, before anything waits:
+	 * even a server child that does not start. */
 	report_opts = o;
 	stream_watch_on_timeout(report_timeout);
-	if (ok && stream_watch_start(o->timeout_s)) {
+	if (stream_watch_start(o->timeout_s)) {
 		stream_err("cannot start the watchdog thread");
 		ok = false;
 	}
 	stream_report_begin(o);
+	for (i = 0; i < n && ok; i++)
+		if (legs[i].child && start_child(&legs[i], o))
+			ok = false;
 	for (i = 0; i < n && ok; i++) {
 		legs[i].conn = stream_connect(legs[i].be, o, &legs[i].local, &legs[i].server);
 		ok = legs[i].conn != NULL;

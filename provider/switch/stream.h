@@ -161,6 +161,9 @@ void stream_err_prefix(const char *prefix);
  */
 int stream_watch_start(unsigned timeout_s);
 void stream_watch_stop(void);
+/* In a child just forked: forget the parent's watchdog, its pipe and its
+ * signal handlers. */
+void stream_watch_forked(void);
 void stream_watch_arm(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stream_watch_disarm(void);
 void stream_watch_on_timeout(void (*fn)(void));

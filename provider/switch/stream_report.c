@@ -47,13 +47,18 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
+static bool begun, ended;
+
 void stream_report_begin(const struct stream_opts *o)
 {
-	reported = 0;
-	if (o->json)
+	flockfile(stdout);
+	/* Once: a signal's ending may have opened it first. */
+	if (!begun && o->json)
 		printf("{\"tool\":\"" STREAM_PROG "\",\"version\":\"%s\",\"seed\":%" PRIu64
 		       ",\"results\":[\n",
 		       NICSIM_VERSION, o->seed);
+	begun = true;
+	funlockfile(stdout);
 }
 
 /* The table's head, before its first row: a run that fails to connect
@@ -148,8 +153,6 @@ void stream_report(const struct stream_opts *o, const struct stream_result *r)
 
 void stream_report_end(const struct stream_opts *o, bool ok)
 {
-	static bool ended;
-
 	if (!o->json)
 		return;
 	flockfile(stdout);
@@ -158,6 +161,7 @@ void stream_report_end(const struct stream_opts *o, bool ok)
 		funlockfile(stdout);
 		return;
 	}
+	stream_report_begin(o); /* a document even when a signal came first */
 	ended = true;
 	printf("%s],\"ok\":%s", reported ? "\n" : "", ok ? "true" : "false");
 	if (!ok) {

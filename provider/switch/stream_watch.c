@@ -11,7 +11,8 @@
  * The watchdog also takes SIGINT, SIGTERM and SIGHUP: it says which came,
  * ends the JSON report as a document (as after a timeout), and exits with
  * 128 plus the signal's number, as a shell reports a process a signal
- * ended.
+ * ended.  A child forked while it runs starts from nothing
+ * (stream_watch_forked), with a watchdog of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -122,9 +123,18 @@ static void on_signal(int signo)
 	wake_watchdog();
 }
 
-/* The report ends, and so does the process. */
+static const char *sig_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+}
+
+/* The report ends, and so does the process.  A stdout that nobody reads
+ * may hold the last lines up: SIGALRM (its default action) ends the
+ * process after 3 s whatever. */
 _Noreturn static void give_up(int status)
 {
+	signal(SIGALRM, SIG_DFL);
+	alarm(3);
 	if (watch.on_timeout)
 		watch.on_timeout();
 	fflush(stdout);
@@ -149,7 +159,7 @@ static void *watch_main(void *arg)
 				;
 		sig = got_signal;
 		if (sig) {
-			stream_err("interrupted by %s; the report ends here", strsignal(sig));
+			stream_err("interrupted by %s", sig_name(sig));
 			give_up(128 + sig);
 		}
 		if (atomic_load(&watch.stop))
@@ -200,6 +210,18 @@ int stream_watch_start(unsigned timeout_s)
 	}
 	watch.running = true;
 	return 0;
+}
+
+void stream_watch_forked(void)
+{
+	watch_signals(SIG_DFL);
+	got_signal = 0;
+	watch.running = false; /* the parent's thread is not in this process */
+	for (int i = 0; i < 2; i++) {
+		if (watch.wake[i] >= 0)
+			close(watch.wake[i]);
+		watch.wake[i] = -1;
+	}
 }
 
 void stream_watch_stop(void)

@@ -336,8 +336,8 @@ static void test_interrupted(void)
 		status = nst_stop(cli, WAIT_MS);
 	NST_CHECK_(WIFEXITED(status) && WEXITSTATUS(status) == 130, CU_FALSE,
 		   "exit status 0x%x, want exit 130; it said: %s", status, cout);
-	HAS(cout, "nicsim-stream: interrupted by Interrupt; the report ends here\n");
-	HAS(cout, "],\"ok\":false,\"error\":\"interrupted by Interrupt; the report ends here\"}");
+	HAS(cout, "nicsim-stream: interrupted by SIGINT\n");
+	HAS(cout, "],\"ok\":false,\"error\":\"interrupted by SIGINT\"}");
 	/* stderr shares the pipe: the document is the lines stdout said. */
 	{
 		char doc[sizeof(cout)];
