@@ -79,15 +79,19 @@ static const char *nsw_advice(const char *call, int err)
 
 	switch (err) {
 	case EADDRNOTAVAIL:
-		if (call[0] != 'b')
+		if (call[0] != 'b' && call[0] != 'c')
 			return NULL;
 		if (nicsim_run_dir(dir, sizeof(dir)))
 			snprintf(dir, sizeof(dir), "(no usable run directory)");
+		/* A connect without --bind takes any NIC: there is none. */
 		snprintf(text, sizeof(text),
-			 "no NIC with that address in %s: start NICs with `nicsim up`, or point "
-			 "--dir or NICSIM_DIR at the run directory of running ones",
-			 dir);
+			 "no NIC %s in %s: start NICs with `nicsim up`, or point --dir or "
+			 "NICSIM_DIR at the run directory of running ones",
+			 call[0] == 'b' ? "with that address" : "to connect from", dir);
 		return text;
+	case EHOSTUNREACH:
+		return "no NIC with that address is on this side's fabric: `nicsim link show` "
+		       "lists its ports";
 	case EADDRINUSE: return "another socket on that NIC has the port: choose another";
 	case ECONNREFUSED:
 		return "nothing listens there: start 'nicsim-stream --server --bind ADDR' on that "

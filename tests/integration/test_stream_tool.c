@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nstest.h"
@@ -693,6 +694,25 @@ static void test_switch_beside_tcp(void)
 		 nst_json_value_is(obj[0], "to_client", "\"write\""));
 }
 
+/* A client with no NIC to connect from, or to a NIC that does not exist:
+ * each error says what to do. */
+static void test_no_such_nic(void)
+{
+	char empty[300];
+
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	NST_REQUIRE(mkdir(empty, 0700) == 0 || errno == EEXIST);
+	NST_EQ(STREAM("--dir", empty, "--client", "198.18.0.2"), 1);
+	HAS(out, "cannot connect to 198.18.0.2:7472: Cannot assign requested address (no NIC "
+		 "to connect from in ");
+	HAS(out, ": start NICs with `nicsim up`, or point --dir or NICSIM_DIR at the run "
+		 "directory of running ones)\n");
+	NST_EQ(STREAM("--dir", dir, "--client", "198.18.0.9"), 1);
+	HAS(out, "cannot connect to 198.18.0.9:7472: No route to host (no NIC with that "
+		 "address is on this side's fabric: `nicsim link show` lists its ports)\n");
+	rmdir(empty);
+}
+
 /* The separate server and client of the examples: `--server --bind ADDR`
  * with no port listens on 7472, where `--client ADDR` connects. */
 static void test_server_bind_default_port(void)
@@ -747,6 +767,7 @@ int main(int argc, char **argv)
 	    {"no_verify_no_check", test_no_verify_no_check},
 	    {"switch_beside_tcp", test_switch_beside_tcp},
 	    {"server_bind_default_port", test_server_bind_default_port},
+	    {"no_such_nic", test_no_such_nic},
 	    {NULL, NULL},
 	};
 
