@@ -55,6 +55,17 @@
  * A process that competes for the CPU makes every yield slow.
  */
 #define NIC_SLOW_YIELDS 2u
+/*
+ * The spin adapts as KVM's halt polling does (virt/kvm/kvm_main.c,
+ * grow_halt_poll_ns and shrink_halt_poll_ns): a sleep that work ended
+ * within NIC_SPIN_MAX_NS would have been caught by a longer spin, so the
+ * spin doubles, up to that; a longer sleep halves it, down to --spin-us.
+ * A session's control message and its answer are often 50-150 us apart
+ * (a transfer's data moves in between), and each sleep the NIC takes there
+ * costs a wake-up of a few tens of microseconds on a busy machine.  A
+ * contended CPU puts the spin back to --spin-us at once.
+ */
+#define NIC_SPIN_MAX_NS 500000u
 
 void nic_opts_default(struct nic_opts *o)
 {
@@ -781,6 +792,16 @@ static int group_sleep(struct nic **nics, unsigned n, int top)
 	return err < 0 ? err : 0;
 }
 
+/* The next spin after a sleep of slept ns (see NIC_SPIN_MAX_NS). */
+static uint64_t spin_adapt(uint64_t spin, uint64_t base, uint64_t slept)
+{
+	uint64_t max = base > NIC_SPIN_MAX_NS ? base : NIC_SPIN_MAX_NS;
+
+	if (slept < max)
+		return spin * 2 < max ? spin * 2 : max;
+	return spin / 2 > base ? spin / 2 : base;
+}
+
 int nic_run(struct nic *nic)
 {
 	return nic_run_group(&nic, 1);
@@ -788,7 +809,8 @@ int nic_run(struct nic *nic)
 
 int nic_run_group(struct nic **nics, unsigned n)
 {
-	uint64_t spin_ns = 0, last_work = now_ns(), last_epoll = 0, contended_until = 0;
+	uint64_t spin_ns = 0, spin_base = 0, last_work = now_ns(), last_epoll = 0;
+	uint64_t contended_until = 0;
 	unsigned idle_polls = 0, slow_yields = 0;
 	bool check_wake = false, contended, spin, stop = false;
 	int top = -1, err = 0;
@@ -812,7 +834,8 @@ int nic_run_group(struct nic **nics, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t ns = (uint64_t)nics[i]->opts.spin_us * 1000u;
 
-		spin_ns = ns > spin_ns ? ns : spin_ns;
+		spin_base = ns > spin_base ? ns : spin_base;
+		spin_ns = spin_base;
 		/* Counted again with every NIC's descriptors open: each then
 		 * has the same share, whatever the order they were made in. */
 		if (n > 1)
@@ -840,6 +863,8 @@ int nic_run_group(struct nic **nics, unsigned n)
 		}
 		check_wake = false;
 		contended = now < contended_until;
+		if (contended)
+			spin_ns = spin_base;
 		for (unsigned i = 0; i < n; i++)
 			share |= ctx_share_cpu(nics[i]);
 		spin = work || now - last_work < spin_ns || (deadline && deadline <= now);
@@ -874,12 +899,16 @@ int nic_run_group(struct nic **nics, unsigned n)
 					ring_cpu_relax();
 			}
 		} else {
+			uint64_t t0 = now_ns();
+
 			err = group_sleep(nics, n, top);
 			if (err < 0)
 				break;
 			last_work = now_ns();
 			last_epoll = last_work;
 			check_wake = err == 0;
+			if (err == 0 && spin_base)
+				spin_ns = spin_adapt(spin_ns, spin_base, last_work - t0);
 			err = 0;
 		}
 		/* A signal stops every NIC of the process, whichever read it. */
