@@ -56,8 +56,9 @@
  */
 #define NIC_SLOW_YIELDS 2u
 /*
- * The spin adapts as KVM's halt polling does (virt/kvm/kvm_main.c,
- * grow_halt_poll_ns and shrink_halt_poll_ns): a sleep that work ended
+ * The spin adapts after KVM's halt polling (virt/kvm/kvm_main.c,
+ * grow_halt_poll_ns and shrink_halt_poll_ns, both factors 2 as there by
+ * default; docs/hardware-interface.md has the figures): a sleep that work ended
  * within NIC_SPIN_MAX_NS would have been caught by a longer spin, so the
  * spin doubles, up to that; a longer sleep halves it, down to --spin-us.
  * A session's control message and its answer are often 50-150 us apart

@@ -8,7 +8,8 @@
  * the socket and pid files.
  *
  * Waiting: while commands keep arriving the loop polls the command rings,
- * yielding the CPU between polls; after spin_us without work it tells every
+ * yielding the CPU between polls; after spin_us without work (longer, up to
+ * 500 us, while its sleeps keep ending soon: nic.c) it tells every
  * context it is going to sleep (nic_sleeping) and blocks in epoll until a
  * doorbell, an attach, a hang-up or a signal.
  */
@@ -56,7 +57,7 @@ struct nic_opts {
 	uint32_t tpt_capacity; /* entries */
 	uint64_t max_reg_len;  /* bytes */
 	uint32_t caps;         /* NIC_CAP_* */
-	uint32_t spin_us;      /* idle polling before sleeping */
+	uint32_t spin_us;      /* idle polling before sleeping, at least */
 	struct nic_timers timers;
 	/* The RNR NAK timer code this NIC's responders send (IBTA encoding,
 	 * 0..31): a responder's own, not negotiated in the REQ. */
