@@ -793,11 +793,12 @@ static int group_sleep(struct nic **nics, unsigned n, int top)
 	return err < 0 ? err : 0;
 }
 
-/* The next spin after a sleep of slept ns (see NIC_SPIN_MAX_NS). */
-static uint64_t spin_adapt(uint64_t spin, uint64_t base, uint64_t slept)
+uint64_t nic_spin_next(uint64_t spin, uint64_t base, uint64_t slept)
 {
 	uint64_t max = base > NIC_SPIN_MAX_NS ? base : NIC_SPIN_MAX_NS;
 
+	if (!base)
+		return 0; /* --spin-us 0: never poll */
 	if (slept < max)
 		return spin * 2 < max ? spin * 2 : max;
 	return spin / 2 > base ? spin / 2 : base;
@@ -908,8 +909,8 @@ int nic_run_group(struct nic **nics, unsigned n)
 			last_work = now_ns();
 			last_epoll = last_work;
 			check_wake = err == 0;
-			if (err == 0 && spin_base)
-				spin_ns = spin_adapt(spin_ns, spin_base, last_work - t0);
+			if (err == 0)
+				spin_ns = nic_spin_next(spin_ns, spin_base, last_work - t0);
 			err = 0;
 		}
 		/* A signal stops every NIC of the process, whichever read it. */

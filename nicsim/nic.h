@@ -79,6 +79,14 @@ int nic_create(const struct nic_opts *o, struct nic **out);
 
 /* Serve until SIGTERM/SIGINT (blocked by nic_create and read through a
  * signalfd).  Returns 0, or -errno on a fatal error of the loop itself. */
+/*
+ * The event loop's next idle spin, in ns, after a sleep of slept ns that
+ * work ended, when the spin was spin and --spin-us is base: twice as long
+ * if a spin of up to max(base, 500 us) would have caught the work, half as
+ * long (not under base) otherwise; 0 when base is 0.
+ */
+uint64_t nic_spin_next(uint64_t spin, uint64_t base, uint64_t slept);
+
 int nic_run(struct nic *nic);
 
 /*
