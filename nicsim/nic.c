@@ -812,7 +812,7 @@ int nic_run(struct nic *nic)
 int nic_run_group(struct nic **nics, unsigned n)
 {
 	uint64_t spin_ns = 0, spin_base = 0, last_work = now_ns(), last_epoll = 0;
-	uint64_t contended_until = 0;
+	uint64_t contended_until = 0, slept = 0;
 	unsigned idle_polls = 0, slow_yields = 0;
 	bool check_wake = false, contended, spin, stop = false;
 	int top = -1, err = 0;
@@ -863,6 +863,8 @@ int nic_run_group(struct nic **nics, unsigned n)
 			for (unsigned i = 0; i < n; i++)
 				nics[i]->stats.wake_idle++;
 		}
+		if (check_wake)
+			spin_ns = nic_spin_next(spin_ns, spin_base, work ? slept : UINT64_MAX);
 		check_wake = false;
 		contended = now < contended_until;
 		if (contended)
@@ -908,9 +910,8 @@ int nic_run_group(struct nic **nics, unsigned n)
 				break;
 			last_work = now_ns();
 			last_epoll = last_work;
+			slept = last_work - t0;
 			check_wake = err == 0;
-			if (err == 0)
-				spin_ns = nic_spin_next(spin_ns, spin_base, last_work - t0);
 			err = 0;
 		}
 		/* A signal stops every NIC of the process, whichever read it. */

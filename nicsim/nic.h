@@ -77,16 +77,17 @@ void nic_opts_default(struct nic_opts *o);
 /* 0 or -errno (-EADDRINUSE: another NIC serves the address in that dir). */
 int nic_create(const struct nic_opts *o, struct nic **out);
 
-/* Serve until SIGTERM/SIGINT (blocked by nic_create and read through a
- * signalfd).  Returns 0, or -errno on a fatal error of the loop itself. */
 /*
  * The event loop's next idle spin, in ns, after a sleep of slept ns that
  * work ended, when the spin was spin and --spin-us is base: twice as long
  * if a spin of up to max(base, 500 us) would have caught the work, half as
- * long (not under base) otherwise; 0 when base is 0.
+ * long (not under base) otherwise; 0 when base is 0.  A wake-up that found
+ * no work counts as a long sleep.
  */
 uint64_t nic_spin_next(uint64_t spin, uint64_t base, uint64_t slept);
 
+/* Serve until SIGTERM/SIGINT (blocked by nic_create and read through a
+ * signalfd).  Returns 0, or -errno on a fatal error of the loop itself. */
 int nic_run(struct nic *nic);
 
 /*

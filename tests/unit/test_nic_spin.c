@@ -2,6 +2,8 @@
  * The NIC's adaptive idle spin (nicsim/nic.c, nic_spin_next): it grows while
  * sleeps end soon, shrinks after long ones, and keeps to its bounds.
  */
+#include <stdint.h>
+
 #include "nic.h"
 #include "nstest.h"
 
@@ -30,6 +32,8 @@ static void test_shrinks_to_the_base(void)
 	for (int i = 0; i < 10; i++)
 		spin = nic_spin_next(spin, 50 * US, 10000 * US);
 	NST_EQ_U(spin, 50 * US);
+	/* A wake-up that found no work counts as a long sleep. */
+	NST_EQ_U(nic_spin_next(400 * US, 50 * US, UINT64_MAX), 200 * US);
 }
 
 /* --spin-us 0 never polls; a --spin-us above the cap is its own cap. */
