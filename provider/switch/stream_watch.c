@@ -214,6 +214,8 @@ int stream_watch_start(unsigned timeout_s)
 
 void stream_watch_forked(void)
 {
+	/* Whatever the parent's watchdog held at the fork is not held here. */
+	pthread_mutex_init(&watch.lock, NULL);
 	watch_signals(SIG_DFL);
 	got_signal = 0;
 	watch.running = false; /* the parent's thread is not in this process */
