@@ -69,6 +69,8 @@ static int wait_readable(int fd, int ms)
 			return rc > 0;
 		if (errno != EINTR)
 			return -errno;
+		if (stream_watch_signalled())
+			return -EINTR; /* the watchdog, once started, says so */
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		left = ms -
 		       (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
@@ -147,6 +149,10 @@ static int start_child(struct leg *l, const struct stream_opts *o)
 		l->server.sin_port = htons((uint16_t)(port[0] | port[1] << 8));
 		return 0;
 	}
+	if (rc == -EINTR) {
+		kill_child(l);
+		return 1;
+	}
 	if (rc == 0) {
 		stream_err("%s: the server did not listen within %u s", l->be->name, o->timeout_s);
 		kill_child(l);
@@ -214,18 +220,24 @@ static int run_client(struct stream_opts *o)
 	unsigned n = plan(o, legs), i, k;
 	bool ok = true, bye;
 
-	/* The report is open, and a signal ends it, before anything waits:
-	 * even a server child that does not start. */
+	/* The signals are taken and the report is open before anything
+	 * waits, even for a server child that does not start; the children
+	 * are forked while this process has one thread, and the watchdog
+	 * starts after them. */
 	report_opts = o;
 	stream_watch_on_timeout(report_timeout);
-	if (stream_watch_start(o->timeout_s)) {
-		stream_err("cannot start the watchdog thread");
+	if (stream_watch_take_signals()) {
+		stream_err("cannot take signals: %s", strerror(errno));
 		ok = false;
 	}
 	stream_report_begin(o);
 	for (i = 0; i < n && ok; i++)
 		if (legs[i].child && start_child(&legs[i], o))
 			ok = false;
+	if (stream_watch_start(o->timeout_s)) {
+		stream_err("cannot start the watchdog thread");
+		ok = false;
+	}
 	for (i = 0; i < n && ok; i++) {
 		legs[i].conn = stream_connect(legs[i].be, o, &legs[i].local, &legs[i].server);
 		ok = legs[i].conn != NULL;
@@ -251,6 +263,7 @@ static int run_client(struct stream_opts *o)
 	for (i = 0; i < n; i++)
 		if (legs[i].pid && end_child(&legs[i], o))
 			ok = false;
+	stream_watch_check_signal(); /* the report ends as interrupted */
 	stream_report_end(o, ok);
 	stream_watch_stop();
 	return ok ? 0 : 1;

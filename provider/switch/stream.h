@@ -160,6 +160,14 @@ void stream_err_prefix(const char *prefix);
  * start: 0 or a negative errno.
  */
 int stream_watch_start(unsigned timeout_s);
+/* Take SIGINT, SIGTERM and SIGHUP now, before the watchdog thread starts:
+ * it acts on one that came meanwhile as soon as it runs.  0 or -errno. */
+int stream_watch_take_signals(void);
+/* The signal taken (SIGINT, SIGTERM, SIGHUP), or 0. */
+int stream_watch_signalled(void);
+/* If a signal was taken: say so, end the report (the timeout's callback)
+ * and exit with 128 plus its number. */
+void stream_watch_check_signal(void);
 void stream_watch_stop(void);
 /* In a child just forked: forget the parent's watchdog, its pipe and its
  * signal handlers. */

@@ -11,8 +11,10 @@
  * The watchdog also takes SIGINT, SIGTERM and SIGHUP: it says which came,
  * ends the JSON report as a document (as after a timeout), and exits with
  * 128 plus the signal's number, as a shell reports a process a signal
- * ended.  A child forked while it runs starts from nothing
- * (stream_watch_forked), with a watchdog of its own.
+ * ended.  The signals can be taken before the thread starts
+ * (stream_watch_take_signals), so that a process forks its children with
+ * one thread and a signal meanwhile still counts; a child starts from
+ * nothing (stream_watch_forked), with a watchdog of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -141,6 +143,16 @@ _Noreturn static void give_up(int status)
 	_exit(status);
 }
 
+void stream_watch_check_signal(void)
+{
+	int sig = got_signal;
+
+	if (sig) {
+		stream_err("interrupted by %s", sig_name(sig));
+		give_up(128 + sig);
+	}
+}
+
 static void *watch_main(void *arg)
 {
 	uint64_t last = ~0ull, since = stream_now_ns();
@@ -152,16 +164,11 @@ static void *watch_main(void *arg)
 	while (!atomic_load(&watch.stop)) {
 		char drain[16];
 		uint64_t q;
-		int sig;
 
 		if (poll(&p, 1, step_ms) > 0)
 			while (read(watch.wake[0], drain, sizeof(drain)) > 0)
 				;
-		sig = got_signal;
-		if (sig) {
-			stream_err("interrupted by %s", sig_name(sig));
-			give_up(128 + sig);
-		}
+		stream_watch_check_signal();
 		if (atomic_load(&watch.stop))
 			break;
 		q = atomic_load_explicit(&watch.progress, memory_order_relaxed);
@@ -194,15 +201,28 @@ static void watch_signals(void (*handler)(int))
 		sigaction(watched_sigs[i], &sa, NULL);
 }
 
+int stream_watch_take_signals(void)
+{
+	if (watch.wake[0] < 0 && pipe2(watch.wake, O_CLOEXEC | O_NONBLOCK))
+		return -errno;
+	watch_signals(on_signal);
+	return 0;
+}
+
+int stream_watch_signalled(void)
+{
+	return got_signal;
+}
+
 int stream_watch_start(unsigned timeout_s)
 {
 	int rc;
 
 	watch.timeout_s = timeout_s;
 	atomic_store(&watch.stop, false);
-	if (watch.wake[0] < 0 && pipe2(watch.wake, O_CLOEXEC | O_NONBLOCK))
-		return -errno;
-	watch_signals(on_signal);
+	rc = stream_watch_take_signals();
+	if (rc)
+		return rc;
 	rc = pthread_create(&watch.thread, NULL, watch_main, NULL);
 	if (rc) {
 		watch_signals(SIG_DFL);
@@ -230,13 +250,12 @@ void stream_watch_stop(void)
 {
 	if (!watch.running)
 		return;
-	/* A signal from now on ends the process as it would have (a signal
-	 * that came meanwhile still does, below). */
+	/* A signal from now on ends the process as it would have (one that
+	 * came meanwhile is acted on below). */
 	watch_signals(SIG_DFL);
 	atomic_store(&watch.stop, true);
 	wake_watchdog();
 	pthread_join(watch.thread, NULL);
 	watch.running = false;
-	if (got_signal)
-		raise(got_signal);
+	stream_watch_check_signal(); /* one that came meanwhile */
 }
