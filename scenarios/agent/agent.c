@@ -205,6 +205,27 @@ void agent_op_add(struct agent *a, struct agent_op *op)
 	a->ops = op;
 }
 
+/*
+ * Start op's worker thread and answer pending (or err).  Pending is
+ * answered once the thread is about to make its call, so that a request
+ * that follows (closing the socket) finds the call made, as nearly as one
+ * thread can tell of another.
+ */
+void agent_op_start(const struct agent_req *r, struct agent_op *op, void *(*fn)(void *))
+{
+	int rc = pthread_create(&op->thread, NULL, fn, op);
+
+	if (rc) {
+		agent_reply_errno(r, rc);
+		agent_op_free(op);
+		return;
+	}
+	while (sem_wait(&op->started) && errno == EINTR)
+		;
+	agent_op_add(r->a, op);
+	agent_reply(r->a, r->id, "pending");
+}
+
 void agent_op_free(struct agent_op *op)
 {
 	if (!op)

@@ -173,6 +173,9 @@ struct agent_op *agent_op_new(const struct agent_req *r, enum agent_op_kind kind
 /* Make an operation's eventfd readable: the loop will find it done. */
 void agent_signal(int fd);
 void agent_op_add(struct agent *a, struct agent_op *op);
+/* Start op's worker thread fn (which posts op->started as it is about to
+ * make its call), add op and answer pending; or answer err and free op. */
+void agent_op_start(const struct agent_req *r, struct agent_op *op, void *(*fn)(void *));
 void agent_op_free(struct agent_op *op);
 /* Whether an operation with this ID is pending. */
 bool agent_op_pending(const struct agent *a, unsigned long long id);

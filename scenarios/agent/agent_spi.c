@@ -184,27 +184,6 @@ static void *connect_worker(void *arg)
 	return NULL;
 }
 
-/*
- * Start op's worker thread and answer pending (or err).  Pending is
- * answered once the thread is about to make its call, so that a request
- * that follows (closing the socket) finds the call made, as nearly as one
- * thread can tell of another.
- */
-static void start_worker(const struct agent_req *r, struct agent_op *op, void *(*fn)(void *))
-{
-	int rc = pthread_create(&op->thread, NULL, fn, op);
-
-	if (rc) {
-		agent_reply_errno(r, rc);
-		agent_op_free(op);
-		return;
-	}
-	while (sem_wait(&op->started) && errno == EINTR)
-		;
-	agent_op_add(r->a, op);
-	agent_reply(r->a, r->id, "pending");
-}
-
 void spi_accept(struct agent_req *r)
 {
 	struct agent_sock *s = arg_sock(r, r->argv[0]);
@@ -216,7 +195,7 @@ void spi_accept(struct agent_req *r)
 	if (!op)
 		return;
 	snprintf(op->name, sizeof(op->name), "%s", r->argv[1]);
-	start_worker(r, op, accept_worker);
+	agent_op_start(r, op, accept_worker);
 }
 
 void spi_connect(struct agent_req *r)
@@ -231,7 +210,7 @@ void spi_connect(struct agent_req *r)
 	if (!op)
 		return;
 	op->addr = sa;
-	start_worker(r, op, connect_worker);
+	agent_op_start(r, op, connect_worker);
 }
 
 /* ---- Registrations ---------------------------------------------------------- */

@@ -263,22 +263,6 @@ static void *stream_worker(void *arg)
 	return NULL;
 }
 
-/* Start op's worker and answer pending (or err), as start_worker of the SPI. */
-static void start(const struct agent_req *r, struct agent_op *op)
-{
-	int rc = pthread_create(&op->thread, NULL, stream_worker, op);
-
-	if (rc) {
-		agent_reply_errno(r, rc);
-		agent_op_free(op);
-		return;
-	}
-	while (sem_wait(&op->started) && errno == EINTR)
-		;
-	agent_op_add(r->a, op);
-	agent_reply(r->a, r->id, "pending");
-}
-
 static struct agent_op *stream_op(const struct agent_req *r, const struct agent_sock *s,
 				  enum agent_stream_call call)
 {
@@ -304,7 +288,7 @@ void stream_accept(struct agent_req *r)
 	if (!op)
 		return;
 	snprintf(op->name, sizeof(op->name), "%s", r->argv[1]);
-	start(r, op);
+	agent_op_start(r, op, stream_worker);
 }
 
 void stream_connect(struct agent_req *r)
@@ -322,7 +306,7 @@ void stream_connect(struct agent_req *r)
 		return;
 	op->addr = sa;
 	op->path = path; /* set by the worker: its failure is the connect's */
-	start(r, op);
+	agent_op_start(r, op, stream_worker);
 }
 
 void stream_send_recv(struct agent_req *r)
@@ -340,7 +324,7 @@ void stream_send_recv(struct agent_req *r)
 		return;
 	op->p = b->addr + off;
 	op->len = len;
-	start(r, op);
+	agent_op_start(r, op, stream_worker);
 }
 
 void stream_op_done(struct agent *a, struct agent_op *op)
