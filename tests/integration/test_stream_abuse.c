@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -352,12 +351,25 @@ static int fork_child(int inherited, uint16_t port)
 	exit(0);
 }
 
+struct fork_args {
+	int inherited;
+	uint16_t port;
+};
+
+static int fork_child_main(void *arg)
+{
+	const struct fork_args *f = arg;
+
+	return fork_child(f->inherited, f->port);
+}
+
 static void test_fork_child_starts_afresh(void)
 {
 	uint16_t port;
 	int srv, cli, l, cs, status = -1;
 	char got[8] = {0};
-	pid_t pid, parent = getpid();
+	struct fork_args fa;
+	pid_t pid;
 
 	pair(&srv, &cli);
 	still_works(cli, srv, 1000);
@@ -366,14 +378,8 @@ static void test_fork_child_starts_afresh(void)
 	NST_EQ(nsw_setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){WAIT_MS / 1000 * 3, 0},
 			      sizeof(struct timeval)),
 	       0);
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		_exit(fork_child(cli, port));
-	}
+	fa = (struct fork_args){.inherited = cli, .port = port};
+	pid = nst_fork(fork_child_main, &fa);
 	NST_REQUIRE(pid > 0);
 	cs = CHILD_CONNECTS ? nsw_accept(l, NULL, NULL) : 0;
 	NST_CHECK_(cs >= 0, CU_FALSE, "accept of the child's connection: %s", strerror(errno));
