@@ -193,6 +193,8 @@ bool arg_num(const struct agent_req *r, const char *s, const char *what, uint64_
 	     uint64_t *out);
 bool arg_new_name(const struct agent_req *r, const char *s, const char *what);
 bool arg_addr(const struct agent_req *r, const char *s, struct in_addr *out);
+/* ADDR PORT at words[0..2) into *sa. */
+bool arg_sockaddr(const struct agent_req *r, char **words, struct sockaddr_in *sa);
 /* A BLOB (x:HEX) into out[0..SCN_AGENT_BLOB_MAX), its length in *len. */
 bool arg_blob(const struct agent_req *r, const char *s, uint8_t *out, size_t *len);
 struct agent_sock *arg_sock(const struct agent_req *r, const char *name);

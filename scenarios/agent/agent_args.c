@@ -98,6 +98,17 @@ bool arg_addr(const struct agent_req *r, const char *s, struct in_addr *out)
 	return true;
 }
 
+bool arg_sockaddr(const struct agent_req *r, char **words, struct sockaddr_in *sa)
+{
+	uint64_t port;
+
+	*sa = (struct sockaddr_in){.sin_family = AF_INET};
+	if (!arg_addr(r, words[0], &sa->sin_addr) || !arg_num(r, words[1], "port", 65535, &port))
+		return false;
+	sa->sin_port = htons((uint16_t)port);
+	return true;
+}
+
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')

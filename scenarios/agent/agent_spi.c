@@ -105,18 +105,6 @@ void spi_socket(struct agent_req *r)
 	agent_ok(r);
 }
 
-/* ADDR PORT at words[0..2) into *sa. */
-static bool arg_sockaddr(const struct agent_req *r, char **words, struct sockaddr_in *sa)
-{
-	uint64_t port;
-
-	*sa = (struct sockaddr_in){.sin_family = AF_INET};
-	if (!arg_addr(r, words[0], &sa->sin_addr) || !arg_num(r, words[1], "port", 65535, &port))
-		return false;
-	sa->sin_port = htons((uint16_t)port);
-	return true;
-}
-
 void spi_bind(struct agent_req *r)
 {
 	struct agent_sock *s = arg_sock(r, r->argv[0]);

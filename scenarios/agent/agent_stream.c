@@ -53,18 +53,6 @@ static bool arg_path(const struct agent_req *r, const char *s, int *path)
 	return true;
 }
 
-/* ADDR PORT into *sa. */
-static bool arg_sockaddr(const struct agent_req *r, char **words, struct sockaddr_in *sa)
-{
-	uint64_t port;
-
-	*sa = (struct sockaddr_in){.sin_family = AF_INET};
-	if (!arg_addr(r, words[0], &sa->sin_addr) || !arg_num(r, words[1], "port", 65535, &port))
-		return false;
-	sa->sin_port = htons((uint16_t)port);
-	return true;
-}
-
 /* NSW_PATH before the connection exists: 0, or an errno. */
 static int set_path(int fd, int path)
 {
