@@ -14,11 +14,66 @@ void nss_conn_init(struct nss_conn *c, const struct nss_hello *local)
 	c->in_path = local->features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
 }
 
+/* A large transfer of head bytes inline and rdma by RDMA was announced
+ * at d->end: its RDMA part joins the queue. */
+static void dir_push(struct nss_dir *d, uint32_t head, uint32_t rdma)
+{
+	uint64_t start = d->end + head;
+
+	if (!d->nxfer)
+		d->off = start;
+	d->xq[d->nxfer++] = (struct nss_span){start, start + rdma};
+	d->end = start + rdma;
+	d->xfer = true;
+	d->xfer_end = d->xq[0].end;
+}
+
+/* len bytes of the oldest transfer's RDMA part moved: when it is over,
+ * the stream stands at the next one's RDMA part (its head came before). */
+static void dir_advance(struct nss_dir *d, uint64_t len)
+{
+	d->off += len;
+	if (d->off != d->xq[0].end)
+		return;
+	memmove(&d->xq[0], &d->xq[1], (d->nxfer - 1) * sizeof(d->xq[0]));
+	d->nxfer--;
+	d->off = d->nxfer ? d->xq[0].off : d->end;
+	d->xfer = d->nxfer != 0;
+	d->xfer_end = d->xfer ? d->xq[0].end : 0;
+}
+
+/* Where the next SINK_AVAIL of d starts (*off) and the most it may offer,
+ * or 0 if every transfer outstanding is offered. */
+static uint64_t dir_sink_next(const struct nss_dir *d, uint64_t *off)
+{
+	uint64_t at = d->nsink ? d->sq[d->nsink - 1].end : d->off;
+
+	for (uint32_t i = 0; i < d->nxfer; i++) {
+		if (at < d->xq[i].end) {
+			*off = at > d->xq[i].off ? at : d->xq[i].off;
+			return d->xq[i].end - *off;
+		}
+	}
+	return 0;
+}
+
+/* The oldest SINK_AVAIL of d was written. */
+static uint64_t dir_sink_pop(struct nss_dir *d)
+{
+	uint64_t len = d->sq[0].end - d->sq[0].off;
+
+	memmove(&d->sq[0], &d->sq[1], (d->nsink - 1) * sizeof(d->sq[0]));
+	d->nsink--;
+	return len;
+}
+
 /* The stateful checks of one message after the first (section 3); NULL if
  * it may be taken, else why not.  in and out are updated copies. */
 static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, struct nss_dir *in,
 			    struct nss_dir *out)
 {
+	uint64_t at = 0, room;
+
 	switch (h->type) {
 	case NSS_DATA:
 		if (!h->data_len) {
@@ -35,14 +90,16 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 		if (h->stream_off != in->off)
 			return "DATA not where the stream stands";
 		in->off += h->data_len;
-		in->synced = in->off;
+		in->end = in->synced = in->off;
 		return NULL;
 	case NSS_SRC_AVAIL:
 		if (in->shut)
 			return "SRC_AVAIL after SHUTDOWN";
-		if (in->xfer)
-			return "a second large transfer before the first is done";
-		if (h->stream_off != in->off)
+		if (in->nxfer >= nss_hello_xfers(&c->local))
+			return in->nxfer == 1
+				   ? "a second large transfer before the first is done"
+				   : "more large transfers outstanding than HELLO allows";
+		if (h->stream_off != in->end)
 			return "SRC_AVAIL not where the stream stands";
 		if ((h->desc_len != 0) != (c->in_path == NSS_PATH_READ))
 			return c->in_path == NSS_PATH_READ
@@ -50,24 +107,28 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 				     "read path"
 				   : "SRC_AVAIL with a descriptor on the write "
 				     "path";
-		in->off += h->data_len;
-		in->synced = in->off;
-		in->xfer = true;
-		in->xfer_end = in->off + h->rdma_len;
-		in->sink_len = 0;
+		dir_push(in, h->data_len, h->rdma_len);
+		/* The source's stream stood at the first transfer's RDMA part
+		 * at least when it sent this one. */
+		if (in->nxfer == 1)
+			in->synced = in->off;
 		return NULL;
 	case NSS_SINK_AVAIL:
 		if (c->out_path != NSS_PATH_WRITE)
 			return "SINK_AVAIL on the read path";
 		if (!out->xfer)
 			return "SINK_AVAIL with no large transfer outstanding";
-		if (out->sink_len)
-			return "a second SINK_AVAIL before WR_DONE";
-		if (h->stream_off != out->off)
+		if (out->nsink >= nss_hello_xfers(&c->peer))
+			return out->nsink == 1 ? "a second SINK_AVAIL before WR_DONE"
+					       : "more SINK_AVAILs outstanding than HELLO allows";
+		room = dir_sink_next(out, &at);
+		if (!room)
+			return "SINK_AVAIL for more than the transfers have left";
+		if (h->stream_off != at)
 			return "SINK_AVAIL not where the transfer stands";
-		if (h->rdma_len > out->xfer_end - out->off)
+		if (h->rdma_len > room)
 			return "SINK_AVAIL for more than the transfer has left";
-		out->sink_len = h->rdma_len;
+		out->sq[out->nsink++] = (struct nss_span){at, at + h->rdma_len};
 		return NULL;
 	case NSS_RD_DONE:
 		if (c->out_path != NSS_PATH_READ)
@@ -78,19 +139,16 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 			return "RD_DONE not where the transfer stands";
 		if (h->rdma_len > out->xfer_end - out->off)
 			return "RD_DONE for more than was offered";
-		out->off += h->rdma_len;
-		out->xfer = out->off != out->xfer_end;
+		dir_advance(out, h->rdma_len);
 		return NULL;
 	case NSS_WR_DONE:
 		if (c->in_path != NSS_PATH_WRITE)
 			return "WR_DONE on the read path";
-		if (!in->sink_len)
+		if (!in->nsink)
 			return "WR_DONE with no SINK_AVAIL outstanding";
-		if (h->stream_off != in->off || h->rdma_len != in->sink_len)
+		if (h->stream_off != in->sq[0].off || h->rdma_len != in->sq[0].end - in->sq[0].off)
 			return "WR_DONE that is not the SINK_AVAIL's";
-		in->off += h->rdma_len;
-		in->sink_len = 0;
-		in->xfer = in->off != in->xfer_end;
+		dir_advance(in, dir_sink_pop(in));
 		return NULL;
 	case NSS_SHUTDOWN:
 		if (in->shut)
@@ -221,6 +279,20 @@ int nss_conn_hello_hdr(struct nss_conn *c, struct nss_hdr *h)
 	return 0;
 }
 
+uint32_t nss_conn_xfer_room(const struct nss_conn *c)
+{
+	uint32_t max = nss_hello_xfers(&c->peer);
+
+	return c->hello_in && c->out.nxfer < max ? max - c->out.nxfer : 0;
+}
+
+uint64_t nss_conn_sink_next(const struct nss_conn *c, uint64_t *off)
+{
+	if (c->in.nsink >= nss_hello_xfers(&c->local))
+		return 0;
+	return dir_sink_next(&c->in, off);
+}
+
 int nss_conn_data_hdr(struct nss_conn *c, uint32_t data_len, struct nss_hdr *h)
 {
 	int err;
@@ -232,7 +304,8 @@ int nss_conn_data_hdr(struct nss_conn *c, uint32_t data_len, struct nss_hdr *h)
 		return err;
 	h->data_len = data_len;
 	h->stream_off = c->out.off;
-	c->out.off += data_len;
+	if (data_len) /* an update leaves a transfer outstanding where it is */
+		c->out.end = c->out.off += data_len;
 	commit(c);
 	return 0;
 }
@@ -244,38 +317,41 @@ int nss_conn_src_avail_hdr(struct nss_conn *c, uint32_t head, uint32_t rdma_len,
 
 	if (!c->hello_in)
 		return -EAGAIN; /* the path is not known yet */
-	if (!head || !rdma_len || c->out.shut || c->out.xfer ||
-	    (desc_len != 0) != (c->out_path == NSS_PATH_READ))
+	if (!head || !rdma_len || c->out.shut || (desc_len != 0) != (c->out_path == NSS_PATH_READ))
 		return -EPROTO;
+	if (!nss_conn_xfer_room(c))
+		return -EAGAIN;
 	err = begin(c, NSS_SRC_AVAIL, true, h);
 	if (err)
 		return err;
 	h->desc_len = desc_len;
 	h->data_len = head;
 	h->rdma_len = rdma_len;
-	h->stream_off = c->out.off;
-	c->out.off += head;
-	c->out.xfer = true;
-	c->out.xfer_end = c->out.off + rdma_len;
-	c->out.sink_len = 0;
+	h->stream_off = c->out.end;
+	dir_push(&c->out, head, rdma_len);
 	commit(c);
 	return 0;
 }
 
 int nss_conn_sink_avail_hdr(struct nss_conn *c, uint32_t len, uint16_t desc_len, struct nss_hdr *h)
 {
+	uint64_t at = 0, room;
 	int err;
 
-	if (c->in_path != NSS_PATH_WRITE || !c->in.xfer || c->in.sink_len || !len ||
-	    len > c->in.xfer_end - c->in.off || !desc_len)
+	if (c->in_path != NSS_PATH_WRITE || !len || !desc_len)
+		return -EPROTO;
+	if (c->in.nsink >= nss_hello_xfers(&c->local))
+		return -EAGAIN;
+	room = dir_sink_next(&c->in, &at);
+	if (len > room)
 		return -EPROTO;
 	err = begin(c, NSS_SINK_AVAIL, false, h);
 	if (err)
 		return err;
 	h->desc_len = desc_len;
 	h->rdma_len = len;
-	h->stream_off = c->in.off;
-	c->in.sink_len = len;
+	h->stream_off = at;
+	c->in.sq[c->in.nsink++] = (struct nss_span){at, at + len};
 	commit(c);
 	return 0;
 }
@@ -291,8 +367,7 @@ int nss_conn_rd_done_hdr(struct nss_conn *c, uint32_t len, struct nss_hdr *h)
 		return err;
 	h->rdma_len = len;
 	h->stream_off = c->in.off;
-	c->in.off += len;
-	c->in.xfer = c->in.off != c->in.xfer_end;
+	dir_advance(&c->in, len);
 	commit(c);
 	return 0;
 }
@@ -301,16 +376,14 @@ int nss_conn_wr_done_hdr(struct nss_conn *c, struct nss_hdr *h)
 {
 	int err;
 
-	if (c->out_path != NSS_PATH_WRITE || !c->out.sink_len)
+	if (c->out_path != NSS_PATH_WRITE || !c->out.nsink)
 		return -EPROTO;
 	err = begin(c, NSS_WR_DONE, false, h);
 	if (err)
 		return err;
-	h->rdma_len = (uint32_t)c->out.sink_len;
-	h->stream_off = c->out.off;
-	c->out.off += c->out.sink_len;
-	c->out.sink_len = 0;
-	c->out.xfer = c->out.off != c->out.xfer_end;
+	h->stream_off = c->out.sq[0].off;
+	h->rdma_len = (uint32_t)(c->out.sq[0].end - c->out.sq[0].off);
+	dir_advance(&c->out, dir_sink_pop(&c->out));
 	commit(c);
 	return 0;
 }

@@ -85,7 +85,7 @@ static bool readable(const struct sw_sock *sk)
  * transfer is outstanding, and a send slot and the credit for data are free. */
 static bool writable(struct sw_sock *sk)
 {
-	return sk->pc.hello_in && !sk->ox.active && !sk->pend.on && sw_tx_free(sk) &&
+	return sk->pc.hello_in && !sk->nout && !sk->pend.on && sw_tx_free(sk) &&
 	       nss_may_send(NSS_DATA, true, sk->pc.out_seq, sk->pc.peer_limit);
 }
 
@@ -127,18 +127,18 @@ void sw_ready_reset(struct sw_sock *sk)
 
 /* ---- Failing and tearing down ------------------------------------------------ */
 
-/* Release what the transfer out holds registered (a staging buffer's
+/* Release what a transfer out holds registered (a staging buffer's
  * registration stays). */
-static void ox_release(struct sw_sock *sk)
+static void out_release(struct sw_sock *sk, struct sw_out *o)
 {
 	int e;
 
-	if (sk->ox.exposed)
-		sw_spi.dereg_rdma(sk->spi, sk->ox.desc, sizeof(sk->ox.desc), &e);
-	if (sk->ox.h && !sk->ox.staged)
-		sw_spi.dereg(sk->spi, sk->ox.h, &e);
-	sk->ox.exposed = false;
-	sk->ox.h = NULL;
+	if (o->exposed)
+		sw_spi.dereg_rdma(sk->spi, o->desc, sizeof(o->desc), &e);
+	if (o->h && !o->staged)
+		sw_spi.dereg(sk->spi, o->h, &e);
+	o->exposed = false;
+	o->h = NULL;
 }
 
 /* Release what the transfers of the connection hold registered. */
@@ -146,14 +146,15 @@ static void release_xfers(struct sw_sock *sk)
 {
 	int e;
 
-	ox_release(sk);
+	for (uint32_t k = 0; k < sk->nout; k++)
+		out_release(sk, &sk->out[k]);
 	if (sk->ix.exposed)
 		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
 	sk->ix.exposed = false;
 	if (sk->zc_h)
 		sw_spi.dereg(sk->spi, sk->zc_h, &e);
 	sk->zc_h = NULL;
-	for (int k = 0; k < 2; k++) {
+	for (uint32_t k = 0; k < SW_XFERS; k++) {
 		struct sw_stage *g = &sk->stg[k];
 
 		if (g->exposed)
@@ -164,6 +165,7 @@ static void release_xfers(struct sw_sock *sk)
 		g->h = NULL;
 	}
 	sk->pend.on = false; /* a send not started dies with the connection */
+	sk->nixq = 0;
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -174,8 +176,8 @@ void sw_fail(struct sw_sock *sk, int err)
 	if (sk->err)
 		return;
 	sk->err = err;
-	if (sk->ox.active && !sk->ox.err)
-		sk->ox.err = err;
+	if (sk->nout && !sk->out_err)
+		sk->out_err = err;
 	pthread_cond_broadcast(&sk->cond);
 }
 
@@ -208,15 +210,15 @@ void sw_teardown(struct sw_sock *sk)
 	sw_spi.t.lpWSPCloseSocket(sk->spi, &e);
 	sk->spi = INVALID_SOCKET;
 	sk->ctl_h = NULL;
-	sk->ix.op = sk->ox.op = false;
+	sk->ix.op = sk->wr.op = false;
 	for (uint32_t i = 0; i < sk->nsend; i++)
 		sk->tx[i].busy = false;
 	if (sk->st == SW_CONNECTED || sk->st == SW_CONNECTING)
 		sk->st = SW_DOWN;
-	if (sk->ox.active) {
-		sk->ox.active = false;
-		if (!sk->ox.err)
-			sk->ox.err = sk->err ? sk->err : ECONNRESET;
+	if (sk->nout) {
+		sk->nout = 0;
+		if (!sk->out_err)
+			sk->out_err = sk->err ? sk->err : ECONNRESET;
 	}
 	pthread_cond_broadcast(&sk->cond);
 }
@@ -336,13 +338,21 @@ int sw_ctl_flush(struct sw_sock *sk)
 		int r;
 
 		if (sk->ix.done_due) {
-			r = nss_conn_rd_done_hdr(&sk->pc, sk->ix.done_due, &h);
+			/* One RD_DONE per transfer: the bytes read may run
+			 * into the next one. */
+			uint64_t room = sk->pc.in.xfer_end - sk->pc.in.off;
+			uint32_t n = room < sk->ix.done_due ? (uint32_t)room : sk->ix.done_due;
+
+			r = nss_conn_rd_done_hdr(&sk->pc, n, &h);
 			if (r == 0)
-				sk->ix.done_due = 0;
-		} else if (sk->ox.wr_done_due) {
+				sk->ix.done_due -= n;
+		} else if (sk->wr.written) {
 			r = nss_conn_wr_done_hdr(&sk->pc, &h);
-			if (r == 0)
-				sk->ox.wr_done_due = false;
+			if (r == 0) {
+				sk->wr.written--;
+				memmove(&sk->wr.q[0], &sk->wr.q[1],
+					--sk->wr.n * sizeof(sk->wr.q[0]));
+			}
 		} else if (sk->ix.sink_due) {
 			r = nss_conn_sink_avail_hdr(&sk->pc, sk->ix.chunk, NICSIM_RDMA_DESC_SIZE,
 						    &h);
@@ -611,6 +621,36 @@ int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len)
 	return 1;
 }
 
+/* The transfer in begins: its head (in receive slot) to the application,
+ * its RDMA part of len bytes (desc on the read path) to move. */
+static void ix_begin(struct sw_sock *sk, uint32_t slot, const uint8_t *head, uint32_t head_len,
+		     uint32_t len, const uint8_t *desc, uint16_t desc_len)
+{
+	uint32_t done_due = sk->ix.done_due; /* the last transfer's RD_DONE may wait */
+
+	dq_push(sk, head, head_len, (int32_t)slot);
+	memset(&sk->ix, 0, sizeof(sk->ix));
+	sk->ix.done_due = done_due;
+	sk->ix.active = true;
+	sk->ix.len = len;
+	sk->ix.desc_len = desc_len;
+	if (desc_len)
+		memcpy(sk->ix.desc, desc, desc_len);
+}
+
+/* The transfer in moved its last chunk: the next one waiting begins. */
+static void ix_finished(struct sw_sock *sk)
+{
+	struct sw_in_next n;
+
+	sk->ix.active = false;
+	if (!sk->nixq)
+		return;
+	n = sk->ixq[0];
+	memmove(&sk->ixq[0], &sk->ixq[1], --sk->nixq * sizeof(sk->ixq[0]));
+	ix_begin(sk, n.slot, n.head, n.head_len, n.len, n.desc, n.desc_len);
+}
+
 /* The chunk read or written straight into the reader's buffer landed. */
 static void zc_landed(struct sw_sock *sk)
 {
@@ -623,7 +663,7 @@ static void zc_landed(struct sw_sock *sk)
 	sk->zc_got = sk->ix.chunk;
 	sk->ix.done += sk->ix.chunk;
 	if (sk->ix.done == sk->ix.len)
-		sk->ix.active = false;
+		ix_finished(sk);
 }
 
 /* The bounce holds the chunk: hand it to the application. */
@@ -633,40 +673,60 @@ static void ix_landed(struct sw_sock *sk)
 	dq_push(sk, sk->bounce, sk->ix.chunk, -1);
 	sk->ix.done += sk->ix.chunk;
 	if (sk->ix.done == sk->ix.len)
-		sk->ix.active = false;
+		ix_finished(sk);
 }
 
 /* ---- Large transfers out (this side is the source) ----------------------------- */
 
-/* The transfer out is over (a failed one ends in sw_teardown, not here):
- * release its registration, wake its sender. */
-static void ox_end(struct sw_sock *sk)
+/* The oldest transfer out is over (failed ones end in sw_teardown, not
+ * here): release its registration, wake its sender. */
+static void out_end(struct sw_sock *sk)
 {
-	ox_release(sk);
-	sk->ox.active = false;
+	out_release(sk, &sk->out[0]);
+	memmove(&sk->out[0], &sk->out[1], --sk->nout * sizeof(sk->out[0]));
 	pthread_cond_broadcast(&sk->cond);
 }
 
-/* Write path: serve the SINK_AVAIL received. */
-static void ox_write(struct sw_sock *sk)
+/* A new transfer out, its RDMA part len bytes at rdma, announced last. */
+static struct sw_out *out_push(struct sw_sock *sk, const uint8_t *rdma, uint32_t len)
 {
+	struct sw_out *o = &sk->out[sk->nout++];
+
+	memset(o, 0, sizeof(*o));
+	o->rdma = rdma;
+	o->len = len;
+	o->base = sk->pc.out.end - len;
+	return o;
+}
+
+/* Write path: serve the next SINK_AVAIL received, from the transfer it
+ * lies in. */
+static void out_write(struct sw_sock *sk)
+{
+	struct sw_sink *q = &sk->wr.q[sk->wr.written];
+	const struct sw_out *o = NULL;
 	WSABUFEX b;
 	DWORD n = 0;
 	int e = 0;
 
-	if (!sk->ox.active || sk->ox.op || !sk->ox.sink_len || sk->ox.wr_done_due || sk->err)
+	if (sk->wr.op || sk->wr.written == sk->wr.n || sk->err)
 		return;
-	b.len = sk->ox.sink_len;
-	b.buf = (char *)(sk->ox.rdma + (sk->ox.sink_off - sk->ox.base));
-	b.handle = sk->ox.h;
-	ov_prepare(sk, &sk->ox.ov);
-	if (sw_spi.rdma_write(sk->spi, &b, 1, sk->ox.sdesc, sk->ox.sdesc_len, 0, &n, 0, &sk->ox.ov,
-			      NULL, NULL, &e) != 0 &&
+	for (uint32_t k = 0; k < sk->nout && !o; k++)
+		if (q->off >= sk->out[k].base && q->off - sk->out[k].base < sk->out[k].len)
+			o = &sk->out[k];
+	if (!o) /* nss_conn_rx let no SINK_AVAIL through outside them */
+		return;
+	b.len = q->len;
+	b.buf = (char *)(o->rdma + (q->off - o->base));
+	b.handle = o->h;
+	ov_prepare(sk, &sk->wr.ov);
+	if (sw_spi.rdma_write(sk->spi, &b, 1, q->desc, q->desc_len, 0, &n, 0, &sk->wr.ov, NULL,
+			      NULL, &e) != 0 &&
 	    e != WSA_IO_PENDING) {
-		rdma_post_failed(sk, e, NSS_SINK_AVAIL, sk->ox.sink_off);
+		rdma_post_failed(sk, e, NSS_SINK_AVAIL, q->off);
 		return;
 	}
-	sk->ox.op = true;
+	sk->wr.op = true;
 	sk->stats.rdma_ops++;
 }
 
@@ -693,37 +753,44 @@ int sw_large_begin(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	uint32_t head = head_of(sk, len);
 	struct nss_hdr h;
 	struct sw_slot *slot = tx_slot(sk);
+	const uint8_t *rdma;
+	uint8_t desc[NICSIM_RDMA_DESC_SIZE] = {0};
+	HANDLE mh = NULL;
+	struct sw_out *o;
 	int e = 0, r;
 
 	if (len < 2)
 		return -EINVAL; /* a head and a rest: the caller's bug */
-	if (!slot || !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit))
+	if (!slot || !nss_may_send(NSS_SRC_AVAIL, true, sk->pc.out_seq, sk->pc.peer_limit) ||
+	    sk->nout || !nss_conn_xfer_room(&sk->pc))
 		return -EAGAIN;
-	memset(&sk->ox, 0, sizeof(sk->ox));
-	sk->ox.rdma = p + head;
-	sk->ox.len = len - head;
+	rdma = p + head;
 	if (rd) {
-		DWORD dl = sizeof(sk->ox.desc);
+		DWORD dl = sizeof(desc);
 
-		if (sw_spi.reg_rdma(sk->spi, (void *)sk->ox.rdma, sk->ox.len, MEM_READ, sk->ox.desc,
-				    &dl, &e))
+		if (sw_spi.reg_rdma(sk->spi, (void *)rdma, len - head, MEM_READ, desc, &dl, &e))
 			return -sw_errno_of(e);
-		sk->ox.exposed = true;
 	} else {
-		sk->ox.h = sw_spi.reg(sk->spi, (void *)sk->ox.rdma, sk->ox.len, MEM_READ, &e);
-		if (!sk->ox.h)
+		mh = sw_spi.reg(sk->spi, (void *)rdma, len - head, MEM_READ, &e);
+		if (!mh)
 			return -sw_errno_of(e);
 	}
 	sk->stats.registrations++;
-	r = nss_conn_src_avail_hdr(&sk->pc, head, sk->ox.len, rd ? NICSIM_RDMA_DESC_SIZE : 0, &h);
+	r = nss_conn_src_avail_hdr(&sk->pc, head, len - head, rd ? NICSIM_RDMA_DESC_SIZE : 0, &h);
 	if (r) {
-		ox_end(sk);
+		if (rd)
+			sw_spi.dereg_rdma(sk->spi, desc, sizeof(desc), &e);
+		else
+			sw_spi.dereg(sk->spi, mh, &e);
 		return r;
 	}
-	sk->ox.active = true;
-	sk->ox.base = sk->pc.out.off;
+	o = out_push(sk, rdma, len - head);
+	o->exposed = rd;
+	memcpy(o->desc, desc, sizeof(desc));
+	o->h = mh;
+	sk->out_err = 0;
 	sk->stats.large_sends++;
-	r = tx_post(sk, slot, &h, rd ? sk->ox.desc : NULL, p);
+	r = tx_post(sk, slot, &h, rd ? o->desc : NULL, p);
 	if (r)
 		return r;
 	sk->stats.bytes_sent += len; /* the head now, the rest by RDMA */
@@ -741,7 +808,7 @@ uint32_t sw_staging_cap(const struct sw_sock *sk)
 
 void sw_staging_free(struct sw_sock *sk)
 {
-	for (int k = 0; k < 2; k++)
+	for (uint32_t k = 0; k < SW_XFERS; k++)
 		own_free(&sk->stg[k].buf, &sk->stg[k].shared);
 }
 
@@ -778,23 +845,20 @@ static void pend_start(struct sw_sock *sk)
 	bool rd = sk->pc.out_path == NSS_PATH_READ;
 	struct sw_stage *g = &sk->stg[sk->pend.stg];
 	struct sw_slot *slot;
+	struct sw_out *o;
 	struct nss_hdr h;
 	uint32_t rest = sk->pend.len - sk->pend.head;
 
-	if (!sk->pend.on || sk->ox.active || sk->err || sk->spi == INVALID_SOCKET)
+	if (!sk->pend.on || sk->nout == SW_XFERS || sk->err || sk->spi == INVALID_SOCKET)
 		return;
 	slot = tx_slot(sk);
 	if (!slot || nss_conn_src_avail_hdr(&sk->pc, sk->pend.head, rest,
 					    rd ? NICSIM_RDMA_DESC_SIZE : 0, &h))
-		return; /* credit or a slot later: the next pass */
-	memset(&sk->ox, 0, sizeof(sk->ox));
-	sk->ox.rdma = g->buf;
-	sk->ox.len = rest;
-	sk->ox.h = rd ? NULL : g->h;
-	sk->ox.staged = true;
-	sk->ox.stg = sk->pend.stg;
-	sk->ox.active = true;
-	sk->ox.base = sk->pc.out.off;
+		return; /* credit, a slot or the peer's room later: the next pass */
+	o = out_push(sk, g->buf, rest);
+	o->h = rd ? NULL : g->h;
+	o->staged = true;
+	o->stg = sk->pend.stg;
 	sk->pend.on = false;
 	tx_post(sk, slot, &h, rd ? g->desc : NULL, sk->pend.head_bytes);
 }
@@ -810,12 +874,21 @@ static void pend_start(struct sw_sock *sk)
 int sw_large_copy(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 {
 	uint32_t head = head_of(sk, len);
-	int k = sk->ox.active && sk->ox.staged ? 1 - sk->ox.stg : 0, r;
+	bool used[SW_XFERS] = {false};
+	int k = -1, r;
 
 	if (len < 2)
 		return -EINVAL; /* a head and a rest: the caller's bug */
 	if (sk->pend.on)
 		return -EAGAIN;
+	for (uint32_t j = 0; j < sk->nout; j++)
+		if (sk->out[j].staged)
+			used[sk->out[j].stg] = true;
+	for (int j = SW_XFERS - 1; j >= 0; j--)
+		if (!used[j])
+			k = j;
+	if (k < 0)
+		return -EAGAIN; /* every staging buffer has a transfer outstanding */
 	r = staging_get(sk, k);
 	if (r)
 		return r;
@@ -917,25 +990,37 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 			rx_repost(sk, i);
 		break;
 	case NSS_SRC_AVAIL:
-		dq_push(sk, m.data, m.h.data_len, (int32_t)i);
-		memset(&sk->ix, 0, sizeof(sk->ix));
-		sk->ix.active = true;
-		sk->ix.len = m.h.rdma_len;
-		sk->ix.desc_len = m.h.desc_len;
-		if (m.h.desc_len)
-			memcpy(sk->ix.desc, m.desc, m.h.desc_len);
+		if (sk->ix.active) {
+			/* Behind the one moving: nss_conn_rx let no more come
+			 * than this side's HELLO allows. */
+			struct sw_in_next *n = &sk->ixq[sk->nixq++];
+
+			n->slot = i;
+			n->head = m.data;
+			n->head_len = m.h.data_len;
+			n->len = m.h.rdma_len;
+			n->desc_len = m.h.desc_len;
+			if (m.h.desc_len)
+				memcpy(n->desc, m.desc, m.h.desc_len);
+			break;
+		}
+		ix_begin(sk, i, m.data, m.h.data_len, m.h.rdma_len, m.desc, m.h.desc_len);
 		break;
-	case NSS_SINK_AVAIL:
-		sk->ox.sink_off = m.h.stream_off;
-		sk->ox.sink_len = m.h.rdma_len;
-		sk->ox.sdesc_len = m.h.desc_len;
-		memcpy(sk->ox.sdesc, m.desc, m.h.desc_len);
+	case NSS_SINK_AVAIL: {
+		/* nss_conn_rx let no more come than this side can hold. */
+		struct sw_sink *q = &sk->wr.q[sk->wr.n++];
+
+		q->off = m.h.stream_off;
+		q->len = m.h.rdma_len;
+		q->desc_len = m.h.desc_len;
+		memcpy(q->desc, m.desc, m.h.desc_len);
 		rx_repost(sk, i);
 		break;
+	}
 	case NSS_RD_DONE:
 		rx_repost(sk, i);
-		if (!sk->pc.out.xfer)
-			ox_end(sk);
+		while (sk->nout > sk->pc.out.nxfer)
+			out_end(sk);
 		break;
 	case NSS_WR_DONE: {
 		int e;
@@ -1013,14 +1098,12 @@ static void reap(struct sw_sock *sk)
 				ix_landed(sk);
 		}
 	}
-	if (sk->ox.op && ov_done(&sk->ox.ov)) {
-		sk->ox.op = false;
-		if (sk->ox.ov.OffsetHigh) {
-			sw_fail(sk, sw_errno_of((int)sk->ox.ov.OffsetHigh));
-		} else {
-			sk->ox.wr_done_due = true;
-			sk->ox.sink_len = 0;
-		}
+	if (sk->wr.op && ov_done(&sk->wr.ov)) {
+		sk->wr.op = false;
+		if (sk->wr.ov.OffsetHigh)
+			sw_fail(sk, sw_errno_of((int)sk->wr.ov.OffsetHigh));
+		else
+			sk->wr.written++; /* its WR_DONE may go */
 	}
 }
 
@@ -1030,12 +1113,13 @@ void sw_progress(struct sw_sock *sk)
 		return;
 	reap(sk);
 	ix_next(sk);
-	ox_write(sk);
+	out_write(sk);
 	sw_ctl_flush(sk);
-	/* The done message of the transfer's last bytes ends it: the peer's
+	/* The done message of a transfer's last bytes ends it: the peer's
 	 * RD_DONE, or this side's WR_DONE once sent. */
-	if (sk->ox.active && !sk->pc.out.xfer && !sk->ox.wr_done_due)
-		ox_end(sk);
+	while (sk->nout > sk->pc.out.nxfer)
+		out_end(sk);
+	out_write(sk);
 	pend_start(sk);
 	ix_next(sk);
 	pthread_cond_broadcast(&sk->cond);
@@ -1108,6 +1192,7 @@ int sw_conn_start(struct sw_sock *sk)
 	hello.max_rdma = spi_max;
 	hello.rdma_threshold = sk->threshold;
 	hello.desc_len = NICSIM_RDMA_DESC_SIZE;
+	hello.xfers = SW_XFERS;
 	nss_conn_init(&sk->pc, &hello);
 	sk->st = SW_CONNECTED;
 	for (uint32_t i = 0; i < sk->nrecv; i++)

@@ -20,15 +20,31 @@
 
 enum nss_path { NSS_PATH_READ = 1, NSS_PATH_WRITE = 2 };
 
-/* One direction's stream. */
+/* A stretch of one direction's stream: bytes [off, end). */
+struct nss_span {
+	uint64_t off, end;
+};
+
+/*
+ * One direction's stream.  A source may have several large transfers
+ * outstanding (as many as the sink's HELLO allows, section 6); their RDMA
+ * parts move in stream order, the oldest first, and each one's inline head
+ * arrived with its SRC_AVAIL.
+ */
 struct nss_dir {
-	uint64_t off;      /* bytes of the stream sent (out) or received (in) so far */
+	uint64_t off;      /* every byte before off has moved: sent (out) or received (in) */
+	uint64_t end;      /* where the next data-bearing message starts: off, or past the
+			    * last transfer outstanding */
 	bool xfer;         /* a large transfer's RDMA part is outstanding */
-	uint64_t xfer_end; /* ... and ends here: it covers [off, xfer_end) */
-	uint64_t sink_len; /* write path: bytes of the SINK_AVAIL outstanding at off, or 0 */
-	bool shut;         /* SHUTDOWN sent (out) or received (in) */
-	uint64_t synced;   /* in: where the source's last data-bearing message left
-			    * the stream: a credit update may say no less */
+	uint64_t xfer_end; /* ... the oldest one's ends here: it covers [off, xfer_end) */
+	uint32_t nxfer;    /* transfers outstanding: their RDMA parts, oldest first */
+	struct nss_span xq[NSS_XFERS_MAX];
+	uint32_t nsink; /* write path: SINK_AVAILs outstanding, oldest first (sq[0].off == off) */
+	struct nss_span sq[NSS_XFERS_MAX];
+	bool shut;       /* SHUTDOWN sent (out) or received (in) */
+	uint64_t synced; /* in: where the source's out stream stood, at least, when it
+			  * sent its last data-bearing message: a credit update may say
+			  * no less */
 };
 
 struct nss_conn {
@@ -56,6 +72,19 @@ void nss_conn_init(struct nss_conn *c, const struct nss_hello *local);
  */
 int nss_conn_rx(struct nss_conn *c, const struct nss_msg *m, const char **why, uint32_t *reason);
 
+/* How many more large transfers this side may start now (out stream):
+ * the peer's HELLO allows so many outstanding. */
+uint32_t nss_conn_xfer_room(const struct nss_conn *c);
+
+/*
+ * Write path, this side the sink: where the next SINK_AVAIL must start
+ * (*off) and how many bytes it may offer at most (the return: the rest of
+ * the transfer that offset lies in), or 0 when every transfer outstanding
+ * has been offered or this side has as many SINK_AVAILs outstanding as its
+ * HELLO allows.
+ */
+uint64_t nss_conn_sink_next(const struct nss_conn *c, uint64_t *off);
+
 /* A receive was posted again: the peer may send one more message. */
 void nss_conn_repost(struct nss_conn *c);
 
@@ -68,15 +97,17 @@ bool nss_conn_update_due(const struct nss_conn *c);
 
 /*
  * The header of the next message of each kind, accounted for: 0, or
- * -EAGAIN (not enough credit yet: the same call later), or -EPROTO (the
+ * -EAGAIN (not enough credit yet, or as many transfers outstanding as the
+ * peer allows: the same call later), or -EPROTO (the
  * protocol does not allow it in this state: a bug of the caller).
  *   hello: the HELLO (its data is the local body);
  *   data: data_len bytes of the out stream, or a credit update (0 bytes);
  *   src_avail: a large send, head bytes inline and rdma_len by RDMA, with a
  *     descriptor of desc_len bytes on the read path (0 on the write path);
- *   sink_avail: write path, the in stream's next len bytes may be written;
+ *   sink_avail: write path, the in stream's next len bytes may be written
+ *     (at the offset nss_conn_sink_next gives);
  *   rd_done: read path, len bytes of the in stream read;
- *   wr_done: write path, the out stream's SINK_AVAIL written;
+ *   wr_done: write path, the oldest SINK_AVAIL of the out stream written;
  *   shutdown: the out stream ends.
  */
 int nss_conn_hello_hdr(struct nss_conn *c, struct nss_hdr *h);

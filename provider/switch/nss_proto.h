@@ -30,6 +30,7 @@
 #define NSS_MIN_RDMA 4096u  /* a side's max_rdma, at least */
 #define NSS_F_CAN_READ 0x1u /* HELLO features: this side reads as a sink */
 #define NSS_F_READABLE 0x2u /* ... and its NIC serves the peer's RDMA READs */
+#define NSS_XFERS_MAX 8u    /* large transfers a direction may have outstanding, at most */
 
 enum nss_type {
 	NSS_HELLO = 1,
@@ -104,7 +105,12 @@ struct nss_hello {
 	uint32_t max_rdma;
 	uint32_t rdma_threshold;
 	uint16_t desc_len;
+	uint8_t xfers; /* large transfers this side takes outstanding as a sink; 0: 1 */
 };
+
+/* The large transfers a HELLO's side takes outstanding as a sink: its
+ * xfers, 0 read as 1, at most NSS_XFERS_MAX. */
+uint32_t nss_hello_xfers(const struct nss_hello *h);
 
 /* Bytes a message with desc_len bytes of descriptor and data_len of data takes. */
 size_t nss_msg_len(uint16_t desc_len, uint32_t data_len);

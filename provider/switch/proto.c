@@ -37,7 +37,7 @@ static const struct field hello_fields[] = {
     F(4, struct nss_hello, version),    F(6, struct nss_hello, features),
     F(8, struct nss_hello, recv_count), F(12, struct nss_hello, recv_size),
     F(16, struct nss_hello, max_rdma),  F(20, struct nss_hello, rdma_threshold),
-    F(24, struct nss_hello, desc_len),
+    F(24, struct nss_hello, desc_len),  F(26, struct nss_hello, xfers),
 };
 #undef F
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
@@ -239,10 +239,15 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 		*why = "descriptors longer than 256 bytes";
 	else if (h->max_rdma < NSS_MIN_RDMA)
 		*why = "a largest RDMA under 4 KiB";
-	for (size_t i = 26; !*why && h->version == NSS_VERSION && i < NSS_HELLO_LEN; i++)
+	for (size_t i = 27; !*why && h->version == NSS_VERSION && i < NSS_HELLO_LEN; i++)
 		if (data[i])
 			*why = "HELLO reserved bytes not zero";
 	return *why ? -EPROTO : 0;
+}
+
+uint32_t nss_hello_xfers(const struct nss_hello *h)
+{
+	return h->xfers == 0 ? 1 : h->xfers > NSS_XFERS_MAX ? NSS_XFERS_MAX : h->xfers;
 }
 
 bool nss_may_send(uint8_t type, bool has_data, uint32_t seq, uint32_t credit_limit)

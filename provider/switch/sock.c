@@ -424,19 +424,19 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 				sent += n;
 				continue;
 			}
-		} else if (sk->ox.active || sk->pend.on) {
+		} else if (sk->nout || sk->pend.on) {
 			r = -EAGAIN; /* the stream's order: after those */
 		} else if (left >= sk->out_threshold) {
 			/* Larger sends go straight from the buffer, and wait. */
 			r = sw_large_begin(sk, p + sent, n);
 			if (r == 0) {
-				while (sk->ox.active && !sk->err) {
+				while (sk->nout && !sk->err) {
 					sw_progress(sk);
-					if (sk->ox.active)
+					if (sk->nout)
 						wait_change(sk, 0);
 				}
-				if (sk->ox.err)
-					return sent ? (ssize_t)sent : -sk->ox.err;
+				if (sk->out_err)
+					return sent ? (ssize_t)sent : -sk->out_err;
 				sent += n;
 				continue;
 			}

@@ -24,6 +24,7 @@
 
 #define SW_STAGING (1u << 20) /* the staging buffer's size, at least */
 #define SW_ZC_MIN (64u << 10) /* a reader's room worth taking a chunk into directly */
+#define SW_XFERS 2u           /* large transfers outstanding, each way */
 
 /* The provider, as the switch sees it. */
 struct sw_spi {
@@ -119,15 +120,26 @@ struct sw_sock {
 		bool exposed;      /* write path: bdesc exposes the bounce or the reader's buffer */
 		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
 	} ix;
+	/* The transfers in that wait behind it, as their SRC_AVAILs came: each
+	 * one's receive holds its head until it begins (ix_promote). */
+	struct sw_in_next {
+		uint32_t slot;
+		const uint8_t *head;
+		uint32_t head_len, len;
+		uint16_t desc_len;
+		uint8_t desc[NSS_DESC_MAX];
+	} ixq[SW_XFERS - 1];
+	uint32_t nixq;
 	uint8_t *bounce;
 	uint32_t bounce_len;
 	bool bounce_shared; /* from nicsim_buffer_alloc */
 	HANDLE bounce_h;    /* the bounce registered for reading into */
 	bool bounce_busy;   /* holds bytes the application has not taken */
 
-	/* The out stream's large transfer (this side is the source). */
-	struct {
-		bool active;
+	/* The out stream's large transfers (this side is the source), oldest
+	 * first: as many outstanding as the peer's HELLO allows, at most
+	 * SW_XFERS (one staging buffer each). */
+	struct sw_out {
 		const uint8_t *rdma; /* the bytes after the inline head */
 		uint32_t len;
 		bool exposed; /* read path: desc exposes them (until the transfer ends) */
@@ -136,28 +148,35 @@ struct sw_sock {
 		bool staged; /* from staging buffer stg, whose registration stays */
 		int stg;
 		uint64_t base; /* the stream offset of rdma[0] */
-		bool op;       /* a write is in flight */
+	} out[SW_XFERS];
+	uint32_t nout;
+	int out_err; /* a transfer failed: positive errno for a sender waiting on it */
+	/* Write path: the peer's SINK_AVAILs, served in order, one write at a
+	 * time; the first `written` of them owe their WR_DONE. */
+	struct {
+		bool op; /* a write is in flight, for q[written] */
 		WSAOVERLAPPED ov;
-		uint64_t sink_off; /* write path: the SINK_AVAIL being served */
-		uint32_t sink_len;
-		uint8_t sdesc[NSS_DESC_MAX];
-		uint16_t sdesc_len;
-		bool wr_done_due;
-		int err; /* the transfer failed: positive errno for its sender */
-	} ox;
+		uint32_t n, written;
+		struct sw_sink {
+			uint64_t off;
+			uint32_t len;
+			uint16_t desc_len;
+			uint8_t desc[NSS_DESC_MAX];
+		} q[NSS_XFERS_MAX];
+	} wr;
 	/* Large sends that fit are copied to a staging buffer and sent from
-	 * it (non-blocking ones always).  Two of them: the next send is copied
-	 * while the last one's transfer is outstanding, and waits (pend) for
-	 * its done message.  They stay registered, and on the read path
-	 * exposed, for the connection's life, as they hold only bytes already
-	 * sent to the peer. */
+	 * it (non-blocking ones always), one buffer per transfer outstanding;
+	 * a copied send that cannot start yet (credit, a send slot) waits in
+	 * pend.  They stay registered, and on the read path exposed, for the
+	 * connection's life, as they hold only bytes already sent to the
+	 * peer. */
 	struct sw_stage {
 		uint8_t *buf;
 		bool shared; /* from nicsim_buffer_alloc */
 		bool exposed;
 		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
 		HANDLE h; /* write path: registered for the NIC to read */
-	} stg[2];
+	} stg[SW_XFERS];
 	uint32_t staging_len;
 	struct {
 		bool on;       /* a copied send waits to start */

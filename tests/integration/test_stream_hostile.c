@@ -1343,11 +1343,23 @@ static void wr_done_wrong_length(struct hp *hp)
 	hp_send(hp, &h, NULL, NULL);
 }
 
-static void second_src_avail(struct hp *hp)
+/* The switch takes two transfers outstanding (its HELLO says so): a
+ * third before the first is done breaks the rule. */
+static void third_src_avail(struct hp *hp)
 {
 	src_avail(hp, NULL, 0);
 	sink_avail_of(hp, NULL);
-	hp->off += REST; /* as if it were done */
+	for (int k = 0; k < 2; k++) {
+		hp->off += REST; /* after the last one's RDMA part */
+		src_avail(hp, NULL, 0);
+	}
+}
+
+/* A second transfer must start after the first one's RDMA part. */
+static void second_src_avail_overlapping(struct hp *hp)
+{
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
 	src_avail(hp, NULL, 0);
 }
 
@@ -1388,9 +1400,16 @@ static void test_large_into_switch(void)
 	     .err = ECONNABORTED,
 	     .not_readable = true,
 	     .extra = HEAD},
-	    {.name = "second_src_avail",
-	     .bad = second_src_avail,
-	     .why = "a second large transfer before the first is done",
+	    {.name = "third_src_avail",
+	     .bad = third_src_avail,
+	     .why = "more large transfers outstanding than HELLO allows",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "second_src_avail_overlapping",
+	     .bad = second_src_avail_overlapping,
+	     .why = "SRC_AVAIL not where the stream stands",
 	     .reason = NSS_ABORT_PROTOCOL,
 	     .err = ECONNABORTED,
 	     .not_readable = true,

@@ -45,14 +45,16 @@ static int pass(struct nss_conn *from, const struct nss_hdr *h, struct nss_conn 
 	return nss_conn_rx(to, &m, why, &reason);
 }
 
-/* A and B connected: both HELLOs exchanged. */
-static void connect(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b_reads,
-		    uint32_t recvs)
+/* A and B connected: both HELLOs exchanged, each side taking xfers large
+ * transfers outstanding as a sink (0 in the HELLO: one). */
+static void connect_x(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b_reads,
+		      uint32_t recvs, uint8_t xfers)
 {
 	struct nss_hello ha = hello(a_reads, recvs), hb = hello(b_reads, recvs);
 	struct nss_hdr h;
 	const char *why;
 
+	ha.xfers = hb.xfers = xfers;
 	nss_conn_init(a, &ha);
 	nss_conn_init(b, &hb);
 	NST_REQUIRE_EQ(nss_conn_data_hdr(a, 0, &h), -EPROTO); /* HELLO first */
@@ -63,6 +65,30 @@ static void connect(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b
 	NST_REQUIRE_EQ(pass(b, &h, a, &why), 0);
 	NST_EQ(a->out_path, b_reads ? NSS_PATH_READ : NSS_PATH_WRITE);
 	NST_EQ(b->in_path, a->out_path);
+}
+
+static void connect(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b_reads,
+		    uint32_t recvs)
+{
+	connect_x(a, a_reads, b, b_reads, recvs, 0);
+}
+
+static bool same_dir(const struct nss_dir *x, const struct nss_dir *y)
+{
+	return x->off == y->off && x->end == y->end && x->xfer == y->xfer &&
+	       x->xfer_end == y->xfer_end && x->nxfer == y->nxfer &&
+	       !memcmp(x->xq, y->xq, sizeof(x->xq)) && x->nsink == y->nsink &&
+	       !memcmp(x->sq, y->sq, sizeof(x->sq)) && x->shut == y->shut && x->synced == y->synced;
+}
+
+/* The state two connections hold, field by field (structs have padding). */
+static bool same_state(const struct nss_conn *x, const struct nss_conn *y)
+{
+	return x->hello_in == y->hello_in && x->hello_out == y->hello_out &&
+	       x->in_path == y->in_path && x->out_path == y->out_path && x->in_seq == y->in_seq &&
+	       x->out_seq == y->out_seq && x->peer_limit == y->peer_limit && x->limit == y->limit &&
+	       x->advertised == y->advertised && x->aborted == y->aborted &&
+	       same_dir(&x->in, &y->in) && same_dir(&x->out, &y->out);
 }
 
 /* Small data, a large send on the read path, SHUTDOWN: the stream offsets. */
@@ -115,7 +141,7 @@ static void test_write_path(void)
 		NST_EQ_U(h.stream_off, 1 + 2048u * (unsigned)part);
 		NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
 		NST_EQ(nss_conn_sink_avail_hdr(&b, 1, sizeof(desc), &h),
-		       -EPROTO); /* one at a time */
+		       -EAGAIN); /* one at a time: B's HELLO allows one */
 		NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
 		NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	}
@@ -124,6 +150,132 @@ static void test_write_path(void)
 	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 7, &h), 0);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	NST_EQ_U(b.in.off, 4104);
+}
+
+/* Two large transfers outstanding on the read path, as B's HELLO allows:
+ * the second's head comes before the first's RDMA part is done, the
+ * RD_DONEs go in stream order, and a third transfer waits. */
+static void test_pipelined_read_path(void)
+{
+	struct nss_conn a, b, before;
+	struct nss_hdr h, third;
+	const char *why;
+
+	connect_x(&a, false, &b, true, 16, 2);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 100, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(nss_conn_xfer_room(&a), 1);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 20, 3000, sizeof(desc), &h), 0);
+	NST_EQ_U(h.stream_off, 5110); /* after the first one's RDMA part */
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(b.in.off, 110);
+	NST_EQ_U(b.in.end, 8130);
+	NST_EQ_U(b.in.xfer_end, 5110);
+	NST_EQ(nss_conn_src_avail_hdr(&a, 1, 10, sizeof(desc), &h), -EAGAIN);
+	NST_EQ(nss_conn_data_hdr(&a, 1, &h), -EPROTO);
+
+	/* A third one forged anyway is refused, and changes nothing. */
+	third = (struct nss_hdr){.type = NSS_SRC_AVAIL,
+				 .desc_len = sizeof(desc),
+				 .seq = a.out_seq,
+				 .credit_limit = a.limit,
+				 .data_len = 1,
+				 .rdma_len = 10,
+				 .stream_off = 8130};
+	before = b;
+	NST_EQ(pass(&a, &third, &b, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "more large transfers outstanding than HELLO allows"));
+	NST_TRUE(same_state(&before, &b));
+
+	/* The first one's RD_DONE may not run into the second. */
+	NST_EQ(nss_conn_rd_done_hdr(&b, 5001, &h), -EPROTO);
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 5000, &h), 0);
+	NST_EQ_U(h.stream_off, 110);
+	NST_EQ_U(b.in.off, 5130); /* the second's RDMA part: its head came */
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_EQ_U(a.out.off, 5130);
+	NST_EQ_U(nss_conn_xfer_room(&a), 1);
+	/* A's credit update says where it stands; B knows it is past the
+	 * first transfer's RDMA start at least. */
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 0, &h), 0);
+	NST_EQ_U(h.stream_off, 5130);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 3000, &h), 0);
+	NST_EQ_U(h.stream_off, 5130);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_EQ_U(a.out.off, 8130);
+	NST_EQ_U(b.in.off, 8130);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 2, &h), 0);
+	NST_EQ_U(h.stream_off, 8130);
+	NST_EQ(pass(&a, &h, &b, &why), 0);
+}
+
+/* Two transfers outstanding on the write path: B offers the second one's
+ * RDMA part before the first one's WR_DONE, skipping the second's head;
+ * WR_DONEs answer the SINK_AVAILs in order. */
+static void test_pipelined_write_path(void)
+{
+	struct nss_conn a, b, before;
+	struct nss_hdr h, bad;
+	uint64_t at = 0;
+	const char *why;
+
+	connect_x(&a, true, &b, false, 16, 2);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 1, 4096, 0, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(nss_conn_sink_next(&b, &at), 4096);
+	NST_EQ_U(at, 1);
+	NST_REQUIRE_EQ(nss_conn_sink_avail_hdr(&b, 4096, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_EQ_U(nss_conn_sink_next(&b, &at), 0); /* all of it offered */
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 1, 100, 0, &h), 0);
+	NST_EQ_U(h.stream_off, 4097);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(nss_conn_sink_next(&b, &at), 100);
+	NST_EQ_U(at, 4098);
+
+	/* A SINK_AVAIL over the second one's head is refused. */
+	bad = (struct nss_hdr){.type = NSS_SINK_AVAIL,
+			       .desc_len = sizeof(desc),
+			       .seq = b.out_seq,
+			       .credit_limit = b.limit,
+			       .rdma_len = 100,
+			       .stream_off = 4097};
+	before = a;
+	NST_EQ(pass(&b, &bad, &a, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "not where the transfer stands"));
+	NST_TRUE(same_state(&before, &a));
+
+	NST_REQUIRE_EQ(nss_conn_sink_avail_hdr(&b, 100, sizeof(desc), &h), 0);
+	NST_EQ_U(h.stream_off, 4098);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_EQ(nss_conn_sink_avail_hdr(&b, 1, sizeof(desc), &h), -EAGAIN); /* two out */
+
+	/* A WR_DONE of the second SINK_AVAIL first is refused. */
+	bad = (struct nss_hdr){.type = NSS_WR_DONE,
+			       .seq = a.out_seq,
+			       .credit_limit = a.limit,
+			       .rdma_len = 100,
+			       .stream_off = 4098};
+	before = b;
+	NST_EQ(pass(&a, &bad, &b, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "not the SINK_AVAIL's"));
+	NST_TRUE(same_state(&before, &b));
+
+	NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
+	NST_EQ_U(h.stream_off, 1);
+	NST_EQ_U(h.rdma_len, 4096);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(b.in.off, 4098);
+	NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
+	NST_EQ_U(h.stream_off, 4098);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_EQ_U(a.out.off, 4198);
+	NST_EQ_U(b.in.off, 4198);
 }
 
 /* Credits: A spends B's receives down to the rule's margins; B's reposts
@@ -189,22 +341,6 @@ static void test_update_during_transfer(void)
 	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 1, &h), 0);
 	NST_EQ_U(h.stream_off, 5110);
 	NST_EQ(pass(&a, &h, &b, &why), 0);
-}
-
-static bool same_dir(const struct nss_dir *x, const struct nss_dir *y)
-{
-	return x->off == y->off && x->xfer == y->xfer && x->xfer_end == y->xfer_end &&
-	       x->sink_len == y->sink_len && x->shut == y->shut && x->synced == y->synced;
-}
-
-/* The state two connections hold, field by field (structs have padding). */
-static bool same_state(const struct nss_conn *x, const struct nss_conn *y)
-{
-	return x->hello_in == y->hello_in && x->hello_out == y->hello_out &&
-	       x->in_path == y->in_path && x->out_path == y->out_path && x->in_seq == y->in_seq &&
-	       x->out_seq == y->out_seq && x->peer_limit == y->peer_limit && x->limit == y->limit &&
-	       x->advertised == y->advertised && x->aborted == y->aborted &&
-	       same_dir(&x->in, &y->in) && same_dir(&x->out, &y->out);
 }
 
 /* Each out-of-place message is refused with its sentence; the state stays. */
@@ -323,6 +459,8 @@ int main(int argc, char **argv)
 	static const struct nst_test tests[] = {
 	    {"read_path", test_read_path},
 	    {"write_path", test_write_path},
+	    {"pipelined_read_path", test_pipelined_read_path},
+	    {"pipelined_write_path", test_pipelined_write_path},
 	    {"credits", test_credits},
 	    {"refusals", test_refusals},
 	    {"update_during_transfer", test_update_during_transfer},
