@@ -67,6 +67,27 @@ static uint64_t dir_sink_pop(struct nss_dir *d)
 	return len;
 }
 
+/*
+ * The sink took a SRC_AVAIL: where the source's stream stood at least when
+ * it sent it.  The source had fewer transfers outstanding than this side
+ * allows (n), by its own count, which may still hold transfers this side
+ * has finished: its oldest is one of the n - 1 announced before, or this
+ * one, so it stood at the start of the RDMA part of the n-th last at
+ * least.  (With n = 1, this one's.)
+ */
+static void note_start(const struct nss_conn *c, struct nss_dir *in)
+{
+	uint32_t n = nss_hello_xfers(&c->local);
+	uint64_t at;
+
+	in->starts[in->nstarts++ % NSS_XFERS_MAX] = in->xq[in->nxfer - 1].off;
+	if (in->nstarts < n)
+		return;
+	at = in->starts[(in->nstarts - n) % NSS_XFERS_MAX];
+	if (at > in->synced)
+		in->synced = at;
+}
+
 /* The stateful checks of one message after the first (section 3); NULL if
  * it may be taken, else why not.  in and out are updated copies. */
 static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, struct nss_dir *in,
@@ -108,10 +129,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 				   : "SRC_AVAIL with a descriptor on the write "
 				     "path";
 		dir_push(in, h->data_len, h->rdma_len);
-		/* The source's stream stood at the first transfer's RDMA part
-		 * at least when it sent this one. */
-		if (in->nxfer == 1)
-			in->synced = in->off;
+		note_start(c, in);
 		return NULL;
 	case NSS_SINK_AVAIL:
 		if (c->out_path != NSS_PATH_WRITE)

@@ -47,6 +47,18 @@ static void ov_prepare(struct sw_sock *sk, WSAOVERLAPPED *ov)
 	ov->hEvent = sk->evfd;
 }
 
+/* The k-th oldest SINK_AVAIL of the peer's not yet answered. */
+static struct sw_sink *sink(struct sw_sock *sk, uint32_t k)
+{
+	return &sk->sinks[(sk->sink_head + k) % NSS_XFERS_MAX];
+}
+
+/* The k-th oldest chunk moving. */
+static struct sw_chunk *chunk(struct sw_sock *sk, uint32_t k)
+{
+	return &sk->ch[(sk->ch_head + k) % SW_XFERS];
+}
+
 int sw_errno_of(int wsa)
 {
 	switch (wsa) {
@@ -148,9 +160,12 @@ static void release_xfers(struct sw_sock *sk)
 
 	for (uint32_t k = 0; k < sk->nout; k++)
 		out_release(sk, &sk->out[k]);
-	if (sk->ix.exposed)
-		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
-	sk->ix.exposed = false;
+	for (uint32_t k = 0; k < sk->nch; k++) {
+		struct sw_chunk *c = chunk(sk, k);
+
+		if (c->exposed)
+			sw_spi.dereg_rdma(sk->spi, c->bdesc, sizeof(c->bdesc), &e);
+	}
 	if (sk->zc_h)
 		sw_spi.dereg(sk->spi, sk->zc_h, &e);
 	sk->zc_h = NULL;
@@ -165,7 +180,7 @@ static void release_xfers(struct sw_sock *sk)
 		g->h = NULL;
 	}
 	sk->pend.on = false; /* a send not started dies with the connection */
-	sk->nixq = 0;
+	sk->nin = sk->nch = 0;
 }
 
 /* The connection is over (err, a positive errno): every call of the
@@ -202,15 +217,22 @@ void sw_teardown(struct sw_sock *sk)
 	if (sk->spi == INVALID_SOCKET)
 		return;
 	release_xfers(sk);
-	if (sk->bounce_h)
-		sw_spi.dereg(sk->spi, sk->bounce_h, &e);
-	sk->bounce_h = NULL;
+	for (uint32_t k = 0; k < SW_XFERS; k++) {
+		struct sw_bounce *g = &sk->bnc[k];
+
+		if (g->h)
+			sw_spi.dereg(sk->spi, g->h, &e);
+		g->h = NULL;
+		if (g->exposed)
+			sw_spi.dereg_rdma(sk->spi, g->desc, sizeof(g->desc), &e);
+		g->exposed = false;
+	}
 	/* The control pool is in use by the posted receives: closing flushes
 	 * them and releases it (R11). */
 	sw_spi.t.lpWSPCloseSocket(sk->spi, &e);
 	sk->spi = INVALID_SOCKET;
 	sk->ctl_h = NULL;
-	sk->ix.op = sk->wr.op = false;
+	sk->nsinks = 0;
 	for (uint32_t i = 0; i < sk->nsend; i++)
 		sk->tx[i].busy = false;
 	if (sk->st == SW_CONNECTED || sk->st == SW_CONNECTING)
@@ -314,10 +336,20 @@ static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hd
 
 /* Send what the protocol owes the peer, as far as credit and send slots
  * allow: 0, or a negative errno when the connection failed. */
+/* The oldest chunk whose SINK_AVAIL is still to send, or NULL. */
+static struct sw_chunk *sink_due(struct sw_sock *sk)
+{
+	for (uint32_t k = 0; k < sk->nch; k++)
+		if (chunk(sk, k)->sink_due)
+			return chunk(sk, k);
+	return NULL;
+}
+
 int sw_ctl_flush(struct sw_sock *sk)
 {
 	struct nss_hdr h;
 	struct sw_slot *slot;
+	struct sw_chunk *c;
 
 	if (sk->spi == INVALID_SOCKET || sk->st != SW_CONNECTED)
 		return sk->err ? -sk->err : 0;
@@ -337,28 +369,26 @@ int sw_ctl_flush(struct sw_sock *sk)
 	while ((slot = tx_slot(sk)) != NULL && !sk->err) {
 		int r;
 
-		if (sk->ix.done_due) {
+		if (sk->done_due) {
 			/* One RD_DONE per transfer: the bytes read may run
 			 * into the next one. */
 			uint64_t room = sk->pc.in.xfer_end - sk->pc.in.off;
-			uint32_t n = room < sk->ix.done_due ? (uint32_t)room : sk->ix.done_due;
+			uint32_t n = room < sk->done_due ? (uint32_t)room : sk->done_due;
 
 			r = nss_conn_rd_done_hdr(&sk->pc, n, &h);
 			if (r == 0)
-				sk->ix.done_due -= n;
-		} else if (sk->wr.written) {
+				sk->done_due -= n;
+		} else if (sk->nsinks && sink(sk, 0)->st == SW_SINK_WRITTEN) {
 			r = nss_conn_wr_done_hdr(&sk->pc, &h);
 			if (r == 0) {
-				sk->wr.written--;
-				memmove(&sk->wr.q[0], &sk->wr.q[1],
-					--sk->wr.n * sizeof(sk->wr.q[0]));
+				sk->sink_head = (sk->sink_head + 1) % NSS_XFERS_MAX;
+				sk->nsinks--;
 			}
-		} else if (sk->ix.sink_due) {
-			r = nss_conn_sink_avail_hdr(&sk->pc, sk->ix.chunk, NICSIM_RDMA_DESC_SIZE,
-						    &h);
+		} else if ((c = sink_due(sk)) != NULL) {
+			r = nss_conn_sink_avail_hdr(&sk->pc, c->len, NICSIM_RDMA_DESC_SIZE, &h);
 			if (r == 0) {
-				sk->ix.sink_due = false;
-				r = tx_post(sk, slot, &h, sk->ix.bdesc, NULL);
+				c->sink_due = false;
+				r = tx_post(sk, slot, &h, c->bdesc, NULL);
 				continue;
 			}
 		} else if (sk->shutdown_due && !sk->pc.out.xfer && !sk->pend.on) {
@@ -440,7 +470,7 @@ void sw_consumed(struct sw_sock *sk, uint32_t bytes)
 		if (d->slot >= 0)
 			rx_repost(sk, (uint32_t)d->slot);
 		else
-			sk->bounce_busy = false;
+			sk->bnc[-1 - d->slot].busy = false;
 	}
 }
 
@@ -497,96 +527,149 @@ static void own_free(uint8_t **buf, bool *shared)
 
 void sw_bounce_free(struct sw_sock *sk)
 {
-	own_free(&sk->bounce, &sk->bounce_shared);
+	for (uint32_t k = 0; k < SW_XFERS; k++)
+		own_free(&sk->bnc[k].buf, &sk->bnc[k].shared);
 }
 
-static int bounce_get(struct sw_sock *sk)
+/* Bounce buffer k, allocated (and on the read path registered) once.
+ * 0 or a negative errno. */
+static int bounce_get(struct sw_sock *sk, uint32_t k)
 {
+	struct sw_bounce *g = &sk->bnc[k];
 	int e = 0;
 
-	if (sk->bounce)
+	if (g->buf)
 		return 0;
-	sk->bounce_len = sk->in_max < SW_BOUNCE ? sk->in_max : SW_BOUNCE;
-	if (own_alloc(sk->bounce_len, &sk->bounce, &sk->bounce_shared))
+	if (!sk->bounce_len)
+		sk->bounce_len = sk->in_max < SW_BOUNCE ? sk->in_max : SW_BOUNCE;
+	if (own_alloc(sk->bounce_len, &g->buf, &g->shared))
 		return -ENOMEM;
 	if (sk->pc.in_path == NSS_PATH_READ) {
-		sk->bounce_h = sw_spi.reg(sk->spi, sk->bounce, sk->bounce_len, MEM_READWRITE, &e);
-		if (!sk->bounce_h) {
-			sw_bounce_free(sk);
+		g->h = sw_spi.reg(sk->spi, g->buf, sk->bounce_len, MEM_READWRITE, &e);
+		if (!g->h) {
+			own_free(&g->buf, &g->shared);
 			return -sw_errno_of(e);
 		}
-		sk->stats.registrations++;
+	} else {
+		DWORD dl = sizeof(g->desc);
+
+		if (sw_spi.reg_rdma(sk->spi, g->buf, sk->bounce_len, MEM_WRITE, g->desc, &dl, &e)) {
+			own_free(&g->buf, &g->shared);
+			return -sw_errno_of(e);
+		}
+		g->exposed = true;
 	}
+	sk->stats.registrations++;
 	return 0;
 }
 
-/* Start the next chunk of the transfer in, if the bounce is free. */
-/* Whether the next chunk of the transfer in may start now. */
-static bool ix_idle(const struct sw_sock *sk)
+/* The transfer in that the next chunk comes from: the oldest with bytes
+ * no chunk has taken yet, or NULL. */
+static struct sw_in *in_unstarted(struct sw_sock *sk)
 {
-	return sk->ix.active && !sk->ix.op && !sk->ix.sink_due && !sk->ix.exposed && !sk->zc &&
-	       !sk->err && sk->ix.done < sk->ix.len;
+	for (uint32_t k = 0; k < sk->nin; k++)
+		if (sk->xin[k].started < sk->xin[k].len)
+			return &sk->xin[k];
+	return NULL;
 }
 
 /*
- * Move the next chunk of the transfer in (at most len bytes) to dst,
+ * Move the next chunk of the transfers in (at most len bytes) to dst,
  * registered for the NIC as h on the read path: read it, or expose dst and
- * owe the peer a SINK_AVAIL.  0 or a negative errno (nothing started).
+ * owe the peer a SINK_AVAIL.  bounce: the bounce buffer dst is, or -1 (the
+ * reader's buffer).  0 or a negative errno (nothing started).
  */
-static int ix_start(struct sw_sock *sk, uint8_t *dst, uint32_t len, HANDLE h)
+static int chunk_start(struct sw_sock *sk, uint8_t *dst, uint32_t len, HANDLE h, int bounce)
 {
-	uint64_t left = sk->ix.len - sk->ix.done;
+	struct sw_in *t = in_unstarted(sk);
+	struct sw_chunk *c = chunk(sk, sk->nch);
+	uint64_t left = t->len - t->started;
 	int e = 0;
 
-	sk->ix.chunk = (uint32_t)(left < len ? left : len);
+	memset(c, 0, sizeof(*c));
+	c->bounce = bounce;
+	c->len = (uint32_t)(left < len ? left : len);
 	if (sk->pc.in_path == NSS_PATH_READ) {
-		WSABUFEX b = {.len = sk->ix.chunk, .buf = (char *)dst, .handle = h};
+		WSABUFEX b = {.len = c->len, .buf = (char *)dst, .handle = h};
 		DWORD n = 0;
 
-		ov_prepare(sk, &sk->ix.ov);
-		if (sw_spi.rdma_read(sk->spi, &b, 1, sk->ix.desc, sk->ix.desc_len,
-				     (DWORD)sk->ix.done, &n, 0, &sk->ix.ov, NULL, NULL, &e) != 0 &&
+		ov_prepare(sk, &c->ov);
+		if (sw_spi.rdma_read(sk->spi, &b, 1, t->desc, t->desc_len, (DWORD)t->started, &n, 0,
+				     &c->ov, NULL, NULL, &e) != 0 &&
 		    e != WSA_IO_PENDING) {
 			/* A descriptor the provider refuses ends the connection. */
-			rdma_post_failed(sk, e, NSS_SRC_AVAIL, sk->pc.in.off);
+			rdma_post_failed(sk, e, NSS_SRC_AVAIL, t->off + t->started);
 			return -sk->err;
 		}
-		sk->ix.op = true;
+		c->op = true;
 		sk->stats.rdma_ops++;
+	} else if (bounce >= 0) {
+		/* Exposed once: it holds only bytes of the peer's own stream. */
+		memcpy(c->bdesc, sk->bnc[bounce].desc, sizeof(c->bdesc));
+		c->sink_due = true;
 	} else {
-		DWORD dl = sizeof(sk->ix.bdesc);
+		DWORD dl = sizeof(c->bdesc);
 
-		if (sw_spi.reg_rdma(sk->spi, dst, sk->ix.chunk, MEM_WRITE, sk->ix.bdesc, &dl, &e))
+		if (sw_spi.reg_rdma(sk->spi, dst, c->len, MEM_WRITE, c->bdesc, &dl, &e))
 			return -sw_errno_of(e);
 		sk->stats.registrations++;
-		sk->ix.exposed = true;
-		sk->ix.sink_due = true;
+		c->exposed = true;
+		c->sink_due = true;
 	}
+	t->started += c->len;
+	sk->nch++;
 	return 0;
 }
 
-/* Start the next chunk into the bounce buffer, unless a reader waits to
- * take it straight into its own buffer (sw_zc_begin). */
-static void ix_next(struct sw_sock *sk)
+/* A bounce buffer that holds nothing for the application and no chunk
+ * moves into, or -1. */
+static int bounce_free_one(struct sw_sock *sk)
 {
-	int err;
+	bool used[SW_XFERS] = {false};
 
-	if (!ix_idle(sk) || sk->bounce_busy || sk->zc_reader)
-		return;
-	if (bounce_get(sk)) {
-		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
-		return;
+	for (uint32_t k = 0; k < sk->nch; k++)
+		if (chunk(sk, k)->bounce >= 0)
+			used[chunk(sk, k)->bounce] = true;
+	for (uint32_t k = 0; k < SW_XFERS; k++)
+		if (!used[k] && !sk->bnc[k].busy && (k == 0 || !sk->bnc_short))
+			return (int)k;
+	return -1;
+}
+
+/*
+ * Start chunks of the transfers in into free bounce buffers, up to one per
+ * bounce buffer in flight, unless a reader waits to take the next chunk
+ * straight into its own buffer (sw_zc_begin).  A second bounce buffer that
+ * cannot be had only costs the overlap.
+ */
+static void in_next(struct sw_sock *sk)
+{
+	while (sk->nch < SW_XFERS && !sk->err && in_unstarted(sk) &&
+	       !(sk->zc_reader && !sk->nch && !sk->dq_len)) {
+		int k = bounce_free_one(sk), err;
+
+		if (k < 0)
+			return;
+		err = bounce_get(sk, (uint32_t)k);
+		if (err && k > 0) {
+			sk->bnc_short = true;
+			return;
+		}
+		if (err) {
+			sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+			return;
+		}
+		err = chunk_start(sk, sk->bnc[k].buf, sk->bounce_len, sk->bnc[k].h, k);
+		if (err == -ENOBUFS)
+			sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+		if (err)
+			return;
 	}
-	err = ix_start(sk, sk->bounce, sk->bounce_len, sk->bounce_h);
-	if (err == -ENOBUFS)
-		sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
-	else if (err)
-		sw_fail(sk, -err);
 }
 
 /*
  * A reader waits with room for len bytes at dst and nothing before them
- * is waiting: take the transfer's next chunk straight into dst, with no
+ * is waiting: take the transfers' next chunk straight into dst, with no
  * copy.  1 when started: the caller waits until sk->zc_got says so, then the
  * bytes are in dst.  0: no chunk to take now.  -1: not possible (dst
  * cannot be registered): take the bytes as they come, through the bounce.
@@ -596,7 +679,7 @@ int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len)
 	HANDLE h = NULL;
 	int e = 0;
 
-	if (!ix_idle(sk) || sk->bounce_busy || sk->dq_len)
+	if (sk->nch || sk->dq_len || sk->err || !in_unstarted(sk))
 		return 0;
 	if (len < SW_ZC_MIN)
 		return -1;
@@ -610,70 +693,51 @@ int sw_zc_begin(struct sw_sock *sk, uint8_t *dst, uint32_t len)
 			return -1;
 		sk->stats.registrations++;
 	}
-	if (ix_start(sk, dst, len, h)) {
+	if (chunk_start(sk, dst, len, h, -1)) {
 		if (h)
 			sw_spi.dereg(sk->spi, h, &e);
 		return -1;
 	}
-	sk->zc = true;
 	sk->zc_got = 0;
 	sk->zc_h = h;
 	return 1;
 }
 
-/* The transfer in begins: its head (in receive slot) to the application,
- * its RDMA part of len bytes (desc on the read path) to move. */
-static void ix_begin(struct sw_sock *sk, uint32_t slot, const uint8_t *head, uint32_t head_len,
-		     uint32_t len, const uint8_t *desc, uint16_t desc_len)
+/* A transfer in begins (it is the oldest): its head, in receive slot,
+ * goes to the application. */
+static void in_begin(struct sw_sock *sk, const struct sw_in *t)
 {
-	uint32_t done_due = sk->ix.done_due; /* the last transfer's RD_DONE may wait */
-
-	dq_push(sk, head, head_len, (int32_t)slot);
-	memset(&sk->ix, 0, sizeof(sk->ix));
-	sk->ix.done_due = done_due;
-	sk->ix.active = true;
-	sk->ix.len = len;
-	sk->ix.desc_len = desc_len;
-	if (desc_len)
-		memcpy(sk->ix.desc, desc, desc_len);
+	dq_push(sk, t->head, t->head_len, (int32_t)t->slot);
 }
 
-/* The transfer in moved its last chunk: the next one waiting begins. */
-static void ix_finished(struct sw_sock *sk)
+/* The oldest chunk landed, the stream's next bytes: to the reader that
+ * waits for them, or to the application from its bounce buffer; its
+ * transfer is over when it was the last. */
+static void chunk_landed(struct sw_sock *sk)
 {
-	struct sw_in_next n;
-
-	sk->ix.active = false;
-	if (!sk->nixq)
-		return;
-	n = sk->ixq[0];
-	memmove(&sk->ixq[0], &sk->ixq[1], --sk->nixq * sizeof(sk->ixq[0]));
-	ix_begin(sk, n.slot, n.head, n.head_len, n.len, n.desc, n.desc_len);
-}
-
-/* The chunk read or written straight into the reader's buffer landed. */
-static void zc_landed(struct sw_sock *sk)
-{
+	struct sw_chunk *c = chunk(sk, 0);
+	struct sw_in *t = &sk->xin[0];
 	int e;
 
-	if (sk->zc_h)
-		sw_spi.dereg(sk->spi, sk->zc_h, &e);
-	sk->zc_h = NULL;
-	sk->zc = false;
-	sk->zc_got = sk->ix.chunk;
-	sk->ix.done += sk->ix.chunk;
-	if (sk->ix.done == sk->ix.len)
-		ix_finished(sk);
-}
-
-/* The bounce holds the chunk: hand it to the application. */
-static void ix_landed(struct sw_sock *sk)
-{
-	sk->bounce_busy = true;
-	dq_push(sk, sk->bounce, sk->ix.chunk, -1);
-	sk->ix.done += sk->ix.chunk;
-	if (sk->ix.done == sk->ix.len)
-		ix_finished(sk);
+	if (c->bounce < 0) {
+		if (sk->zc_h)
+			sw_spi.dereg(sk->spi, sk->zc_h, &e);
+		sk->zc_h = NULL;
+		sk->zc_got = c->len;
+	} else {
+		sk->bnc[c->bounce].busy = true;
+		dq_push(sk, sk->bnc[c->bounce].buf, c->len, -1 - c->bounce);
+	}
+	if (sk->pc.in_path == NSS_PATH_READ)
+		sk->done_due += c->len; /* our own wait, not the provider's fence, orders it */
+	t->landed += c->len;
+	sk->ch_head = (sk->ch_head + 1) % SW_XFERS; /* a ring: reads in flight keep their place */
+	sk->nch--;
+	if (t->landed < t->len)
+		return;
+	memmove(&sk->xin[0], &sk->xin[1], --sk->nin * sizeof(sk->xin[0]));
+	if (sk->nin)
+		in_begin(sk, &sk->xin[0]);
 }
 
 /* ---- Large transfers out (this side is the source) ----------------------------- */
@@ -699,35 +763,37 @@ static struct sw_out *out_push(struct sw_sock *sk, const uint8_t *rdma, uint32_t
 	return o;
 }
 
-/* Write path: serve the next SINK_AVAIL received, from the transfer it
- * lies in. */
+/* Write path: post the write of every SINK_AVAIL received, from the
+ * transfer it lies in. */
 static void out_write(struct sw_sock *sk)
 {
-	struct sw_sink *q = &sk->wr.q[sk->wr.written];
-	const struct sw_out *o = NULL;
-	WSABUFEX b;
-	DWORD n = 0;
-	int e = 0;
+	for (uint32_t k = 0; k < sk->nsinks && !sk->err; k++) {
+		struct sw_sink *q = sink(sk, k);
+		const struct sw_out *o = NULL;
+		WSABUFEX b;
+		DWORD n = 0;
+		int e = 0;
 
-	if (sk->wr.op || sk->wr.written == sk->wr.n || sk->err)
-		return;
-	for (uint32_t k = 0; k < sk->nout && !o; k++)
-		if (q->off >= sk->out[k].base && q->off - sk->out[k].base < sk->out[k].len)
-			o = &sk->out[k];
-	if (!o) /* nss_conn_rx let no SINK_AVAIL through outside them */
-		return;
-	b.len = q->len;
-	b.buf = (char *)(o->rdma + (q->off - o->base));
-	b.handle = o->h;
-	ov_prepare(sk, &sk->wr.ov);
-	if (sw_spi.rdma_write(sk->spi, &b, 1, q->desc, q->desc_len, 0, &n, 0, &sk->wr.ov, NULL,
-			      NULL, &e) != 0 &&
-	    e != WSA_IO_PENDING) {
-		rdma_post_failed(sk, e, NSS_SINK_AVAIL, q->off);
-		return;
+		if (q->st != SW_SINK_NEW)
+			continue;
+		for (uint32_t j = 0; j < sk->nout && !o; j++)
+			if (q->off >= sk->out[j].base && q->off - sk->out[j].base < sk->out[j].len)
+				o = &sk->out[j];
+		if (!o) /* nss_conn_rx let no SINK_AVAIL through outside them */
+			return;
+		b.len = q->len;
+		b.buf = (char *)(o->rdma + (q->off - o->base));
+		b.handle = o->h;
+		ov_prepare(sk, &q->ov);
+		if (sw_spi.rdma_write(sk->spi, &b, 1, q->desc, q->desc_len, 0, &n, 0, &q->ov, NULL,
+				      NULL, &e) != 0 &&
+		    e != WSA_IO_PENDING) {
+			rdma_post_failed(sk, e, NSS_SINK_AVAIL, q->off);
+			return;
+		}
+		q->st = SW_SINK_WRITING;
+		sk->stats.rdma_ops++;
 	}
-	sk->wr.op = true;
-	sk->stats.rdma_ops++;
 }
 
 /* The bytes of a large send of len that go inline in its SRC_AVAIL: as
@@ -989,27 +1055,29 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 		else
 			rx_repost(sk, i);
 		break;
-	case NSS_SRC_AVAIL:
-		if (sk->ix.active) {
-			/* Behind the one moving: nss_conn_rx let no more come
-			 * than this side's HELLO allows. */
-			struct sw_in_next *n = &sk->ixq[sk->nixq++];
+	case NSS_SRC_AVAIL: {
+		/* nss_conn_rx let no more come than this side's HELLO allows;
+		 * a transfer behind another keeps its head until it begins. */
+		struct sw_in *t = &sk->xin[sk->nin++];
 
-			n->slot = i;
-			n->head = m.data;
-			n->head_len = m.h.data_len;
-			n->len = m.h.rdma_len;
-			n->desc_len = m.h.desc_len;
-			if (m.h.desc_len)
-				memcpy(n->desc, m.desc, m.h.desc_len);
-			break;
-		}
-		ix_begin(sk, i, m.data, m.h.data_len, m.h.rdma_len, m.desc, m.h.desc_len);
+		memset(t, 0, sizeof(*t));
+		t->slot = i;
+		t->head = m.data;
+		t->head_len = m.h.data_len;
+		t->off = sk->pc.in.xq[sk->pc.in.nxfer - 1].off;
+		t->len = m.h.rdma_len;
+		t->desc_len = m.h.desc_len;
+		if (m.h.desc_len)
+			memcpy(t->desc, m.desc, m.h.desc_len);
+		if (sk->nin == 1)
+			in_begin(sk, t);
 		break;
+	}
 	case NSS_SINK_AVAIL: {
 		/* nss_conn_rx let no more come than this side can hold. */
-		struct sw_sink *q = &sk->wr.q[sk->wr.n++];
+		struct sw_sink *q = sink(sk, sk->nsinks++);
 
+		q->st = SW_SINK_NEW;
 		q->off = m.h.stream_off;
 		q->len = m.h.rdma_len;
 		q->desc_len = m.h.desc_len;
@@ -1023,17 +1091,17 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 			out_end(sk);
 		break;
 	case NSS_WR_DONE: {
+		/* It answers the oldest chunk's SINK_AVAIL (nss_conn_rx checked). */
+		struct sw_chunk *c = chunk(sk, 0);
 		int e;
 
 		rx_repost(sk, i);
 		/* The writes have landed: take the peer's access away, then
 		 * deliver (section 6, write path step 4). */
-		sw_spi.dereg_rdma(sk->spi, sk->ix.bdesc, sizeof(sk->ix.bdesc), &e);
-		sk->ix.exposed = false;
-		if (sk->zc)
-			zc_landed(sk);
-		else
-			ix_landed(sk);
+		if (c->exposed)
+			sw_spi.dereg_rdma(sk->spi, c->bdesc, sizeof(c->bdesc), &e);
+		c->exposed = false;
+		chunk_landed(sk);
 		break;
 	}
 	case NSS_SHUTDOWN: rx_repost(sk, i); break;
@@ -1084,26 +1152,28 @@ static void reap(struct sw_sock *sk)
 		if (sk->spi == INVALID_SOCKET)
 			return;
 	}
-	if (sk->ix.op && ov_done(&sk->ix.ov)) {
-		sk->ix.op = false;
-		if (sk->ix.ov.OffsetHigh) {
-			sw_fail(sk, sw_errno_of((int)sk->ix.ov.OffsetHigh));
-		} else {
-			/* Everything read is here: RD_DONE may go (our own wait,
-			 * not the provider's fence, orders it after the data). */
-			sk->ix.done_due += sk->ix.chunk;
-			if (sk->zc)
-				zc_landed(sk);
-			else
-				ix_landed(sk);
-		}
-	}
-	if (sk->wr.op && ov_done(&sk->wr.ov)) {
-		sk->wr.op = false;
-		if (sk->wr.ov.OffsetHigh)
-			sw_fail(sk, sw_errno_of((int)sk->wr.ov.OffsetHigh));
+	/* Reads complete in the order posted, and land so. */
+	while (sk->nch && chunk(sk, 0)->op && ov_done(&chunk(sk, 0)->ov) && !sk->err) {
+		struct sw_chunk *c = chunk(sk, 0);
+
+		c->op = false;
+		if (c->ov.OffsetHigh)
+			sw_fail(sk, sw_errno_of((int)c->ov.OffsetHigh));
 		else
-			sk->wr.written++; /* its WR_DONE may go */
+			chunk_landed(sk);
+	}
+	/* Writes complete in the order posted. */
+	for (uint32_t k = 0; k < sk->nsinks && !sk->err; k++) {
+		struct sw_sink *q = sink(sk, k);
+
+		if (q->st == SW_SINK_WRITTEN)
+			continue;
+		if (q->st != SW_SINK_WRITING || !ov_done(&q->ov))
+			break;
+		if (q->ov.OffsetHigh)
+			sw_fail(sk, sw_errno_of((int)q->ov.OffsetHigh));
+		else
+			q->st = SW_SINK_WRITTEN; /* its WR_DONE may go */
 	}
 }
 
@@ -1112,7 +1182,7 @@ void sw_progress(struct sw_sock *sk)
 	if (sk->st != SW_CONNECTED || sk->spi == INVALID_SOCKET)
 		return;
 	reap(sk);
-	ix_next(sk);
+	in_next(sk);
 	out_write(sk);
 	sw_ctl_flush(sk);
 	/* The done message of a transfer's last bytes ends it: the peer's
@@ -1121,7 +1191,7 @@ void sw_progress(struct sw_sock *sk)
 		out_end(sk);
 	out_write(sk);
 	pend_start(sk);
-	ix_next(sk);
+	in_next(sk);
 	pthread_cond_broadcast(&sk->cond);
 	sw_update_ready(sk);
 }

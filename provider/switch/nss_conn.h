@@ -45,6 +45,8 @@ struct nss_dir {
 	uint64_t synced; /* in: where the source's out stream stood, at least, when it
 			  * sent its last data-bearing message: a credit update may say
 			  * no less */
+	uint64_t starts[NSS_XFERS_MAX]; /* in: the RDMA parts' starts of the last transfers */
+	uint32_t nstarts;               /* ... announced (a count: starts is a ring) */
 };
 
 struct nss_conn {

@@ -31,9 +31,20 @@ static struct sw_sock *get(int s)
 	return sk;
 }
 
+/* A call that waited on the completions itself (wait_input) ends: the
+ * progress thread watches again. */
+static void direct_end(struct sw_sock *sk)
+{
+	if (sk->direct && pthread_equal(sk->direct_owner, pthread_self())) {
+		sk->direct = false;
+		sw_watch(sk, true);
+	}
+}
+
 /* Release sk after a call: return ret, with errno err if ret is -1. */
 static int done(struct sw_sock *sk, int ret, int err)
 {
+	direct_end(sk);
 	if (ret < 0 && err == EAGAIN)
 		sw_ready_reset(sk);
 	sw_update_ready(sk);
@@ -95,15 +106,6 @@ static int wait_input(struct sw_sock *sk, uint64_t deadline)
 	r = read(sk->evfd, &v, sizeof(v)); /* taken: the caller runs progress */
 	(void)r;
 	return 0;
-}
-
-/* The reader's call ends: the progress thread watches again. */
-static void direct_end(struct sw_sock *sk)
-{
-	if (sk->direct && pthread_equal(sk->direct_owner, pthread_self())) {
-		sk->direct = false;
-		sw_watch(sk, true);
-	}
 }
 
 static uint64_t deadline_of(uint64_t timeo_ns)
@@ -433,7 +435,7 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 				while (sk->nout && !sk->err) {
 					sw_progress(sk);
 					if (sk->nout)
-						wait_change(sk, 0);
+						wait_input(sk, 0);
 				}
 				if (sk->out_err)
 					return sent ? (ssize_t)sent : -sk->out_err;
@@ -454,7 +456,7 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 			sk->want_write = true;
 			return sent ? (ssize_t)sent : -EAGAIN;
 		}
-		if (wait_change(sk, deadline))
+		if (wait_input(sk, deadline))
 			return sent ? (ssize_t)sent : -EAGAIN;
 	}
 	sk->want_write = false;
@@ -464,6 +466,7 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 /* Release sk after a send or a receive: the bytes n, or -1 with errno -n. */
 static ssize_t data_done(struct sw_sock *sk, ssize_t n)
 {
+	direct_end(sk);
 	if (n == -EAGAIN)
 		sw_ready_reset(sk);
 	sw_update_ready(sk);
@@ -527,6 +530,7 @@ ssize_t nsw_writev(int s, const struct iovec *iov, int iovcnt)
 		if ((size_t)n < iov[i].iov_len)
 			break;
 	}
+	direct_end(sk);
 	sw_update_ready(sk);
 	pthread_mutex_unlock(&sk->lock);
 	sw_put(sk);
@@ -752,7 +756,7 @@ static void close_graceful(struct sw_sock *sk)
 		/* Data unread, or arriving while this side closes: the peer
 		 * must learn that it was lost (TCP resets too). Decided before
 		 * the SHUTDOWN goes, so the peer never takes it for an EOF. */
-		if (sk->dq_len || sk->ix.active) {
+		if (sk->dq_len || sk->nin) {
 			sw_abort(sk, NSS_ABORT_CLOSED, ECONNRESET);
 			return;
 		}

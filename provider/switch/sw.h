@@ -49,7 +49,7 @@ struct sw_slot {
 struct sw_piece {
 	const uint8_t *p;
 	uint32_t len;
-	int32_t slot; /* the receive slot holding them, or -1: the bounce buffer */
+	int32_t slot; /* the receive slot holding them, or -1 - k: bounce buffer k */
 };
 
 enum sw_state { SW_NEW, SW_LISTEN, SW_CONNECTING, SW_CONNECTED, SW_DOWN };
@@ -79,9 +79,7 @@ struct sw_sock {
 	 * thread (direct) and, while direct_waiting, sleeps on it. */
 	bool direct, direct_waiting;
 	pthread_t direct_owner;
-	/* The chunk going straight into a reader's buffer (outside ix, which
-	 * the next SRC_AVAIL clears, maybe before the reader wakes). */
-	bool zc;         /* in flight */
+	/* The chunk that went straight into a reader's buffer (sw_zc_begin). */
 	uint32_t zc_got; /* landed: its bytes, for the reader to count */
 	HANDLE zc_h;     /* read path: the reader's buffer registered */
 
@@ -106,35 +104,46 @@ struct sw_sock {
 	uint32_t out_max, in_max; /* the largest RDMA of each direction */
 	uint32_t out_threshold;
 
-	/* The in stream's large transfer (this side is the sink). */
-	struct {
-		bool active;
-		uint8_t desc[NSS_DESC_MAX]; /* read path: the source's */
-		uint16_t desc_len;
-		uint64_t len, done; /* RDMA bytes offered, and moved into the bounce */
-		bool op;            /* a read is in flight into the bounce */
-		WSAOVERLAPPED ov;
-		uint32_t chunk;    /* bytes of the read in flight, or of the SINK_AVAIL */
-		uint32_t done_due; /* read path: an RD_DONE of these bytes to send */
-		bool sink_due;     /* write path: a SINK_AVAIL of chunk bytes to send */
-		bool exposed;      /* write path: bdesc exposes the bounce or the reader's buffer */
-		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
-	} ix;
-	/* The transfers in that wait behind it, as their SRC_AVAILs came: each
-	 * one's receive holds its head until it begins (ix_promote). */
-	struct sw_in_next {
-		uint32_t slot;
+	/* The in stream's large transfers (this side is the sink), oldest
+	 * first, as their SRC_AVAILs came: the oldest one's head has gone to
+	 * the application, each later one's waits in its receive until the
+	 * transfers before it have landed (as many as this side's HELLO
+	 * allows, SW_XFERS). */
+	struct sw_in {
+		uint32_t slot; /* the receive holding the head */
 		const uint8_t *head;
-		uint32_t head_len, len;
-		uint16_t desc_len;
+		uint32_t head_len;
+		uint64_t off;             /* the stream offset of the RDMA part */
+		uint64_t len;             /* ... its bytes */
+		uint64_t started, landed; /* ... given to chunks, and landed */
+		uint16_t desc_len;        /* read path: the source's descriptor */
 		uint8_t desc[NSS_DESC_MAX];
-	} ixq[SW_XFERS - 1];
-	uint32_t nixq;
-	uint8_t *bounce;
+	} xin[SW_XFERS];
+	uint32_t nin;
+	/* The chunks moving, oldest first, each the stream's bytes after the
+	 * one before: into a bounce buffer, or the first one straight into a
+	 * reader's buffer.  They land in order. */
+	struct sw_chunk {
+		int bounce; /* the bounce buffer, or -1: the reader's */
+		uint32_t len;
+		bool op; /* read path: the read is in flight */
+		WSAOVERLAPPED ov;
+		bool sink_due; /* write path: its SINK_AVAIL is still to send */
+		bool exposed;  /* write path: bdesc exposes the reader's buffer, for this chunk */
+		uint8_t bdesc[NICSIM_RDMA_DESC_SIZE];
+	} ch[SW_XFERS]; /* a ring: ch_head is the oldest */
+	uint32_t ch_head, nch;
+	uint32_t done_due; /* read path: bytes landed that no RD_DONE has covered yet */
+	struct sw_bounce {
+		uint8_t *buf;
+		bool shared;  /* from nicsim_buffer_alloc */
+		HANDLE h;     /* read path: registered for reading into */
+		bool exposed; /* write path: desc exposes it, for the connection's life */
+		uint8_t desc[NICSIM_RDMA_DESC_SIZE];
+		bool busy; /* holds bytes the application has not taken */
+	} bnc[SW_XFERS];
 	uint32_t bounce_len;
-	bool bounce_shared; /* from nicsim_buffer_alloc */
-	HANDLE bounce_h;    /* the bounce registered for reading into */
-	bool bounce_busy;   /* holds bytes the application has not taken */
+	bool bnc_short; /* a second bounce buffer could not be had: one will do */
 
 	/* The out stream's large transfers (this side is the source), oldest
 	 * first: as many outstanding as the peer's HELLO allows, at most
@@ -151,19 +160,19 @@ struct sw_sock {
 	} out[SW_XFERS];
 	uint32_t nout;
 	int out_err; /* a transfer failed: positive errno for a sender waiting on it */
-	/* Write path: the peer's SINK_AVAILs, served in order, one write at a
-	 * time; the first `written` of them owe their WR_DONE. */
-	struct {
-		bool op; /* a write is in flight, for q[written] */
+	/* Write path: the peer's SINK_AVAILs, oldest first, in a ring (writes
+	 * in flight keep their place): each one's write is posted as soon as
+	 * it comes, and its WR_DONE goes, in order, once the write completed. */
+	struct sw_sink {
+		uint64_t off;
+		uint32_t len;
+		uint16_t desc_len;
+		uint8_t desc[NSS_DESC_MAX];
+		enum { SW_SINK_NEW, SW_SINK_WRITING, SW_SINK_WRITTEN } st;
 		WSAOVERLAPPED ov;
-		uint32_t n, written;
-		struct sw_sink {
-			uint64_t off;
-			uint32_t len;
-			uint16_t desc_len;
-			uint8_t desc[NSS_DESC_MAX];
-		} q[NSS_XFERS_MAX];
-	} wr;
+	} sinks[NSS_XFERS_MAX];
+	uint32_t sink_head, nsinks;
+
 	/* Large sends that fit are copied to a staging buffer and sent from
 	 * it (non-blocking ones always), one buffer per transfer outstanding;
 	 * a copied send that cannot start yet (credit, a send slot) waits in

@@ -1343,16 +1343,18 @@ static void wr_done_wrong_length(struct hp *hp)
 	hp_send(hp, &h, NULL, NULL);
 }
 
-/* The switch takes two transfers outstanding (its HELLO says so): a
- * third before the first is done breaks the rule. */
+/* The switch takes two transfers outstanding (its HELLO says so), and
+ * offers a buffer for the second at once: a third before the first is
+ * done breaks the rule. */
 static void third_src_avail(struct hp *hp)
 {
 	src_avail(hp, NULL, 0);
 	sink_avail_of(hp, NULL);
-	for (int k = 0; k < 2; k++) {
-		hp->off += REST; /* after the last one's RDMA part */
-		src_avail(hp, NULL, 0);
-	}
+	hp->off += REST; /* after the first one's RDMA part */
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
+	hp->off += REST;
+	src_avail(hp, NULL, 0);
 }
 
 /* A second transfer must start after the first one's RDMA part. */

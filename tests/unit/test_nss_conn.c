@@ -78,7 +78,9 @@ static bool same_dir(const struct nss_dir *x, const struct nss_dir *y)
 	return x->off == y->off && x->end == y->end && x->xfer == y->xfer &&
 	       x->xfer_end == y->xfer_end && x->nxfer == y->nxfer &&
 	       !memcmp(x->xq, y->xq, sizeof(x->xq)) && x->nsink == y->nsink &&
-	       !memcmp(x->sq, y->sq, sizeof(x->sq)) && x->shut == y->shut && x->synced == y->synced;
+	       !memcmp(x->sq, y->sq, sizeof(x->sq)) && x->shut == y->shut &&
+	       x->synced == y->synced && x->nstarts == y->nstarts &&
+	       !memcmp(x->starts, y->starts, sizeof(x->starts));
 }
 
 /* The state two connections hold, field by field (structs have padding). */
@@ -211,6 +213,34 @@ static void test_pipelined_read_path(void)
 	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 2, &h), 0);
 	NST_EQ_U(h.stream_off, 8130);
 	NST_EQ(pass(&a, &h, &b, &why), 0);
+}
+
+/* A's second SRC_AVAIL crosses B's RD_DONE of the first: B has finished
+ * the first transfer when the second comes, but A has not heard yet, and
+ * its credit update says it still stands at the first one's start. */
+static void test_update_behind_finished_transfer(void)
+{
+	struct nss_conn a, b;
+	struct nss_hdr h, rd_done;
+	const char *why;
+
+	connect_x(&a, false, &b, true, 16, 2);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 5000, &rd_done), 0); /* on its way */
+	NST_TRUE(!b.in.xfer);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 3000, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ_U(b.in.off, 5020);
+	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 0, &h), 0);
+	NST_EQ_U(h.stream_off, 10);
+	NST_EQ(pass(&a, &h, &b, &why), 0);
+	/* An update from before the first transfer's RDMA part is wrong. */
+	h.seq++;
+	h.stream_off = 9;
+	NST_EQ(pass(&a, &h, &b, &why), -EPROTO);
+	NST_REQUIRE_EQ(pass(&b, &rd_done, &a, &why), 0);
+	NST_EQ_U(a.out.off, 5020);
 }
 
 /* Two transfers outstanding on the write path: B offers the second one's
@@ -461,6 +491,7 @@ int main(int argc, char **argv)
 	    {"write_path", test_write_path},
 	    {"pipelined_read_path", test_pipelined_read_path},
 	    {"pipelined_write_path", test_pipelined_write_path},
+	    {"update_behind_finished_transfer", test_update_behind_finished_transfer},
 	    {"credits", test_credits},
 	    {"refusals", test_refusals},
 	    {"update_during_transfer", test_update_during_transfer},
