@@ -15,6 +15,13 @@
  * least 1.0x TCP's bandwidth on both paths; the 8 B half round trip (p50)
  * at most TCP's; after the warm-up, no registration that missed the cache
  * (the client's process: each large send's buffer was sent before).
+ *
+ * One second of 1 MiB messages moves from 2.3 to 5.5 GB/s on the 2-CPU
+ * machine this was written on, run after run, for the switch and for TCP
+ * alike (four busy processes share two CPUs, placed as the scheduler
+ * likes).  So the 1 MiB targets are judged on the median ratio of ROUNDS
+ * rounds, each one switch run beside one TCP run, the two paths taking
+ * turns, and every round is printed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +37,7 @@
 #define ADDR_D "198.18.0.4"
 #define WAIT_MS 20000
 #define RUN_MS 600000 /* one nicsim-stream run: a sweep of 1 s per size and transport */
+#define ROUNDS 5
 
 static char dir[256];
 static pid_t nic_a = -1, nic_b = -1, nic_cd = -1;
@@ -102,6 +110,51 @@ static double sweep(const char *path)
 	return at_1m;
 }
 
+/* One round of 1 MiB messages on path, switch then TCP: the ratio. */
+static double round_1m(const char *path)
+{
+	const char *sw, *tcp;
+	double s, t;
+
+	if (STREAM("--dir", dir, "--loopback", ADDR_A, ADDR_B, "--tcp", "--path", path, "--size",
+		   "1M", "--duration", "1", "--json"))
+		return 0;
+	sw = result_of("switch", "1048576");
+	tcp = result_of("tcp", "1048576");
+	NST_CHECK_(sw && tcp, CU_FALSE, "1 MiB results on the %s path", path);
+	if (!sw || !tcp)
+		return 0;
+	s = nst_json_num(sw, "gbytes_per_s");
+	t = nst_json_num(tcp, "gbytes_per_s");
+	printf("    %-5s %8.3f %8.3f %6.2fx\n", path, s, t, t > 0 ? s / t : 0);
+	return t > 0 ? s / t : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* ROUNDS rounds of each path, taking turns: the median ratio of each. */
+static void rounds_1m(double *read_med, double *write_med)
+{
+	double rd[ROUNDS], wr[ROUNDS];
+
+	printf("\n    1 MiB rounds: path, switch GB/s, TCP GB/s, ratio\n");
+	for (int r = 0; r < ROUNDS; r++) {
+		rd[r] = round_1m("read");
+		wr[r] = round_1m("write");
+	}
+	qsort(rd, ROUNDS, sizeof(rd[0]), cmp_double);
+	qsort(wr, ROUNDS, sizeof(wr[0]), cmp_double);
+	*read_med = rd[ROUNDS / 2];
+	*write_med = wr[ROUNDS / 2];
+	printf("    medians: read path %.2fx (%.2f-%.2f), write path %.2fx (%.2f-%.2f)\n",
+	       *read_med, rd[0], rd[ROUNDS - 1], *write_med, wr[0], wr[ROUNDS - 1]);
+}
+
 /* The 8 B ping-pong between a and b: switch and TCP p50, in us. */
 static void pingpong(const char *a, const char *b, double *sw, double *tcp)
 {
@@ -124,8 +177,10 @@ static void pingpong(const char *a, const char *b, double *sw, double *tcp)
 
 static void bench_stream_against_tcp(void)
 {
-	double read_1m = sweep("read"), write_1m = sweep("write");
-	double sw_ab, tcp_ab, sw_cd, tcp_cd, sw, tcp;
+	double sweep_read = sweep("read"), sweep_write = sweep("write");
+	double read_1m, write_1m, sw_ab, tcp_ab, sw_cd, tcp_cd, sw, tcp;
+
+	rounds_1m(&read_1m, &write_1m);
 
 	pingpong(ADDR_A, ADDR_B, &sw_ab, &tcp_ab);
 	pingpong(ADDR_C, ADDR_D, &sw_cd, &tcp_cd);
@@ -135,11 +190,12 @@ static void bench_stream_against_tcp(void)
 	/* The better layout, against TCP of the same run. */
 	sw = sw_cd >= 0 && sw_cd < sw_ab ? sw_cd : sw_ab;
 	tcp = sw == sw_cd ? tcp_cd : tcp_ab;
-	printf("    targets: 1 MiB read path %.2fx (>= 1.0), write path %.2fx (>= 1.0), "
-	       "8 B half round trip %.2fx TCP's (<= 1.0)\n",
-	       read_1m, write_1m, tcp > 0 ? sw / tcp : 0);
-	NST_CHECK_(read_1m >= 1.0, CU_FALSE, "1 MiB, read path: %.2fx TCP (target 1.0x)", read_1m);
-	NST_CHECK_(write_1m >= 1.0, CU_FALSE, "1 MiB, write path: %.2fx TCP (target 1.0x)",
+	printf("    targets: 1 MiB read path %.2fx (>= 1.0; in the sweep %.2fx), write path %.2fx "
+	       "(>= 1.0; in the sweep %.2fx), 8 B half round trip %.2fx TCP's (<= 1.0)\n",
+	       read_1m, sweep_read, write_1m, sweep_write, tcp > 0 ? sw / tcp : 0);
+	NST_CHECK_(read_1m >= 1.0, CU_FALSE, "1 MiB, read path: median %.2fx TCP (target 1.0x)",
+		   read_1m);
+	NST_CHECK_(write_1m >= 1.0, CU_FALSE, "1 MiB, write path: median %.2fx TCP (target 1.0x)",
 		   write_1m);
 	NST_CHECK_(sw >= 0 && tcp > 0 && sw <= tcp, CU_FALSE,
 		   "8 B half round trip: switch %.1f us, TCP %.1f us (target: at most TCP's)", sw,
