@@ -334,8 +334,6 @@ static int tx_post(struct sw_sock *sk, struct sw_slot *slot, const struct nss_hd
 	return 0;
 }
 
-/* Send what the protocol owes the peer, as far as credit and send slots
- * allow: 0, or a negative errno when the connection failed. */
 /* The oldest chunk whose SINK_AVAIL is still to send, or NULL. */
 static struct sw_chunk *sink_due(struct sw_sock *sk)
 {
@@ -345,6 +343,8 @@ static struct sw_chunk *sink_due(struct sw_sock *sk)
 	return NULL;
 }
 
+/* Send what the protocol owes the peer, as far as credit and send slots
+ * allow: 0, or a negative errno when the connection failed. */
 int sw_ctl_flush(struct sw_sock *sk)
 {
 	struct nss_hdr h;
@@ -662,6 +662,8 @@ static void in_next(struct sw_sock *sk)
 		err = chunk_start(sk, sk->bnc[k].buf, sk->bounce_len, sk->bnc[k].h, k);
 		if (err == -ENOBUFS)
 			sw_abort(sk, NSS_ABORT_NO_MEMORY, ENOBUFS);
+		else if (err)
+			sw_fail(sk, -err);
 		if (err)
 			return;
 	}
