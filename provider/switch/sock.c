@@ -76,12 +76,14 @@ static int wait_change(struct sw_sock *sk, uint64_t deadline)
 }
 
 /*
- * A reader's wait (sk->lock held, and released meanwhile): on the
- * completions' eventfd itself, so that the reader wakes when a message
- * lands, not after the progress thread woke and woke it.  For the rest of
- * the reader's call the progress thread leaves the socket's completions to
- * it (recv_common gives them back).  Another thread already waiting so
- * waits on the condition instead.  0, or -ETIMEDOUT past deadline.
+ * A reader's or a sender's wait (sk->lock held, and released meanwhile):
+ * on the completions' eventfd itself, so that the caller wakes when a
+ * message or a completion lands, not after the progress thread woke and
+ * woke it.  For the rest of the call the progress thread leaves the
+ * socket's completions to it (direct_end gives them back as the call
+ * returns).  Another thread already waiting so waits on the condition
+ * instead, and the first one's progress wakes it.  0, or -ETIMEDOUT past
+ * deadline.
  */
 static int wait_input(struct sw_sock *sk, uint64_t deadline)
 {
