@@ -157,6 +157,7 @@ struct hp {
 	uint32_t llen;
 	HANDLE lh;
 	bool saw_abort; /* the switch's ABORT came */
+	bool done_ok;   /* the switch's done messages may come before its end */
 };
 
 /* Wait for one of the peer's operations until deadline (monotonic ns): 0
@@ -371,6 +372,8 @@ static void hp_expect_end(struct hp *hp, uint32_t reason, const char *what)
 			hp->saw_abort = true;
 			return;
 		}
+		if (hp->done_ok && (m.h.type == NSS_RD_DONE || m.h.type == NSS_WR_DONE))
+			continue;
 		NST_CHECK_(m.h.type == NSS_DATA || m.h.type == NSS_HELLO, CU_FALSE,
 			   "%s: the switch sent type %u before its end", what, m.h.type);
 		if (m.h.type != NSS_DATA && m.h.type != NSS_HELLO)
@@ -686,6 +689,7 @@ struct hcase {
 	bool no_can_read, not_readable;
 	uint32_t extra; /* valid bytes bad() adds to the stream (a SRC_AVAIL's head) */
 	bool no_more;   /* nothing after bad(): the switch's own RDMA is to fail */
+	bool dies;      /* bad() closes the peer's socket: its end is not awaited */
 };
 
 /* Run c with the switch in role: every check of the top of this file. */
@@ -720,7 +724,8 @@ static void run_case(const struct hcase *c, enum role role)
 	 * none of their bytes may reach the application. */
 	if (!c->no_more)
 		hp_data(hp, 300, SEED_BAD);
-	hp_expect_end(hp, c->reason, what);
+	if (!c->dies)
+		hp_expect_end(hp, c->reason, what);
 	sw_drain(sw, &got, c->hello ? 0 : PREFIX1 + PREFIX2 + c->extra, c->err, what);
 	NST_CHECK_(nsw_send(sw, &x, 1, 0) == -1 && errno == c->err, CU_FALSE,
 		   "%s: send after the end: %s, want %s", what, strerror(errno), strerror(c->err));
@@ -1420,6 +1425,80 @@ static void update_below_bound(struct hp *hp)
 	hp_send(hp, &h, NULL, NULL);
 }
 
+/* Read path: a first transfer by the rules, then a second whose
+ * descriptor no provider can use.  The first may arrive whole; the
+ * second's inline head must not (it comes after the message that failed),
+ * whether the switch refuses the descriptor when the message comes or when
+ * the first transfer has landed. */
+static void second_src_avail_garbage(struct hp *hp)
+{
+	uint8_t desc[NICSIM_RDMA_DESC_SIZE];
+
+	hp->done_ok = true; /* the first transfer's RD_DONE may come */
+	hp_expose(hp, REST, hp->off + HEAD, SEED_OK);
+	src_avail(hp, &hp->xdesc, sizeof(hp->xdesc));
+	hp->off += REST;
+	fill(desc, sizeof(desc), 0, SEED_BAD);
+	src_avail(hp, desc, sizeof(desc));
+}
+
+/* The peer dies (its socket closes) with two transfers outstanding and
+ * the switch's two SINK_AVAILs (its bounce buffers exposed) unanswered. */
+static void dies_with_two_offered(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2;
+	int err = 0;
+
+	two_offered(hp, &sa1, &sa2);
+	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+	hp->s = INVALID_SOCKET;
+}
+
+#define XBIG (4u << 20) /* a transfer's RDMA part the switch takes a while to read */
+
+/* Read path: two transfers of XBIG announced back to back, their RDMA
+ * parts in one exposed buffer, each SRC_AVAIL with a descriptor of its
+ * own part; the switch starts reading at once. */
+static void two_big_reads(struct hp *hp)
+{
+	struct nicsim_rdma_desc d[2];
+
+	hp->done_ok = true;
+	hp_expose(hp, 2 * XBIG, hp->off + HEAD, SEED_OK);
+	fill(hp->xbuf + XBIG, XBIG, hp->off + HEAD + XBIG + HEAD, SEED_OK);
+	for (int k = 0; k < 2; k++) {
+		struct nss_hdr h = hp_hdr(hp, NSS_SRC_AVAIL);
+		uint8_t head[HEAD];
+
+		d[k] = hp->xdesc;
+		d[k].va += (uint64_t)k * XBIG;
+		d[k].len = XBIG;
+		fill(head, HEAD, hp->off, SEED_OK);
+		h.desc_len = sizeof(d[k]);
+		h.data_len = HEAD;
+		h.rdma_len = XBIG;
+		hp->off += HEAD + XBIG;
+		NST_EQ(hp_send(hp, &h, &d[k], head), 0);
+	}
+}
+
+/* The peer aborts while the switch reads its two transfers. */
+static void abort_during_two_reads(struct hp *hp)
+{
+	two_big_reads(hp);
+	peer_aborts(hp);
+}
+
+/* The peer dies while the switch reads its two transfers. */
+static void dies_during_two_reads(struct hp *hp)
+{
+	int err = 0;
+
+	two_big_reads(hp);
+	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+	hp->s = INVALID_SOCKET;
+}
+
 static void test_large_into_switch(void)
 {
 	static const struct hcase cases[] = {
@@ -1492,6 +1571,34 @@ static void test_large_into_switch(void)
 	     .err = ECONNABORTED,
 	     .not_readable = true,
 	     .extra = HEAD},
+	    {.name = "second_src_avail_garbage_descriptor",
+	     .bad = second_src_avail_garbage,
+	     .why = "descriptor",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .extra = HEAD + REST,
+	     .no_more = true},
+	    {.name = "peer_dies_with_two_offered",
+	     .bad = dies_with_two_offered,
+	     .err = ECONNRESET,
+	     .not_readable = true,
+	     .extra = HEAD,
+	     .no_more = true,
+	     .dies = true},
+	    /* The bytes of the first transfer may arrive, of the second too,
+	     * in order; then ECONNRESET, and the switch's reads in flight
+	     * must not keep anything registered. */
+	    {.name = "abort_during_two_reads",
+	     .bad = abort_during_two_reads,
+	     .err = ECONNRESET,
+	     .extra = 2 * (HEAD + XBIG),
+	     .no_more = true},
+	    {.name = "dies_during_two_reads",
+	     .bad = dies_during_two_reads,
+	     .err = ECONNRESET,
+	     .extra = 2 * (HEAD + XBIG),
+	     .no_more = true,
+	     .dies = true},
 	    {.name = "second_src_avail_overlapping",
 	     .bad = second_src_avail_overlapping,
 	     .why = "SRC_AVAIL not where the stream stands",
@@ -2222,16 +2329,68 @@ static void sink_avail_on_head(struct hp *hp, const struct nss_msg *m1, const st
 	sink_avail_at(hp, m2->h.stream_off, m2->h.data_len + m2->h.rdma_len);
 }
 
+/* A SINK_AVAIL for the second transfer while the first has none. */
+static void sink_avail_second_first(struct hp *hp, const struct nss_msg *m1,
+				    const struct nss_msg *m2)
+{
+	(void)m1;
+	sink_avail_at(hp, rest_off(&m2->h), m2->h.rdma_len);
+}
+
+#define PIECES 4u /* SINK_AVAILs per transfer: 8 outstanding, what xfers 255 reads as */
+
+/* The peer's HELLO said xfers 255, read as NSS_XFERS_MAX: it offers each
+ * transfer in PIECES parts, all eight SINK_AVAILs back to back; the switch
+ * writes each and answers with WR_DONEs in order. */
+static void sink_in_pieces(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+	struct nss_msg m;
+
+	hp_expose(hp, 2 * MED, 0, 0);
+	for (int k = 0; k < 2; k++) {
+		uint32_t piece = ms[k]->h.rdma_len / PIECES;
+
+		for (uint32_t j = 0; j < PIECES; j++) {
+			struct nss_hdr h = hp_hdr(hp, NSS_SINK_AVAIL);
+			struct nicsim_rdma_desc d = hp->xdesc;
+			uint32_t len = j + 1 < PIECES ? piece : ms[k]->h.rdma_len - j * piece;
+
+			d.va += (uint64_t)k * MED + (uint64_t)j * piece;
+			d.len = len;
+			h.stream_off = rest_off(&ms[k]->h) + (uint64_t)j * piece;
+			h.desc_len = sizeof(d);
+			h.rdma_len = len;
+			NST_EQ(hp_send(hp, &h, &d, NULL), 0);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+		uint32_t piece = sa->rdma_len / PIECES;
+
+		for (uint32_t j = 0; j < PIECES; j++) {
+			NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+			NST_EQ(m.h.type, NSS_WR_DONE);
+			NST_EQ_U(m.h.stream_off, rest_off(sa) + (uint64_t)j * piece);
+			NST_EQ_U(m.h.rdma_len, j + 1 < PIECES ? piece : sa->rdma_len - j * piece);
+		}
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->xbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u written is wrong",
+					   k, i);
+				break;
+			}
+	}
+}
+
 /* The peer's process dies with both transfers outstanding: its socket
- * closes (its registrations released first, as a dying NIC's would be). */
+ * closes, which releases its registrations. */
 static void peer_dies(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
 {
 	int err = 0;
 
 	(void)m1;
 	(void)m2;
-	WSPDeregisterMemory(hp->s, hp->h, &err);
-	hp->h = NULL;
 	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
 	hp->s = INVALID_SOCKET;
 }
@@ -2243,6 +2402,10 @@ static void test_two_transfers(void)
 	    {.name = "two_writes_by_the_rules", .bad = sink_both, .no_can_read = true},
 	    /* 255 is read as 8: the switch takes it, and still sends no more than it has. */
 	    {.name = "hello_xfers_255", .bad = read_both, .xfers = 255},
+	    {.name = "eight_sink_avails_xfers_255",
+	     .bad = sink_in_pieces,
+	     .no_can_read = true,
+	     .xfers = 255},
 	    {.name = "rd_done_spans_two",
 	     .bad = rd_done_spans_two,
 	     .why = "RD_DONE for more than was offered",
@@ -2261,6 +2424,12 @@ static void test_two_transfers(void)
 	     .no_can_read = true},
 	    {.name = "sink_avail_on_next_head",
 	     .bad = sink_avail_on_head,
+	     .why = "SINK_AVAIL not where the transfer stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .no_can_read = true},
+	    {.name = "sink_avail_second_first",
+	     .bad = sink_avail_second_first,
 	     .why = "SINK_AVAIL not where the transfer stands",
 	     .reason = NSS_ABORT_PROTOCOL,
 	     .err = ECONNABORTED,
