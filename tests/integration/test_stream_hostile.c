@@ -1992,7 +1992,26 @@ static void test_peer_that_keeps_the_rules(void)
  * offers a buffer for each, the peer writes both and answers in order.
  * The application gets every byte in order.
  */
-static void pipelined_source(enum role role, bool readable)
+/* The switch's application, waiting in recv for the rest of the stream
+ * while the transfers come, so that they may land in its own buffer. */
+struct reader {
+	int s;
+	uint8_t *buf;
+	size_t len;
+	ssize_t n;
+	int err;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+
+	rd->n = nsw_recv(rd->s, rd->buf, rd->len, MSG_WAITALL);
+	rd->err = errno;
+	return NULL;
+}
+
+static void pipelined_source(enum role role, bool readable, bool waiting)
 {
 	char what[160];
 	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
@@ -2000,13 +2019,18 @@ static void pipelined_source(enum role role, bool readable)
 	uint8_t *x2 = NULL, c;
 	struct nicsim_rdma_desc d2;
 	struct nss_hdr sa[2], h;
+	struct reader rd = {.len = 2 * (HEAD + REST) + PREFIX2};
 	struct nss_msg m;
 	struct hp *hp;
+	pthread_t t;
 	int sw = -1, err = 0;
 
-	snprintf(what, sizeof(what), "pipelined source, %s path (%s)", readable ? "read" : "write",
-		 role_name(role));
-	printf("\n    %-46s %-16s ", readable ? "pipelined_source_read" : "pipelined_source_write",
+	snprintf(what, sizeof(what), "pipelined source, %s path%s (%s)",
+		 readable ? "read" : "write", waiting ? ", a reader waiting" : "", role_name(role));
+	printf("\n    %-46s %-16s ",
+	       readable
+		   ? (waiting ? "pipelined_source_read_reader_waits" : "pipelined_source_read")
+		   : (waiting ? "pipelined_source_write_reader_waits" : "pipelined_source_write"),
 	       role_name(role));
 	fflush(stdout);
 	NST_REQUIRE(base_a >= 0 && base_b >= 0);
@@ -2015,6 +2039,12 @@ static void pipelined_source(enum role role, bool readable)
 	NST_REQUIRE_EQ(hp_hello(hp, readable ? F_ALL : NSS_F_CAN_READ), 0);
 	NST_REQUIRE_EQ(hp_data(hp, PREFIX1, SEED_OK), 0);
 	NST_REQUIRE(sw_read_exact(sw, &got, PREFIX1, what));
+	if (waiting) {
+		rd.s = sw;
+		rd.buf = map(rd.len);
+		NST_REQUIRE(rd.buf != NULL);
+		NST_REQUIRE_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	}
 	p = hp->off;
 	start[0] = p + HEAD;
 	start[1] = p + HEAD + REST + HEAD;
@@ -2075,6 +2105,25 @@ static void pipelined_source(enum role role, bool readable)
 	NST_EQ(hp_data(hp, PREFIX2, SEED_OK), 0);
 	h = hp_hdr(hp, NSS_SHUTDOWN);
 	NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+	if (waiting) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += END_MS / 1000;
+		NST_REQUIRE_EQ(pthread_timedjoin_np(t, NULL, &until), 0);
+		NST_CHECK_(rd.n == (ssize_t)rd.len, CU_FALSE, "%s: recv: %zd (%s), want %zu", what,
+			   rd.n, strerror(rd.err), rd.len);
+		for (size_t i = 0; i < rd.len && rd.n == (ssize_t)rd.len; i++)
+			if (rd.buf[i] != pat(got + i, SEED_OK)) {
+				NST_CHECK_(false, CU_FALSE,
+					   "%s: byte at %llu is 0x%02x, want 0x%02x", what,
+					   (unsigned long long)(got + i), rd.buf[i],
+					   pat(got + i, SEED_OK));
+				break;
+			}
+		got += rd.n > 0 ? (uint64_t)rd.n : 0;
+		munmap(rd.buf, rd.len);
+	}
 	for (uint64_t left = hp->off - got; left;) {
 		uint32_t n = left < HP_SIZE ? (uint32_t)left : HP_SIZE;
 
@@ -2442,10 +2491,12 @@ static void test_two_transfers(void)
 	     .dies = true},
 	};
 
-	pipelined_source(SW_ACCEPTS, true);
-	pipelined_source(SW_CONNECTS, true);
-	pipelined_source(SW_ACCEPTS, false);
-	pipelined_source(SW_CONNECTS, false);
+	for (int w = 0; w < 2; w++) {
+		pipelined_source(SW_ACCEPTS, true, w);
+		pipelined_source(SW_CONNECTS, true, w);
+		pipelined_source(SW_ACCEPTS, false, w);
+		pipelined_source(SW_CONNECTS, false, w);
+	}
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		run_out2_case(&cases[i], SW_ACCEPTS);
 		run_out2_case(&cases[i], SW_CONNECTS);
