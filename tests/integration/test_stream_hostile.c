@@ -1412,6 +1412,19 @@ static void shutdown_during_two_transfers(struct hp *hp)
 	hp_send(hp, &h, NULL, NULL);
 }
 
+/* One WR_DONE for both SINK_AVAILs: a done message never covers bytes of
+ * two transfers. */
+static void wr_done_covers_two(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2, h;
+
+	two_offered(hp, &sa1, &sa2);
+	h = hp_hdr(hp, NSS_WR_DONE);
+	h.stream_off = sa1.stream_off;
+	h.rdma_len = (uint32_t)(sa2.stream_off + sa2.rdma_len - sa1.stream_off);
+	hp_send(hp, &h, NULL, NULL);
+}
+
 /* With two transfers announced (as many as the switch takes), the source
  * certainly stood at the first one's RDMA part when it sent the second:
  * a credit update one byte before it is below the bound of section 3. */
@@ -1545,6 +1558,13 @@ static void test_large_into_switch(void)
 	     .extra = HEAD},
 	    {.name = "wr_done_second_first",
 	     .bad = wr_done_second_first,
+	     .why = "WR_DONE that is not the SINK_AVAIL's",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "wr_done_covers_two",
+	     .bad = wr_done_covers_two,
 	     .why = "WR_DONE that is not the SINK_AVAIL's",
 	     .reason = NSS_ABORT_PROTOCOL,
 	     .err = ECONNABORTED,
@@ -2321,6 +2341,51 @@ static void sink_both(struct hp *hp, const struct nss_msg *m1, const struct nss_
 	}
 }
 
+/* Read path by the rules, the first transfer's RD_DONE in two parts. */
+static void read_both_done_in_parts(struct hp *hp, const struct nss_msg *m1,
+				    const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+
+	hp_local(hp, 2 * MED);
+	for (int k = 0; k < 2; k++)
+		NST_REQUIRE_EQ(hp_rdma(hp, false, (uint32_t)k * MED, ms[k]->h.rdma_len, ms[k]->desc,
+				       ms[k]->h.desc_len),
+			       0);
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+		uint32_t part = k == 0 ? sa->rdma_len / 3 : sa->rdma_len;
+
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->lbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u read is wrong", k,
+					   i);
+				break;
+			}
+		for (uint32_t done = 0; done < sa->rdma_len;) {
+			struct nss_hdr h = hp_hdr(hp, NSS_RD_DONE);
+			uint32_t n = sa->rdma_len - done < part ? sa->rdma_len - done : part;
+
+			h.stream_off = rest_off(sa) + done;
+			h.rdma_len = n;
+			NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+			done += n;
+		}
+	}
+}
+
+/* The peer aborts with both transfers outstanding. */
+static void aborts_two_outstanding(struct hp *hp, const struct nss_msg *m1,
+				   const struct nss_msg *m2)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_ABORT);
+
+	(void)m1;
+	(void)m2;
+	h.arg = NSS_ABORT_CLOSED;
+	hp_send(hp, &h, NULL, NULL);
+}
+
 /* An RD_DONE for the first transfer's rest and the whole second. */
 static void rd_done_spans_two(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
 {
@@ -2455,6 +2520,10 @@ static void test_two_transfers(void)
 	     .bad = sink_in_pieces,
 	     .no_can_read = true,
 	     .xfers = 255},
+	    {.name = "rd_done_in_parts", .bad = read_both_done_in_parts},
+	    {.name = "peer_aborts_two_outstanding",
+	     .bad = aborts_two_outstanding,
+	     .err = ECONNRESET},
 	    {.name = "rd_done_spans_two",
 	     .bad = rd_done_spans_two,
 	     .why = "RD_DONE for more than was offered",
