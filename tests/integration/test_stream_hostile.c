@@ -2166,6 +2166,102 @@ static void pipelined_source(enum role role, bool readable, bool waiting)
 	printf("%llu bytes in order", (unsigned long long)got);
 }
 
+/* The application reads in a loop until recv fails or ends: the bytes it
+ * got (checked against the peer's stream from off) and the last errno. */
+struct drainer {
+	int s;
+	uint64_t off, got;
+	ssize_t last;
+	int err;
+	bool bad_byte;
+};
+
+static void *drainer_main(void *arg)
+{
+	static uint8_t buf[1 << 20];
+	struct drainer *d = arg;
+
+	for (;;) {
+		ssize_t n = nsw_recv(d->s, buf, sizeof(buf), 0);
+
+		d->last = n;
+		d->err = errno;
+		if (n <= 0)
+			return NULL;
+		for (ssize_t i = 0; i < n && !d->bad_byte; i++)
+			if (buf[i] != pat(d->off + d->got + (uint64_t)i, SEED_OK))
+				d->bad_byte = true;
+		d->got += (uint64_t)n;
+	}
+}
+
+/*
+ * The application waits in recv (so that the switch may move the
+ * transfers straight into its buffer) when the peer announces two
+ * transfers and then aborts or dies while they move: the reader gets the
+ * valid bytes in order at most, then ECONNRESET, and whatever the switch
+ * registered of the reader's buffer is released with the rest.
+ */
+static void reader_waits_then_end(enum role role, bool readable, bool dies)
+{
+	char what[160];
+	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
+	struct drainer d = {.off = PREFIX1};
+	struct timespec until;
+	uint64_t got = 0, valid;
+	struct hp *hp;
+	pthread_t t;
+	int sw = -1, err = 0;
+
+	snprintf(what, sizeof(what), "reader waits, %s path, peer %s (%s)",
+		 readable ? "read" : "write", dies ? "dies" : "aborts", role_name(role));
+	printf("\n    %-46s %-16s ",
+	       readable
+		   ? (dies ? "reader_waits_read_peer_dies" : "reader_waits_read_peer_aborts")
+		   : (dies ? "reader_waits_write_peer_dies" : "reader_waits_write_peer_aborts"),
+	       role_name(role));
+	fflush(stdout);
+	NST_REQUIRE(base_a >= 0 && base_b >= 0);
+	cap_start();
+	hp = open_pair(role, &sw);
+	NST_REQUIRE_EQ(hp_hello(hp, readable ? F_ALL : NSS_F_CAN_READ), 0);
+	NST_REQUIRE_EQ(hp_data(hp, PREFIX1, SEED_OK), 0);
+	NST_REQUIRE(sw_read_exact(sw, &got, PREFIX1, what));
+	d.s = sw;
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, drainer_main, &d), 0);
+	if (readable) {
+		two_big_reads(hp);
+		valid = hp->off;
+	} else {
+		struct nss_hdr sa1, sa2;
+
+		two_offered(hp, &sa1, &sa2);
+		valid = sa1.stream_off; /* the first head at most: nothing is written */
+	}
+	if (dies) {
+		NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+		hp->s = INVALID_SOCKET;
+	} else {
+		peer_aborts(hp);
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += END_MS / 1000;
+	NST_REQUIRE_EQ(pthread_timedjoin_np(t, NULL, &until), 0);
+	NST_CHECK_(d.last == -1 && d.err == ECONNRESET, CU_FALSE,
+		   "%s: recv: %zd (%s), want -1 (%s)", what, d.last, strerror(d.err),
+		   strerror(ECONNRESET));
+	NST_CHECK_(!d.bad_byte && PREFIX1 + d.got <= valid, CU_FALSE,
+		   "%s: %llu bytes delivered after the first %u (valid up to %llu)%s", what,
+		   (unsigned long long)d.got, PREFIX1, (unsigned long long)valid,
+		   d.bad_byte ? ", some wrong" : "");
+	NST_EQ(nsw_close(sw), 0);
+	hp_close(hp);
+	cap_stop();
+	check_log(NULL, what);
+	check_tpt(base_a, base_b, what);
+	printf("%llu bytes, then %s", (unsigned long long)d.got, strerror(d.err));
+}
+
 #define MED (256u << 10) /* a send the switch copies to a staging buffer: it returns at once */
 
 struct sender2 {
@@ -2560,6 +2656,10 @@ static void test_two_transfers(void)
 	     .dies = true},
 	};
 
+	for (int k = 0; k < 4; k++) {
+		reader_waits_then_end(SW_ACCEPTS, k & 1, k & 2);
+		reader_waits_then_end(SW_CONNECTS, k & 1, k & 2);
+	}
 	for (int w = 0; w < 2; w++) {
 		pipelined_source(SW_ACCEPTS, true, w);
 		pipelined_source(SW_CONNECTS, true, w);
