@@ -1425,6 +1425,45 @@ static void wr_done_covers_two(struct hp *hp)
 	hp_send(hp, &h, NULL, NULL);
 }
 
+/* The first of two transfers written and answered, then DATA while the
+ * second is still outstanding.  The first transfer and the second's head
+ * are valid and may arrive; the DATA must not. */
+static void data_after_first_done(struct hp *hp)
+{
+	uint8_t desc[NSS_DESC_MAX];
+	struct nss_hdr sa1, h;
+
+	src_avail(hp, NULL, 0);
+	sa1 = sink_avail_of(hp, desc);
+	NST_REQUIRE_EQ(sa1.rdma_len, REST);
+	hp_local(hp, REST);
+	fill(hp->lbuf, REST, hp->off, SEED_OK);
+	NST_REQUIRE_EQ(hp_rdma(hp, true, 0, REST, desc, sa1.desc_len), 0);
+	hp->off += REST;
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
+	hp->off += REST;
+	h = hp_hdr(hp, NSS_WR_DONE);
+	h.stream_off = sa1.stream_off;
+	h.rdma_len = REST;
+	hp_send(hp, &h, NULL, NULL);
+	hp_data(hp, 10, SEED_BAD);
+}
+
+/* With one transfer announced after DATA, the source certainly stood at
+ * the DATA's end: a credit update before it is below the bound. */
+static void update_below_data_end(struct hp *hp)
+{
+	struct nss_hdr h;
+	uint64_t data_end = hp->off;
+
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
+	h = hp_hdr(hp, NSS_DATA);
+	h.stream_off = data_end - 1;
+	hp_send(hp, &h, NULL, NULL);
+}
+
 /* With two transfers announced (as many as the switch takes), the source
  * certainly stood at the first one's RDMA part when it sent the second:
  * a credit update one byte before it is below the bound of section 3. */
@@ -1580,6 +1619,20 @@ static void test_large_into_switch(void)
 	    {.name = "shutdown_during_two_transfers",
 	     .bad = shutdown_during_two_transfers,
 	     .why = "SHUTDOWN during a large transfer",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "data_after_first_done",
+	     .bad = data_after_first_done,
+	     .why = "data while a large transfer is outstanding",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = 2 * HEAD + REST},
+	    {.name = "update_below_data_end",
+	     .bad = update_below_data_end,
+	     .why = "a credit update not where the stream stands",
 	     .reason = NSS_ABORT_PROTOCOL,
 	     .err = ECONNABORTED,
 	     .not_readable = true,
