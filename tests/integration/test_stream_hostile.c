@@ -6,7 +6,9 @@
  * and then breaks it: a bad HELLO, a malformed header, a message out of
  * sequence or beyond its credit, a stream offset or a done message out of
  * place, a forged descriptor, data after SHUTDOWN, a truncated or empty
- * message, an ABORT.  For each case:
+ * message, an ABORT; and, with two large transfers outstanding (section
+ * 6), done messages and SINK_AVAILs out of order or across transfers,
+ * credit updates below their bound, the peer dying.  For each case:
  *
  *   - the switch's application gets the error the protocol names:
  *     ECONNABORTED from recv and send, with a line on stderr naming the
@@ -2336,8 +2338,8 @@ static void *sender2_main(void *arg)
 }
 
 /* The switch's application sends two MED sends; the peer (announcing
- * xfers in its HELLO) takes the switch's SRC_AVAILs, two of them unless
- * one is set, and does bad() with them. */
+ * xfers in its HELLO) takes the switch's two SRC_AVAILs and does bad()
+ * with them. */
 struct o2case {
 	const char *name;
 	void (*bad)(struct hp *hp, const struct nss_msg *sa1, const struct nss_msg *sa2);
@@ -2346,7 +2348,6 @@ struct o2case {
 	int err; /* the errno of the application's recv; 0: both transfers go through */
 	bool no_can_read;
 	uint8_t xfers; /* the peer's HELLO byte 26; 0 here means 2 */
-	bool one;      /* the peer's xfers is 1: only one SRC_AVAIL comes */
 	bool dies;     /* bad() closes the peer's socket */
 };
 
@@ -2356,7 +2357,7 @@ static void run_out2_case(const struct o2case *c, enum role role)
 	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
 	struct nss_hello hl = hp_hello_body(c->no_can_read ? NSS_F_READABLE : F_ALL);
 	uint8_t *src = map(2 * MED), body[NSS_HELLO_LEN];
-	struct sender2 sd = {.nsends = c->one ? 1 : 2};
+	struct sender2 sd = {.nsends = 2};
 	struct timespec until;
 	struct nss_msg m[2];
 	struct hp *hp;
@@ -2372,7 +2373,7 @@ static void run_out2_case(const struct o2case *c, enum role role)
 	fflush(stdout);
 	cap_start();
 	hp = open_pair(role, &sw);
-	hl.xfers = c->one ? 1 : c->xfers ? c->xfers : 2;
+	hl.xfers = c->xfers ? c->xfers : 2;
 	nss_hello_encode(&hl, body);
 	NST_REQUIRE_EQ(hp_send_hello(hp, body, HP_RECVS - 1), 0);
 	sd.s = sw;
@@ -2490,7 +2491,7 @@ static void sink_both(struct hp *hp, const struct nss_msg *m1, const struct nss_
 	}
 }
 
-/* Read path by the rules, the first transfer's RD_DONE in two parts. */
+/* Read path by the rules, the first transfer's RD_DONE in parts. */
 static void read_both_done_in_parts(struct hp *hp, const struct nss_msg *m1,
 				    const struct nss_msg *m2)
 {
