@@ -6,7 +6,9 @@
  * and then breaks it: a bad HELLO, a malformed header, a message out of
  * sequence or beyond its credit, a stream offset or a done message out of
  * place, a forged descriptor, data after SHUTDOWN, a truncated or empty
- * message, an ABORT.  For each case:
+ * message, an ABORT; and, with two large transfers outstanding (section
+ * 6), done messages and SINK_AVAILs out of order or across transfers,
+ * credit updates below their bound, the peer dying.  For each case:
  *
  *   - the switch's application gets the error the protocol names:
  *     ECONNABORTED from recv and send, with a line on stderr naming the
@@ -157,6 +159,7 @@ struct hp {
 	uint32_t llen;
 	HANDLE lh;
 	bool saw_abort; /* the switch's ABORT came */
+	bool done_ok;   /* the switch's done messages may come before its end */
 };
 
 /* Wait for one of the peer's operations until deadline (monotonic ns): 0
@@ -371,6 +374,8 @@ static void hp_expect_end(struct hp *hp, uint32_t reason, const char *what)
 			hp->saw_abort = true;
 			return;
 		}
+		if (hp->done_ok && (m.h.type == NSS_RD_DONE || m.h.type == NSS_WR_DONE))
+			continue;
 		NST_CHECK_(m.h.type == NSS_DATA || m.h.type == NSS_HELLO, CU_FALSE,
 			   "%s: the switch sent type %u before its end", what, m.h.type);
 		if (m.h.type != NSS_DATA && m.h.type != NSS_HELLO)
@@ -686,6 +691,7 @@ struct hcase {
 	bool no_can_read, not_readable;
 	uint32_t extra; /* valid bytes bad() adds to the stream (a SRC_AVAIL's head) */
 	bool no_more;   /* nothing after bad(): the switch's own RDMA is to fail */
+	bool dies;      /* bad() closes the peer's socket: its end is not awaited */
 };
 
 /* Run c with the switch in role: every check of the top of this file. */
@@ -720,7 +726,8 @@ static void run_case(const struct hcase *c, enum role role)
 	 * none of their bytes may reach the application. */
 	if (!c->no_more)
 		hp_data(hp, 300, SEED_BAD);
-	hp_expect_end(hp, c->reason, what);
+	if (!c->dies)
+		hp_expect_end(hp, c->reason, what);
 	sw_drain(sw, &got, c->hello ? 0 : PREFIX1 + PREFIX2 + c->extra, c->err, what);
 	NST_CHECK_(nsw_send(sw, &x, 1, 0) == -1 && errno == c->err, CU_FALSE,
 		   "%s: send after the end: %s, want %s", what, strerror(errno), strerror(c->err));
@@ -1365,6 +1372,187 @@ static void second_src_avail_overlapping(struct hp *hp)
 	src_avail(hp, NULL, 0);
 }
 
+/* Write path: two transfers announced back to back, and the switch's
+ * SINK_AVAIL for each (it keeps two outstanding): their headers. */
+static void two_offered(struct hp *hp, struct nss_hdr *sa1, struct nss_hdr *sa2)
+{
+	src_avail(hp, NULL, 0);
+	*sa1 = sink_avail_of(hp, NULL);
+	hp->off += REST;
+	src_avail(hp, NULL, 0);
+	*sa2 = sink_avail_of(hp, NULL);
+	hp->off += REST;
+}
+
+/* WR_DONEs go in the order of the SINK_AVAILs: one for the second first
+ * is not the oldest SINK_AVAIL's. */
+static void wr_done_second_first(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2, h;
+
+	two_offered(hp, &sa1, &sa2);
+	h = hp_hdr(hp, NSS_WR_DONE);
+	h.stream_off = sa2.stream_off;
+	h.rdma_len = sa2.rdma_len;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+static void data_during_second_transfer(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2;
+
+	two_offered(hp, &sa1, &sa2);
+	hp_data(hp, 10, SEED_BAD);
+}
+
+static void shutdown_during_two_transfers(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2, h;
+
+	two_offered(hp, &sa1, &sa2);
+	h = hp_hdr(hp, NSS_SHUTDOWN);
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* One WR_DONE for both SINK_AVAILs: a done message never covers bytes of
+ * two transfers. */
+static void wr_done_covers_two(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2, h;
+
+	two_offered(hp, &sa1, &sa2);
+	h = hp_hdr(hp, NSS_WR_DONE);
+	h.stream_off = sa1.stream_off;
+	h.rdma_len = (uint32_t)(sa2.stream_off + sa2.rdma_len - sa1.stream_off);
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* The first of two transfers written and answered, then DATA while the
+ * second is still outstanding.  The first transfer and the second's head
+ * are valid and may arrive; the DATA must not. */
+static void data_after_first_done(struct hp *hp)
+{
+	uint8_t desc[NSS_DESC_MAX];
+	struct nss_hdr sa1, h;
+
+	src_avail(hp, NULL, 0);
+	sa1 = sink_avail_of(hp, desc);
+	NST_REQUIRE_EQ(sa1.rdma_len, REST);
+	hp_local(hp, REST);
+	fill(hp->lbuf, REST, hp->off, SEED_OK);
+	NST_REQUIRE_EQ(hp_rdma(hp, true, 0, REST, desc, sa1.desc_len), 0);
+	hp->off += REST;
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
+	hp->off += REST;
+	h = hp_hdr(hp, NSS_WR_DONE);
+	h.stream_off = sa1.stream_off;
+	h.rdma_len = REST;
+	hp_send(hp, &h, NULL, NULL);
+	hp_data(hp, 10, SEED_BAD);
+}
+
+/* With one transfer announced after DATA, the source certainly stood at
+ * the DATA's end: a credit update before it is below the bound. */
+static void update_below_data_end(struct hp *hp)
+{
+	struct nss_hdr h;
+	uint64_t data_end = hp->off;
+
+	src_avail(hp, NULL, 0);
+	sink_avail_of(hp, NULL);
+	h = hp_hdr(hp, NSS_DATA);
+	h.stream_off = data_end - 1;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* With two transfers announced (as many as the switch takes), the source
+ * certainly stood at the first one's RDMA part when it sent the second:
+ * a credit update one byte before it is below the bound of section 3. */
+static void update_below_bound(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2, h;
+
+	two_offered(hp, &sa1, &sa2);
+	h = hp_hdr(hp, NSS_DATA);
+	h.stream_off = sa1.stream_off - 1;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* Read path: a first transfer by the rules, then a second whose
+ * descriptor no provider can use.  The first may arrive whole; the
+ * second's inline head must not (it comes after the message that failed),
+ * whether the switch refuses the descriptor when the message comes or when
+ * the first transfer has landed. */
+static void second_src_avail_garbage(struct hp *hp)
+{
+	uint8_t desc[NICSIM_RDMA_DESC_SIZE];
+
+	hp->done_ok = true; /* the first transfer's RD_DONE may come */
+	hp_expose(hp, REST, hp->off + HEAD, SEED_OK);
+	src_avail(hp, &hp->xdesc, sizeof(hp->xdesc));
+	hp->off += REST;
+	fill(desc, sizeof(desc), 0, SEED_BAD);
+	src_avail(hp, desc, sizeof(desc));
+}
+
+/* The peer dies (its socket closes) with two transfers outstanding and
+ * the switch's two SINK_AVAILs (its bounce buffers exposed) unanswered. */
+static void dies_with_two_offered(struct hp *hp)
+{
+	struct nss_hdr sa1, sa2;
+	int err = 0;
+
+	two_offered(hp, &sa1, &sa2);
+	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+	hp->s = INVALID_SOCKET;
+}
+
+#define XBIG (4u << 20) /* a transfer's RDMA part the switch takes a while to read */
+
+/* Read path: two transfers of XBIG announced back to back, their RDMA
+ * parts in one exposed buffer, each SRC_AVAIL with a descriptor of its
+ * own part; the switch starts reading at once. */
+static void two_big_reads(struct hp *hp)
+{
+	struct nicsim_rdma_desc d[2];
+
+	hp->done_ok = true;
+	hp_expose(hp, 2 * XBIG, hp->off + HEAD, SEED_OK);
+	fill(hp->xbuf + XBIG, XBIG, hp->off + HEAD + XBIG + HEAD, SEED_OK);
+	for (int k = 0; k < 2; k++) {
+		struct nss_hdr h = hp_hdr(hp, NSS_SRC_AVAIL);
+		uint8_t head[HEAD];
+
+		d[k] = hp->xdesc;
+		d[k].va += (uint64_t)k * XBIG;
+		d[k].len = XBIG;
+		fill(head, HEAD, hp->off, SEED_OK);
+		h.desc_len = sizeof(d[k]);
+		h.data_len = HEAD;
+		h.rdma_len = XBIG;
+		hp->off += HEAD + XBIG;
+		NST_EQ(hp_send(hp, &h, &d[k], head), 0);
+	}
+}
+
+/* The peer aborts while the switch reads its two transfers. */
+static void abort_during_two_reads(struct hp *hp)
+{
+	two_big_reads(hp);
+	peer_aborts(hp);
+}
+
+/* The peer dies while the switch reads its two transfers. */
+static void dies_during_two_reads(struct hp *hp)
+{
+	int err = 0;
+
+	two_big_reads(hp);
+	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+	hp->s = INVALID_SOCKET;
+}
+
 static void test_large_into_switch(void)
 {
 	static const struct hcase cases[] = {
@@ -1409,6 +1597,83 @@ static void test_large_into_switch(void)
 	     .err = ECONNABORTED,
 	     .not_readable = true,
 	     .extra = HEAD},
+	    {.name = "wr_done_second_first",
+	     .bad = wr_done_second_first,
+	     .why = "WR_DONE that is not the SINK_AVAIL's",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "wr_done_covers_two",
+	     .bad = wr_done_covers_two,
+	     .why = "WR_DONE that is not the SINK_AVAIL's",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "data_during_second_transfer",
+	     .bad = data_during_second_transfer,
+	     .why = "data while a large transfer is outstanding",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "shutdown_during_two_transfers",
+	     .bad = shutdown_during_two_transfers,
+	     .why = "SHUTDOWN during a large transfer",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "data_after_first_done",
+	     .bad = data_after_first_done,
+	     .why = "data while a large transfer is outstanding",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = 2 * HEAD + REST},
+	    {.name = "update_below_data_end",
+	     .bad = update_below_data_end,
+	     .why = "a credit update not where the stream stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "update_below_bound",
+	     .bad = update_below_bound,
+	     .why = "a credit update not where the stream stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .not_readable = true,
+	     .extra = HEAD},
+	    {.name = "second_src_avail_garbage_descriptor",
+	     .bad = second_src_avail_garbage,
+	     .why = "descriptor",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .extra = HEAD + REST,
+	     .no_more = true},
+	    {.name = "peer_dies_with_two_offered",
+	     .bad = dies_with_two_offered,
+	     .err = ECONNRESET,
+	     .not_readable = true,
+	     .extra = HEAD,
+	     .no_more = true,
+	     .dies = true},
+	    /* The bytes of the first transfer may arrive, of the second too,
+	     * in order; then ECONNRESET, and the switch's reads in flight
+	     * must not keep anything registered. */
+	    {.name = "abort_during_two_reads",
+	     .bad = abort_during_two_reads,
+	     .err = ECONNRESET,
+	     .extra = 2 * (HEAD + XBIG),
+	     .no_more = true},
+	    {.name = "dies_during_two_reads",
+	     .bad = dies_during_two_reads,
+	     .err = ECONNRESET,
+	     .extra = 2 * (HEAD + XBIG),
+	     .no_more = true,
+	     .dies = true},
 	    {.name = "second_src_avail_overlapping",
 	     .bad = second_src_avail_overlapping,
 	     .why = "SRC_AVAIL not where the stream stands",
@@ -1791,6 +2056,676 @@ static void test_peer_that_keeps_the_rules(void)
 	keeps_the_rules(SW_CONNECTS, false);
 }
 
+/* ---- Two transfers outstanding ------------------------------------------------------- */
+
+/*
+ * A source keeping the rules pipelines: two SRC_AVAILs back to back, the
+ * second before the first is done, then a credit update exactly at the
+ * lowest offset section 3 allows (the first transfer's RDMA part), which
+ * the switch must take.  Read path: the switch reads both and sends
+ * RD_DONEs in stream order, none spanning two transfers; write path: it
+ * offers a buffer for each, the peer writes both and answers in order.
+ * The application gets every byte in order.
+ */
+/* The switch's application, waiting in recv for the rest of the stream
+ * while the transfers come, so that they may land in its own buffer. */
+struct reader {
+	int s;
+	uint8_t *buf;
+	size_t len;
+	ssize_t n;
+	int err;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+
+	rd->n = nsw_recv(rd->s, rd->buf, rd->len, MSG_WAITALL);
+	rd->err = errno;
+	return NULL;
+}
+
+static void pipelined_source(enum role role, bool readable, bool waiting)
+{
+	char what[160];
+	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
+	uint64_t got = 0, p, start[2], at;
+	uint8_t *x2 = NULL, c;
+	struct nicsim_rdma_desc d2;
+	struct nss_hdr sa[2], h;
+	struct reader rd = {.len = 2 * (HEAD + REST) + PREFIX2};
+	struct nss_msg m;
+	struct hp *hp;
+	pthread_t t;
+	int sw = -1, err = 0;
+
+	snprintf(what, sizeof(what), "pipelined source, %s path%s (%s)",
+		 readable ? "read" : "write", waiting ? ", a reader waiting" : "", role_name(role));
+	printf("\n    %-46s %-16s ",
+	       readable
+		   ? (waiting ? "pipelined_source_read_reader_waits" : "pipelined_source_read")
+		   : (waiting ? "pipelined_source_write_reader_waits" : "pipelined_source_write"),
+	       role_name(role));
+	fflush(stdout);
+	NST_REQUIRE(base_a >= 0 && base_b >= 0);
+	hp = open_pair(role, &sw);
+	NST_REQUIRE(nss_hello_xfers(&hp->sw) >= 2);
+	NST_REQUIRE_EQ(hp_hello(hp, readable ? F_ALL : NSS_F_CAN_READ), 0);
+	NST_REQUIRE_EQ(hp_data(hp, PREFIX1, SEED_OK), 0);
+	NST_REQUIRE(sw_read_exact(sw, &got, PREFIX1, what));
+	if (waiting) {
+		rd.s = sw;
+		rd.buf = map(rd.len);
+		NST_REQUIRE(rd.buf != NULL);
+		NST_REQUIRE_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	}
+	p = hp->off;
+	start[0] = p + HEAD;
+	start[1] = p + HEAD + REST + HEAD;
+	if (readable) {
+		hp_expose(hp, REST, start[0], SEED_OK);
+		x2 = map(REST);
+		NST_REQUIRE(x2 != NULL);
+		fill(x2, REST, start[1], SEED_OK);
+		NST_REQUIRE_EQ(expose(hp->s, x2, REST, MEM_READWRITE, &d2), 0);
+		src_avail(hp, &hp->xdesc, sizeof(hp->xdesc));
+		hp->off += REST;
+		src_avail(hp, &d2, sizeof(d2));
+		hp->off += REST;
+	} else {
+		uint8_t desc[2][NSS_DESC_MAX];
+
+		src_avail(hp, NULL, 0);
+		sa[0] = sink_avail_of(hp, desc[0]);
+		hp->off += REST;
+		src_avail(hp, NULL, 0);
+		sa[1] = sink_avail_of(hp, desc[1]);
+		hp->off += REST;
+		NST_REQUIRE_EQ(sa[0].rdma_len, REST);
+		NST_REQUIRE_EQ(sa[1].rdma_len, REST);
+		hp_local(hp, 2 * REST);
+		fill(hp->lbuf, REST, start[0], SEED_OK);
+		fill(hp->lbuf + REST, REST, start[1], SEED_OK);
+		/* Both written before either is answered: the WR_DONEs follow in order. */
+		NST_REQUIRE_EQ(hp_rdma(hp, true, 0, REST, desc[0], sa[0].desc_len), 0);
+		NST_REQUIRE_EQ(hp_rdma(hp, true, REST, REST, desc[1], sa[1].desc_len), 0);
+	}
+	/* The lowest offset a credit update may carry now: must be taken. */
+	h = hp_hdr(hp, NSS_DATA);
+	h.stream_off = start[0];
+	NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+	if (readable) {
+		/* RD_DONEs in stream order, each within one transfer. */
+		at = start[0];
+		for (int k = 0; k < 2;) {
+			NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+			NST_REQUIRE_EQ(m.h.type, NSS_RD_DONE);
+			NST_REQUIRE_EQ(m.h.stream_off, at);
+			NST_CHECK_(m.h.rdma_len && at + m.h.rdma_len <= start[k] + REST, CU_TRUE,
+				   "%s: RD_DONE of %u at %llu runs past transfer %d", what,
+				   m.h.rdma_len, (unsigned long long)at, k);
+			at += m.h.rdma_len;
+			if (at == start[k] + REST && ++k < 2)
+				at = start[k];
+		}
+	} else {
+		for (int k = 0; k < 2; k++) {
+			h = hp_hdr(hp, NSS_WR_DONE);
+			h.stream_off = start[k];
+			h.rdma_len = REST;
+			NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+		}
+	}
+	NST_EQ(hp_data(hp, PREFIX2, SEED_OK), 0);
+	h = hp_hdr(hp, NSS_SHUTDOWN);
+	NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+	if (waiting) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += END_MS / 1000;
+		NST_REQUIRE_EQ(pthread_timedjoin_np(t, NULL, &until), 0);
+		NST_CHECK_(rd.n == (ssize_t)rd.len, CU_FALSE, "%s: recv: %zd (%s), want %zu", what,
+			   rd.n, strerror(rd.err), rd.len);
+		for (size_t i = 0; i < rd.len && rd.n == (ssize_t)rd.len; i++)
+			if (rd.buf[i] != pat(got + i, SEED_OK)) {
+				NST_CHECK_(false, CU_FALSE,
+					   "%s: byte at %llu is 0x%02x, want 0x%02x", what,
+					   (unsigned long long)(got + i), rd.buf[i],
+					   pat(got + i, SEED_OK));
+				break;
+			}
+		got += rd.n > 0 ? (uint64_t)rd.n : 0;
+		munmap(rd.buf, rd.len);
+	}
+	for (uint64_t left = hp->off - got; left;) {
+		uint32_t n = left < HP_SIZE ? (uint32_t)left : HP_SIZE;
+
+		if (!sw_read_exact(sw, &got, n, what))
+			break;
+		left -= n;
+	}
+	NST_EQ(nsw_recv(sw, &c, 1, 0), 0);
+	NST_EQ(nsw_close(sw), 0);
+	NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+	NST_EQ(m.h.type, NSS_SHUTDOWN);
+	hp_expect_end(hp, 0, what);
+	NST_TRUE(!hp->saw_abort);
+	if (x2) {
+		WSPDeregisterRdmaMemory(hp->s, &d2, sizeof(d2), &err);
+		munmap(x2, REST);
+	}
+	hp_close(hp);
+	check_tpt(base_a, base_b, what);
+	printf("%llu bytes in order", (unsigned long long)got);
+}
+
+/* The application reads in a loop until recv fails or ends: the bytes it
+ * got (checked against the peer's stream from off) and the last errno. */
+struct drainer {
+	int s;
+	uint64_t off, got;
+	ssize_t last;
+	int err;
+	bool bad_byte;
+};
+
+static void *drainer_main(void *arg)
+{
+	static uint8_t buf[1 << 20];
+	struct drainer *d = arg;
+
+	for (;;) {
+		ssize_t n = nsw_recv(d->s, buf, sizeof(buf), 0);
+
+		d->last = n;
+		d->err = errno;
+		if (n <= 0)
+			return NULL;
+		for (ssize_t i = 0; i < n && !d->bad_byte; i++)
+			if (buf[i] != pat(d->off + d->got + (uint64_t)i, SEED_OK))
+				d->bad_byte = true;
+		d->got += (uint64_t)n;
+	}
+}
+
+/*
+ * The application waits in recv (so that the switch may move the
+ * transfers straight into its buffer) when the peer announces two
+ * transfers and then aborts or dies while they move: the reader gets the
+ * valid bytes in order at most, then ECONNRESET, and whatever the switch
+ * registered of the reader's buffer is released with the rest.
+ */
+static void reader_waits_then_end(enum role role, bool readable, bool dies)
+{
+	char what[160];
+	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
+	struct drainer d = {.off = PREFIX1};
+	struct timespec until;
+	uint64_t got = 0, valid;
+	struct hp *hp;
+	pthread_t t;
+	int sw = -1, err = 0;
+
+	snprintf(what, sizeof(what), "reader waits, %s path, peer %s (%s)",
+		 readable ? "read" : "write", dies ? "dies" : "aborts", role_name(role));
+	printf("\n    %-46s %-16s ",
+	       readable
+		   ? (dies ? "reader_waits_read_peer_dies" : "reader_waits_read_peer_aborts")
+		   : (dies ? "reader_waits_write_peer_dies" : "reader_waits_write_peer_aborts"),
+	       role_name(role));
+	fflush(stdout);
+	NST_REQUIRE(base_a >= 0 && base_b >= 0);
+	cap_start();
+	hp = open_pair(role, &sw);
+	NST_REQUIRE_EQ(hp_hello(hp, readable ? F_ALL : NSS_F_CAN_READ), 0);
+	NST_REQUIRE_EQ(hp_data(hp, PREFIX1, SEED_OK), 0);
+	NST_REQUIRE(sw_read_exact(sw, &got, PREFIX1, what));
+	d.s = sw;
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, drainer_main, &d), 0);
+	if (readable) {
+		two_big_reads(hp);
+		valid = hp->off;
+	} else {
+		struct nss_hdr sa1, sa2;
+
+		two_offered(hp, &sa1, &sa2);
+		valid = sa1.stream_off; /* the first head at most: nothing is written */
+	}
+	if (dies) {
+		NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+		hp->s = INVALID_SOCKET;
+	} else {
+		peer_aborts(hp);
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += END_MS / 1000;
+	NST_REQUIRE_EQ(pthread_timedjoin_np(t, NULL, &until), 0);
+	NST_CHECK_(d.last == -1 && d.err == ECONNRESET, CU_FALSE,
+		   "%s: recv: %zd (%s), want -1 (%s)", what, d.last, strerror(d.err),
+		   strerror(ECONNRESET));
+	NST_CHECK_(!d.bad_byte && PREFIX1 + d.got <= valid, CU_FALSE,
+		   "%s: %llu bytes delivered after the first %u (valid up to %llu)%s", what,
+		   (unsigned long long)d.got, PREFIX1, (unsigned long long)valid,
+		   d.bad_byte ? ", some wrong" : "");
+	NST_EQ(nsw_close(sw), 0);
+	hp_close(hp);
+	cap_stop();
+	check_log(NULL, what);
+	check_tpt(base_a, base_b, what);
+	printf("%llu bytes, then %s", (unsigned long long)d.got, strerror(d.err));
+}
+
+#define MED (256u << 10) /* a send the switch copies to a staging buffer: it returns at once */
+
+struct sender2 {
+	int s, nsends;
+	const uint8_t *p;
+	ssize_t n[2];
+	int err[2];
+};
+
+static void *sender2_main(void *arg)
+{
+	struct sender2 *sd = arg;
+
+	for (int i = 0; i < sd->nsends; i++) {
+		sd->n[i] = nsw_send(sd->s, sd->p + (size_t)i * MED, MED, 0);
+		sd->err[i] = errno;
+	}
+	return NULL;
+}
+
+/* The switch's application sends two MED sends; the peer (announcing
+ * xfers in its HELLO) takes the switch's two SRC_AVAILs and does bad()
+ * with them. */
+struct o2case {
+	const char *name;
+	void (*bad)(struct hp *hp, const struct nss_msg *sa1, const struct nss_msg *sa2);
+	const char *why;
+	uint32_t reason;
+	int err; /* the errno of the application's recv; 0: both transfers go through */
+	bool no_can_read;
+	uint8_t xfers; /* the peer's HELLO byte 26; 0 here means 2 */
+	bool dies;     /* bad() closes the peer's socket */
+};
+
+static void run_out2_case(const struct o2case *c, enum role role)
+{
+	char what[160];
+	int base_a = nst_tpt_in_use(sock_a), base_b = nst_tpt_in_use(sock_b);
+	struct nss_hello hl = hp_hello_body(c->no_can_read ? NSS_F_READABLE : F_ALL);
+	uint8_t *src = map(2 * MED), body[NSS_HELLO_LEN];
+	struct sender2 sd = {.nsends = 2};
+	struct timespec until;
+	struct nss_msg m[2];
+	struct hp *hp;
+	pthread_t t;
+	int sw = -1, rc;
+	bool saw_abort;
+	char x;
+
+	snprintf(what, sizeof(what), "%s (%s)", c->name, role_name(role));
+	NST_REQUIRE(base_a >= 0 && base_b >= 0 && src != NULL);
+	fill(src, 2 * MED, 0, SW_SEED);
+	printf("\n    %-46s %-16s ", c->name, role_name(role));
+	fflush(stdout);
+	cap_start();
+	hp = open_pair(role, &sw);
+	hl.xfers = c->xfers ? c->xfers : 2;
+	nss_hello_encode(&hl, body);
+	NST_REQUIRE_EQ(hp_send_hello(hp, body, HP_RECVS - 1), 0);
+	sd.s = sw;
+	sd.p = src;
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, sender2_main, &sd), 0);
+	memset(m, 0, sizeof(m));
+	for (int k = 0; k < sd.nsends; k++) {
+		NST_REQUIRE_EQ(hp_next_not_update(hp, &m[k]), 0);
+		NST_REQUIRE_EQ(m[k].h.type, NSS_SRC_AVAIL);
+		NST_EQ_U(m[k].h.stream_off, (uint64_t)k * MED);
+		NST_EQ_U(m[k].h.data_len + m[k].h.rdma_len, MED);
+		NST_EQ(m[k].h.desc_len, c->no_can_read ? 0 : NICSIM_RDMA_DESC_SIZE);
+		for (uint32_t i = 0; i < m[k].h.data_len; i++)
+			if (m[k].data[i] != pat(m[k].h.stream_off + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "%s: SRC_AVAIL %d's byte %u is wrong",
+					   what, k, i);
+				break;
+			}
+	}
+	c->bad(hp, &m[0], &m[1]);
+	if (c->err && !c->dies)
+		hp_expect_end(hp, c->reason, what);
+	/* Both sends were copied: they returned when their SRC_AVAIL went. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += END_MS / 1000;
+	rc = pthread_timedjoin_np(t, NULL, &until);
+	NST_CHECK_(rc == 0, CU_TRUE, "%s: the application's send did not return", what);
+	for (int k = 0; k < sd.nsends; k++)
+		NST_CHECK_(sd.n[k] == (ssize_t)MED, CU_FALSE, "%s: send %d: %zd (%s), want %u",
+			   what, k, sd.n[k], strerror(sd.err[k]), MED);
+	if (c->err)
+		NST_CHECK_(nsw_recv(sw, &x, 1, 0) == -1 && errno == c->err, CU_FALSE,
+			   "%s: recv after the end: %s, want %s", what, strerror(errno),
+			   strerror(c->err));
+	NST_EQ(nsw_close(sw), 0);
+	if (!c->err) {
+		struct nss_msg sh;
+
+		NST_REQUIRE_EQ(hp_next_not_update(hp, &sh), 0);
+		NST_EQ(sh.h.type, NSS_SHUTDOWN);
+		NST_EQ_U(sh.h.stream_off, (uint64_t)sd.nsends * MED);
+		hp_expect_end(hp, 0, what);
+	}
+	saw_abort = hp->saw_abort;
+	hp_close(hp);
+	cap_stop();
+	check_log(c->why, what);
+	check_tpt(base_a, base_b, what);
+	munmap(src, 2 * MED);
+	printf("%s", !c->err ? "transfers done" : saw_abort ? "ABORT came" : "connection ended");
+}
+
+/* Read path by the rules: read both, RD_DONE each, in order. */
+static void read_both(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+
+	hp_local(hp, 2 * MED);
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+
+		NST_REQUIRE_EQ(
+		    hp_rdma(hp, false, (uint32_t)k * MED, sa->rdma_len, ms[k]->desc, sa->desc_len),
+		    0);
+	}
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+		struct nss_hdr h = hp_hdr(hp, NSS_RD_DONE);
+
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->lbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u read is wrong", k,
+					   i);
+				break;
+			}
+		h.stream_off = rest_off(sa);
+		h.rdma_len = sa->rdma_len;
+		NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+	}
+}
+
+/* Write path by the rules: a SINK_AVAIL for each (two outstanding, as the
+ * peer's HELLO allows), the WR_DONEs in order, the bytes in place. */
+static void sink_both(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+	struct nss_msg m;
+
+	hp_expose(hp, 2 * MED, 0, 0);
+	for (int k = 0; k < 2; k++) {
+		struct nss_hdr h = hp_hdr(hp, NSS_SINK_AVAIL);
+		struct nicsim_rdma_desc d = hp->xdesc;
+
+		/* Each SINK_AVAIL its own part of the one exposed buffer. */
+		d.len = ms[k]->h.rdma_len;
+		d.va += (uint64_t)k * MED;
+		h.stream_off = rest_off(&ms[k]->h);
+		h.desc_len = sizeof(d);
+		h.rdma_len = ms[k]->h.rdma_len;
+		NST_EQ(hp_send(hp, &h, &d, NULL), 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+
+		NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+		NST_EQ(m.h.type, NSS_WR_DONE);
+		NST_EQ_U(m.h.stream_off, rest_off(sa));
+		NST_EQ_U(m.h.rdma_len, sa->rdma_len);
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->xbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u written is wrong",
+					   k, i);
+				break;
+			}
+	}
+}
+
+/* Read path by the rules, the first transfer's RD_DONE in parts. */
+static void read_both_done_in_parts(struct hp *hp, const struct nss_msg *m1,
+				    const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+
+	hp_local(hp, 2 * MED);
+	for (int k = 0; k < 2; k++)
+		NST_REQUIRE_EQ(hp_rdma(hp, false, (uint32_t)k * MED, ms[k]->h.rdma_len, ms[k]->desc,
+				       ms[k]->h.desc_len),
+			       0);
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+		uint32_t part = k == 0 ? sa->rdma_len / 3 : sa->rdma_len;
+
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->lbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u read is wrong", k,
+					   i);
+				break;
+			}
+		for (uint32_t done = 0; done < sa->rdma_len;) {
+			struct nss_hdr h = hp_hdr(hp, NSS_RD_DONE);
+			uint32_t n = sa->rdma_len - done < part ? sa->rdma_len - done : part;
+
+			h.stream_off = rest_off(sa) + done;
+			h.rdma_len = n;
+			NST_EQ(hp_send(hp, &h, NULL, NULL), 0);
+			done += n;
+		}
+	}
+}
+
+/* The peer aborts with both transfers outstanding. */
+static void aborts_two_outstanding(struct hp *hp, const struct nss_msg *m1,
+				   const struct nss_msg *m2)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_ABORT);
+
+	(void)m1;
+	(void)m2;
+	h.arg = NSS_ABORT_CLOSED;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* An RD_DONE for the first transfer's rest and the whole second. */
+static void rd_done_spans_two(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_RD_DONE);
+
+	h.stream_off = rest_off(&m1->h);
+	h.rdma_len = m1->h.rdma_len + m2->h.data_len + m2->h.rdma_len;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+static void rd_done_second_first(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_RD_DONE);
+
+	(void)m1;
+	h.stream_off = rest_off(&m2->h);
+	h.rdma_len = m2->h.rdma_len;
+	hp_send(hp, &h, NULL, NULL);
+}
+
+/* A SINK_AVAIL of the switch's transfers at off for len bytes, with a
+ * descriptor of zeros (the check must come before the provider's). */
+static void sink_avail_at(struct hp *hp, uint64_t off, uint32_t len)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_SINK_AVAIL);
+	uint8_t desc[NICSIM_RDMA_DESC_SIZE] = {0};
+
+	h.stream_off = off;
+	h.desc_len = sizeof(desc);
+	h.rdma_len = len;
+	hp_send(hp, &h, desc, NULL);
+}
+
+/* One SINK_AVAIL over the first transfer's rest, the second's inline
+ * head and its rest: more than the transfer has left. */
+static void sink_avail_over_head(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	sink_avail_at(hp, rest_off(&m1->h), m1->h.rdma_len + m2->h.data_len + m2->h.rdma_len);
+}
+
+/* The first SINK_AVAIL right, written and answered; the second at the
+ * second transfer's head, which came inline, instead of after it. */
+static void sink_avail_on_head(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	struct nss_hdr h = hp_hdr(hp, NSS_SINK_AVAIL);
+	struct nss_msg m;
+
+	hp_expose(hp, m1->h.rdma_len, 0, 0);
+	h.stream_off = rest_off(&m1->h);
+	h.desc_len = sizeof(hp->xdesc);
+	h.rdma_len = m1->h.rdma_len;
+	NST_EQ(hp_send(hp, &h, &hp->xdesc, NULL), 0);
+	NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+	NST_REQUIRE_EQ(m.h.type, NSS_WR_DONE);
+	sink_avail_at(hp, m2->h.stream_off, m2->h.data_len + m2->h.rdma_len);
+}
+
+/* A SINK_AVAIL for the second transfer while the first has none. */
+static void sink_avail_second_first(struct hp *hp, const struct nss_msg *m1,
+				    const struct nss_msg *m2)
+{
+	(void)m1;
+	sink_avail_at(hp, rest_off(&m2->h), m2->h.rdma_len);
+}
+
+#define PIECES 4u /* SINK_AVAILs per transfer: 8 outstanding, what xfers 255 reads as */
+
+/* The peer's HELLO said xfers 255, read as NSS_XFERS_MAX: it offers each
+ * transfer in PIECES parts, all eight SINK_AVAILs back to back; the switch
+ * writes each and answers with WR_DONEs in order. */
+static void sink_in_pieces(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	const struct nss_msg *ms[2] = {m1, m2};
+	struct nss_msg m;
+
+	hp_expose(hp, 2 * MED, 0, 0);
+	for (int k = 0; k < 2; k++) {
+		uint32_t piece = ms[k]->h.rdma_len / PIECES;
+
+		for (uint32_t j = 0; j < PIECES; j++) {
+			struct nss_hdr h = hp_hdr(hp, NSS_SINK_AVAIL);
+			struct nicsim_rdma_desc d = hp->xdesc;
+			uint32_t len = j + 1 < PIECES ? piece : ms[k]->h.rdma_len - j * piece;
+
+			d.va += (uint64_t)k * MED + (uint64_t)j * piece;
+			d.len = len;
+			h.stream_off = rest_off(&ms[k]->h) + (uint64_t)j * piece;
+			h.desc_len = sizeof(d);
+			h.rdma_len = len;
+			NST_EQ(hp_send(hp, &h, &d, NULL), 0);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		const struct nss_hdr *sa = &ms[k]->h;
+		uint32_t piece = sa->rdma_len / PIECES;
+
+		for (uint32_t j = 0; j < PIECES; j++) {
+			NST_REQUIRE_EQ(hp_next_not_update(hp, &m), 0);
+			NST_EQ(m.h.type, NSS_WR_DONE);
+			NST_EQ_U(m.h.stream_off, rest_off(sa) + (uint64_t)j * piece);
+			NST_EQ_U(m.h.rdma_len, j + 1 < PIECES ? piece : sa->rdma_len - j * piece);
+		}
+		for (uint32_t i = 0; i < sa->rdma_len; i++)
+			if (hp->xbuf[(size_t)k * MED + i] != pat(rest_off(sa) + i, SW_SEED)) {
+				NST_CHECK_(false, CU_FALSE, "transfer %d: byte %u written is wrong",
+					   k, i);
+				break;
+			}
+	}
+}
+
+/* The peer's process dies with both transfers outstanding: its socket
+ * closes, which releases its registrations. */
+static void peer_dies(struct hp *hp, const struct nss_msg *m1, const struct nss_msg *m2)
+{
+	int err = 0;
+
+	(void)m1;
+	(void)m2;
+	NST_EQ(WSPCloseSocket(hp->s, &err), 0);
+	hp->s = INVALID_SOCKET;
+}
+
+static void test_two_transfers(void)
+{
+	static const struct o2case cases[] = {
+	    {.name = "two_reads_by_the_rules", .bad = read_both},
+	    {.name = "two_writes_by_the_rules", .bad = sink_both, .no_can_read = true},
+	    /* 255 is read as 8: the switch takes it, and still sends no more than it has. */
+	    {.name = "hello_xfers_255", .bad = read_both, .xfers = 255},
+	    {.name = "eight_sink_avails_xfers_255",
+	     .bad = sink_in_pieces,
+	     .no_can_read = true,
+	     .xfers = 255},
+	    {.name = "rd_done_in_parts", .bad = read_both_done_in_parts},
+	    {.name = "peer_aborts_two_outstanding",
+	     .bad = aborts_two_outstanding,
+	     .err = ECONNRESET},
+	    {.name = "rd_done_spans_two",
+	     .bad = rd_done_spans_two,
+	     .why = "RD_DONE for more than was offered",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED},
+	    {.name = "rd_done_second_first",
+	     .bad = rd_done_second_first,
+	     .why = "RD_DONE not where the transfer stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED},
+	    {.name = "sink_avail_over_next_head",
+	     .bad = sink_avail_over_head,
+	     .why = "SINK_AVAIL for more than the transfer has left",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .no_can_read = true},
+	    {.name = "sink_avail_on_next_head",
+	     .bad = sink_avail_on_head,
+	     .why = "SINK_AVAIL not where the transfer stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .no_can_read = true},
+	    {.name = "sink_avail_second_first",
+	     .bad = sink_avail_second_first,
+	     .why = "SINK_AVAIL not where the transfer stands",
+	     .reason = NSS_ABORT_PROTOCOL,
+	     .err = ECONNABORTED,
+	     .no_can_read = true},
+	    {.name = "peer_dies_read_path", .bad = peer_dies, .err = ECONNRESET, .dies = true},
+	    {.name = "peer_dies_write_path",
+	     .bad = peer_dies,
+	     .err = ECONNRESET,
+	     .no_can_read = true,
+	     .dies = true},
+	};
+
+	for (int k = 0; k < 4; k++) {
+		reader_waits_then_end(SW_ACCEPTS, k & 1, k & 2);
+		reader_waits_then_end(SW_CONNECTS, k & 1, k & 2);
+	}
+	for (int w = 0; w < 2; w++) {
+		pipelined_source(SW_ACCEPTS, true, w);
+		pipelined_source(SW_CONNECTS, true, w);
+		pipelined_source(SW_ACCEPTS, false, w);
+		pipelined_source(SW_CONNECTS, false, w);
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		run_out2_case(&cases[i], SW_ACCEPTS);
+		run_out2_case(&cases[i], SW_CONNECTS);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -1802,6 +2737,7 @@ int main(int argc, char **argv)
 	    {"peer_abort", test_peer_abort},
 	    {"large_into_switch", test_large_into_switch},
 	    {"large_out_of_switch", test_large_out_of_switch},
+	    {"two_transfers", test_two_transfers},
 	    {NULL, NULL},
 	};
 
