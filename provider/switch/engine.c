@@ -88,9 +88,13 @@ int sw_errno_of(int wsa)
 
 /* ---- Readiness for the application ------------------------------------------ */
 
+/* Something for a reader: bytes, an error, or an end not yet reported
+ * (once a recv has returned end-of-file, the end is no longer news, and a
+ * sender that got EAGAIN after it must be able to wait for room). */
 static bool readable(const struct sw_sock *sk)
 {
-	return sk->dq_len || sk->err || sk->rd_shut || sk->pc.in.shut || sk->close_code >= 0;
+	return sk->dq_len || sk->err ||
+	       (!sk->eof_told && (sk->rd_shut || sk->pc.in.shut || sk->close_code >= 0));
 }
 
 /* Whether a send could take bytes now: the peer's HELLO is in, no large

@@ -649,8 +649,10 @@ static ssize_t recv_locked(struct sw_sock *sk, const struct iovec *iov, int iovc
 			continue; /* more came meanwhile, perhaps before an end */
 		if (sk->err && !sk->dq_len)
 			return got ? (ssize_t)got : -sk->err;
-		if (sk->rd_shut || sk->pc.in.shut || sk->st == SW_DOWN)
+		if (sk->rd_shut || sk->pc.in.shut || sk->st == SW_DOWN) {
+			sk->eof_told = sk->eof_told || !got;
 			return (ssize_t)got;
+		}
 		if (nb)
 			return got ? (ssize_t)got : -EAGAIN;
 		if (sk->zc_reader) {

@@ -74,6 +74,7 @@ struct sw_sock {
 	int post_err; /* a post found the connection ended (WSA code): writers get it, reap says how */
 	bool rd_shut, wr_shut;
 	bool want_write; /* a send would have blocked: signal fd when it may go */
+	bool eof_told;   /* a recv returned end-of-file */
 	bool zc_reader;  /* a reader waits with room to take a chunk straight */
 	/* A reader's call took the completions' eventfd from the progress
 	 * thread (direct) and, while direct_waiting, sleeps on it. */

@@ -730,6 +730,77 @@ static void test_nonblocking_with_poll(void)
 	munmap(buf, BIG);
 }
 
+/*
+ * A half-closed non-blocking socket: once a recv has returned end-of-file,
+ * the end is no longer news, so a send that got EAGAIN leaves the
+ * descriptor quiet until there is room (it used to stay ready and make a
+ * poll loop spin).
+ */
+static void test_eof_told_then_wait_for_room(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(6), *buf = map(BIG);
+	uint64_t so = 0, ro = 0;
+	struct timeval tv = {.tv_sec = WAIT_MS / 1000};
+	int srv, cli;
+	ssize_t n = 0;
+	char c;
+
+	NST_REQUIRE(buf != NULL);
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	NST_EQ(nsw_shutdown(srv, SHUT_WR), 0);
+	set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
+	/* The end, told (the descriptor is a hint: wait again on EAGAIN). */
+	for (int i = 0; i < 100 && (n = nsw_recv(cli, &c, 1, 0)) < 0 && errno == EAGAIN; i++)
+		readable_within(cli, WAIT_MS);
+	NST_EQ(n, 0);
+	/* Send until there is no room: the server does not read yet. */
+	for (int i = 0; i < 100000; i++) {
+		n = nsw_send(cli, src + so % PAT, 1u << 20, 0);
+		if (n <= 0)
+			break;
+		so += (uint64_t)n;
+	}
+	NST_EQ(n, -1);
+	NST_EQ(errno, EAGAIN);
+	NST_TRUE(so > 0);
+	NST_CHECK_(!readable_within(cli, 0), CU_FALSE,
+		   "after EAGAIN on a send the descriptor is ready again at once, with nothing "
+		   "new: the end-of-file already told");
+	/* The server reads everything; then the client may send again. */
+	while (ro < so) {
+		if (!readable_within(srv, WAIT_MS)) {
+			NST_CHECK_(false, CU_FALSE, "nothing to read at %llu of %llu",
+				   (unsigned long long)ro, (unsigned long long)so);
+			break;
+		}
+		set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
+		n = nsw_recv(srv, buf, BIG, 0);
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t k = 0; k < n; k++)
+			if (buf[k] != pat(ro + (uint64_t)k, 6)) {
+				NST_CHECK_(false, CU_FALSE, "wrong byte at %llu",
+					   (unsigned long long)(ro + (uint64_t)k));
+				break;
+			}
+		ro += (uint64_t)n;
+	}
+	NST_EQ_U(ro, so);
+	NST_TRUE(readable_within(cli, WAIT_MS));
+	n = nsw_send(cli, src + so % PAT, 100, 0);
+	NST_EQ(n, 100);
+	set_int(srv, NSW_SOL, NSW_NONBLOCK, 0);
+	NST_EQ(nsw_setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	NST_TRUE(recv_stream(srv, buf, &ro, 100, 0, 6));
+	NST_EQ(nsw_close(cli), 0);
+	NST_EQ(nsw_close(srv), 0);
+	munmap(src, SRC_LEN);
+	munmap(buf, BIG);
+}
+
 /* ---- The peer's process and this side's NIC dying ---------------------------------- */
 
 /* The peer process: listen, say so on ready_fd, accept one connection and
@@ -847,6 +918,7 @@ int main(int argc, char **argv)
 	    {"close_right_after_last_read_is_eof", test_close_right_after_last_read_is_eof},
 	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
 	    {"nonblocking_with_poll", test_nonblocking_with_poll},
+	    {"eof_told_then_wait_for_room", test_eof_told_then_wait_for_room},
 	    {"peer_killed_gives_econnreset", test_peer_killed_gives_econnreset},
 	    {"nic_killed_gives_enetdown", test_nic_killed_gives_enetdown},
 	    {NULL, NULL},
