@@ -112,10 +112,11 @@ struct nsw_stats {
  * nsw_send and nsw_writev return the bytes taken: all of them when the
  * socket waits, or as many as fit (at least 1, else EAGAIN) when it does
  * not; as TCP's, a send that fails part-way (the peer reset, a timeout)
- * returns the bytes taken before, and the next call the error.  Every send returns with the buffer free to reuse: a small one once
- * its bytes are in control messages, a large one (NSW_RDMA_THRESHOLD or
- * more) once copied to the socket's staging buffer (SO_SNDBUF, 1 MiB at
- * least) if it fits, else once the peer has the bytes.  nsw_recv and nsw_readv return what has arrived, up to
+ * returns the bytes taken before, and the next call the error.  Every
+ * send returns with the buffer free to reuse: a small one once its bytes
+ * are in control messages, a large one (NSW_RDMA_THRESHOLD or more) once
+ * copied to the socket's staging buffers (SO_SNDBUF each, 1 MiB at least)
+ * if it fits or SO_SNDTIMEO is set, else once the peer has the bytes.  nsw_recv and nsw_readv return what has arrived, up to
  * len (MSG_WAITALL: all len unless end-of-file or an error comes first), 0
  * at end-of-file.  flags: MSG_DONTWAIT, MSG_WAITALL (recv), MSG_NOSIGNAL
  * (accepted: no signal is ever raised); others give EOPNOTSUPP.

@@ -417,10 +417,13 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 		n = (uint32_t)(left < sk->out_max ? left : sk->out_max);
 		if (!sk->pc.hello_in) {
 			r = -EAGAIN;
-		} else if (left >= sk->out_threshold && (nb || left <= cap)) {
+		} else if (left >= sk->out_threshold && (nb || left <= cap || sk->sndtimeo_ns)) {
 			/* What fits a staging buffer is copied and goes from
 			 * there, with no registration, and the call returns,
-			 * even while the last transfer is outstanding. */
+			 * even while the last transfer is outstanding.  With
+			 * SO_SNDTIMEO, larger sends go so too, a buffer at a
+			 * time: a send straight from the application's buffer
+			 * could not return before the peer has read it. */
 			if (n > cap)
 				n = cap;
 			r = sw_large_copy(sk, p + sent, n);
@@ -432,6 +435,8 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 			r = -EAGAIN; /* the stream's order: after those */
 		} else if (left >= sk->out_threshold) {
 			/* Larger sends go straight from the buffer, and wait. */
+			uint64_t start = sk->pc.out.end;
+
 			r = sw_large_begin(sk, p + sent, n);
 			if (r == 0) {
 				while (sk->nout && !sk->err) {
@@ -439,8 +444,13 @@ static ssize_t send_locked(struct sw_sock *sk, const uint8_t *p, size_t len, boo
 					if (sk->nout)
 						wait_input(sk, 0);
 				}
-				if (sk->out_err)
+				/* Failed part-way: the bytes the peer took (the
+				 * head, and what done messages covered) count as
+				 * sent, as TCP's would; the next call fails. */
+				if (sk->out_err) {
+					sent += sk->pc.out.off - start;
 					return sent ? (ssize_t)sent : -sk->out_err;
+				}
 				sent += n;
 				continue;
 			}

@@ -661,6 +661,122 @@ static void test_close_with_unread_data_resets_peer(void)
 	munmap(src, SRC_LEN);
 }
 
+/* Resets the connection from the peer's side (s) unless told first (on
+ * fd) that the call it guards returned within WAIT_MS: a send the test
+ * expects to end by itself cannot then hang the test. */
+struct guard {
+	int fd[2];
+	int s;
+	bool closed; /* the guard closed s */
+	pthread_t t;
+};
+
+static void *guard_main(void *arg)
+{
+	struct guard *g = arg;
+	struct pollfd p = {.fd = g->fd[0], .events = POLLIN};
+
+	/* Closing with data unread resets the connection. */
+	if (poll(&p, 1, WAIT_MS) == 0)
+		g->closed = nsw_close(g->s) == 0;
+	return NULL;
+}
+
+static void guard_start(struct guard *g, int s)
+{
+	g->s = s;
+	g->closed = false;
+	NST_REQUIRE_EQ(pipe(g->fd), 0);
+	NST_REQUIRE_EQ(pthread_create(&g->t, NULL, guard_main, g), 0);
+}
+
+static void guard_end(struct guard *g)
+{
+	NST_EQ(write(g->fd[1], "x", 1), 1);
+	pthread_join(g->t, NULL);
+	close(g->fd[0]);
+	close(g->fd[1]);
+}
+
+/*
+ * SO_SNDTIMEO bounds a send larger than the staging buffers too: with a
+ * peer that does not read, a 5 MiB send returns what it took (or EAGAIN)
+ * once the time is up, and the peer then reads exactly that.
+ */
+static void test_send_timeout_bounds_large_send(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(8), *buf = map(BIG);
+	struct timeval tv = {.tv_usec = 300000};
+	uint64_t ro = 0, t0, took;
+	struct guard g;
+	int srv, cli;
+	ssize_t n;
+
+	NST_REQUIRE(buf != NULL);
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	NST_EQ(nsw_setsockopt(cli, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	guard_start(&g, srv);
+	t0 = nst_now_ns();
+	n = nsw_send(cli, src, 5u << 20, 0);
+	took = nst_now_ns() - t0;
+	guard_end(&g);
+	NST_CHECK_(n > 0 && n < (ssize_t)(5u << 20), CU_FALSE,
+		   "a 5 MiB send to a peer that does not read, SO_SNDTIMEO 300 ms: %zd (%s)", n,
+		   n < 0 ? strerror(errno) : "bytes");
+	NST_CHECK_(took >= 250000000ull && took < (uint64_t)WAIT_MS * 1000000ull, CU_FALSE,
+		   "the send returned after %llu ms", (unsigned long long)(took / 1000000));
+	NST_TRUE(!g.closed);
+	if (n > 0 && !g.closed)
+		NST_TRUE(recv_stream(srv, buf, &ro, (size_t)n, 0, 8));
+	NST_EQ(nsw_close(cli), 0);
+	if (!g.closed)
+		NST_EQ(nsw_close(srv), 0);
+	munmap(src, SRC_LEN);
+	munmap(buf, BIG);
+}
+
+/* The peer of test_large_send_failing_part_way: reads 10 bytes, then
+ * closes with the rest unread. */
+static void *read_ten_then_close(void *arg)
+{
+	int s = *(int *)arg;
+	char b[10];
+
+	if (nsw_recv(s, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b))
+		return (void *)1;
+	nsw_close(s);
+	return NULL;
+}
+
+/*
+ * A blocking send straight from the application's buffer that fails
+ * part-way returns the bytes the peer took, as TCP's does, and the next
+ * call the error.
+ */
+static void test_large_send_failing_part_way(void)
+{
+	struct opts o = {0};
+	uint8_t *src = pattern_source(9);
+	int srv, cli;
+	pthread_t t;
+	void *rc = NULL;
+	ssize_t n;
+
+	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
+	NST_REQUIRE_EQ(pthread_create(&t, NULL, read_ten_then_close, &srv), 0);
+	n = nsw_send(cli, src, 5u << 20, 0);
+	NST_CHECK_(n >= 10 && n < (ssize_t)(5u << 20), CU_FALSE,
+		   "a 5 MiB send the peer read 10 bytes of, then reset: %zd (%s)", n,
+		   n < 0 ? strerror(errno) : "bytes");
+	NST_EQ(nsw_send(cli, src, 10, 0), -1);
+	NST_EQ(errno, ECONNRESET);
+	pthread_join(t, &rc);
+	NST_TRUE(rc == NULL);
+	NST_EQ(nsw_close(cli), 0);
+	munmap(src, SRC_LEN);
+}
+
 /* ---- Non-blocking calls and poll() ------------------------------------------------ */
 
 static void test_nonblocking_with_poll(void)
@@ -919,6 +1035,8 @@ int main(int argc, char **argv)
 	    {"close_with_unread_data_resets_peer", test_close_with_unread_data_resets_peer},
 	    {"nonblocking_with_poll", test_nonblocking_with_poll},
 	    {"eof_told_then_wait_for_room", test_eof_told_then_wait_for_room},
+	    {"send_timeout_bounds_large_send", test_send_timeout_bounds_large_send},
+	    {"large_send_failing_part_way", test_large_send_failing_part_way},
 	    {"peer_killed_gives_econnreset", test_peer_killed_gives_econnreset},
 	    {"nic_killed_gives_enetdown", test_nic_killed_gives_enetdown},
 	    {NULL, NULL},
