@@ -14,6 +14,13 @@ void nss_conn_init(struct nss_conn *c, const struct nss_hello *local)
 	c->in_path = local->features & NSS_F_CAN_READ ? NSS_PATH_READ : NSS_PATH_WRITE;
 }
 
+/* The large transfers a side takes outstanding as a sink (its HELLO h),
+ * on the version the two sides run: version 1 has one. */
+static uint32_t xfers(const struct nss_conn *c, const struct nss_hello *h)
+{
+	return c->version >= 2 ? nss_hello_xfers(h) : 1;
+}
+
 /* A large transfer of head bytes inline and rdma by RDMA was announced
  * at d->end: its RDMA part joins the queue. */
 static void dir_push(struct nss_dir *d, uint32_t head, uint32_t rdma)
@@ -77,7 +84,7 @@ static uint64_t dir_sink_pop(struct nss_dir *d)
  */
 static void note_start(const struct nss_conn *c, struct nss_dir *in)
 {
-	uint32_t n = nss_hello_xfers(&c->local);
+	uint32_t n = xfers(c, &c->local);
 	uint64_t at;
 
 	in->starts[in->nstarts++ % NSS_XFERS_MAX] = in->xq[in->nxfer - 1].off;
@@ -116,7 +123,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 	case NSS_SRC_AVAIL:
 		if (in->shut)
 			return "SRC_AVAIL after SHUTDOWN";
-		if (in->nxfer >= nss_hello_xfers(&c->local))
+		if (in->nxfer >= xfers(c, &c->local))
 			return in->nxfer == 1
 				   ? "a second large transfer before the first is done"
 				   : "more large transfers outstanding than HELLO allows";
@@ -136,7 +143,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 			return "SINK_AVAIL on the read path";
 		if (!out->xfer)
 			return "SINK_AVAIL with no large transfer outstanding";
-		if (out->nsink >= nss_hello_xfers(&c->peer))
+		if (out->nsink >= xfers(c, &c->peer))
 			return out->nsink == 1 ? "a second SINK_AVAIL before WR_DONE"
 					       : "more SINK_AVAILs outstanding than HELLO allows";
 		room = dir_sink_next(out, &at);
@@ -201,6 +208,8 @@ int nss_conn_rx(struct nss_conn *c, const struct nss_msg *m, const char **why, u
 			return -EPROTO;
 		c->peer = peer;
 		c->hello_in = true;
+		/* A later version negotiates down (section 5). */
+		c->version = peer.version < c->local.version ? peer.version : c->local.version;
 		c->in_seq = 1;
 		c->peer_limit = h->credit_limit;
 		/* A direction runs the read path when its sink reads and its
@@ -299,14 +308,14 @@ int nss_conn_hello_hdr(struct nss_conn *c, struct nss_hdr *h)
 
 uint32_t nss_conn_xfer_room(const struct nss_conn *c)
 {
-	uint32_t max = nss_hello_xfers(&c->peer);
+	uint32_t max = xfers(c, &c->peer);
 
 	return c->hello_in && c->out.nxfer < max ? max - c->out.nxfer : 0;
 }
 
 uint64_t nss_conn_sink_next(const struct nss_conn *c, uint64_t *off)
 {
-	if (c->in.nsink >= nss_hello_xfers(&c->local))
+	if (c->in.nsink >= xfers(c, &c->local))
 		return 0;
 	return dir_sink_next(&c->in, off);
 }
@@ -358,7 +367,7 @@ int nss_conn_sink_avail_hdr(struct nss_conn *c, uint32_t len, uint16_t desc_len,
 
 	if (c->in_path != NSS_PATH_WRITE || !len || !desc_len)
 		return -EPROTO;
-	if (c->in.nsink >= nss_hello_xfers(&c->local))
+	if (c->in.nsink >= xfers(c, &c->local))
 		return -EAGAIN;
 	room = dir_sink_next(&c->in, &at);
 	if (len > room)

@@ -52,6 +52,7 @@ struct nss_dir {
 struct nss_conn {
 	struct nss_hello local, peer;
 	bool hello_in, hello_out;
+	uint16_t version; /* the version both sides run, once the peer's HELLO is in */
 	enum nss_path in_path, out_path; /* fixed once both HELLOs are known */
 	uint32_t in_seq;                 /* the seq the peer's next message must carry */
 	uint32_t out_seq;                /* the seq of this side's next message */

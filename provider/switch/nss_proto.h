@@ -1,5 +1,5 @@
 /*
- * The session protocol's messages (docs/session-protocol.md, version 1):
+ * The session protocol's messages (docs/session-protocol.md, versions 1 and 2):
  * the header and its wire layout, the HELLO body, and the checks a
  * receiver makes of one message on its own.  The checks that need the
  * connection's state (the next seq, the credit limit, where the stream
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NSS_VERSION 1u
+#define NSS_VERSION 2u /* version 2 adds HELLO's xfers (byte 26, reserved in version 1) */
 #define NSS_HDR_LEN 32u
 #define NSS_DESC_MAX 256u           /* bytes of RDMA descriptor a message may carry */
 #define NSS_HELLO_LEN 64u           /* the HELLO body of version 1 */
@@ -109,7 +109,8 @@ struct nss_hello {
 };
 
 /* The large transfers a HELLO's side takes outstanding as a sink: its
- * xfers, 0 read as 1, at most NSS_XFERS_MAX. */
+ * xfers, 0 read as 1, at most NSS_XFERS_MAX (on version 2 or later: the
+ * connection's nss_conn says which version runs). */
 uint32_t nss_hello_xfers(const struct nss_hello *h);
 
 /* Bytes a message with desc_len bytes of descriptor and data_len of data takes. */

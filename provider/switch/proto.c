@@ -118,7 +118,7 @@ static const char *check(const struct nss_hdr *h)
 	if (h->type < NSS_HELLO || h->type >= NSS_TYPE_MAX_)
 		return "unknown message type";
 	if (h->flags)
-		return "flags other than 0 (version 1 has none)";
+		return "flags other than 0 (versions 1 and 2 have none)";
 	if (h->desc_len > NSS_DESC_MAX)
 		return "descriptor longer than 256 bytes";
 	if (h->desc_len && !desc_ok)
@@ -227,8 +227,8 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 	get_fields(data, h, hello_fields, NFIELDS(hello_fields));
 	if (h->version == 0)
 		*why = "HELLO of version 0";
-	else if (h->version == NSS_VERSION && (h->features & ~(NSS_F_CAN_READ | NSS_F_READABLE)))
-		*why = "HELLO feature bits version 1 does not have";
+	else if (h->version <= NSS_VERSION && (h->features & ~(NSS_F_CAN_READ | NSS_F_READABLE)))
+		*why = "HELLO feature bits versions 1 and 2 do not have";
 	else if (h->recv_count < NSS_MIN_RECVS)
 		*why = "fewer than 4 receives posted";
 	else if (h->recv_count > NSS_MAX_RECVS)
@@ -239,7 +239,10 @@ int nss_hello_decode(const uint8_t *data, size_t len, struct nss_hello *h, const
 		*why = "descriptors longer than 256 bytes";
 	else if (h->max_rdma < NSS_MIN_RDMA)
 		*why = "a largest RDMA under 4 KiB";
-	for (size_t i = 27; !*why && h->version == NSS_VERSION && i < NSS_HELLO_LEN; i++)
+	/* Reserved: from byte 26 in version 1, from 27 in version 2 (xfers);
+	 * a later version's are its own. */
+	for (size_t i = h->version == 1 ? 26 : 27;
+	     !*why && h->version <= NSS_VERSION && i < NSS_HELLO_LEN; i++)
 		if (data[i])
 			*why = "HELLO reserved bytes not zero";
 	return *why ? -EPROTO : 0;

@@ -243,6 +243,37 @@ static void test_update_behind_finished_transfer(void)
 	NST_EQ_U(a.out.off, 5020);
 }
 
+/* A peer of version 1 (byte 26 reserved) and one of version 2 that
+ * announces two transfers run version 1: one transfer at a time, both
+ * ways. */
+static void test_version_1_peer(void)
+{
+	struct nss_hello ha = hello(false, 16), hb = hello(true, 16);
+	struct nss_conn a, b;
+	struct nss_hdr h;
+	const char *why;
+
+	ha.version = 1;
+	hb.xfers = 2;
+	nss_conn_init(&a, &ha);
+	nss_conn_init(&b, &hb);
+	NST_REQUIRE_EQ(nss_conn_hello_hdr(&a, &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_REQUIRE_EQ(nss_conn_hello_hdr(&b, &h), 0);
+	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
+	NST_EQ(a.version, 1);
+	NST_EQ(b.version, 1);
+	NST_EQ_U(nss_conn_xfer_room(&a), 1);
+	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), 0);
+	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
+	NST_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), -EAGAIN);
+	/* Forged anyway: B holds A to version 1's one transfer. */
+	h.type = NSS_SRC_AVAIL, h.seq = a.out_seq, h.credit_limit = a.limit, h.desc_len = 32;
+	h.data_len = 1, h.rdma_len = 10, h.stream_off = 5110;
+	NST_EQ(pass(&a, &h, &b, &why), -EPROTO);
+	NST_TRUE(why && strstr(why, "a second large transfer before the first is done"));
+}
+
 /* Two transfers outstanding on the write path: B offers the second one's
  * RDMA part before the first one's WR_DONE, skipping the second's head;
  * WR_DONEs answer the SINK_AVAILs in order. */
@@ -492,6 +523,7 @@ int main(int argc, char **argv)
 	    {"pipelined_read_path", test_pipelined_read_path},
 	    {"pipelined_write_path", test_pipelined_write_path},
 	    {"update_behind_finished_transfer", test_update_behind_finished_transfer},
+	    {"version_1_peer", test_version_1_peer},
 	    {"credits", test_credits},
 	    {"refusals", test_refusals},
 	    {"update_during_transfer", test_update_during_transfer},

@@ -281,9 +281,22 @@ static void test_hello(void)
 	NST_EQ_U(d.rdma_threshold, h.rdma_threshold);
 	NST_EQ(d.desc_len, h.desc_len);
 	/* A later version's longer body with bits of its own is read. */
-	b[4] = 2, b[6] = 0xff, b[100] = 9;
+	b[4] = NSS_VERSION + 1, b[6] = 0xff, b[30] = 7, b[100] = 9;
 	NST_EQ(nss_hello_decode(b, 128, &d, &why), 0);
-	NST_EQ(d.version, 2);
+	NST_EQ(d.version, NSS_VERSION + 1);
+	/* Version 2 has xfers at byte 26; in version 1 it is reserved. */
+	nss_hello_encode(&h, b);
+	b[4] = 2, b[26] = 2;
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), 0);
+	NST_EQ(d.xfers, 2);
+	NST_EQ_U(nss_hello_xfers(&d), 2);
+	b[26] = 255;
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), 0);
+	NST_EQ_U(nss_hello_xfers(&d), NSS_XFERS_MAX);
+	b[4] = 1;
+	NST_EQ(nss_hello_decode(b, NSS_HELLO_LEN, &d, &why), -EPROTO);
+	NST_CHECK_(why && strstr(why, "reserved"), CU_FALSE, "version 1, byte 26: %s",
+		   why ? why : "(nothing)");
 	nss_hello_encode(&h, b);
 	{
 		static const struct {
