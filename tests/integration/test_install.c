@@ -103,6 +103,19 @@ static void stream_echo(void)
 	c = strstr(out, "[libc.so.6]");
 	NST_CHECK_(sp && c && sp < c, CU_FALSE,
 		   "libnicsimsp.so.0 is not NEEDED ahead of libc.so.6:\n%.400s", out);
+	/* Linked with -lnicsimsw alone, it still finds libnicsimsp: the
+	 * installed library says where (its RUNPATH), as a program's own
+	 * RUNPATH does not reach its libraries' needs. */
+	snprintf(line, sizeof(line),
+		 "cd '%s' && $CC -std=c11 -pthread -o stream_echo_alone stream_echo.c "
+		 "$(pkg-config --cflags nicsim-switch) -L\"$(pkg-config --variable=libdir "
+		 "nicsim-switch)\" -lnicsimsw "
+		 "-Wl,-rpath,\"$(pkg-config --variable=libdir nicsim-switch)\" 2>&1 && "
+		 "ldd ./stream_echo_alone",
+		 work);
+	NST_REQUIRE_EQ(sh(line, out, sizeof(out)), 0);
+	NST_CHECK_(strstr(out, "libnicsimsp.so.0 => /") != NULL, CU_FALSE,
+		   "linked with -lnicsimsw alone, libnicsimsp is not found:\n%.400s", out);
 	snprintf(line, sizeof(line),
 		 "cd '%s' && NICSIM_DIR='%s' ./stream_echo " ADDR_B " " ADDR_A " 7001", work, run);
 	rc = sh(line, out, sizeof(out));
