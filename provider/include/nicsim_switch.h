@@ -62,7 +62,8 @@ extern "C" {
  * int unless said otherwise.
  *
  * NSW_RDMA_THRESHOLD: the smallest send that moves by RDMA, in bytes
- *   (default: the SPI's SO_RDMA_THRESHOLD_SIZE, 64 KiB; at least 2 KiB).
+ *   (default: the SPI's SO_RDMA_THRESHOLD_SIZE, 64 KiB; at least 2 KiB,
+ *   less is EINVAL).
  * NSW_MAX_RDMA: the largest single RDMA (default and ceiling: the SPI's
  *   SO_MAX_RDMA_SIZE; at least 4 KiB; larger transfers are split).
  * NSW_NONBLOCK: 1 makes every call on the socket fail with EAGAIN (or

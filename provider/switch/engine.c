@@ -34,7 +34,6 @@
 #define SW_RECV_SIZE_MAX 4096u
 #define SW_SENDS 8u
 #define SW_BOUNCE (1u << 20)
-#define SW_MIN_THRESHOLD 2048u
 
 static bool ov_done(const WSAOVERLAPPED *ov)
 {
@@ -1051,7 +1050,7 @@ static void take(struct sw_sock *sk, uint32_t i, uint32_t len)
 
 		sk->out_max = sk->in_max = lmax < pmax ? lmax : pmax;
 		sk->out_threshold =
-		    sk->threshold < SW_MIN_THRESHOLD ? SW_MIN_THRESHOLD : sk->threshold;
+		    sk->threshold < NSS_MIN_THRESHOLD ? NSS_MIN_THRESHOLD : sk->threshold;
 		rx_repost(sk, i);
 		break;
 	}

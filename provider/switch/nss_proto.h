@@ -27,10 +27,11 @@
 #define NSS_MIN_RECVS 4u            /* receives a side posts for its peer, at least */
 #define NSS_MAX_RECVS (1u << 30)    /* ... at most: seq compares in serial arithmetic */
 #define NSS_MIN_RECV_SIZE 512u
-#define NSS_MIN_RDMA 4096u  /* a side's max_rdma, at least */
-#define NSS_F_CAN_READ 0x1u /* HELLO features: this side reads as a sink */
-#define NSS_F_READABLE 0x2u /* ... and its NIC serves the peer's RDMA READs */
-#define NSS_XFERS_MAX 8u    /* large transfers a direction may have outstanding, at most */
+#define NSS_MIN_RDMA 4096u      /* a side's max_rdma, at least */
+#define NSS_MIN_THRESHOLD 2048u /* a direction's RDMA threshold, at least (section 5) */
+#define NSS_F_CAN_READ 0x1u     /* HELLO features: this side reads as a sink */
+#define NSS_F_READABLE 0x2u     /* ... and its NIC serves the peer's RDMA READs */
+#define NSS_XFERS_MAX 8u        /* large transfers a direction may have outstanding, at most */
 
 enum nss_type {
 	NSS_HELLO = 1,

@@ -871,7 +871,8 @@ int nsw_setsockopt(int s, int level, int optname, const void *optval, socklen_t 
 	} else if (level == IPPROTO_TCP && optname == TCP_NODELAY) {
 		/* Small sends always go at once. */
 	} else if (level == NSW_SOL && optname == NSW_RDMA_THRESHOLD) {
-		err = set_before(v >= 0, before, &sk->threshold, v);
+		/* Copying beats any RDMA below 2 KiB (the protocol's floor). */
+		err = set_before(v >= (int)NSS_MIN_THRESHOLD, before, &sk->threshold, v);
 	} else if (level == NSW_SOL && optname == NSW_MAX_RDMA) {
 		err = set_before(v >= 4096, before, &sk->max_rdma, v);
 	} else if (level == NSW_SOL && optname == NSW_NONBLOCK) {

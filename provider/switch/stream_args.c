@@ -43,7 +43,8 @@ static const char usage_text[] =
     "  --sweep [LIST]       several sizes in turn, comma-separated (default\n"
     "                       64,4K,64K,1M,16M)\n"
     "  --count N            messages per size (ping-pong: round trips); default:\n"
-    "                       1 GiB's worth, from 64 to 100000 (ping-pong 10000)\n"
+    "                       1 GiB's worth, from 64 to 100000 (ping-pong: 10000,\n"
+    "                       or 1 GiB's worth if fewer, at least 16)\n"
     "  --duration SECONDS   run each size this long instead\n"
     "  --warmup N           untimed messages before each size (default 10)\n"
     "  --pingpong           the server sends each message back at once; the client\n"
@@ -446,7 +447,13 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 				return usage_err("--path %s: expected read, write or auto", val);
 			break;
 		case O_RDMA_THRESHOLD:
+			/* NSW_RDMA_THRESHOLD takes no less than 2 KiB. */
 			rc = parse_size("--rdma-threshold", val, &o->rdma_threshold);
+			if (!rc && o->rdma_threshold < 2048)
+				rc =
+				    usage_err("--rdma-threshold %s: expected a size from 2K to 1G, "
+					      "with an optional suffix K, M or G (e.g. 64K)",
+					      val);
 			break;
 		case O_MAX_RDMA:
 			/* NSW_MAX_RDMA takes no less than 4 KiB. */
@@ -503,6 +510,12 @@ int stream_parse_args(int argc, char **argv, struct stream_opts *o)
 					: tcp_only ? "127.0.0.1"
 						   : "198.18.0.2",
 					tcp_only ? 0 : STREAM_PORT, true, &o->peer);
+		/* As for a server's --bind: the switch's server needs a port. */
+		if (!rc && (o->transports & ST_SWITCH) && !o->peer.sin_port)
+			rc = usage_err("--loopback %s: a switch server needs a port: the switch "
+				       "cannot say which port 0 would give (leave the port out "
+				       "for 7472)",
+				       lb_b);
 	} else if (o->role == ROLE_SERVER && !o->bind_set) {
 		o->bind.sin_family = AF_INET;
 		o->bind.sin_addr.s_addr = htonl(INADDR_ANY);

@@ -283,8 +283,10 @@ static uint64_t default_count(const struct stream_opts *o, uint64_t size)
 {
 	uint64_t n = (1ull << 30) / size;
 
+	/* Ping-pong: 10000 round trips, or 1 GiB's worth if fewer (16 MiB
+	 * messages would take minutes), at least 16. */
 	if (o->pingpong)
-		return 10000;
+		return n < 16 ? 16 : n > 10000 ? 10000 : n;
 	return n < 64 ? 64 : n > 100000 ? 100000 : n;
 }
 

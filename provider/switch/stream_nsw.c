@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "nicsim_provider.h"
 #include "nicsim_switch.h"
@@ -83,6 +84,14 @@ static const char *nsw_advice(const char *call, int err)
 			return NULL;
 		if (nicsim_run_dir(dir, sizeof(dir)))
 			snprintf(dir, sizeof(dir), "(no usable run directory)");
+		else if (access(dir, F_OK)) {
+			snprintf(
+			    text, sizeof(text),
+			    "the run directory %s does not exist: start NICs with `nicsim up`, "
+			    "or point --dir or NICSIM_DIR at the run directory of running ones",
+			    dir);
+			return text;
+		}
 		/* A connect without --bind takes any NIC: there is none. */
 		snprintf(text, sizeof(text),
 			 "no NIC %s in %s: start NICs with `nicsim up`, or point --dir or "

@@ -197,6 +197,8 @@ static void test_bad_arguments(void)
 	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_STATS, &v, sizeof(v)), ENOPROTOOPT);
 	v = 4095;
 	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_MAX_RDMA, &v, sizeof(v)), EINVAL);
+	v = 2047;
+	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_RDMA_THRESHOLD, &v, sizeof(v)), EINVAL);
 	v = 3;
 	FAILS(nsw_setsockopt(cli, NSW_SOL, NSW_PATH, &v, sizeof(v)), EINVAL);
 	v = 1 << 20;

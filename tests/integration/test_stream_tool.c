@@ -623,6 +623,11 @@ static void test_bad_flags(void)
 	     "--rdma-threshold applies to the switch"},
 	    {{"--loopback", "--path", "sideways"}, "--path sideways: expected read, write or auto"},
 	    {{"--loopback", "--max-rdma", "1K"}, "--max-rdma 1K: expected a size from 4K to 1G"},
+	    {{"--loopback", "--rdma-threshold", "1K"},
+	     "--rdma-threshold 1K: expected a size from 2K to 1G"},
+	    {{"--loopback", "198.18.0.1", "198.18.0.2:0"},
+	     "--loopback 198.18.0.2:0: a switch server needs a port: the switch cannot say "
+	     "which port 0 would give"},
 	    {{"--server", "--bind", "198.18.0.2:0"},
 	     "--bind 198.18.0.2:0: a switch server needs a port: the switch cannot say which "
 	     "port 0 would give"},
@@ -707,6 +712,10 @@ static void test_no_such_nic(void)
 		 "to connect from in ");
 	HAS(out, ": start NICs with `nicsim up`, or point --dir or NICSIM_DIR at the run "
 		 "directory of running ones)\n");
+	NST_EQ(STREAM("--dir", "/nonexistent/nicsim-run", "--client", "198.18.0.2"), 1);
+	HAS(out, "(the run directory /nonexistent/nicsim-run does not exist: start NICs with "
+		 "`nicsim up`, or point --dir or NICSIM_DIR at the run directory of running "
+		 "ones)\n");
 	NST_EQ(STREAM("--dir", dir, "--client", "198.18.0.9"), 1);
 	HAS(out, "cannot connect to 198.18.0.9:7472: No route to host (no NIC with that "
 		 "address is on this side's fabric: `nicsim link show` lists its ports)\n");
