@@ -31,8 +31,6 @@ static void dir_push(struct nss_dir *d, uint32_t head, uint32_t rdma)
 		d->off = start;
 	d->xq[d->nxfer++] = (struct nss_span){start, start + rdma};
 	d->end = start + rdma;
-	d->xfer = true;
-	d->xfer_end = d->xq[0].end;
 }
 
 /* len bytes of the oldest transfer's RDMA part moved: when it is over,
@@ -45,8 +43,6 @@ static void dir_advance(struct nss_dir *d, uint64_t len)
 	memmove(&d->xq[0], &d->xq[1], (d->nxfer - 1) * sizeof(d->xq[0]));
 	d->nxfer--;
 	d->off = d->nxfer ? d->xq[0].off : d->end;
-	d->xfer = d->nxfer != 0;
-	d->xfer_end = d->xfer ? d->xq[0].end : 0;
 }
 
 /* Where the next SINK_AVAIL of d starts (*off) and the most it may offer,
@@ -113,7 +109,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 		}
 		if (in->shut)
 			return "data after SHUTDOWN";
-		if (in->xfer)
+		if (nss_dir_xfer(in))
 			return "data while a large transfer is outstanding";
 		if (h->stream_off != in->off)
 			return "DATA not where the stream stands";
@@ -141,7 +137,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 	case NSS_SINK_AVAIL:
 		if (c->out_path != NSS_PATH_WRITE)
 			return "SINK_AVAIL on the read path";
-		if (!out->xfer)
+		if (!nss_dir_xfer(out))
 			return "SINK_AVAIL with no large transfer outstanding";
 		if (out->nsink >= xfers(c, &c->peer))
 			return out->nsink == 1 ? "a second SINK_AVAIL before WR_DONE"
@@ -158,11 +154,11 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 	case NSS_RD_DONE:
 		if (c->out_path != NSS_PATH_READ)
 			return "RD_DONE on the write path";
-		if (!out->xfer)
+		if (!nss_dir_xfer(out))
 			return "RD_DONE with no large transfer outstanding";
 		if (h->stream_off != out->off)
 			return "RD_DONE not where the transfer stands";
-		if (h->rdma_len > out->xfer_end - out->off)
+		if (h->rdma_len > nss_dir_xfer_end(out) - out->off)
 			return "RD_DONE for more than was offered";
 		dir_advance(out, h->rdma_len);
 		return NULL;
@@ -178,7 +174,7 @@ static const char *check_rx(const struct nss_conn *c, const struct nss_hdr *h, s
 	case NSS_SHUTDOWN:
 		if (in->shut)
 			return "a second SHUTDOWN";
-		if (in->xfer)
+		if (nss_dir_xfer(in))
 			return "SHUTDOWN during a large transfer";
 		if (h->stream_off != in->off)
 			return "SHUTDOWN not where the stream stands";
@@ -324,7 +320,7 @@ int nss_conn_data_hdr(struct nss_conn *c, uint32_t data_len, struct nss_hdr *h)
 {
 	int err;
 
-	if (data_len && (c->out.shut || c->out.xfer))
+	if (data_len && (c->out.shut || nss_dir_xfer(&c->out)))
 		return -EPROTO;
 	err = begin(c, NSS_DATA, data_len != 0, h);
 	if (err)
@@ -387,7 +383,8 @@ int nss_conn_rd_done_hdr(struct nss_conn *c, uint32_t len, struct nss_hdr *h)
 {
 	int err;
 
-	if (c->in_path != NSS_PATH_READ || !c->in.xfer || !len || len > c->in.xfer_end - c->in.off)
+	if (c->in_path != NSS_PATH_READ || !nss_dir_xfer(&c->in) || !len ||
+	    len > nss_dir_xfer_end(&c->in) - c->in.off)
 		return -EPROTO;
 	err = begin(c, NSS_RD_DONE, false, h);
 	if (err)
@@ -419,7 +416,7 @@ int nss_conn_shutdown_hdr(struct nss_conn *c, struct nss_hdr *h)
 {
 	int err;
 
-	if (c->out.shut || c->out.xfer)
+	if (c->out.shut || nss_dir_xfer(&c->out))
 		return -EPROTO;
 	err = begin(c, NSS_SHUTDOWN, false, h);
 	if (err)

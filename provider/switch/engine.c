@@ -375,7 +375,7 @@ int sw_ctl_flush(struct sw_sock *sk)
 		if (sk->done_due) {
 			/* One RD_DONE per transfer: the bytes read may run
 			 * into the next one. */
-			uint64_t room = sk->pc.in.xfer_end - sk->pc.in.off;
+			uint64_t room = nss_dir_xfer_end(&sk->pc.in) - sk->pc.in.off;
 			uint32_t n = room < sk->done_due ? (uint32_t)room : sk->done_due;
 
 			r = nss_conn_rd_done_hdr(&sk->pc, n, &h);
@@ -394,7 +394,7 @@ int sw_ctl_flush(struct sw_sock *sk)
 				r = tx_post(sk, slot, &h, c->bdesc, NULL);
 				continue;
 			}
-		} else if (sk->shutdown_due && !sk->pc.out.xfer && !sk->pend.on) {
+		} else if (sk->shutdown_due && !nss_dir_xfer(&sk->pc.out) && !sk->pend.on) {
 			r = nss_conn_shutdown_hdr(&sk->pc, &h);
 			if (r == 0)
 				sk->shutdown_due = false;
@@ -988,7 +988,7 @@ int sw_send_small(struct sw_sock *sk, const uint8_t *p, uint32_t len)
 	struct nss_hdr h;
 	int r;
 
-	if (!slot || sk->pc.out.xfer)
+	if (!slot || nss_dir_xfer(&sk->pc.out))
 		return -EAGAIN;
 	r = nss_conn_data_hdr(&sk->pc, n, &h);
 	if (r == -EAGAIN)

@@ -32,12 +32,10 @@ struct nss_span {
  * arrived with its SRC_AVAIL.
  */
 struct nss_dir {
-	uint64_t off;      /* every byte before off has moved: sent (out) or received (in) */
-	uint64_t end;      /* where the next data-bearing message starts: off, or past the
+	uint64_t off;   /* every byte before off has moved: sent (out) or received (in) */
+	uint64_t end;   /* where the next data-bearing message starts: off, or past the
 			    * last transfer outstanding */
-	bool xfer;         /* a large transfer's RDMA part is outstanding */
-	uint64_t xfer_end; /* ... the oldest one's ends here: it covers [off, xfer_end) */
-	uint32_t nxfer;    /* transfers outstanding: their RDMA parts, oldest first */
+	uint32_t nxfer; /* transfers outstanding: their RDMA parts, oldest first */
 	struct nss_span xq[NSS_XFERS_MAX];
 	uint32_t nsink; /* write path: SINK_AVAILs outstanding, oldest first (sq[0].off == off) */
 	struct nss_span sq[NSS_XFERS_MAX];
@@ -48,6 +46,18 @@ struct nss_dir {
 	uint64_t starts[NSS_XFERS_MAX]; /* in: the RDMA parts' starts of the last transfers */
 	uint32_t nstarts;               /* ... announced (a count: starts is a ring) */
 };
+
+/* Whether a large transfer's RDMA part is outstanding in d, and where the
+ * oldest one's ends (it covers [d->off, that)). */
+static inline bool nss_dir_xfer(const struct nss_dir *d)
+{
+	return d->nxfer != 0;
+}
+
+static inline uint64_t nss_dir_xfer_end(const struct nss_dir *d)
+{
+	return d->nxfer ? d->xq[0].end : 0;
+}
 
 struct nss_conn {
 	struct nss_hello local, peer;

@@ -75,8 +75,7 @@ static void connect(struct nss_conn *a, bool a_reads, struct nss_conn *b, bool b
 
 static bool same_dir(const struct nss_dir *x, const struct nss_dir *y)
 {
-	return x->off == y->off && x->end == y->end && x->xfer == y->xfer &&
-	       x->xfer_end == y->xfer_end && x->nxfer == y->nxfer &&
+	return x->off == y->off && x->end == y->end && x->nxfer == y->nxfer &&
 	       !memcmp(x->xq, y->xq, sizeof(x->xq)) && x->nsink == y->nsink &&
 	       !memcmp(x->sq, y->sq, sizeof(x->sq)) && x->shut == y->shut &&
 	       x->synced == y->synced && x->nstarts == y->nstarts &&
@@ -108,16 +107,16 @@ static void test_read_path(void)
 	NST_EQ_U(h.stream_off, 100);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	NST_EQ_U(b.in.off, 110);
-	NST_TRUE(b.in.xfer);
+	NST_TRUE(nss_dir_xfer(&b.in));
 	/* Nothing more from A until it is done; B reads in two parts. */
 	NST_EQ(nss_conn_data_hdr(&a, 1, &h), -EPROTO);
 	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 3000, &h), 0);
 	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
-	NST_TRUE(a.out.xfer);
+	NST_TRUE(nss_dir_xfer(&a.out));
 	NST_EQ(nss_conn_rd_done_hdr(&b, 2001, &h), -EPROTO); /* more than is left */
 	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 2000, &h), 0);
 	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
-	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_TRUE(!nss_dir_xfer(&a.out) && !nss_dir_xfer(&b.in));
 	NST_EQ_U(a.out.off, 5110);
 	NST_EQ_U(b.in.off, 5110);
 	NST_REQUIRE_EQ(nss_conn_shutdown_hdr(&a, &h), 0);
@@ -147,7 +146,7 @@ static void test_write_path(void)
 		NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
 		NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	}
-	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_TRUE(!nss_dir_xfer(&a.out) && !nss_dir_xfer(&b.in));
 	NST_EQ_U(b.in.off, 4097);
 	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 7, &h), 0);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
@@ -174,7 +173,7 @@ static void test_pipelined_read_path(void)
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	NST_EQ_U(b.in.off, 110);
 	NST_EQ_U(b.in.end, 8130);
-	NST_EQ_U(b.in.xfer_end, 5110);
+	NST_EQ_U(nss_dir_xfer_end(&b.in), 5110);
 	NST_EQ(nss_conn_src_avail_hdr(&a, 1, 10, sizeof(desc), &h), -EAGAIN);
 	NST_EQ(nss_conn_data_hdr(&a, 1, &h), -EPROTO);
 
@@ -207,7 +206,7 @@ static void test_pipelined_read_path(void)
 	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 3000, &h), 0);
 	NST_EQ_U(h.stream_off, 5130);
 	NST_REQUIRE_EQ(pass(&b, &h, &a, &why), 0);
-	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_TRUE(!nss_dir_xfer(&a.out) && !nss_dir_xfer(&b.in));
 	NST_EQ_U(a.out.off, 8130);
 	NST_EQ_U(b.in.off, 8130);
 	NST_REQUIRE_EQ(nss_conn_data_hdr(&a, 2, &h), 0);
@@ -228,7 +227,7 @@ static void test_update_behind_finished_transfer(void)
 	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 5000, sizeof(desc), &h), 0);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	NST_REQUIRE_EQ(nss_conn_rd_done_hdr(&b, 5000, &rd_done), 0); /* on its way */
-	NST_TRUE(!b.in.xfer);
+	NST_TRUE(!nss_dir_xfer(&b.in));
 	NST_REQUIRE_EQ(nss_conn_src_avail_hdr(&a, 10, 3000, sizeof(desc), &h), 0);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
 	NST_EQ_U(b.in.off, 5020);
@@ -334,7 +333,7 @@ static void test_pipelined_write_path(void)
 	NST_REQUIRE_EQ(nss_conn_wr_done_hdr(&a, &h), 0);
 	NST_EQ_U(h.stream_off, 4098);
 	NST_REQUIRE_EQ(pass(&a, &h, &b, &why), 0);
-	NST_TRUE(!a.out.xfer && !b.in.xfer);
+	NST_TRUE(!nss_dir_xfer(&a.out) && !nss_dir_xfer(&b.in));
 	NST_EQ_U(a.out.off, 4198);
 	NST_EQ_U(b.in.off, 4198);
 }
