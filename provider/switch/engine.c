@@ -1194,7 +1194,6 @@ void sw_progress(struct sw_sock *sk)
 	 * RD_DONE, or this side's WR_DONE once sent. */
 	while (sk->nout > sk->pc.out.nxfer)
 		out_end(sk);
-	out_write(sk);
 	pend_start(sk);
 	in_next(sk);
 	pthread_cond_broadcast(&sk->cond);
