@@ -343,6 +343,8 @@ void fab_port_close(struct fab_port *p)
 {
 	if (!p)
 		return;
+	fab_udp_tx_flush(p);
+	fab_port_udp_close(p);
 	__atomic_store_n(&p->seg->state, FAB_PORT_CLOSED, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->seg->sleeping, 0, __ATOMIC_RELAXED);
 	/* What has arrived, then everything else this generation holds (frames

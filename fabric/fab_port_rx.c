@@ -15,6 +15,9 @@
 /* Every this many fab_recv calls, every ring is looked at, not only the
  * ones the pending bitmap names. */
 #define FULL_SCAN_EVERY 1024u
+/* While frames wait, the UDP socket is still looked at every this many
+ * fab_recv calls. */
+#define UDP_LOOK_EVERY 16u
 
 /* ---- Delivery heap (private): min-heap on (due_ns, order) --------------------- */
 
@@ -200,8 +203,13 @@ static bool take(struct fab_port *p, uint32_t s, uint32_t pos, uint32_t idx, uin
 	return true;
 }
 
+uint32_t fab_port_waiting(const struct fab_port *p)
+{
+	return waiting(p);
+}
+
 /* Queue a frame taken for delivery, unless the queue and heap are full. */
-static bool deliver_later(struct fab_port *p, struct fab_heap_ent *e)
+bool fab_port_deliver_later(struct fab_port *p, struct fab_heap_ent *e)
 {
 	if (waiting(p) == p->fab->nframes) {
 		FAB_PORT_COUNT(p, heap_full);
@@ -243,7 +251,7 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 	for (; cons != prod; cons++) {
 		if (!take(p, s, cons, FAB_READ_ONCE(ring[cons & mask]), now, &e, &unit, &next))
 			continue;
-		deliver_later(p, &e);
+		fab_port_deliver_later(p, &e);
 		/* The rest of a unit: each frame must say it is the one the
 		 * chain expects (its count of frames left one less than the
 		 * last's), or the walk stops there; the frames it did not
@@ -257,7 +265,7 @@ static uint32_t pull_ring(struct fab_port *p, uint32_t s, uint64_t *now)
 				fab_port_release(p, e.idx);
 				break;
 			}
-			deliver_later(p, &e);
+			fab_port_deliver_later(p, &e);
 		}
 	}
 	__atomic_store_n(&l->cons, cons, __ATOMIC_RELEASE);
@@ -308,6 +316,10 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 	} else {
 		pull_pending(p, &now);
 	}
+	/* The network when nothing else waits, and now and then when the
+	 * fabric keeps the queue busy: one system call per look. */
+	if (p->udp && (!waiting(p) || p->recv_calls % UDP_LOOK_EVERY == 0))
+		fab_udp_pull(p, fab_now_ns());
 	first = wait_first(p);
 	if (!first)
 		return -EAGAIN;
@@ -319,6 +331,17 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 	now = p->clock;
 	while ((first = wait_first(p)) && due_by(first, now)) {
 		wait_pop(p, &e);
+		if (e.marks & FAB_ENT_UDP) {
+			*rx = (struct fab_rx){
+			    .idx = e.idx,
+			    .len = e.len,
+			    .data = fab_frame_at(p->fab, e.idx),
+			    .src = e.src_addr,
+			    .due_ns = e.due_ns,
+			    .sent_ns = e.sent_ns,
+			};
+			return 0;
+		}
 		v = &p->rx[e.src_slot];
 		if (!fab_link_view_refresh(p->fab, fab_link_at(p->fab, e.src_slot, p->slot),
 					   e.src_slot, p->slot, v))
@@ -358,9 +381,12 @@ uint64_t fab_next_due_ns(struct fab_port *p)
 	const struct fab_heap_ent *first;
 	uint64_t now = 0;
 
+	uint64_t udp;
+
 	pull_pending(p, &now);
 	first = wait_first(p);
-	return first ? first->due_ns : UINT64_MAX;
+	udp = fab_udp_next_due_ns(p);
+	return first && first->due_ns < udp ? first->due_ns : udp;
 }
 
 /* ---- Sleeping and waking -------------------------------------------------------- */
@@ -370,9 +396,13 @@ int fab_port_sleep_prepare(struct fab_port *p)
 	const struct fab_heap_ent *first;
 	uint64_t now = 0;
 
+	/* Datagrams a burst left waiting go now; the receive socket is in the
+	 * sleeper's epoll set, so arrivals there wake it. */
+	fab_udp_tx_flush(p);
 	__atomic_store_n(&p->seg->sleeping, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (pull_all(p, &now) || ((first = wait_first(p)) && first->due_ns <= fab_now_ns())) {
+	if (pull_all(p, &now) || ((first = wait_first(p)) && first->due_ns <= fab_now_ns()) ||
+	    fab_udp_next_due_ns(p) <= fab_now_ns()) {
 		__atomic_store_n(&p->seg->sleeping, 0, __ATOMIC_RELAXED);
 		return -EAGAIN;
 	}

@@ -173,6 +173,7 @@ void fab_port_hold_kicks(struct fab_port *p)
 void fab_port_release_kicks(struct fab_port *p)
 {
 	p->holding = false;
+	fab_udp_tx_flush(p);
 	for (uint32_t i = 0; i < p->nheld; i++)
 		kick(p, p->held[i]);
 	p->nheld = 0;
@@ -213,6 +214,8 @@ int fab_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 	}
 	t = send_ctx_open(p, dst, &sc);
 	if (!t) {
+		if (p->udp)
+			return fab_udp_send(p, idx, len, dst);
 		fab_port_release(p, idx);
 		return -EHOSTUNREACH;
 	}
@@ -285,7 +288,7 @@ int fab_unit_whole(struct fab_port *p, uint32_t dst)
 	int d = fab_slot_find(fab, dst);
 
 	if (d < 0 || __atomic_load_n(&fab->ports[d].state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN)
-		return -EHOSTUNREACH;
+		return p->udp ? 0 : -EHOSTUNREACH; /* a datagram each */
 	l = fab_link_at(fab, p->slot, (uint32_t)d);
 	t = &p->tx[d];
 	if (!fab_link_view_refresh(fab, l, p->slot, (uint32_t)d, &t->view))
@@ -348,6 +351,10 @@ int fab_send_unit(struct fab_port *p, const uint32_t *idx, const uint32_t *len, 
 		}
 	}
 	t = send_ctx_open(p, dst, &sc);
+	if (!t && p->udp) {
+		unit_split(p, idx, len, n, dst, res);
+		return 0;
+	}
 	if (!t) {
 		unit_release(p, idx, n);
 		res->unreachable = n;

@@ -66,6 +66,8 @@ struct fab_heap_ent {
 
 /* A frame of a burst unit: its sender left the ICRC out (fab.h). */
 #define FAB_ENT_NO_ICRC 0x8000u
+/* A datagram received on the port's UDP side (fab_udp.c): no link, no slot. */
+#define FAB_ENT_UDP 0x4000u
 
 #define FAB_HELD_MAX 8u
 
@@ -111,6 +113,7 @@ struct fab_port {
 	uint32_t clock_sends; /* sent on the reading in clock (send_clock) */
 	uint32_t nheld;
 	uint32_t held[FAB_HELD_MAX];
+	struct fab_udp *udp; /* its UDP side (fab_udp.c), or NULL */
 };
 
 /* Section accessors; slots and indices already checked by the caller. */
@@ -219,5 +222,21 @@ void fab_port_drain_bell(struct fab_port *p);
 /* fab_port_rx.c: at close, pull what has arrived and free every frame
  * waiting for delivery. */
 void fab_port_rx_close(struct fab_port *p);
+/* fab_port_rx.c: queue a frame this port holds for delivery (e->order is
+ * set here); false if the queue is full (the frame is released, counted). */
+bool fab_port_deliver_later(struct fab_port *p, struct fab_heap_ent *e);
+/* fab_port_rx.c: frames waiting for delivery. */
+uint32_t fab_port_waiting(const struct fab_port *p);
+
+/* fab_udp.c: send frame idx (held, len bytes) to dst, an address with no
+ * open port here, as a datagram (fab_send's contract). */
+int fab_udp_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst);
+/* fab_udp.c: send the delayed frames due by now, then take what the socket
+ * holds (a batch at most) into the delivery queue; the frames queued. */
+uint32_t fab_udp_pull(struct fab_port *p, uint64_t now);
+/* fab_udp.c: send the frames a burst left waiting (no-op without UDP). */
+void fab_udp_tx_flush(struct fab_port *p);
+/* fab_udp.c: when the earliest delayed frame is due, or UINT64_MAX. */
+uint64_t fab_udp_next_due_ns(struct fab_port *p);
 
 #endif /* FAB_PRIV_H */

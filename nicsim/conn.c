@@ -70,6 +70,7 @@ struct pending_req {
 	uint32_t peer_addr, peer_qpn, peer_psn, peer_comm_id;
 	/* The REQ's timers, which the connection will run with (as in struct qp). */
 	uint8_t ack_timeout, retry_cnt, rnr_retry, cm_timeout, cm_retries;
+	uint32_t mtu; /* the REQ's path MTU, no larger than this NIC's path back */
 };
 
 /* A DREQ sent and not yet answered: the QP it closed may be gone. */
@@ -236,6 +237,7 @@ static void send_req(struct nic *nic, struct qp *qp)
 	m.rnr_retry_count = qp->rnr_retry;
 	m.remote_cm_timeout = m.local_cm_timeout = qp->cm_timeout;
 	m.max_cm_retries = qp->cm_retries;
+	m.mtu = qp->mtu;
 	err = cm_send(nic, qp->peer_addr, &m);
 
 	qp->cm_tries++;
@@ -461,6 +463,7 @@ static uint16_t do_connect(struct nic *nic, struct nic_ctx *c, const struct nic_
 	qp->rnr_retry = nic->opts.timers.rnr_retry;
 	qp->cm_timeout = nic->opts.timers.cm_timeout;
 	qp->cm_retries = nic->opts.timers.cm_retries;
+	qp->mtu = port_path_mtu(nic, qp->peer_addr);
 	qp->state = NIC_QPS_CONNECTING;
 	__atomic_store_n(&qp->hdr->state, NIC_QPS_CONNECTING, __ATOMIC_RELAXED);
 	cs->connecting[cs->nconn++] = qp;
@@ -493,6 +496,7 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->rnr_retry = r->rnr_retry;
 	qp->cm_timeout = r->cm_timeout;
 	qp->cm_retries = r->cm_retries;
+	qp->mtu = r->mtu;
 	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
 	drop_req(cs, r);
 	send_rep(nic, qp, qp->cm_tid);
@@ -770,7 +774,10 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 				  .retry_cnt = m->retry_count,
 				  .rnr_retry = m->rnr_retry_count,
 				  .cm_timeout = m->local_cm_timeout,
-				  .cm_retries = m->max_cm_retries};
+				  .cm_retries = m->max_cm_retries,
+				  .mtu = m->mtu};
+	if (r->mtu > port_path_mtu(nic, src))
+		r->mtu = port_path_mtu(nic, src);
 	/*
 	 * The requester waits at most its longest interval after its last REQ
 	 * before it gives up; twice that without a REQ means it has (one lost

@@ -51,8 +51,10 @@ _Static_assert(TPT_FAULT_LOG * sizeof(struct nic_mgmt_fault_rec) + sizeof(struct
  * keeps inside.
  */
 
-/* Figures of the stats record that are looked up when asked, not counted. */
-#define STATS_LOOKED_UP 6u
+/* Figures of the stats record that are looked up when asked, not counted:
+ * six of the NIC's, and the fabric port's UDP counters. */
+#define STATS_UDP (sizeof(struct fab_udp_stats) / sizeof(uint64_t))
+#define STATS_LOOKED_UP (6u + STATS_UDP)
 _Static_assert(sizeof(struct nic_stats) ==
 		   sizeof(struct nic_counters) + STATS_LOOKED_UP * sizeof(uint64_t),
 	       "each field of the stats record is either a counter of the same name or one of "
@@ -81,6 +83,15 @@ static void stats_rec(struct nic *nic, struct nic_stats *r)
 	r->tpt_high_water = tpt_high_water(nic->tpt);
 	r->contexts = nic->nctx;
 	r->qps = nic->qps.in_use;
+	if (nic->port) {
+		struct fab_udp_stats u;
+
+		if (fab_port_udp_stats(nic->port, &u) == 0) {
+#define UDP_COPY(name, desc) r->udp_##name = u.name;
+			FAB_UDP_STATS(UDP_COPY)
+#undef UDP_COPY
+		}
+	}
 }
 
 static uint8_t wire_type(enum tpt_type type)

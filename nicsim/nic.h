@@ -17,6 +17,7 @@
 #define NICSIM_NIC_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -67,6 +68,8 @@ struct nic_opts {
 	/* NICs that share this process's descriptor limit (nic_run_group):
 	 * each counts on its share of what is left.  0 or 1: alone. */
 	unsigned fd_share;
+	/* Also send and receive frames as UDP datagrams (fab_port_udp_open). */
+	bool udp;
 };
 
 struct nic;

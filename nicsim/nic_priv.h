@@ -194,6 +194,7 @@ struct nic {
 	struct fab *fab;
 	struct fab_port *port;
 	struct nic_src port_src;
+	struct nic_src udp_src; /* the port's UDP receive socket (--udp) */
 	int timer_fd;
 	struct nic_src timer_src;
 	uint64_t timer_armed;    /* deadline the timerfd is set to, 0: none */
@@ -290,6 +291,8 @@ int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst);
  * so frames keep their order, and the NIC flushes before it waits.
  */
 bool port_unit_join(struct nic *nic, uint32_t dst);
+/* The largest path MTU frames to dst can use (fab_port_path_mtu). */
+uint32_t port_path_mtu(struct nic *nic, uint32_t dst);
 void port_unit_add(struct nic *nic, uint32_t idx, uint32_t len);
 void port_flush(struct nic *nic);
 /* Send a frame built by fill() (which returns its length or a negative errno). */

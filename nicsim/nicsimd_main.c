@@ -41,6 +41,11 @@ static void usage(FILE *f)
 		"                     sleeping (default %u); up to 500 us while sleeps keep\n"
 		"                     ending soon (0: never poll)\n"
 		"  --log-level L      error, warn, info (default) or debug\n"
+		"  --udp              also reach NICs beyond this fabric: RoCEv2 datagrams on\n"
+		"                     UDP port 4791 of the NIC's address, which must be on an\n"
+		"                     interface here (ip addr add A/15 dev IF); needs\n"
+		"                     CAP_NET_RAW (root). Frames to NICs of this fabric keep\n"
+		"                     shared memory (docs/fabric.md, \"Beyond this machine\")\n"
 		"\n"
 		"Timers of the connections this NIC makes, in InfiniBand's encodings; they go\n"
 		"in the CM request and the accepting NIC uses them too. A timeout code C means\n"
@@ -112,6 +117,7 @@ int main(int argc, char **argv)
 	    {"cm-timeout", required_argument, NULL, 'T'},
 	    {"cm-retries", required_argument, NULL, 'M'},
 	    {"rnr-timer", required_argument, NULL, 'r'},
+	    {"udp", no_argument, NULL, 'U'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -217,6 +223,7 @@ int main(int argc, char **argv)
 			if (!timer_opt(NIC_TOPT_RNR_TIMER, optarg, &o.rnr_timer))
 				return 2;
 			break;
+		case 'U': o.udp = true; break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			printf("nicsimd %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);

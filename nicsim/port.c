@@ -20,6 +20,45 @@
 
 #include "fab_addr.h"
 
+/* The port's UDP side (--udp), with what to do when it cannot be had. */
+static int port_udp_open(struct nic *nic)
+{
+	char a[FAB_ADDR_STRLEN];
+	int err = fab_port_udp_open(nic->port);
+
+	fab_addr_format(nic->opts.addr, a, sizeof(a));
+	switch (err) {
+	case 0:
+		nic_info(&nic->log,
+			 "--udp: RoCEv2 datagrams on %s port 4791 reach NICs beyond "
+			 "this fabric",
+			 a);
+		return 0;
+	case -EPERM:
+	case -EACCES:
+		nic_err(&nic->log,
+			"--udp needs CAP_NET_RAW (raw sockets: the ICRC covers IP header fields "
+			"a UDP socket does not show): run nicsimd as root, or give it the "
+			"capability (setcap cap_net_raw+ep nicsimd)");
+		break;
+	case -EADDRNOTAVAIL:
+		nic_err(&nic->log,
+			"--udp: %s is not an address of any interface here; add it first "
+			"(ip addr add %s/15 dev IF)",
+			a, a);
+		break;
+	case -EADDRINUSE:
+		nic_err(&nic->log,
+			"--udp: UDP port 4791 of %s is taken by another program (an rdma_rxe "
+			"device on this machine binds it on every address: nicsim cannot share "
+			"a network namespace with one)",
+			a);
+		break;
+	default: nic_err(&nic->log, "--udp: cannot open the UDP side: %s", strerror(-err));
+	}
+	return err;
+}
+
 int port_open(struct nic *nic)
 {
 	char path[PATH_MAX + 16];
@@ -35,6 +74,13 @@ int port_open(struct nic *nic)
 		return err;
 	snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, nic->opts.dir);
 	if (stat(path, &st) < 0) {
+		if (nic->opts.udp) {
+			nic_err(&nic->log,
+				"--udp: no fabric in %s to open a port on: create one first "
+				"(nicsim up --dir %s --udp starts NICs on one)",
+				nic->opts.dir, nic->opts.dir);
+			return -ENOENT;
+		}
 		nic_info(&nic->log, "no fabric in %s: connections will be refused as unreachable",
 			 nic->opts.dir);
 		return 0;
@@ -51,7 +97,20 @@ int port_open(struct nic *nic)
 		return err;
 	}
 	nic->port_src.type = NIC_SRC_PORT;
-	return nic_epoll_add(nic, fab_port_fd(nic->port), EPOLLIN, &nic->port_src);
+	err = nic_epoll_add(nic, fab_port_fd(nic->port), EPOLLIN, &nic->port_src);
+	if (err || !nic->opts.udp)
+		return err;
+	err = port_udp_open(nic);
+	if (err)
+		return err;
+	/* Datagrams are taken by fab_recv; the socket only wakes the loop. */
+	nic->udp_src.type = NIC_SRC_PORT;
+	return nic_epoll_add(nic, fab_port_udp_fd(nic->port), EPOLLIN, &nic->udp_src);
+}
+
+uint32_t port_path_mtu(struct nic *nic, uint32_t dst)
+{
+	return nic->port ? fab_port_path_mtu(nic->port, dst) : FAB_MTU;
 }
 
 void port_close(struct nic *nic)

@@ -74,6 +74,9 @@ struct qp {
 	/* The timers the connection runs with: the REQ's (struct nic_timers),
 	 * and for the active side the RNR retry count of the REP. */
 	uint8_t ack_timeout, retry_cnt, rnr_retry, cm_timeout, cm_retries;
+	/* The path MTU (payload bytes per packet): the active side's REQ
+	 * names it, the passive side takes it no larger than its own. */
+	uint32_t mtu;
 	/* Transport (qpio.c), valid from RTS on. */
 	struct rc rc;
 	struct qpio_ahead ahead[2]; /* a requester's and a responder's stream */

@@ -511,6 +511,7 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	cfg.no_reads = !(nic->opts.caps & NIC_CAP_RDMA_READ);
 	cfg.hold_first = qp->hold_first;
 	cfg.recv_inline = qp->recv_inline;
+	cfg.mtu = qp->mtu ? qp->mtu : FAB_MTU;
 	ops.arg = qp;
 	qp->peer_addr = peer_addr;
 	qp->peer_qpn = peer_qpn;

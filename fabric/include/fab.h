@@ -342,6 +342,71 @@ void fab_port_sleep_cancel(struct fab_port *port);
  * benchmarks count wake-ups with it). */
 uint64_t fab_port_wakeups(const struct fab_port *port);
 
+/* ---- UDP: beyond this machine ------------------------------------------- */
+
+/*
+ * A port may also reach NICs that are not on its fabric: RoCEv2 datagrams
+ * on UDP port 4791 of its own address, which must be configured on an
+ * interface here (fab_udp.c has the sockets).  Once open, fab_send to an
+ * address with no open port on the fabric sends a datagram through the
+ * kernel's routing; if the address is bound to a slot (fab_port_claim),
+ * that link's model and fault rules decide on each frame as for fabric
+ * frames.  fab_recv hands out received datagrams among the fabric's
+ * frames, each made a frame (the fabric's Ethernet header in front of the
+ * IPv4 header as it arrived), with src the IPv4 source.  Datagrams that
+ * cannot be RoCEv2 packets to this port are counted and dropped here; the
+ * rest get every check of a fabric frame from the receiver's decoder.
+ *
+ * Needs CAP_NET_RAW (raw sockets: the ICRC covers IP header fields a UDP
+ * socket does not show).  Returns 0, -EPERM without it, -EADDRNOTAVAIL if
+ * the address is not configured here, -EADDRINUSE if another program has
+ * UDP port 4791 on it, -EALREADY, or another system error.
+ */
+int fab_port_udp_open(struct fab_port *port);
+
+/* Close the UDP side (fab_port_close does it too).  Accepts a port without. */
+void fab_port_udp_close(struct fab_port *port);
+
+/* The receive socket, for an epoll set (readable: datagrams wait), or -1. */
+int fab_port_udp_fd(const struct fab_port *port);
+
+/* X(name, description) */
+#define FAB_UDP_STATS(X)                                                                     \
+	X(rx_datagrams, "datagrams received on port 4791 of this address")                   \
+	X(rx_bytes, "bytes of them, from the IPv4 header on")                                \
+	X(rx_short, "dropped: shorter than any RoCEv2 packet")                               \
+	X(rx_oversize, "dropped: longer than a frame slot")                                  \
+	X(rx_not_roce, "dropped: IP options or a fragment")                                  \
+	X(rx_bad_length, "dropped: IP or UDP length differs from what arrived")              \
+	X(rx_wrong_dst, "dropped: to another address")                                       \
+	X(rx_nobuf, "times datagrams had to wait: no free frame or the delivery queue full") \
+	X(tx_datagrams, "datagrams sent")                                                    \
+	X(tx_bytes, "bytes of them, from the IPv4 header on")                                \
+	X(tx_refused, "frames not sent: their IPv4 header did not match the port and dst")   \
+	X(tx_unreachable, "datagrams the kernel could not route")                            \
+	X(tx_too_big, "datagrams over the route's MTU")                                      \
+	X(tx_nobufs, "datagrams dropped: the socket's buffer was full")                      \
+	X(tx_errors, "datagrams refused for another reason")
+
+struct fab_udp_stats {
+#define FAB_X_FIELD(name, desc) uint64_t name;
+	FAB_UDP_STATS(FAB_X_FIELD)
+#undef FAB_X_FIELD
+};
+
+/* The UDP side's counters: 0, or -ENOENT without one. */
+int fab_port_udp_stats(const struct fab_port *port, struct fab_udp_stats *st);
+
+/*
+ * The largest IB MTU (256 .. FAB_MTU) that frames to dst can use: FAB_MTU
+ * on the fabric, else the largest that fits the route's IP MTU with every
+ * header (a 1500-byte Ethernet path: 1024, as Soft-RoCE finds).
+ */
+uint32_t fab_port_path_mtu(struct fab_port *port, uint32_t dst);
+
+/* The largest IB MTU whose packets fit an IP MTU of ip_mtu bytes, or 0. */
+uint32_t fab_ib_mtu_for(uint32_t ip_mtu);
+
 /* ---- Capture tap -------------------------------------------------------- */
 
 struct fab_tap_frame {

@@ -1,5 +1,5 @@
 /*
- * Management protocol of ABI version 6 (NIC_ABI_VERSION, nicsim_abi.h): how
+ * Management protocol of ABI version 7 (NIC_ABI_VERSION, nicsim_abi.h): how
  * the nicsim tool reads a NIC's state.  This header holds the protocol
  * only: the messages, their records and the values those carry, each size
  * checked below.  docs/hardware-interface.md section 11 describes it.
@@ -127,7 +127,22 @@
 	X(shm_unmaps, "shared buffers unmapped (SHM_UNMAP or the context's end)")         \
 	X(shm_fds_dropped, "shared-buffer descriptors closed unmapped (refused, extra)")  \
 	X(shm_bad_msgs, "attach-socket messages that broke the shared-buffer protocol")   \
-	X(dma_shm, "DMA pieces copied through shared buffers, no system call")
+	X(dma_shm, "DMA pieces copied through shared buffers, no system call")            \
+	X(udp_rx_datagrams, "UDP: datagrams received on port 4791 of this address")       \
+	X(udp_rx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
+	X(udp_rx_short, "UDP: dropped, shorter than any RoCEv2 packet")                   \
+	X(udp_rx_oversize, "UDP: dropped, longer than a frame")                           \
+	X(udp_rx_not_roce, "UDP: dropped, IP options or a fragment")                      \
+	X(udp_rx_bad_length, "UDP: dropped, IP or UDP length differs from what arrived")  \
+	X(udp_rx_wrong_dst, "UDP: dropped, to another address")                           \
+	X(udp_rx_nobuf, "UDP: times datagrams waited for a free frame")                   \
+	X(udp_tx_datagrams, "UDP: datagrams sent")                                        \
+	X(udp_tx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
+	X(udp_tx_refused, "UDP: frames not sent, their IPv4 header was not this NIC's")   \
+	X(udp_tx_unreachable, "UDP: datagrams the kernel could not route")                \
+	X(udp_tx_too_big, "UDP: datagrams over the route's MTU")                          \
+	X(udp_tx_nobufs, "UDP: datagrams dropped, the socket's buffer was full")          \
+	X(udp_tx_errors, "UDP: datagrams refused for another reason")
 
 struct nic_stats {
 #define NIC_STATS_FIELD(name, desc) uint64_t name;
@@ -258,7 +273,7 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 104, "fault rec is 104 bytes");
-_Static_assert(sizeof(struct nic_stats) == 712, "stats rec is 89 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_stats) == 832, "stats rec is 104 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

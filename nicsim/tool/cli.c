@@ -36,6 +36,7 @@ enum opt_id {
 	OPT_NO_MW,
 	OPT_NO_RDMA_READ,
 	OPT_ONE_PROCESS,
+	OPT_UDP,
 	OPT_ACK_TIMEOUT, /* the timer options, in the order of nic_timer_opts */
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
@@ -72,6 +73,9 @@ static const struct opt_spec opt_specs[] = {
     {"one-process", OPT_ONE_PROCESS, NULL,
      "serve all the NICs from one nicsimd (one thread): small messages between them take "
      "half the time on a busy machine; bulk transfers share one CPU"},
+    {"udp", OPT_UDP, NULL,
+     "NICs that also reach NICs beyond this fabric: RoCEv2 datagrams on UDP port 4791 of "
+     "their addresses, which must be on interfaces here (needs root; docs/fabric.md)"},
     {"ack-timeout", OPT_ACK_TIMEOUT, "C",
      "local ACK timeout code, 1..31: 4.096 us x 2^C (default: nicsimd's)"},
     {"retry-count", OPT_RETRY_COUNT, "N", "retransmission timeouts before a request fails, 0..7"},
@@ -112,9 +116,10 @@ static const struct cmd_spec cmd_specs[] = {
     {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ONE_PROCESS) |
-	 OPT_BIT(OPT_ACK_TIMEOUT) | OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) |
-	 OPT_BIT(OPT_CM_TIMEOUT) | OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) |
-	 OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
+	 OPT_BIT(OPT_UDP) | OPT_BIT(OPT_ACK_TIMEOUT) | OPT_BIT(OPT_RETRY_COUNT) |
+	 OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) | OPT_BIT(OPT_CM_RETRIES) |
+	 OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
+	 OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
@@ -559,6 +564,7 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	o->no_mw = cl->val[OPT_NO_MW] != NULL;
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
 	o->one_process = cl->val[OPT_ONE_PROCESS] != NULL;
+	o->udp = cl->val[OPT_UDP] != NULL;
 	if (cl->val[OPT_SEED]) {
 		rc = parse_num("seed", cl->val[OPT_SEED], 0, UINT64_MAX, &o->seed);
 		if (rc)

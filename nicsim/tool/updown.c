@@ -523,6 +523,8 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 		argv[argc++] = (char *)"--no-mw";
 	if (o->no_rdma_read)
 		argv[argc++] = (char *)"--no-rdma-read";
+	if (o->udp)
+		argv[argc++] = (char *)"--udp";
 	if (o->log_level) {
 		argv[argc++] = (char *)"--log-level";
 		argv[argc++] = (char *)o->log_level;
