@@ -68,11 +68,17 @@ int prov_nic_addrs(const char *dir, uint32_t *addrs, size_t max, size_t *count)
 	if (!d)
 		return 0; /* no directory: no NIC */
 	while ((de = readdir(d))) {
+		struct stat st;
 		uint32_t a;
 
-		if (de->d_type != DT_SOCK && de->d_type != DT_UNKNOWN)
+		if (de->d_type != DT_SOCK && de->d_type != DT_UNKNOWN && de->d_type != DT_LNK)
 			continue;
 		if (parse_sock_name(de->d_name, &a) || a == htonl(INADDR_ANY))
+			continue;
+		/* A link to a NIC's socket elsewhere (a NIC with a run directory
+		 * of its own) counts as the socket itself. */
+		if (de->d_type == DT_LNK &&
+		    (fstatat(dirfd(d), de->d_name, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
 			continue;
 		if (n < max)
 			addrs[n] = a;

@@ -1728,6 +1728,28 @@ static int run_link_set(struct cli_opts *o)
 		status = CLI_EXIT_FAIL;
 		goto out;
 	}
+	if (!src_all && port_bound(ports, n, src) && !dst_all && !port_bound(ports, n, dst)) {
+		/* A NIC beyond this fabric, reached over UDP (nicsimd --udp): its
+		 * link gets a slot here, for rules and counters. */
+		rc = fab_port_claim(fab, dst);
+		if (rc) {
+			cli_err("no room for the link to %s on the fabric in %s: %s",
+				fab_addr_format(dst, a, sizeof(a)), o->dir, strerror(-rc));
+			status = CLI_EXIT_FAIL;
+			goto out;
+		}
+		printf("%s is not a NIC of this fabric: the rules apply to the frames its "
+		       "NICs send it over UDP (nicsimd --udp)\n",
+		       fab_addr_format(dst, a, sizeof(a)));
+		free(ports);
+		ports = NULL;
+		rc = fab_port_list(fab, &ports, &n);
+		if (rc) {
+			cli_err("cannot read the fabric in %s: %s", o->dir, strerror(-rc));
+			status = CLI_EXIT_FAIL;
+			goto out;
+		}
+	}
 	if ((!src_all && !port_bound(ports, n, src)) || (!dst_all && !port_bound(ports, n, dst))) {
 		cli_err("no port %s on the fabric in %s",
 			fab_addr_format(!src_all && !port_bound(ports, n, src) ? src : dst, a,

@@ -30,6 +30,7 @@
 #include "mgmt_client.h"
 #include "nicsim_mgmt.h"
 #include "nstest.h"
+#include "nstnet.h"
 #include "nstnic.h"
 #include "nstspi.h"
 #include "nicsim_provider.h"
@@ -1148,17 +1149,24 @@ static void test_waits_on_a_contended_cpu_sleep(void)
 
 /* ---- Suite -------------------------------------------------------------------------- */
 
+/* --udp: every NIC in a network namespace of its own, frames as UDP
+ * datagrams between them (nst_nics_udp). */
+static bool udp;
+static struct nst_net net;
+
 static int init(void)
 {
 	const char *const *extra[NNICS] = {NULL, NULL, no_mw, no_mw, small, NULL};
 
-	if (nst_tmpdir(dir, sizeof(dir), "cache") < 0 || nst_make_fabric(dir, addrs))
+	if (nst_tmpdir(dir, sizeof(dir), "cache") < 0)
 		return -1;
 	for (int i = 0; i < NNICS; i++) {
 		snprintf(socks[i], sizeof(socks[i]), "%s/nic-%s.sock", dir, addrs[i]);
 		nics[i].addr = addrs[i];
 		nics[i].extra = extra[i];
 	}
+	if (udp ? nst_nics_udp(dir, nics, NNICS, &net, NULL) < 0 : nst_make_fabric(dir, addrs) < 0)
+		return -1;
 	if (nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0)
 		return -1;
 	setenv("NICSIM_DIR", dir, 1);
@@ -1176,6 +1184,7 @@ static int clean(void)
 		fprintf(stderr, "clean-up failed; logs in %s\n", dir);
 		return -1;
 	}
+	nst_net_down(&net);
 	nst_done_with_dir(dir);
 	return 0;
 }
@@ -1237,5 +1246,10 @@ int main(int argc, char **argv)
 	    .teardown = teardown,
 	};
 
+	if (argc > 1 && !strcmp(argv[1], "--udp")) {
+		udp = true;
+		argv[1] = argv[0];
+		return nst_run_suite(argc - 1, argv + 1, &suite);
+	}
 	return nst_run_suite(argc, argv, &suite);
 }

@@ -1,4 +1,5 @@
 #include "nstest.h"
+#include "nstnet.h"
 
 #include "fab.h"
 #include "nstcapture.h"
@@ -12,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,6 +49,12 @@ static int guard_fd = -1; /* the test's end of the pipe */
 static volatile sig_atomic_t guard_parent_gone;
 static char guard_dirs[GUARD_DIRS][GUARD_DIR_MAX]; /* in the guard */
 static size_t guard_ndirs;
+/* Network namespaces the test made (nstnet.h), named in /run/netns: the
+ * guard removes those still there when the test ends. */
+#define GUARD_NETNS 64
+#define GUARD_NETNS_TAG "netns:"
+static char guard_netns[GUARD_NETNS][GUARD_DIR_MAX];
+static size_t guard_nnetns;
 
 /* In a child just forked by parent: it gets SIGKILL when the thread that
  * forked it ends; if the parent is already gone, it ends now. */
@@ -151,6 +159,14 @@ static unsigned guard_sweep(const char *prog)
 static void guard_add(char *line)
 {
 	line[strcspn(line, "\n")] = '\0';
+	if (!strncmp(line, GUARD_NETNS_TAG, strlen(GUARD_NETNS_TAG))) {
+		line += strlen(GUARD_NETNS_TAG);
+		/* A plain name: nothing that could climb out of /run/netns. */
+		if (*line && !strchr(line, '/') && strcmp(line, "..") &&
+		    guard_nnetns < GUARD_NETNS && strlen(line) < GUARD_DIR_MAX)
+			snprintf(guard_netns[guard_nnetns++], GUARD_DIR_MAX, "%s", line);
+		return;
+	}
 	if (*line && guard_ndirs < GUARD_DIRS && strlen(line) < GUARD_DIR_MAX && !guard_owns(line))
 		snprintf(guard_dirs[guard_ndirs++], GUARD_DIR_MAX, "%s", line);
 }
@@ -207,6 +223,15 @@ static void __attribute__((noreturn)) guard_main(int rfd, pid_t parent, const ch
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
 		guard_add(line);
 	guard_sweep(prog);
+	for (size_t i = 0; i < guard_nnetns; i++) {
+		char path[GUARD_DIR_MAX + 16];
+
+		snprintf(path, sizeof(path), "/run/netns/%s", guard_netns[i]);
+		/* As `ip netns del`: the mount that keeps it, then its name. */
+		if (umount2(path, MNT_DETACH) == 0 && unlink(path) == 0)
+			fprintf(stderr, "%s: removed network namespace %s, left by the test\n",
+				prog, guard_netns[i]);
+	}
 	_exit(0);
 }
 
@@ -255,6 +280,14 @@ static void guard_register(const char *dir)
 void nst_guard_dir(const char *dir)
 {
 	guard_register(dir);
+}
+
+void nst_guard_netns(const char *name)
+{
+	char line[GUARD_DIR_MAX];
+
+	snprintf(line, sizeof(line), GUARD_NETNS_TAG "%s", name);
+	guard_register(line);
 }
 
 int nst_main(int argc, char **argv, const char *suite, const struct nst_test *tests,
@@ -622,6 +655,12 @@ static bool sock_accepts(const char *path)
 
 pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra, int timeout_ms)
 {
+	return nst_start_nic_in(NULL, dir, addr, extra, timeout_ms);
+}
+
+pid_t nst_start_nic_in(const char *netns, const char *dir, const char *addr,
+		       const char *const *extra, int timeout_ms)
+{
 	char sock[PATH_MAX], log[PATH_MAX];
 	const char *argv[40];
 	size_t n = 0;
@@ -650,6 +689,10 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 		if (fd >= 0) {
 			dup2(fd, STDOUT_FILENO);
 			dup2(fd, STDERR_FILENO);
+		}
+		if (netns && nst_net_enter(netns) < 0) {
+			fprintf(stderr, "cannot enter network namespace %s\n", netns);
+			_exit(126);
 		}
 		execv(argv[0], (char *const *)argv);
 		_exit(127);

@@ -116,6 +116,9 @@ int nst_tmpdir(char *buf, size_t size, const char *tag);
  * get SIGKILL when the thread that made them ends (PR_SET_PDEATHSIG).
  */
 void nst_guard_dir(const char *dir);
+/* The guard also removes network namespace name (/run/netns/name) if it is
+ * still there when the test ends (nstnet.h). */
+void nst_guard_netns(const char *name);
 
 /* Remove a directory tree made by nst_tmpdir (best effort). */
 void nst_rmtree(const char *dir);
@@ -201,6 +204,9 @@ bool nst_wait_until(bool (*done)(void *arg), void *arg, int timeout_ms, int paus
  * negative errno (-ETIMEDOUT; the child is then stopped).
  */
 pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra, int timeout_ms);
+/* nst_start_nic in network namespace netns (nstnet.h; NULL: this one). */
+pid_t nst_start_nic_in(const char *netns, const char *dir, const char *addr,
+		       const char *const *extra, int timeout_ms);
 
 /*
  * Stop a process this test started: SIGTERM, wait up to timeout_ms, then

@@ -2,9 +2,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include "nicsim_host.h"
 #include "nstcapture.h"
 #include "nstest.h"
+#include "nstnet.h"
 
 int nst_tpt_in_use(const char *sock)
 {
@@ -118,11 +122,51 @@ int nst_make_fabric(const char *dir, const char *const *addrs)
 	return rc;
 }
 
+/*
+ * Open the fabric that carries the frames NIC from sends: dir's own, or,
+ * when dir has none (the NICs run in network namespaces, each with a
+ * directory of its own, nstspidata.h), the one of the directory its socket
+ * in dir links to.  The destination gets a slot on it if it has none: a
+ * NIC reached over UDP.
+ */
+static int fabric_of(const char *dir, uint32_t from, uint32_t to, struct fab **f)
+{
+	char path[PATH_MAX], target[PATH_MAX], a[FAB_ADDR_STRLEN];
+	ssize_t n;
+	char *slash;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/fabric.shm", dir);
+	if (access(path, F_OK) == 0)
+		return fab_open(dir, f);
+	snprintf(path, sizeof(path), "%s/nic-%s.sock", dir, fab_addr_format(from, a, sizeof(a)));
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	target[n] = '\0';
+	slash = strrchr(target, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if (target[0] != '/') {
+		if (strlen(dir) + 1 + strlen(target) >= sizeof(path))
+			return -ENAMETOOLONG;
+		snprintf(path, sizeof(path), "%s/", dir);
+		strcat(path, target);
+	} else {
+		memcpy(path, target, strlen(target) + 1);
+	}
+	err = fab_open(path, f);
+	if (!err && (err = fab_port_claim(*f, to)) < 0)
+		fab_close(*f);
+	return err;
+}
+
 int nst_link_down(const char *dir, uint32_t from, uint32_t to, bool down)
 {
 	struct fab *f;
 	struct fab_link_config cfg;
-	int err = fab_open(dir, &f);
+	int err = fabric_of(dir, from, to, &f);
 
 	if (err)
 		return err;
@@ -152,8 +196,10 @@ int nst_nics_start(const char *dir, struct nst_nic *nics, size_t n, int timeout_
 		struct nst_nic *x = &nics[i];
 		int err;
 
-		snprintf(x->sock, sizeof(x->sock), "%s/nic-%s.sock", dir, x->addr);
-		x->pid = nst_start_nic(dir, x->addr, x->extra, timeout_ms);
+		snprintf(x->sock, sizeof(x->sock), "%s/nic-%s.sock", x->dir ? x->dir : dir,
+			 x->addr);
+		x->pid = nst_start_nic_in(x->netns, x->dir ? x->dir : dir, x->addr, x->extra,
+					  timeout_ms);
 		if (x->pid < 0)
 			return x->pid;
 		err = nst_nic_state(x->sock, &x->base);
@@ -275,7 +321,8 @@ int nst_nics_ready(const char *dir, struct nst_nic *nics, size_t n, int timeout_
 			continue;
 		say_state(program_invocation_short_name, x, &now, err, "restarting it");
 		nst_stop(x->pid, timeout_ms);
-		x->pid = nst_start_nic(dir, x->addr, x->extra, timeout_ms);
+		x->pid = nst_start_nic_in(x->netns, x->dir ? x->dir : dir, x->addr, x->extra,
+					  timeout_ms);
 		if (x->pid < 0 || !nic_settled(x, timeout_ms, &now, &err)) {
 			fprintf(stderr, "%s: NIC %s did not come back as it was\n",
 				program_invocation_short_name, x->addr);
@@ -330,21 +377,73 @@ int nst_memfd_refs(pid_t pid, const char *name, int *fds, int *maps)
 int nst_link_faults(const char *dir, uint32_t a, uint32_t b, uint32_t loss_ppb, uint32_t dup_ppb,
 		    uint32_t reorder_ppb, uint32_t corrupt_ppb, bool down)
 {
-	struct fab *f;
 	struct fab_link_config cfg;
-	int err = fab_open(dir, &f);
+	int err = 0;
 
-	if (err)
-		return err;
 	fab_link_config_default(&cfg);
 	cfg.loss_ppb = loss_ppb;
 	cfg.dup_ppb = dup_ppb;
 	cfg.reorder_ppb = reorder_ppb;
 	cfg.corrupt_ppb = corrupt_ppb;
 	cfg.flags = down ? FAB_LINK_DOWN : 0;
-	err = fab_link_set(f, a, b, &cfg, FAB_LF_ALL & ~FAB_LF_SEED);
-	if (!err)
-		err = fab_link_set(f, b, a, &cfg, FAB_LF_ALL & ~FAB_LF_SEED);
-	fab_close(f);
+	for (int dirn = 0; dirn < 2 && !err; dirn++) {
+		uint32_t from = dirn ? b : a, to = dirn ? a : b;
+		struct fab *f;
+
+		err = fabric_of(dir, from, to, &f);
+		if (err)
+			break;
+		err = fab_link_set(f, from, to, &cfg, FAB_LF_ALL & ~FAB_LF_SEED);
+		fab_close(f);
+	}
 	return err;
+}
+
+int nst_nics_udp(const char *dir, struct nst_nic *nics, size_t n, struct nst_net *net,
+		 const char *unreachable)
+{
+	char why[128], path[PATH_MAX], link[PATH_MAX], target[PATH_MAX];
+
+	if (n > NST_NET_MAX)
+		return -EINVAL;
+	if (!nst_net_available(why, sizeof(why))) {
+		fprintf(stderr, "cannot make the test network: %s\n", why);
+		return -EPERM;
+	}
+	if (nst_net_up(net, (unsigned)n, 1500) < 0)
+		return -EIO;
+	for (size_t i = 0; i < n; i++) {
+		struct nst_nic *x = &nics[i];
+		const char *one[] = {x->addr, NULL};
+		const char **extra;
+		size_t k = 0, e = 0;
+		char *own;
+
+		/* Host i+1 of the network has address 198.18.0.(i+1). */
+		snprintf(path, sizeof(path), "198.18.0.%zu", i + 1);
+		if (strcmp(path, x->addr) != 0)
+			return -EINVAL;
+		snprintf(path, sizeof(path), "%s/host-%s", dir, x->addr);
+		own = strdup(path);
+		while (x->extra && x->extra[e])
+			e++;
+		extra = calloc(e + 2, sizeof(*extra));
+		if (!own || !extra || mkdir(own, 0700) < 0 || nst_make_fabric(own, one) < 0)
+			return -EIO;
+		for (; k < e; k++)
+			extra[k] = x->extra[k];
+		extra[k] = "--udp";
+		x->extra = extra;
+		x->netns = net->host[i + 1];
+		x->dir = own;
+		snprintf(link, sizeof(link), "%s/nic-%s.sock", dir, x->addr);
+		snprintf(target, sizeof(target), "host-%s/nic-%s.sock", x->addr, x->addr);
+		if (symlink(target, link) < 0)
+			return -errno;
+		if (unreachable &&
+		    nst_net_ip(x->netns, (const char *const[]){"route", "add", "unreachable",
+							       unreachable, NULL}) != 0)
+			return -EIO;
+	}
+	return 0;
 }

@@ -44,7 +44,11 @@ struct nst_nic_state {
 struct nst_nic {
 	const char *addr;         /* dotted quad */
 	const char *const *extra; /* more nicsimd arguments (NULL-terminated), or NULL */
-	pid_t pid;                /* 0 or less: not running (a test may stop one) */
+	/* Where it runs: a network namespace (nstnet.h) and a run directory
+	 * of its own; NULL: this namespace, the directory the suite names. */
+	const char *netns;
+	const char *dir;
+	pid_t pid; /* 0 or less: not running (a test may stop one) */
 	char sock[300];
 	struct nst_nic_state base; /* as it was when started */
 };
@@ -96,5 +100,21 @@ int nst_link_faults(const char *dir, uint32_t a, uint32_t b, uint32_t loss_ppb, 
  * the one at to (network byte order) down, or bring it up; the link's other
  * settings go back to their defaults.  0 or a negative errno. */
 int nst_link_down(const char *dir, uint32_t from, uint32_t to, bool down);
+
+/*
+ * Instead of one fabric in dir: each of nics[0..n) (whose addresses must be
+ * 198.18.0.1 .. 198.18.0.n) in a network namespace of its own, hosts of
+ * one Ethernet segment made in *net (nstnet.h), each with a run directory
+ * and fabric of its own, dir/host-ADDR, and "--udp" added to its extra
+ * arguments: every frame between them is a UDP datagram.  dir gets a link
+ * to each NIC's socket, all the provider needs to find it.  unreachable
+ * (CIDR, may be NULL) gets an unreachable route in every namespace, as the
+ * fabric says of an address with no port.  Then nst_nics_start(dir, ...).
+ * 0 or a negative errno; nst_net_down(net) at the end (the exit handler
+ * and the guard remove the network too).
+ */
+struct nst_net;
+int nst_nics_udp(const char *dir, struct nst_nic *nics, size_t n, struct nst_net *net,
+		 const char *unreachable);
 
 #endif /* NSTNIC_H */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,6 +25,7 @@
 #include "fab_addr.h"
 #include "nicsim_abi.h"
 #include "nstest.h"
+#include "nstnet.h"
 #include "nstnic.h"
 #include "nstspi.h"
 #include "ws2san.h"
@@ -526,6 +528,18 @@ void *blocking_recv_main(void *arg)
 
 /* ---- Suite ---------------------------------------------------------------------------- */
 
+/*
+ * --udp: each NIC in a network namespace of its own with a run directory
+ * and fabric of its own (dir/host-ADDR), all four on one Ethernet segment
+ * (nstnet.h), so that every frame between them is a UDP datagram.  The
+ * suite's directory holds a link to each NIC's socket, which is all the
+ * provider needs to find it.  Nothing answers ADDR_NONE on the segment; a
+ * route says it is unreachable, as the fabric says of an address with no
+ * port.
+ */
+bool spi_udp;
+static struct nst_net spi_net;
+
 static int init(void)
 {
 	const char *const addrs[] = {ADDR_A, ADDR_B, ADDR_C, ADDR_D, NULL};
@@ -543,7 +557,8 @@ static int init(void)
 	snprintf(sock_a, sizeof(sock_a), "%s/nic-" ADDR_A ".sock", dir);
 	snprintf(sock_b, sizeof(sock_b), "%s/nic-" ADDR_B ".sock", dir);
 	snprintf(sock_c, sizeof(sock_c), "%s/nic-" ADDR_C ".sock", dir);
-	if (nst_make_fabric(dir, addrs) < 0)
+	if (spi_udp ? nst_nics_udp(dir, spi_nics, 4, &spi_net, ADDR_NONE "/32") < 0
+		    : nst_make_fabric(dir, addrs) < 0)
 		return -1;
 	if (nst_nics_start(dir, spi_nics, 4, WAIT_MS) < 0)
 		return -1;
@@ -565,6 +580,7 @@ static int clean(void)
 			sa, sb, sc, sd, dir);
 		return -1;
 	}
+	nst_net_down(&spi_net);
 	nst_rmtree(dir);
 	return 0;
 }
@@ -617,5 +633,10 @@ int spi_main(int argc, char **argv, const char *name, const struct nst_test *tes
 
 	if (argc == 4 && !strcmp(argv[1], "--child"))
 		return child_main(argv[2], (uint16_t)atoi(argv[3]));
+	if (argc > 1 && !strcmp(argv[1], "--udp")) {
+		spi_udp = true;
+		argv[1] = argv[0];
+		return nst_run_suite(argc - 1, argv + 1, &suite);
+	}
 	return nst_run_suite(argc, argv, &suite);
 }

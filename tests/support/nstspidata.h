@@ -50,6 +50,9 @@ extern struct nst_nic spi_nics[4];
 #define nic_c (spi_nics[2].pid)
 #define nic_d (spi_nics[3].pid)
 extern uint16_t next_port;
+/* The suite runs with --udp: every NIC in a network namespace of its own,
+ * frames as UDP datagrams (nstspidata.c). */
+extern bool spi_udp;
 extern char self_exe[PATH_MAX];
 
 /* Run the tests of one test_spi_* program with the fixture; "--child ADDR
