@@ -103,11 +103,12 @@
 	X(shm_unmaps)             \
 	X(shm_fds_dropped)        \
 	X(shm_bad_msgs)           \
-	X(dma_shm)
+	X(dma_shm)                \
+	X(duplicates)
 
 /*
- * retransmits, timeouts, rnr_naks, naks_sent, first_msg_held and
- * first_msg_dropped hold what the QPs that are gone counted; a live QP keeps
+ * retransmits, timeouts, rnr_naks, naks_sent, first_msg_held,
+ * first_msg_dropped and duplicates hold what the QPs that are gone counted; a live QP keeps
  * its own until it ends (qpio_account).
  */
 struct nic_counters {

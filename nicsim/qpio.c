@@ -595,6 +595,7 @@ void qpio_account(struct nic *nic, const struct qp *qp, struct nic_counters *st)
 	st->naks_sent += qp->rc.st.naks_sent;
 	st->first_msg_held += qp->rc.st.first_held;
 	st->first_msg_dropped += qp->rc.st.first_dropped;
+	st->duplicates += qp->rc.st.duplicates;
 }
 
 unsigned qpio_poll(struct nic *nic, struct qp *qp, uint64_t now, uint64_t *deadline)

@@ -128,6 +128,7 @@
 	X(shm_fds_dropped, "shared-buffer descriptors closed unmapped (refused, extra)")  \
 	X(shm_bad_msgs, "attach-socket messages that broke the shared-buffer protocol")   \
 	X(dma_shm, "DMA pieces copied through shared buffers, no system call")            \
+	X(duplicates, "requests that came again (retransmitted or replayed): answered, not redone") \
 	X(udp_rx_datagrams, "UDP: datagrams received on port 4791 of this address")       \
 	X(udp_rx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
 	X(udp_rx_short, "UDP: dropped, shorter than any RoCEv2 packet")                   \
@@ -273,7 +274,7 @@ _Static_assert(sizeof(struct nic_mgmt_req) == 16, "mgmt req is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_hdr) == 16, "mgmt hdr is 16 bytes");
 _Static_assert(sizeof(struct nic_mgmt_tpt_rec) == 72, "tpt rec is 72 bytes");
 _Static_assert(sizeof(struct nic_mgmt_fault_rec) == 104, "fault rec is 104 bytes");
-_Static_assert(sizeof(struct nic_stats) == 832, "stats rec is 104 fields of 8 bytes");
+_Static_assert(sizeof(struct nic_stats) == 840, "stats rec is 105 fields of 8 bytes");
 _Static_assert(NIC_TPT_R_MAX_ <= UINT16_MAX, "a reason fits the fault record's field");
 _Static_assert(sizeof(struct nic_mgmt_host_rec) == 160, "host rec is 160 bytes");
 

@@ -538,7 +538,7 @@ void *blocking_recv_main(void *arg)
  * port.
  */
 bool spi_udp;
-static struct nst_net spi_net;
+struct nst_net spi_net;
 
 static int init(void)
 {

@@ -26,6 +26,7 @@
 
 #include "nicsim_abi.h"
 #include "nstest.h"
+#include "nstnet.h"
 #include "nstnic.h"
 #include "nicsim_provider.h"
 #include "ws2san.h"
@@ -53,6 +54,8 @@ extern uint16_t next_port;
 /* The suite runs with --udp: every NIC in a network namespace of its own,
  * frames as UDP datagrams (nstspidata.c). */
 extern bool spi_udp;
+/* Its network (nstnet.h): spi_nics[i] is host i + 1. */
+extern struct nst_net spi_net;
 extern char self_exe[PATH_MAX];
 
 /* Run the tests of one test_spi_* program with the fixture; "--child ADDR
