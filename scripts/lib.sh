@@ -23,6 +23,7 @@ NS_PACKAGES=(
 	valgrind
 	ucx-utils # ucx_perftest: the UCX-over-TCP reference of bench_transport
 	tshark    # test_capture reads nicsim's captures with it
+	iproute2  # ip: the network namespaces of the --udp tests
 )
 
 ns_say() {
