@@ -26,10 +26,9 @@ static bool heap_before(const struct fab_heap_ent *a, const struct fab_heap_ent 
 	return a->due_ns < b->due_ns || (a->due_ns == b->due_ns && a->order < b->order);
 }
 
-static void heap_push(struct fab_port *p, const struct fab_heap_ent *e)
+void fab_heap_push(struct fab_heap_ent *h, uint32_t *n, const struct fab_heap_ent *e)
 {
-	struct fab_heap_ent *h = p->heap;
-	uint32_t i = p->heap_n++, up;
+	uint32_t i = (*n)++, up;
 
 	while (i > 0) {
 		up = (i - 1) / 2;
@@ -41,13 +40,13 @@ static void heap_push(struct fab_port *p, const struct fab_heap_ent *e)
 	h[i] = *e;
 }
 
-static void heap_pop(struct fab_port *p, struct fab_heap_ent *out)
+void fab_heap_pop(struct fab_heap_ent *h, uint32_t *np, struct fab_heap_ent *out)
 {
-	struct fab_heap_ent *h = p->heap, last;
+	struct fab_heap_ent last;
 	uint32_t i = 0, c, n;
 
 	*out = h[0];
-	n = --p->heap_n;
+	n = --*np;
 	if (!n)
 		return;
 	last = h[n];
@@ -63,6 +62,16 @@ static void heap_pop(struct fab_port *p, struct fab_heap_ent *out)
 		i = c;
 	}
 	h[i] = last;
+}
+
+static void heap_push(struct fab_port *p, const struct fab_heap_ent *e)
+{
+	fab_heap_push(p->heap, &p->heap_n, e);
+}
+
+static void heap_pop(struct fab_port *p, struct fab_heap_ent *out)
+{
+	fab_heap_pop(p->heap, &p->heap_n, out);
 }
 
 /*

@@ -225,6 +225,10 @@ void fab_port_rx_close(struct fab_port *p);
 /* fab_port_rx.c: queue a frame this port holds for delivery (e->order is
  * set here); false if the queue is full (the frame is released, counted). */
 bool fab_port_deliver_later(struct fab_port *p, struct fab_heap_ent *e);
+/* fab_port_rx.c: a min-heap of *n entries on (due_ns, order): add e, or
+ * take the first into *out (*n > 0). */
+void fab_heap_push(struct fab_heap_ent *h, uint32_t *n, const struct fab_heap_ent *e);
+void fab_heap_pop(struct fab_heap_ent *h, uint32_t *n, struct fab_heap_ent *out);
 /* fab_port_rx.c: frames waiting for delivery. */
 uint32_t fab_port_waiting(const struct fab_port *p);
 

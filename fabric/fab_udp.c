@@ -58,8 +58,6 @@
 #define IP_UDP_HLEN (FAB_IP4_HLEN + FAB_UDP_HLEN)
 
 struct udp_out {
-	uint64_t due_ns;
-	uint64_t order;
 	uint32_t idx, len, dst;
 };
 
@@ -72,8 +70,9 @@ struct fab_udp {
 	/* Frames waiting for the next sendmmsg. */
 	struct udp_out out[UDP_BATCH];
 	uint32_t nout;
-	/* Frames a link model delays, by (due_ns, order). */
-	struct udp_out *timed;
+	/* Frames a link model delays, a heap by (due_ns, order); src_addr
+	 * holds each one's destination. */
+	struct fab_heap_ent *timed;
 	uint32_t ntimed, captimed;
 	uint64_t order;
 };
@@ -265,49 +264,6 @@ uint32_t fab_port_path_mtu(struct fab_port *p, uint32_t dst)
 
 /* ---- Sending ------------------------------------------------------------------------ */
 
-static bool out_before(const struct udp_out *a, const struct udp_out *b)
-{
-	return a->due_ns < b->due_ns || (a->due_ns == b->due_ns && a->order < b->order);
-}
-
-static void timed_push(struct fab_udp *u, const struct udp_out *e)
-{
-	uint32_t i = u->ntimed++, up;
-
-	while (i > 0) {
-		up = (i - 1) / 2;
-		if (!out_before(e, &u->timed[up]))
-			break;
-		u->timed[i] = u->timed[up];
-		i = up;
-	}
-	u->timed[i] = *e;
-}
-
-static void timed_pop(struct fab_udp *u, struct udp_out *out)
-{
-	struct udp_out *h = u->timed, last;
-	uint32_t i = 0, c, n;
-
-	*out = h[0];
-	n = --u->ntimed;
-	if (!n)
-		return;
-	last = h[n];
-	for (;;) {
-		c = 2 * i + 1;
-		if (c >= n)
-			break;
-		if (c + 1 < n && out_before(&h[c + 1], &h[c]))
-			c++;
-		if (!out_before(&h[c], &last))
-			break;
-		h[i] = h[c];
-		i = c;
-	}
-	h[i] = last;
-}
-
 /* Count a failed datagram by its errno; the kind of error a caller sees. */
 static int tx_failed(struct fab_udp *u, int err)
 {
@@ -409,9 +365,10 @@ static void udp_place(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t d
 	struct fab_udp *u = p->udp;
 
 	if (due > now && u->ntimed < u->captimed) {
-		timed_push(
-		    u, &(struct udp_out){
-			   .due_ns = due, .order = u->order++, .idx = idx, .len = len, .dst = dst});
+		struct fab_heap_ent e = {
+		    .due_ns = due, .order = u->order++, .idx = idx, .len = len, .src_addr = dst};
+
+		fab_heap_push(u->timed, &u->ntimed, &e);
 		return;
 	}
 	udp_queue(p, idx, len, dst);
@@ -476,12 +433,12 @@ int fab_udp_send(struct fab_port *p, uint32_t idx, uint32_t len, uint32_t dst)
 static void udp_send_due(struct fab_port *p, uint64_t now)
 {
 	struct fab_udp *u = p->udp;
-	struct udp_out e;
+	struct fab_heap_ent e;
 
 	while (u->ntimed && u->timed[0].due_ns <= now) {
-		int d = fab_slot_find(p->fab, u->timed[0].dst);
+		int d = fab_slot_find(p->fab, u->timed[0].src_addr);
 
-		timed_pop(u, &e);
+		fab_heap_pop(u->timed, &u->ntimed, &e);
 		/* A link that went down while the frame was on its way. */
 		if (d >= 0) {
 			struct fab_seg_link *l = fab_link_at(p->fab, p->slot, (uint32_t)d);
@@ -490,13 +447,13 @@ static void udp_send_due(struct fab_port *p, uint64_t now)
 				FAB_PORT_COUNT(p, bad_config);
 			if (p->tx[d].view.cfg.flags & FAB_LINK_DOWN) {
 				fab_count(&l->rx.dropped_down_rx, 1);
-				fab_port_tap(p, e.idx, e.len, p->addr, e.dst, FAB_MARK_DROP_DOWN,
-					     now, e.due_ns, 0, true);
+				fab_port_tap(p, e.idx, e.len, p->addr, e.src_addr,
+					     FAB_MARK_DROP_DOWN, now, e.due_ns, 0, true);
 				fab_port_release(p, e.idx);
 				continue;
 			}
 		}
-		udp_queue(p, e.idx, e.len, e.dst);
+		udp_queue(p, e.idx, e.len, e.src_addr);
 	}
 	udp_flush(p);
 }

@@ -162,57 +162,6 @@ static void cpu_per_gib(const struct nic_sample sa[3], const struct nic_sample s
 	       ws, ws / ref_gib, wr, wr / ref_gib, rs, rs / ref_gib, rr, rr / ref_gib, ref_gib);
 }
 
-static int cqe_status(const struct nic_cqe *c)
-{
-	if (c->status)
-		fprintf(stderr, "completion of wr %llu failed: status %u detail %u\n",
-			(unsigned long long)c->wr_id, c->status, c->detail);
-	return c->status ? -EIO : 0;
-}
-
-/*
- * The next completion, polling and yielding the CPU every 64 polls: for
- * latency, where a sleep and its wake-up would be most of what is measured.
- */
-static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-
-	for (unsigned i = 0; !nst_take_cqe(qp, c); i++) {
-		if (i % 64 == 63) {
-			if (nst_now_ns() > deadline)
-				return -ETIMEDOUT;
-			sched_yield();
-		}
-	}
-	return cqe_status(c);
-}
-
-static int cq_ready(void *arg)
-{
-	struct nst_qp *qp = arg;
-
-	return ring_observe(&qp->hdr->cq.prod) != qp->cq_cons;
-}
-
-/*
- * The next completion, sleeping on the NIC's interrupt while it comes: for
- * bandwidth, with DEPTH requests in flight, so that the two NICs have the
- * machine's two cores to themselves (a spinning host takes a third of them).
- */
-static int sleep_cq(struct nst_qp *qp, struct nic_cqe *c)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	int err;
-
-	while (!nst_take_cqe(qp, c)) {
-		err = nic_host_await(qp->h, cq_ready, qp, deadline, 0);
-		if (err)
-			return err;
-	}
-	return cqe_status(c);
-}
-
 /* Bandwidths are the median of ROUNDS runs: this machine's speed drifts
  * by tens of percent from one 50 ms stretch to the next. */
 #define ROUNDS 5
@@ -292,12 +241,12 @@ static double rdma_run(struct nst_qp *qp, uint8_t op, uint8_t *buf, uint32_t lk,
 			NST_REQUIRE_EQ(nst_post_send(qp, &w), 0);
 			posted++;
 		}
-		NST_REQUIRE_EQ(sleep_cq(qp, &c), 0);
+		NST_REQUIRE_EQ(nst_sleep_cq(qp, &c, WAIT_MS), 0);
 		done++;
 		/* Whatever else has completed, before posting again (as
 		 * ib_write_bw polls its CQ in batches). */
 		while (done < n && nst_take_cqe(qp, &c)) {
-			NST_REQUIRE_EQ(cqe_status(&c), 0);
+			NST_REQUIRE_EQ(nst_cqe_ok(&c), 0);
 			done++;
 		}
 	}
@@ -595,12 +544,12 @@ static int pong(void *arg, int ready_fd)
 		struct nic_send_wqe w = small_wqe(i, NIC_WR_SEND, buf + 4096, p->len, key);
 		struct nic_recv_wqe r = {.wr_id = i, .num_sge = 1};
 
-		if (spin_cq(&qp, &cqe) || cqe.opcode != NIC_WC_RECV)
+		if (nst_spin_cq(&qp, &cqe, WAIT_MS) || cqe.opcode != NIC_WC_RECV)
 			return 6;
 		r.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = 4096, .lkey = key};
 		if (nst_post_recv(&qp, &r) || nst_post_send(&qp, &w))
 			return 7;
-		if (spin_cq(&qp, &cqe) || cqe.opcode != NIC_WC_SEND)
+		if (nst_spin_cq(&qp, &cqe, WAIT_MS) || cqe.opcode != NIC_WC_SEND)
 			return 8;
 	}
 	return 0;
@@ -648,7 +597,7 @@ static double half_rtt_us(uint32_t len, uint16_t port, const char *sock, const c
 
 		NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 		while (!got_send || !got_recv) {
-			NST_REQUIRE_EQ(spin_cq(&qp, &cqe), 0);
+			NST_REQUIRE_EQ(nst_spin_cq(&qp, &cqe, WAIT_MS), 0);
 			if (cqe.opcode == NIC_WC_RECV) {
 				got_recv = true;
 				t[i] = (double)(nst_now_ns() - t0) / 2000.0;

@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "fab_addr.h"
-#include "nicsim_ring.h"
 #include "nstest.h"
 #include "nstnet.h"
 #include "nstnic.h"
@@ -50,50 +49,6 @@ static pid_t nic_a = -1, nic_b = -1;
 static double ref_lost; /* share of the reference's datagrams lost, summed over rounds */
 
 /* ---- nicsim ------------------------------------------------------------------------ */
-
-static int cqe_ok(const struct nic_cqe *c)
-{
-	if (c->status)
-		fprintf(stderr, "completion of wr %llu failed: status %u detail %u\n",
-			(unsigned long long)c->wr_id, c->status, c->detail);
-	return c->status ? -EIO : 0;
-}
-
-static int cq_ready(void *arg)
-{
-	struct nst_qp *qp = arg;
-
-	return ring_observe(&qp->hdr->cq.prod) != qp->cq_cons;
-}
-
-/* The next completion, sleeping on the NIC's interrupt meanwhile. */
-static int sleep_cq(struct nst_qp *qp, struct nic_cqe *c)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	int err;
-
-	while (!nst_take_cqe(qp, c)) {
-		err = nic_host_await(qp->h, cq_ready, qp, deadline, 0);
-		if (err)
-			return err;
-	}
-	return cqe_ok(c);
-}
-
-/* The next completion, polling (yielding every 64 looks): for latency. */
-static int spin_cq(struct nst_qp *qp, struct nic_cqe *c)
-{
-	uint64_t deadline = nst_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-
-	for (unsigned i = 0; !nst_take_cqe(qp, c); i++) {
-		if (i % 64 == 63) {
-			if (nst_now_ns() > deadline)
-				return -ETIMEDOUT;
-			sched_yield();
-		}
-	}
-	return cqe_ok(c);
-}
 
 struct conn {
 	struct nic_host *ha, *hb;
@@ -122,11 +77,11 @@ static double write_round(struct conn *c, size_t len)
 				return 0;
 			posted++;
 		}
-		if (sleep_cq(&c->a, &cqe))
+		if (nst_sleep_cq(&c->a, &cqe, WAIT_MS))
 			return 0;
 		done++;
 		while (done < n && nst_take_cqe(&c->a, &cqe)) {
-			if (cqe_ok(&cqe))
+			if (nst_cqe_ok(&cqe))
 				return 0;
 			done++;
 		}
@@ -158,7 +113,7 @@ static int await_recv(struct nst_qp *qp, bool *send_out)
 	bool got = false;
 
 	while (!got || *send_out) {
-		if (spin_cq(qp, &cqe))
+		if (nst_spin_cq(qp, &cqe, WAIT_MS))
 			return -EIO;
 		if (cqe.opcode == NIC_WC_RECV)
 			got = true;

@@ -22,8 +22,9 @@
  *     dropped, and the connection they aimed at works on, its data intact;
  *   - a replayed SEND is a duplicate: answered, not delivered again;
  *   - a flood of bad datagrams does not starve a transfer;
- *   - the link rules on the UDP path: loss towards B is met by
- *     retransmission, the data intact, the drops counted on A's fabric.
+ *   - the link rules on the UDP path: loss, duplicates, reordering and
+ *     corruption towards B are met by the transport, the data intact, and
+ *     counted on A's fabric.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -627,28 +628,39 @@ static void test_flood_does_not_starve_a_transfer(void)
 	close(raw);
 }
 
-/* The link rules apply to datagrams: loss towards B on A's fabric. */
+/* The link rules apply to datagrams: loss, duplicates, reordering (frames
+ * held in A's NIC until due) and corruption towards B, on A's fabric. */
 static void test_link_rules_on_the_udp_path(void)
 {
 	const uint32_t len = 4u << 20;
 	struct fab_link_stats st;
 	struct pair p;
 	struct fab *fab;
-	uint64_t retx;
+	uint64_t retx, bad;
 
 	NST_REQUIRE(pair_open(&p, len));
 	retx = stat_of(sock_a, NST_STAT(retransmits));
-	NST_REQUIRE_EQ(
-	    nst_link_faults(dir, addr_n(ADDR_A), addr_n(ADDR_B), 20000000, 0, 0, 0, false), 0);
+	bad = STAT_B(rx_bad_frames);
+	NST_REQUIRE_EQ(nst_link_faults(dir, addr_n(ADDR_A), addr_n(ADDR_B), 20000000, 10000000,
+				       50000000, 10000000, false),
+		       0);
 	NST_TRUE(pair_write(&p, len, 15));
 	NST_TRUE(pair_read(&p, len, 16));
+	NST_TRUE(pair_send(&p, 5000, 18));
 	NST_EQ(nst_link_faults(dir, addr_n(ADDR_A), addr_n(ADDR_B), 0, 0, 0, 0, false), 0);
 	NST_GT(stat_of(sock_a, NST_STAT(retransmits)), retx);
+	NST_GT(STAT_B(rx_bad_frames), bad);
 	NST_REQUIRE_EQ(fab_open(spi_nics[0].dir, &fab), 0);
 	NST_EQ(fab_link_stats(fab, addr_n(ADDR_A), addr_n(ADDR_B), &st), 0);
-	printf("\n    A -> B at 2%% loss: %llu of %llu frames dropped ",
-	       (unsigned long long)st.tx.dropped_loss, (unsigned long long)st.tx.frames);
+	printf("\n    A -> B, of %llu frames: %llu lost, %llu duplicated, %llu reordered, %llu "
+	       "corrupted ",
+	       (unsigned long long)st.tx.frames, (unsigned long long)st.tx.dropped_loss,
+	       (unsigned long long)st.tx.duplicated, (unsigned long long)st.tx.reordered,
+	       (unsigned long long)st.tx.corrupted);
 	NST_GT(st.tx.dropped_loss, 0);
+	NST_GT(st.tx.duplicated, 0);
+	NST_GT(st.tx.reordered, 0);
+	NST_GT(st.tx.corrupted, 0);
 	fab_close(fab);
 	NST_TRUE(pair_write(&p, len, 17));
 	pair_close(&p);

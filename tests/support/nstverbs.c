@@ -1,6 +1,8 @@
 #include "nstverbs.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +129,48 @@ int nst_poll_cq(struct nst_qp *qp, struct nic_cqe *cqe, int timeout_ms)
 		if (i > 1000)
 			pause_us(50);
 	}
+}
+
+int nst_cqe_ok(const struct nic_cqe *c)
+{
+	if (c->status)
+		fprintf(stderr, "completion of wr %llu failed: status %u detail %u\n",
+			(unsigned long long)c->wr_id, c->status, c->detail);
+	return c->status ? -EIO : 0;
+}
+
+static int cq_ready(void *arg)
+{
+	struct nst_qp *qp = arg;
+
+	return ring_observe(&qp->hdr->cq.prod) != qp->cq_cons;
+}
+
+int nst_sleep_cq(struct nst_qp *qp, struct nic_cqe *c, int timeout_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int err;
+
+	while (!nst_take_cqe(qp, c)) {
+		err = nic_host_await(qp->h, cq_ready, qp, deadline, 0);
+		if (err)
+			return err;
+	}
+	return nst_cqe_ok(c);
+}
+
+int nst_spin_cq(struct nst_qp *qp, struct nic_cqe *c, int timeout_ms)
+{
+	uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	for (unsigned i = 0; !nst_take_cqe(qp, c); i++) {
+		if (i % 64 == 63) {
+			if (nst_now_ns() > deadline)
+				return -ETIMEDOUT;
+			sched_yield();
+		}
+	}
+	return nst_cqe_ok(c);
 }
 
 int nst_next_event(struct nic_host *h, struct nic_event *ev, int timeout_ms)

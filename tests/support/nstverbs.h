@@ -40,6 +40,17 @@ int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe);
 bool nst_take_cqe(struct nst_qp *qp, struct nic_cqe *cqe);
 /* The next completion within timeout_ms: 0 or -ETIMEDOUT. */
 int nst_poll_cq(struct nst_qp *qp, struct nic_cqe *cqe, int timeout_ms);
+/*
+ * For benchmarks: the next completion, 0 if it succeeded, -EIO (said on
+ * stderr) if it failed, -ETIMEDOUT after timeout_ms.  nst_sleep_cq sleeps
+ * on the NIC's interrupt meanwhile (for bandwidth, with requests in
+ * flight); nst_spin_cq polls and yields the CPU every 64 looks (for
+ * latency, where a sleep and its wake-up would be most of what is measured).
+ */
+int nst_sleep_cq(struct nst_qp *qp, struct nic_cqe *c, int timeout_ms);
+/* A completion's status as 0, or -EIO with the failure said on stderr. */
+int nst_cqe_ok(const struct nic_cqe *c);
+int nst_spin_cq(struct nst_qp *qp, struct nic_cqe *c, int timeout_ms);
 /* The next event of the context within timeout_ms: 0 or -ETIMEDOUT. */
 int nst_next_event(struct nic_host *h, struct nic_event *ev, int timeout_ms);
 
