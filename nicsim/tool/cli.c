@@ -37,6 +37,7 @@ enum opt_id {
 	OPT_NO_RDMA_READ,
 	OPT_ONE_PROCESS,
 	OPT_UDP,
+	OPT_REMOTE,
 	OPT_ACK_TIMEOUT, /* the timer options, in the order of nic_timer_opts */
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
@@ -76,6 +77,9 @@ static const struct opt_spec opt_specs[] = {
     {"udp", OPT_UDP, NULL,
      "NICs that also reach NICs beyond this fabric: RoCEv2 datagrams on UDP port 4791 of "
      "their addresses, which must be on interfaces here (needs root; docs/fabric.md)"},
+    {"remote", OPT_REMOTE, NULL,
+     "DST is a NIC beyond this fabric, reached over UDP (nicsimd --udp): give it a port "
+     "slot here for the link's rules"},
     {"ack-timeout", OPT_ACK_TIMEOUT, "C",
      "local ACK timeout code, 1..31: 4.096 us x 2^C (default: nicsimd's)"},
     {"retry-count", OPT_RETRY_COUNT, "N", "retransmission timeouts before a request fails, 0..7"},
@@ -178,7 +182,7 @@ static const struct cmd_spec cmd_specs[] = {
      "{\"fabric\":{...},\"ports\":[...],\"links\":[{\"src\":...,\"dst\":...,\n"
      "\"config\":{...},\"stats\":{...}}]} with times in ns, rates in Mbit/s and\n"
      "shares in parts per billion."},
-    {"link set", "SRC DST SETTING...", run_link_set, OPT_BIT(OPT_DIR),
+    {"link set", "SRC DST SETTING...", run_link_set, OPT_BIT(OPT_DIR) | OPT_BIT(OPT_REMOTE),
      "change link settings: latency, rate and fault rules",
      "Changes the directed link from SRC to DST at once, while NICs run. SRC and\n"
      "DST are addresses or 'all' (every port of the fabric; 'all' leaves out a\n"
@@ -206,8 +210,13 @@ static const struct cmd_spec cmd_specs[] = {
      "\n"
      "Decimals are allowed (2.5 us, 0.01 %). Each decision depends only on the\n"
      "seed and the frame's number on the link, so the same traffic after the same\n"
-     "'seed N' meets the same faults. Example:\n"
-     "  nicsim link set 198.18.0.1 198.18.0.2 latency 10 jitter 2 loss 1 seed 42"},
+     "'seed N' meets the same faults.\n"
+     "\n"
+     "A DST that is not a NIC of this fabric, reached over UDP (nicsimd --udp), needs\n"
+     "--remote: it then gets a port slot here for as long as the fabric exists, and\n"
+     "the rules decide on the datagrams SRC sends it. Examples:\n"
+     "  nicsim link set 198.18.0.1 198.18.0.2 latency 10 jitter 2 loss 1 seed 42\n"
+     "  nicsim link set --remote 198.18.0.1 198.18.7.1 loss 1"},
     {"dir", NULL, run_dir, OPT_BIT(OPT_DIR), "print the run directory",
      "Prints the run directory that the other commands, nicsimd and the provider\n"
      "use, resolved as they resolve it: --dir D, else $NICSIM_DIR, else\n"
@@ -565,6 +574,7 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
 	o->one_process = cl->val[OPT_ONE_PROCESS] != NULL;
 	o->udp = cl->val[OPT_UDP] != NULL;
+	o->remote = cl->val[OPT_REMOTE] != NULL;
 	if (cl->val[OPT_SEED]) {
 		rc = parse_num("seed", cl->val[OPT_SEED], 0, UINT64_MAX, &o->seed);
 		if (rc)
@@ -1728,7 +1738,14 @@ static int run_link_set(struct cli_opts *o)
 		status = CLI_EXIT_FAIL;
 		goto out;
 	}
-	if (!src_all && port_bound(ports, n, src) && !dst_all && !port_bound(ports, n, dst)) {
+	if (o->remote && (src_all || dst_all || !port_bound(ports, n, src))) {
+		cli_err("--remote: SRC must be a NIC of the fabric in %s and DST one address, "
+			"e.g. 'nicsim link set --remote 198.18.0.1 198.18.7.1 loss 1'",
+			o->dir);
+		status = CLI_EXIT_USAGE;
+		goto out;
+	}
+	if (o->remote && !port_bound(ports, n, dst)) {
 		/* A NIC beyond this fabric, reached over UDP (nicsimd --udp): its
 		 * link gets a slot here, for rules and counters. */
 		rc = fab_port_claim(fab, dst);
@@ -1751,10 +1768,11 @@ static int run_link_set(struct cli_opts *o)
 		}
 	}
 	if ((!src_all && !port_bound(ports, n, src)) || (!dst_all && !port_bound(ports, n, dst))) {
-		cli_err("no port %s on the fabric in %s",
-			fab_addr_format(!src_all && !port_bound(ports, n, src) ? src : dst, a,
-					sizeof(a)),
-			o->dir);
+		bool src_missing = !src_all && !port_bound(ports, n, src);
+
+		cli_err("no port %s on the fabric in %s%s",
+			fab_addr_format(src_missing ? src : dst, a, sizeof(a)), o->dir,
+			src_missing ? "" : " (a NIC beyond it, reached over UDP: add --remote)");
 		print_bound(ports, n);
 		status = CLI_EXIT_FAIL;
 		goto out;

@@ -55,6 +55,7 @@ struct cli_opts {
 	bool no_mw;
 	bool no_rdma_read;
 	bool udp;                          /* nicsimd --udp */
+	bool remote;                       /* link set: DST is beyond the fabric */
 	bool one_process;                  /* up: one nicsimd serves every NIC */
 	const char *timer[NIC_TIMER_OPTS]; /* as typed, NULL when not given */
 	int timeout_ms;                    /* --timeout-ms, or 0 for the command's default */

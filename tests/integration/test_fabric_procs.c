@@ -669,6 +669,15 @@ static void test_cli_up_link_down(void)
 	OUT_HAS("latency -3: expected microseconds");
 	NST_EQ(NICSIM("link", "set", "--dir", run, A_ADDR, "198.18.0.7", "loss", "1"), 1);
 	OUT_HAS("no port 198.18.0.7");
+	OUT_HAS("add --remote");
+	/* A NIC beyond the fabric, said so: a slot, and the rule on its link. */
+	NST_EQ(NICSIM("link", "set", "--dir", run, "--remote", "all", "198.18.0.7", "loss", "1"),
+	       2);
+	OUT_HAS("SRC must be a NIC of the fabric");
+	NST_EQ(NICSIM("link", "set", "--dir", run, "--remote", A_ADDR, "198.18.0.7", "loss", "1"),
+	       0);
+	OUT_HAS("198.18.0.7 is not a NIC of this fabric");
+	OUT_HAS("link 198.18.0.1 -> 198.18.0.7: up loss 1");
 
 	rc = NICSIM("link", "set", "--dir", run, A_ADDR, B_ADDR, "latency", "10", "jitter", "2.5",
 		    "loss", "5", "drop-nth", "3", "opcode", "SEND_ONLY", "qpn", "17", "seed", "7");
