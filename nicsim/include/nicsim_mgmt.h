@@ -128,7 +128,7 @@
 	X(shm_fds_dropped, "shared-buffer descriptors closed unmapped (refused, extra)")  \
 	X(shm_bad_msgs, "attach-socket messages that broke the shared-buffer protocol")   \
 	X(dma_shm, "DMA pieces copied through shared buffers, no system call")            \
-	X(duplicates, "requests that came again (retransmitted or replayed): answered, not redone") \
+	X(duplicates, "requests that came again (retransmitted, replayed): not redone")   \
 	X(udp_rx_datagrams, "UDP: datagrams received on port 4791 of this address")       \
 	X(udp_rx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
 	X(udp_rx_short, "UDP: dropped, shorter than any RoCEv2 packet")                   \
