@@ -23,7 +23,9 @@
  *   - a replayed SEND is a duplicate: answered, not delivered again;
  *   - a flood of bad datagrams does not starve a transfer;
  *   - the link rules on the UDP path: loss towards B is met by
- *     retransmission, the data intact, the drops counted on A's fabric.
+ *     retransmission, the data intact, the drops counted on A's fabric;
+ *   - a NIC whose UDP port is taken, or whose address is on no interface,
+ *     stops at once and says what to do.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -654,6 +656,49 @@ static void test_link_rules_on_the_udp_path(void)
 	pair_close(&p);
 }
 
+/* A NIC that cannot take its UDP side says why and what to do, and stops. */
+static void test_udp_start_errors_say_what_to_do(void)
+{
+	static const struct {
+		const char *addr, *want;
+	} cases[] = {
+	    /* A's own NIC holds port 4791 of A's address. */
+	    {ADDR_A, "another nicsimd --udp with this address"},
+	    {ADDR_A, "ss -ulpn"},
+	    /* No interface in A's namespace has this address. */
+	    {ADDR_NONE, "ip addr add " ADDR_NONE "/15 dev IF"},
+	};
+	char d[256], log[400], text[4096];
+
+	NST_REQUIRE_EQ(nst_tmpdir(d, sizeof(d), "udpstart"), 0);
+	NST_REQUIRE_EQ(nst_make_fabric(d, (const char *const[]){ADDR_A, ADDR_NONE, NULL}), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[] = {
+		    nst_bin("nicsimd"), "--addr", cases[i].addr, "--dir", d, "--udp", NULL};
+		ssize_t n = -1;
+		pid_t pid;
+		int st, fd;
+
+		snprintf(log, sizeof(log), "%s/start-%zu.log", d, i);
+		pid = nst_net_spawn(NS_A, argv, log);
+		NST_REQUIRE_GT(pid, 0);
+		st = nst_wait(pid, WAIT_MS);
+		NST_TRUE(st >= 0 && WIFEXITED(st));
+		NST_EQ(st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1);
+		fd = open(log, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, text, sizeof(text) - 1);
+			close(fd);
+		}
+		text[n > 0 ? n : 0] = '\0';
+		if (!strstr(text, cases[i].want))
+			printf("\n    %s: wanted \"%s\" in:\n%s", cases[i].addr, cases[i].want,
+			       text);
+		NST_TRUE(strstr(text, cases[i].want) != NULL);
+	}
+	nst_done_with_dir(d);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -663,6 +708,7 @@ int main(int argc, char **argv)
 	    {"replayed_send_is_a_duplicate", test_replayed_send_is_a_duplicate},
 	    {"flood_does_not_starve_a_transfer", test_flood_does_not_starve_a_transfer},
 	    {"link_rules_on_the_udp_path", test_link_rules_on_the_udp_path},
+	    {"udp_start_errors_say_what_to_do", test_udp_start_errors_say_what_to_do},
 	    {NULL, NULL},
 	};
 
