@@ -1759,6 +1759,22 @@ static int run_link_set(struct cli_opts *o)
 		status = CLI_EXIT_FAIL;
 		goto out;
 	}
+	for (i = 0; !src_all && i < n; i++) {
+		/*
+		 * Rules act where frames are sent.  A slot that no NIC ever
+		 * opened is a NIC beyond this fabric (or one not started yet):
+		 * its frames come over UDP and meet the rules of its own
+		 * machine's fabric, never this link's.
+		 */
+		if (ports[i].addr == src && !ports[i].open && !ports[i].gen)
+			fprintf(
+			    stderr,
+			    "nicsim: note: %s has never opened its port on this fabric: if it "
+			    "is a NIC beyond it (nicsimd --udp), this link's rules never apply, "
+			    "since rules act where frames are sent; set them on that NIC's own "
+			    "fabric (nicsim link set --dir ITS_DIR %s ...)\n",
+			    fab_addr_format(src, a, sizeof(a)), a);
+	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {
 			uint32_t s = ports[i].addr, d = ports[j].addr;

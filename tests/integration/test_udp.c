@@ -25,7 +25,9 @@
  *   - the link rules on the UDP path: loss towards B is met by
  *     retransmission, the data intact, the drops counted on A's fabric;
  *   - a NIC whose UDP port is taken, or whose address is on no interface,
- *     stops at once and says what to do.
+ *     stops at once and says what to do;
+ *   - a rule on a link from a NIC beyond the fabric, which never applies,
+ *     is set with a note that says so.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -699,6 +701,34 @@ static void test_udp_start_errors_say_what_to_do(void)
 	nst_done_with_dir(d);
 }
 
+/*
+ * A link from a NIC beyond the fabric (over UDP) carries nothing here, since
+ * rules act where frames are sent: setting one says so.
+ */
+static void test_link_from_a_udp_nic_is_noted(void)
+{
+	const char *dir_a = spi_nics[0].dir;
+	char out[2048];
+
+	/* A rule towards B gives B a slot on A's fabric. */
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     ADDR_A, ADDR_B, "latency", "0", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+	NST_TRUE(strstr(out, "never opened") == NULL);
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     ADDR_B, ADDR_A, "loss", "50", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+	if (!strstr(out, ADDR_B " has never opened its port on this fabric"))
+		printf("\n    link set B A: %s", out);
+	NST_TRUE(strstr(out, ADDR_B " has never opened its port on this fabric") != NULL);
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     ADDR_B, ADDR_A, "clear", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -709,6 +739,7 @@ int main(int argc, char **argv)
 	    {"flood_does_not_starve_a_transfer", test_flood_does_not_starve_a_transfer},
 	    {"link_rules_on_the_udp_path", test_link_rules_on_the_udp_path},
 	    {"udp_start_errors_say_what_to_do", test_udp_start_errors_say_what_to_do},
+	    {"link_from_a_udp_nic_is_noted", test_link_from_a_udp_nic_is_noted},
 	    {NULL, NULL},
 	};
 
