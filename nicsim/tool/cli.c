@@ -182,7 +182,10 @@ static const struct cmd_spec cmd_specs[] = {
      "change link settings: latency, rate and fault rules",
      "Changes the directed link from SRC to DST at once, while NICs run. SRC and\n"
      "DST are addresses or 'all' (every port of the fabric; 'all' leaves out a\n"
-     "port's link to itself). Settings not named keep their values:\n"
+     "port's link to itself). A DST that is not on the fabric, a NIC that its\n"
+     "NICs reach over UDP (nicsimd --udp), gets a slot: the rules then act on\n"
+     "the datagrams sent to it (rules act where frames are sent, so a link from\n"
+     "such a NIC carries nothing here). Settings not named keep their values:\n"
      "\n"
      "  latency US       propagation delay of every frame\n"
      "  jitter US        plus 0..US at random per frame (frames keep their order)\n"
