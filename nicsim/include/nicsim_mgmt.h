@@ -128,7 +128,8 @@
 	X(shm_fds_dropped, "shared-buffer descriptors closed unmapped (refused, extra)")  \
 	X(shm_bad_msgs, "attach-socket messages that broke the shared-buffer protocol")   \
 	X(dma_shm, "DMA pieces copied through shared buffers, no system call")            \
-	X(duplicates, "requests that came again (retransmitted or replayed): answered, not redone") \
+	X(duplicates,                                                                     \
+	  "requests that came again (retransmitted or replayed): answered, not redone")   \
 	X(udp_rx_datagrams, "UDP: datagrams received on port 4791 of this address")       \
 	X(udp_rx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
 	X(udp_rx_short, "UDP: dropped, shorter than any RoCEv2 packet")                   \
@@ -141,7 +142,7 @@
 	X(udp_tx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
 	X(udp_tx_refused, "UDP: frames not sent, their IPv4 header was not this NIC's")   \
 	X(udp_tx_unreachable, "UDP: datagrams the kernel could not route")                \
-	X(udp_tx_too_big, "UDP: datagrams over the route's MTU")                          \
+	X(udp_tx_too_big, "UDP: datagrams over the interface's MTU")                      \
 	X(udp_tx_nobufs, "UDP: datagrams dropped, the socket's buffer was full")          \
 	X(udp_tx_errors, "UDP: datagrams refused for another reason")
 
