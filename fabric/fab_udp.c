@@ -23,6 +23,8 @@
  *          The kernel fills in the header checksum and total length (both
  *          the frame's own values already) and, for a zero identification,
  *          keeps it zero because DF is set (Linux ip_select_ident_segs).
+ *          IP_PMTUDISC_PROBE: the interface's MTU bounds a datagram, not a
+ *          path MTU learnt from ICMP (see udp_sockets).
  *
  * Received datagrams become frames like any other: an Ethernet header
  * (the fabric's MACs, 02:00:<IPv4>) is written in front of the IPv4 header
@@ -157,6 +159,17 @@ static int udp_sockets(struct fab_udp *u, uint32_t addr)
 	if (u->tx_fd < 0)
 		return -errno;
 	if (setsockopt(u->tx_fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one)) < 0)
+		return -errno;
+	/*
+	 * Judge each datagram by the interface's MTU, not by what the kernel
+	 * has learnt of the path: a connection's MTU is fixed when it is made
+	 * (CM REQ), as on a RoCE NIC, which ignores ICMP.  Otherwise one
+	 * ICMP "fragmentation needed", which anyone can forge without seeing
+	 * the traffic, would make the kernel refuse every larger datagram of
+	 * the connections already made (EMSGSIZE) until they die of retries.
+	 */
+	if (setsockopt(u->tx_fd, IPPROTO_IP, IP_MTU_DISCOVER, &(int){IP_PMTUDISC_PROBE},
+		       sizeof(int)) < 0)
 		return -errno;
 	sockbuf(u->tx_fd, SO_SNDBUF);
 	return 0;

@@ -49,9 +49,11 @@ static int port_udp_open(struct nic *nic)
 		break;
 	case -EADDRINUSE:
 		nic_err(&nic->log,
-			"--udp: UDP port 4791 of %s is taken by another program (an rdma_rxe "
-			"device on this machine binds it on every address: nicsim cannot share "
-			"a network namespace with one)",
+			"--udp: UDP port 4791 of %s is taken by another program: another "
+			"nicsimd --udp with this address (in another run directory), or an "
+			"rdma_rxe device, which binds it on every address of its network "
+			"namespace; 'ss -ulpn sport = :4791' shows which. Stop it, or give "
+			"this NIC another address",
 			a);
 		break;
 	default: nic_err(&nic->log, "--udp: cannot open the UDP side: %s", strerror(-err));

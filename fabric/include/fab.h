@@ -384,7 +384,7 @@ int fab_port_udp_fd(const struct fab_port *port);
 	X(tx_bytes, "bytes of them, from the IPv4 header on")                                \
 	X(tx_refused, "frames not sent: their IPv4 header did not match the port and dst")   \
 	X(tx_unreachable, "datagrams the kernel could not route")                            \
-	X(tx_too_big, "datagrams over the route's MTU")                                      \
+	X(tx_too_big, "datagrams over the interface's MTU")                                  \
 	X(tx_nobufs, "datagrams dropped: the socket's buffer was full")                      \
 	X(tx_errors, "datagrams refused for another reason")
 

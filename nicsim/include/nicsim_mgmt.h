@@ -141,7 +141,7 @@
 	X(udp_tx_bytes, "UDP: bytes of them, from the IPv4 header on")                    \
 	X(udp_tx_refused, "UDP: frames not sent, their IPv4 header was not this NIC's")   \
 	X(udp_tx_unreachable, "UDP: datagrams the kernel could not route")                \
-	X(udp_tx_too_big, "UDP: datagrams over the route's MTU")                          \
+	X(udp_tx_too_big, "UDP: datagrams over the interface's MTU")                      \
 	X(udp_tx_nobufs, "UDP: datagrams dropped, the socket's buffer was full")          \
 	X(udp_tx_errors, "UDP: datagrams refused for another reason")
 

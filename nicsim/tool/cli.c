@@ -186,7 +186,10 @@ static const struct cmd_spec cmd_specs[] = {
      "change link settings: latency, rate and fault rules",
      "Changes the directed link from SRC to DST at once, while NICs run. SRC and\n"
      "DST are addresses or 'all' (every port of the fabric; 'all' leaves out a\n"
-     "port's link to itself). Settings not named keep their values:\n"
+     "port's link to itself). A DST that is not on the fabric, a NIC that its\n"
+     "NICs reach over UDP (nicsimd --udp), gets a slot: the rules then act on\n"
+     "the datagrams sent to it (rules act where frames are sent, so a link from\n"
+     "such a NIC carries nothing here). Settings not named keep their values:\n"
      "\n"
      "  latency US       propagation delay of every frame\n"
      "  jitter US        plus 0..US at random per frame (frames keep their order)\n"
@@ -1776,6 +1779,22 @@ static int run_link_set(struct cli_opts *o)
 		print_bound(ports, n);
 		status = CLI_EXIT_FAIL;
 		goto out;
+	}
+	for (i = 0; !src_all && i < n; i++) {
+		/*
+		 * Rules act where frames are sent.  A slot that no NIC ever
+		 * opened is a NIC beyond this fabric (or one not started yet):
+		 * its frames come over UDP and meet the rules of its own
+		 * machine's fabric, never this link's.
+		 */
+		if (ports[i].addr == src && !ports[i].open && !ports[i].gen)
+			fprintf(
+			    stderr,
+			    "nicsim: note: %s has never opened its port on this fabric: if it "
+			    "is a NIC beyond it (nicsimd --udp), this link's rules never apply, "
+			    "since rules act where frames are sent; set them on that NIC's own "
+			    "fabric (nicsim link set --dir ITS_DIR %s ...)\n",
+			    fab_addr_format(src, a, sizeof(a)), a);
 	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {

@@ -24,7 +24,13 @@
  *   - a flood of bad datagrams does not starve a transfer;
  *   - the link rules on the UDP path: loss, duplicates, reordering and
  *     corruption towards B are met by the transport, the data intact, and
- *     counted on A's fabric.
+ *     counted on A's fabric;
+ *   - a forged ICMP "fragmentation needed" does not stop a connection
+ *     that was made with a larger MTU;
+ *   - a NIC whose UDP port is taken, or whose address is on no interface,
+ *     stops at once and says what to do;
+ *   - a rule on a link from a NIC beyond the fabric, which never applies,
+ *     is set with a note that says so.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +47,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fab.h"
@@ -666,6 +673,166 @@ static void test_link_rules_on_the_udp_path(void)
 	pair_close(&p);
 }
 
+/* A NIC that cannot take its UDP side says why and what to do, and stops. */
+static void test_udp_start_errors_say_what_to_do(void)
+{
+	static const struct {
+		const char *addr, *want;
+	} cases[] = {
+	    /* A's own NIC holds port 4791 of A's address. */
+	    {ADDR_A, "another nicsimd --udp with this address"},
+	    {ADDR_A, "ss -ulpn"},
+	    /* No interface in A's namespace has this address. */
+	    {ADDR_NONE, "ip addr add " ADDR_NONE "/15 dev IF"},
+	};
+	char d[256], log[400], text[4096];
+
+	NST_REQUIRE_EQ(nst_tmpdir(d, sizeof(d), "udpstart"), 0);
+	NST_REQUIRE_EQ(nst_make_fabric(d, (const char *const[]){ADDR_A, ADDR_NONE, NULL}), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[] = {
+		    nst_bin("nicsimd"), "--addr", cases[i].addr, "--dir", d, "--udp", NULL};
+		ssize_t n = -1;
+		pid_t pid;
+		int st, fd;
+
+		snprintf(log, sizeof(log), "%s/start-%zu.log", d, i);
+		pid = nst_net_spawn(NS_A, argv, log);
+		NST_REQUIRE_GT(pid, 0);
+		st = nst_wait(pid, WAIT_MS);
+		NST_TRUE(st >= 0 && WIFEXITED(st));
+		NST_EQ(st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1);
+		fd = open(log, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, text, sizeof(text) - 1);
+			close(fd);
+		}
+		text[n > 0 ? n : 0] = '\0';
+		if (!strstr(text, cases[i].want))
+			printf("\n    %s: wanted \"%s\" in:\n%s", cases[i].addr, cases[i].want,
+			       text);
+		NST_TRUE(strstr(text, cases[i].want) != NULL);
+	}
+	nst_done_with_dir(d);
+}
+
+/* The ones' complement sum of n bytes (n even), as IPv4 and ICMP use it. */
+static uint16_t csum16(const uint8_t *b, size_t n)
+{
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i < n; i += 2)
+		sum += (uint32_t)b[i] << 8 | b[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* The path MTU that namespace ns's kernel holds for datagrams to dst, or -1. */
+static int path_mtu(const char *ns, uint32_t dst)
+{
+	struct sockaddr_in to = {
+	    .sin_family = AF_INET, .sin_port = htons(FAB_ROCE_PORT), .sin_addr.s_addr = dst};
+	int fd = socket_in(ns, AF_INET, SOCK_DGRAM, 0, NULL), mtu = -1;
+	socklen_t l = sizeof(mtu);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 ||
+	    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &l) < 0)
+		mtu = -1;
+	close(fd);
+	return mtu;
+}
+
+/*
+ * An ICMP "fragmentation needed" that anyone on the network can send (here
+ * C, who never saw the traffic), saying that A's datagrams to B must be no
+ * longer than 552 bytes: A's kernel believes it, but a connection keeps the
+ * MTU it was made with (1024, packets of 1084 bytes), as on a RoCE NIC, and
+ * its transfers go on.
+ */
+static void test_forged_icmp_keeps_connections(void)
+{
+	const uint32_t len = 1u << 20, a = addr_n(ADDR_A), b = addr_n(ADDR_B), c = addr_n(ADDR_C);
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = a};
+	uint8_t pkt[20 + 8 + 28] = {0}, *q = pkt + 28;
+	int raw = raw_out(NS_C), mtu = -1;
+	uint64_t too_big, t0;
+	struct pair p;
+
+	NST_REQUIRE(raw >= 0);
+	NST_REQUIRE(pair_open(&p, len));
+	NST_REQUIRE(pair_write(&p, len, 21));
+	too_big = stat_of(sock_a, NST_STAT(udp_tx_too_big));
+	/* IPv4 C -> A, ICMP (the kernel fills in the length and checksum). */
+	pkt[0] = 0x45;
+	pkt[8] = 64;
+	pkt[9] = IPPROTO_ICMP;
+	memcpy(pkt + 12, &c, 4);
+	memcpy(pkt + 16, &a, 4);
+	/* Destination unreachable, fragmentation needed, next-hop MTU 552. */
+	pkt[20] = 3;
+	pkt[21] = 4;
+	fab_put16(pkt + 26, 552);
+	/* What it quotes: a datagram of 1084 bytes with DF from A to B:4791. */
+	q[0] = 0x45;
+	fab_put16(q + 2, 1084);
+	fab_put16(q + 6, 0x4000);
+	q[8] = 64;
+	q[9] = IPPROTO_UDP;
+	memcpy(q + 12, &a, 4);
+	memcpy(q + 16, &b, 4);
+	fab_put16(q + 10, csum16(q, 20));
+	fab_put16(q + 20, 0xc123);
+	fab_put16(q + 22, FAB_ROCE_PORT);
+	fab_put16(q + 24, 1064);
+	fab_put16(pkt + 22, csum16(pkt + 20, sizeof(pkt) - 20));
+	NST_REQUIRE_EQ(sendto(raw, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)),
+		       (ssize_t)sizeof(pkt));
+	/* A's kernel has taken it when its path MTU to B is 552. */
+	t0 = nst_now_ns();
+	while ((mtu = path_mtu(NS_A, b)) != 552 && nst_now_ns() - t0 < WAIT_MS * 1000000ull)
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	NST_EQ(mtu, 552);
+	NST_TRUE(pair_write(&p, len, 22));
+	NST_TRUE(pair_read(&p, len, 23));
+	NST_EQ_U(stat_of(sock_a, NST_STAT(udp_tx_too_big)), too_big);
+	pair_close(&p);
+	close(raw);
+	/* Forget the forged path MTU: later connections get the link's again. */
+	NST_EQ(nst_net_ip(NS_A, (const char *const[]){"route", "flush", "cache", NULL}), 0);
+	NST_EQ(path_mtu(NS_A, b), 1500);
+}
+
+/*
+ * A link from a NIC beyond the fabric (over UDP) carries nothing here, since
+ * rules act where frames are sent: setting one says so.
+ */
+static void test_link_from_a_udp_nic_is_noted(void)
+{
+	const char *dir_a = spi_nics[0].dir;
+	char out[2048];
+
+	/* A rule towards B (--remote) gives B a slot on A's fabric. */
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     "--remote", ADDR_A, ADDR_B, "latency", "0", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+	NST_TRUE(strstr(out, "never opened") == NULL);
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     ADDR_B, ADDR_A, "loss", "50", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+	if (!strstr(out, ADDR_B " has never opened its port on this fabric"))
+		printf("\n    link set B A: %s", out);
+	NST_TRUE(strstr(out, ADDR_B " has never opened its port on this fabric") != NULL);
+	NST_EQ(nst_run((const char *const[]){nst_bin("nicsim"), "link", "set", "--dir", dir_a,
+					     ADDR_B, ADDR_A, "clear", NULL},
+		       out, sizeof(out), WAIT_MS),
+	       0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -675,6 +842,9 @@ int main(int argc, char **argv)
 	    {"replayed_send_is_a_duplicate", test_replayed_send_is_a_duplicate},
 	    {"flood_does_not_starve_a_transfer", test_flood_does_not_starve_a_transfer},
 	    {"link_rules_on_the_udp_path", test_link_rules_on_the_udp_path},
+	    {"forged_icmp_keeps_connections", test_forged_icmp_keeps_connections},
+	    {"udp_start_errors_say_what_to_do", test_udp_start_errors_say_what_to_do},
+	    {"link_from_a_udp_nic_is_noted", test_link_from_a_udp_nic_is_noted},
 	    {NULL, NULL},
 	};
 
