@@ -388,9 +388,7 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 uint64_t fab_next_due_ns(struct fab_port *p)
 {
 	const struct fab_heap_ent *first;
-	uint64_t now = 0;
-
-	uint64_t udp;
+	uint64_t now = 0, udp;
 
 	pull_pending(p, &now);
 	first = wait_first(p);

@@ -730,6 +730,7 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 	struct conn_state *cs = nic->conn;
 	struct listener *l;
 	struct pending_req *r;
+	uint32_t path_mtu;
 
 	/* A repeated REQ: answer again if accepted, else it is still pending. */
 	for (uint32_t i = 2; i < QP_MAX; i++) {
@@ -776,8 +777,10 @@ static void rx_req(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 				  .cm_timeout = m->local_cm_timeout,
 				  .cm_retries = m->max_cm_retries,
 				  .mtu = m->mtu};
-	if (r->mtu > port_path_mtu(nic, src))
-		r->mtu = port_path_mtu(nic, src);
+	/* No larger than this NIC's own path back (a system call: once). */
+	path_mtu = port_path_mtu(nic, src);
+	if (r->mtu > path_mtu)
+		r->mtu = path_mtu;
 	/*
 	 * The requester waits at most its longest interval after its last REQ
 	 * before it gives up; twice that without a REQ means it has (one lost
