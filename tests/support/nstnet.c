@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -60,13 +61,12 @@ static void remove_stale(void)
  * output is kept and shown only when it fails. */
 static int run(const char *const *argv)
 {
-	char out[] = "/tmp/nstnet-XXXXXX";
-	int fd = mkstemp(out), status;
+	/* What it prints, kept in memory (dup2 makes the child's copy keep it). */
+	int fd = memfd_create("nstnet-out", MFD_CLOEXEC), status;
 	pid_t pid;
 
 	if (fd < 0)
 		return -errno;
-	unlink(out);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
