@@ -229,7 +229,7 @@ static void send_req(struct nic *nic, struct qp *qp)
 
 	m.local_comm_id = qp->comm_id;
 	m.qpn = qp->qpn;
-	m.psn = qp->sq_psn;
+	m.psn = qp->rq_psn; /* what this side expects: see fab_cm_msg.psn */
 	m.src_port = qp->local_port;
 	m.dst_port = qp->peer_port;
 	m.ack_timeout = qp->ack_timeout;
@@ -254,7 +254,7 @@ static void send_rep(struct nic *nic, struct qp *qp, uint64_t tid)
 	m.local_comm_id = qp->comm_id;
 	m.remote_comm_id = qp->peer_comm_id;
 	m.qpn = qp->qpn;
-	m.psn = qp->sq_psn;
+	m.psn = qp->rq_psn;
 	m.src_port = qp->local_port;
 	m.dst_port = qp->peer_port;
 	m.rnr_retry_count = qp->rnr_retry;
@@ -455,7 +455,7 @@ static uint16_t do_connect(struct nic *nic, struct nic_ctx *c, const struct nic_
 	qp->peer_port = cc->dst_port;
 	qp->comm_id = cs->next_comm_id++;
 	qp->cm_tid = cs->next_tid++;
-	qp->sq_psn = rnd24(cs);
+	qp->rq_psn = rnd24(cs); /* the peer's first PSN; the REP says ours */
 	qp->cm_tries = 0;
 	qp->passive = false;
 	qp->ack_timeout = nic->opts.timers.ack_timeout;
@@ -488,8 +488,8 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->peer_port = r->peer_port;
 	qp->comm_id = cs->next_comm_id++;
 	qp->peer_comm_id = r->peer_comm_id;
-	qp->sq_psn = rnd24(cs);
-	qp->rq_psn = r->peer_psn;
+	qp->sq_psn = r->peer_psn; /* as the REQ asks; the REP says the peer's */
+	qp->rq_psn = rnd24(cs);
 	qp->cm_tid = r->tid;
 	qp->ack_timeout = r->ack_timeout;
 	qp->retry_cnt = r->retry_cnt;
@@ -497,7 +497,7 @@ static uint16_t do_accept(struct nic *nic, struct nic_ctx *c, const struct nic_c
 	qp->cm_timeout = r->cm_timeout;
 	qp->cm_retries = r->cm_retries;
 	qp->mtu = r->mtu;
-	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, r->peer_psn);
+	qpio_start(nic, qp, r->peer_addr, r->peer_qpn, qp->sq_psn, qp->rq_psn);
 	drop_req(cs, r);
 	send_rep(nic, qp, qp->cm_tid);
 	qp->cm_tries = 1;
@@ -830,9 +830,9 @@ static void rx_rep(struct nic *nic, const struct fab_cm_msg *m, uint32_t src)
 		connecting_remove(nic->conn, qp);
 		qp->cm_deadline = 0;
 		qp->peer_comm_id = m->local_comm_id;
-		qp->rq_psn = m->psn;
+		qp->sq_psn = m->psn;
 		qp->rnr_retry = m->rnr_retry_count; /* as the REP asks */
-		qpio_start(nic, qp, src, m->qpn, qp->sq_psn, m->psn);
+		qpio_start(nic, qp, src, m->qpn, qp->sq_psn, qp->rq_psn);
 		nic->stats.conn_established++;
 		connected_event(nic, qp);
 	} else if (qp->peer_comm_id != m->local_comm_id) {

@@ -357,7 +357,15 @@ struct fab_cm_msg {
 	 * disconnect).  24 bits, never 0 or 1.
 	 */
 	uint32_t qpn;
-	/* REQ, REP: the first PSN the sender will send (24 bits). */
+	/*
+	 * REQ, REP: the starting PSN (24 bits): the first PSN the sender's QP
+	 * expects to receive, so the first the receiver of the message will
+	 * send.  That is how Linux's CM reads the field (ib_send_cm_req sets
+	 * its receive PSN from the REQ's, cm_req_handler the passive side's
+	 * send PSN; the REP's the other way round), and so every RoCE stack
+	 * built on it: a side that sent its own first PSN here would be
+	 * answered with PSN sequence error NAKs.
+	 */
 	uint32_t psn;
 	uint8_t responder_resources; /* RDMA READs the sender accepts at once */
 	uint8_t initiator_depth;     /* RDMA READs the sender issues at once */

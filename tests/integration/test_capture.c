@@ -673,10 +673,11 @@ static void test_two_hosts_every_kind_of_frame(void)
 
 	/* The expected frames, in order. */
 	cm(&i, "CM REQ", addr_a, CM_REQ);
-	/* tshark's reading of the REQ's starting PSN: the first SEND's. */
+	/* tshark's reading of the REP's starting PSN: the first PSN B expects,
+	 * so A's first SEND's (the REQ's is the first PSN A expects). */
 	NST_REQUIRE_EQ(
-	    run_tshark(file, (const char *const[]){"-Y", "infiniband.cm.req", "-T", "fields", "-e",
-						   "infiniband.cm.req.startpsn", NULL}),
+	    run_tshark(file, (const char *const[]){"-Y", "infiniband.cm.rep", "-T", "fields", "-e",
+						   "infiniband.cm.rep.startpsn", NULL}),
 	    0);
 	cursor = out;
 	line = next_record(&cursor);
