@@ -26,6 +26,10 @@ NS_PACKAGES=(
 	iproute2  # ip: the network namespaces of the --udp tests
 )
 
+# What the interop test's Soft-RoCE machine (scripts/rxe-vm) needs on the
+# host, beyond NS_PACKAGES: installed by scripts/test --interop only.
+NS_VM_PACKAGES=(qemu-system-x86 debootstrap e2fsprogs openssh-client)
+
 ns_say() {
 	printf '==> %s\n' "$*"
 }

@@ -328,12 +328,13 @@ static SOCKET bound_socket(const char *addr, uint16_t port)
 	if (WSPBind(s, (struct sockaddr *)&sa, sizeof(sa), &err)) {
 		char dir[PATH_MAX];
 
-		fail(addr, err);
+		fail("WSPBind", err);
 		if (err == WSAEADDRNOTAVAIL && nicsim_run_dir(dir, sizeof(dir)) == 0)
 			fprintf(stderr,
-				"%s: no NIC with address %s in %s: start one (nicsim up), or set "
-				"NICSIM_DIR to the run directory of running ones\n",
-				role, addr, dir);
+				"%s: no NIC%s%s in %s: start one (nicsim up), or set NICSIM_DIR "
+				"to the run directory of running ones\n",
+				role, sa.sin_addr.s_addr ? " with address " : "",
+				sa.sin_addr.s_addr ? addr : "", dir);
 		WSPCloseSocket(s, &ignored);
 		return INVALID_SOCKET;
 	}
@@ -489,6 +490,8 @@ static bool server(const struct opts *o)
 		fail("WSPListen", err);
 		goto out;
 	}
+	/* For scripts: a client may connect from now on. */
+	printf("%s: listening on %s port %u\n", role, o->addr, o->port);
 	c.s = WSPAccept(l, (struct sockaddr *)&c.peer, &len, NULL, 0, &err);
 	if (c.s == INVALID_SOCKET) {
 		fail("WSPAccept", err);
@@ -668,10 +671,11 @@ static bool parse_size(const char *s, uint32_t *out)
 
 static bool parse_sizes(char *list, struct opts *o)
 {
-	char *save = NULL;
+	char *t;
 
 	o->nsizes = 0;
-	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+	/* strsep, not strtok: an empty entry ("1,,2", a trailing comma) is an error. */
+	while ((t = strsep(&list, ",")) != NULL) {
 		if (o->nsizes == RPING_MAX_SIZES || !parse_size(t, &o->sizes[o->nsizes]))
 			return false;
 		o->nsizes++;

@@ -1,0 +1,398 @@
+#!/usr/bin/env bash
+# nicsim against Linux Soft-RoCE (rdma_rxe): the interop test (ctest label
+# interop, `scripts/test --interop`).
+#
+#   tests/interop/rxe_interop.sh BIN_DIR
+#
+# Boots the virtual machine of scripts/rxe-vm (building its image first if
+# there is none) in a network namespace of its own, starts a nicsim NIC with
+# --udp at 198.18.100.1 on the host side of the tap, and has nicsim and
+# rdma_rxe (198.18.100.2) exchange real traffic, checked on both sides:
+#
+#   cm        the RDMA CM handshake both ways: REQ/REP/RTU, DREQ/DREP, the
+#             service ID of port 7174 and the IP CM private data, as tshark
+#             reads them on the tap
+#   rping     rdmacm-utils' rping in the VM against nicsim-rping, each as
+#             client and as server, data verified by both
+#   sizes     RDMA READ and WRITE of 1 B to 16 MiB both ways (vping, the
+#             verbs peer in tests/interop/vping.c, built in the VM)
+#   forge     a forged rkey from each side, refused by the other with a NAK
+#             (remote access error), seen by the forger and in the capture
+#   capture   the tap's capture (tshark) and nicsim's own agree frame for
+#             frame, and neither has a malformed frame
+#   mtu       the path MTU from the CM exchange, at every IB MTU 256..4096
+#             (the link's Ethernet MTU set to match), the data packets no
+#             larger
+#   loss      2% of nicsim's datagrams lost: the pings still complete, and
+#             both sides retransmitted and sent or met NAKs
+#
+# Every check prints PASS or FAIL with what it saw; the exit status is 0
+# only if all passed.  Needs root, and the packages scripts/rxe-vm names
+# (scripts/test --interop installs them).  Whatever happens, the VM, the
+# NIC, the captures and the namespace end with the script.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$(cd "${1:?usage: rxe_interop.sh BIN_DIR}" && pwd)
+VMCTL=$ROOT/scripts/rxe-vm
+HOST=198.18.100.1
+GUEST=198.18.100.2
+PORT=7174
+TAP=rxetap0
+NS=nsi-$$-$RANDOM
+WORK=${TMPDIR:-/tmp}/nicsim-interop-$$-$RANDOM
+export NICSIM_VM_DIR=${NICSIM_VM_DIR:-$ROOT/build/rxe-vm}
+export NICSIM_VM_RUN=$WORK/vm
+export NICSIM_DIR=$WORK/run
+WAIT_S=120 # bound of every wait for a process or a state
+SIZES=1,2,255,256,1023,1024,1025,4096,65535,65536,1048576,16777216
+
+passes=0
+fails=0
+pids=()
+vm_up=0
+
+say() { printf '==> %s\n' "$*"; }
+pass() {
+	printf 'PASS %s\n' "$*"
+	passes=$((passes + 1))
+}
+fail() {
+	printf 'FAIL %s\n' "$*"
+	fails=$((fails + 1))
+}
+inns() { ip netns exec "$NS" "$@"; }
+vm() { "$VMCTL" ssh "$@"; }
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	"$BIN/nicsim" down --dir "$NICSIM_DIR" >/dev/null 2>&1
+	((vm_up)) && "$VMCTL" stop >/dev/null 2>&1
+	ip netns del "$NS" 2>/dev/null
+	if ((fails)) && [[ -d $WORK ]]; then
+		# Kept for a look: the logs, captures and the VM's console.
+		printf 'logs kept in %s\n' "$WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Wait (bounded) until CMD succeeds.  Returns 1 after WAIT_S seconds.
+wait_for() {
+	local deadline=$((SECONDS + WAIT_S))
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
+}
+
+# Start CMD in the namespace in the background, output to LOG; its pid in
+# $last_pid (also remembered for the cleanup).
+start_bg() {
+	local log=$1
+	shift
+	inns timeout "$WAIT_S" "$@" >"$log" 2>&1 &
+	last_pid=$!
+	pids+=("$last_pid")
+}
+
+# Wait for the background pid; its exit status.
+finish_bg() {
+	local rc=0
+	wait "$1" || rc=$?
+	return "$rc"
+}
+
+# The VM's rdma_cm listens on PORT (an rping or vping server is ready).
+vm_listening() {
+	vm "rdma resource show cm_id | grep -q 'state LISTEN.*src-addr $GUEST:$PORT '"
+}
+
+# nicsim-rping's server said it listens.
+ns_listening() { grep -q 'listening on' "$1"; }
+
+# A counter of the nicsim NIC (as nicsim stats lists it: name, value, text).
+ns_stat() {
+	"$BIN/nicsim" stats --dir "$NICSIM_DIR" --nic "$HOST" 2>/dev/null |
+		awk -v k="$1" '$1 == k { print $2; exit }'
+}
+
+# A counter of rxe0 in the VM.
+vm_stat() { vm "cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$1"; }
+
+# ---- Set-up ---------------------------------------------------------------
+
+((EUID == 0)) || {
+	echo "rxe_interop: needs root (network namespace, tap device, raw sockets)" >&2
+	exit 1
+}
+for tool in qemu-system-x86_64 debootstrap tshark ip ssh; do
+	command -v "$tool" >/dev/null || {
+		echo "rxe_interop: $tool is missing: run scripts/test --interop, which installs it" >&2
+		exit 1
+	}
+done
+mkdir -m 700 "$WORK" || exit 1
+if [[ ! -f $NICSIM_VM_DIR/rootfs.img ]]; then
+	say "no VM image in $NICSIM_VM_DIR: building it"
+	"$VMCTL" build || exit 1
+fi
+ip netns add "$NS" || exit 1
+say "namespace $NS, work directory $WORK"
+vm_up=1
+"$VMCTL" start --netns "$NS" --tap "$TAP" || exit 1
+say "starting the nicsim NIC $HOST with --udp"
+inns "$BIN/nicsim" up --udp --nic "$HOST" --dir "$NICSIM_DIR" || exit 1
+say "building vping in the VM"
+"$VMCTL" copy "$ROOT/tests/interop/vping.c" /root/vping.c || exit 1
+vm 'gcc -O2 -Wall -Wextra -Werror -o /usr/local/bin/vping /root/vping.c -lrdmacm -libverbs' ||
+	exit 1
+
+# ---- Captures ---------------------------------------------------------------
+
+tap_pcap=$WORK/tap.pcapng
+nic_pcap=$WORK/nicsim.pcapng
+start_bg "$WORK/tshark.log" tshark -i "$TAP" -f "udp port 4791" -w "$tap_pcap"
+tshark_pid=$last_pid
+wait_for grep -q "Capturing on" "$WORK/tshark.log" || fail "capture: tshark did not start"
+"$BIN/nicsim" capture --dir "$NICSIM_DIR" -w "$nic_pcap" 2>"$WORK/capture.log" &
+capture_pid=$!
+pids+=("$capture_pid")
+
+# ---- rping both ways (and the CM, checked in the capture below) ----------------
+
+# nicsim-rping server, then CLIENT_CMD in the VM; both must exit 0.
+# run_nicsim_server NAME SERVER_ARGS -- VM_CLIENT_CMD
+run_nicsim_server() {
+	local name=$1 log=$WORK/$1.server.log cl=$WORK/$1.client.log rc_s rc_c
+	shift
+	local args=()
+	while [[ $1 != -- ]]; do
+		args+=("$1")
+		shift
+	done
+	shift
+	start_bg "$log" "$BIN/nicsim-rping" -s -a "$HOST" -p "$PORT" "${args[@]}"
+	local spid=$last_pid
+	if ! wait_for ns_listening "$log"; then
+		fail "$name: nicsim-rping did not listen: $(tail -3 "$log")"
+		return 1
+	fi
+	vm "timeout $WAIT_S $*" >"$cl" 2>&1
+	rc_c=$?
+	finish_bg "$spid"
+	rc_s=$?
+	if ((rc_c == 0 && rc_s == 0)); then
+		pass "$name: $(tail -1 "$log" | cut -c1-150)"
+	else
+		fail "$name: VM side exit $rc_c: $(tail -2 "$cl" | tr '\n' ' ' | cut -c1-200)" \
+			"/ nicsim side exit $rc_s: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-300)"
+	fi
+	((rc_c == 0 && rc_s == 0))
+}
+
+# SERVER_CMD in the VM, then nicsim-rping client; both must exit 0.
+# run_vm_server NAME VM_SERVER_CMD -- CLIENT_ARGS
+run_vm_server() {
+	local name=$1 log=$WORK/$1.client.log sl=$WORK/$1.server.log rc_s rc_c cmd=()
+	shift
+	while [[ $1 != -- ]]; do
+		cmd+=("$1")
+		shift
+	done
+	shift
+	vm "timeout $WAIT_S ${cmd[*]}" >"$sl" 2>&1 &
+	local spid=$!
+	pids+=("$spid")
+	if ! wait_for vm_listening; then
+		fail "$name: the VM's server did not listen: $(tail -3 "$sl")"
+		return 1
+	fi
+	inns timeout "$WAIT_S" "$BIN/nicsim-rping" -c -a "$GUEST" -I "$HOST" -p "$PORT" "$@" \
+		>"$log" 2>&1
+	rc_c=$?
+	finish_bg "$spid"
+	rc_s=$?
+	if ((rc_c == 0 && rc_s == 0)); then
+		pass "$name: $(tail -1 "$log" | cut -c1-150)"
+	else
+		fail "$name: nicsim side exit $rc_c: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-300)" \
+			"/ VM side exit $rc_s: $(tail -2 "$sl" | tr '\n' ' ' | cut -c1-200)"
+	fi
+	((rc_c == 0 && rc_s == 0))
+}
+
+say "rping"
+run_vm_server rping-vm-server stdbuf -oL rping -s -a "$GUEST" -p "$PORT" -V -v -C 10 -- \
+	-V -v -C 10 &&
+	{
+		grep -q 'server ping data: rdma-ping-9: J' "$WORK/rping-vm-server.server.log" ||
+			fail "rping-vm-server: rping did not print ping 9's data"
+	}
+run_nicsim_server rping-nicsim-server -V -v -C 10 -S 65535 -- \
+	rping -c -a "$HOST" -p "$PORT" -V -v -C 10 -S 65535 &&
+	{
+		[[ $(grep -c '^ping data: rdma-ping-' "$WORK/rping-nicsim-server.client.log") == 10 ]] ||
+			fail "rping-nicsim-server: rping printed $(grep -c '^ping data' \
+				"$WORK/rping-nicsim-server.client.log") pings, not 10"
+	}
+
+say "RDMA READ and WRITE, 1 B to 16 MiB, both ways"
+t0=$SECONDS
+run_vm_server sizes-vm-server vping -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
+t1=$SECONDS
+run_nicsim_server sizes-nicsim-server -V -C 12 -- \
+	vping -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
+say "(sizes: $((t1 - t0)) s with rxe as server, $((SECONDS - t1)) s with nicsim as server)"
+
+say "forged rkeys"
+faults0=$("$BIN/nicsim" show faults --dir "$NICSIM_DIR" --nic "$HOST" 2>/dev/null | wc -l)
+run_nicsim_server forge-by-nicsim --forge-rkey read -- \
+	vping -c -a "$HOST" -p "$PORT" -V -C 1 --expect-broken
+grep -q 'NIC status 7' "$WORK/forge-by-nicsim.server.log" ||
+	fail "forge-by-nicsim: nicsim's READ did not end with a remote access error"
+run_vm_server forge-by-rxe vping -s -a "$GUEST" -p "$PORT" --forge-rkey write -- \
+	-V -C 1 --expect-broken
+grep -qi 'remote access error' "$WORK/forge-by-rxe.server.log" ||
+	fail "forge-by-rxe: rxe's WRITE did not end with a remote access error"
+faults1=$("$BIN/nicsim" show faults --dir "$NICSIM_DIR" --nic "$HOST" 2>/dev/null | wc -l)
+if ((faults1 > faults0)); then
+	pass "forge: nicsim recorded the refusal of rxe's forged key ($((faults1 - faults0)) new lines in nicsim show faults)"
+else
+	fail "forge: nicsim show faults lists nothing new ($faults0 -> $faults1 lines)"
+fi
+
+# ---- The captures -------------------------------------------------------------
+
+kill -INT "$capture_pid" "$tshark_pid" 2>/dev/null
+wait "$capture_pid" 2>/dev/null
+wait "$tshark_pid" 2>/dev/null
+
+# One line per frame: source, destination, opcode, PSN, destination QP, IP
+# length, ICRC.  Malformed frames named.
+FIELDS=(-T fields -E separator=' ' -e ip.src -e ip.dst -e infiniband.bth.opcode
+	-e infiniband.bth.psn -e infiniband.bth.destqp -e ip.len -e infiniband.invariant.crc)
+frames() { tshark -r "$1" -Y "ip.${2}==$HOST" "${FIELDS[@]}" 2>/dev/null; }
+malformed() { tshark -r "$1" -Y "_ws.malformed || _ws.expert.severity >= error" 2>/dev/null | wc -l; }
+
+say "captures"
+for f in "$tap_pcap" "$nic_pcap"; do
+	n=$(tshark -r "$f" 2>/dev/null | wc -l)
+	m=$(malformed "$f")
+	if ((n > 0 && m == 0)); then
+		pass "capture: $(basename "$f"): $n frames, none malformed"
+	else
+		fail "capture: $(basename "$f"): $n frames, $m malformed or in error"
+	fi
+done
+agree=1
+for dir in src dst; do
+	frames "$tap_pcap" "$dir" >"$WORK/tap.$dir.txt"
+	frames "$nic_pcap" "$dir" >"$WORK/nic.$dir.txt"
+	if ! cmp -s "$WORK/tap.$dir.txt" "$WORK/nic.$dir.txt"; then
+		agree=0
+		fail "capture: frames with $HOST as $dir differ: tap $(wc -l <"$WORK/tap.$dir.txt"), nicsim $(wc -l <"$WORK/nic.$dir.txt"); first difference:
+$(diff "$WORK/tap.$dir.txt" "$WORK/nic.$dir.txt" | head -4)"
+	fi
+done
+((agree)) && pass "capture: tap and nicsim agree frame for frame ($(wc -l <"$WORK/tap.src.txt") sent by nicsim, $(wc -l <"$WORK/tap.dst.txt") received, ICRCs included)"
+
+# The CM, as Wireshark reads it on the tap.
+cm_check() {
+	local what=$1 filter=$2 want=$3 got
+	got=$(tshark -r "$tap_pcap" -Y "$filter" 2>/dev/null | wc -l)
+	if ((got >= want)); then
+		pass "cm: $what ($got)"
+	else
+		fail "cm: $what: $got in the capture, want at least $want"
+	fi
+}
+sid=$(printf '0x000000000106%04x' "$PORT")
+for side in "$HOST $GUEST nicsim" "$GUEST $HOST rxe"; do
+	read -r from to who <<<"$side"
+	cm_check "REQ from $who, service ID $sid, IP CM private data from $from to $to" \
+		"ip.src==$from && infiniband.cm.req.serviceid==$sid && infiniband.cm.req.ip_cm.ipv==4 && infiniband.cm.req.ip_cm.sip4==$from && infiniband.cm.req.ip_cm.dip4==$to" 1
+	cm_check "REP from $who" "ip.src==$from && infiniband.mad.attributeid==0x0013" 1
+	cm_check "RTU from $who" "ip.src==$from && infiniband.mad.attributeid==0x0014" 1
+	cm_check "DREQ from $who" "ip.src==$from && infiniband.mad.attributeid==0x0015" 1
+	cm_check "DREP from $who" "ip.src==$from && infiniband.mad.attributeid==0x0016" 1
+done
+
+# ---- Path MTU ---------------------------------------------------------------------
+
+say "path MTU 256 .. 4096"
+# Ethernet MTU -> the IB MTU both sides must take from it: rdma_rxe keeps 80
+# bytes for headers (rxe_set_mtu), nicsim 64, the RDMA CM's route 96
+# (iboe_get_mtu), so each Ethernet MTU is well inside one IB MTU for all.
+for pair in 400:256 800:512 1500:1024 2200:2048 4200:4096; do
+	eth=${pair%%:*}
+	ib=${pair##*:}
+	inns ip link set "$TAP" mtu "$eth"
+	vm "ip link set eth0 mtu $eth" || fail "mtu $ib: could not set the guest's MTU"
+	wait_for vm "ibv_devinfo -d rxe0 | grep -q 'active_mtu:.*$ib '" ||
+		fail "mtu $ib: rxe0 did not take active_mtu $ib"
+	pcap=$WORK/mtu-$ib.pcapng
+	start_bg "$WORK/mtu-$ib.tshark.log" tshark -i "$TAP" -f "udp port 4791" -w "$pcap"
+	tpid=$last_pid
+	wait_for grep -q "Capturing on" "$WORK/mtu-$ib.tshark.log"
+	ok=1
+	run_vm_server "mtu-$ib-rxe-server" vping -s -a "$GUEST" -p "$PORT" -V -C 1 -- \
+		-V -S 20000 || ok=0
+	run_nicsim_server "mtu-$ib-nicsim-server" -V -C 1 -- \
+		vping -c -a "$HOST" -p "$PORT" -V -S 20000 || ok=0
+	kill -INT "$tpid" 2>/dev/null
+	wait "$tpid" 2>/dev/null
+	code=$(tshark -r "$pcap" -Y infiniband.cm.req -T fields -e infiniband.cm.req.pppmtu 2>/dev/null |
+		sort -u | tr '\n' ' ')
+	# The largest RC payload each side sent: IP length less IP, UDP, BTH,
+	# ICRC and at most a RETH (16) -- so no more than the MTU.
+	big_n=$(tshark -r "$pcap" -Y "ip.src==$HOST && infiniband.bth.opcode <= 0x12" -T fields \
+		-e infiniband.payload 2>/dev/null | awk '{ n = length($1) / 2; if (n > m) m = n } END { print m + 0 }')
+	big_r=$(tshark -r "$pcap" -Y "ip.src==$GUEST && infiniband.bth.opcode <= 0x12" -T fields \
+		-e infiniband.payload 2>/dev/null | awk '{ n = length($1) / 2; if (n > m) m = n } END { print m + 0 }')
+	want_code=$(awk -v m="$ib" 'BEGIN { c = 0; for (v = 256; v <= m; v *= 2) c++; print c }')
+	if ((ok)) && [[ $code == "$want_code " ]] && ((big_n == ib && big_r == ib)); then
+		pass "mtu $ib (Ethernet $eth): both REQs say $want_code, largest payload nicsim $big_n, rxe $big_r"
+	else
+		fail "mtu $ib (Ethernet $eth): REQ path MTU codes '$code' (want $want_code), largest payload nicsim $big_n, rxe $big_r (want $ib)"
+	fi
+done
+inns ip link set "$TAP" mtu 1500
+vm "ip link set eth0 mtu 1500"
+
+# ---- Loss on nicsim's side -----------------------------------------------------------
+
+say "2% loss on nicsim's datagrams"
+"$BIN/nicsim" link set --dir "$NICSIM_DIR" --remote "$HOST" "$GUEST" loss 2 seed 7 >/dev/null ||
+	fail "loss: nicsim link set refused"
+retx0=$(ns_stat retransmits)
+dup0=$(ns_stat duplicates)
+seq0=$(vm_stat out_of_seq_request)
+run_vm_server loss-rxe-server vping -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
+run_nicsim_server loss-nicsim-server -V -C 12 -- \
+	vping -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
+retx1=$(ns_stat retransmits)
+dup1=$(ns_stat duplicates)
+seq1=$(vm_stat out_of_seq_request)
+say "(nicsim: go-back-N restarts $retx0 -> $retx1, duplicate requests $dup0 -> $dup1; rxe: out-of-sequence requests NAKed $seq0 -> $seq1)"
+# rxe NAKs the gaps nicsim's losses leave in its requests, and nicsim goes
+# back; rxe retransmits what nicsim's lost responses and ACKs left
+# unanswered, and nicsim meets the duplicates.
+if ((retx1 > retx0 && dup1 > dup0 && seq1 > seq0)); then
+	pass "loss: rxe NAKed $((seq1 - seq0)) out-of-sequence requests and nicsim went back $((retx1 - retx0)) times; nicsim met $((dup1 - dup0)) requests rxe sent again"
+else
+	fail "loss: retransmissions and NAKs not seen on both sides (figures above)"
+fi
+"$BIN/nicsim" link set --dir "$NICSIM_DIR" --remote "$HOST" "$GUEST" clear >/dev/null
+
+printf '\nrxe_interop: %d passed, %d failed\n' "$passes" "$fails"
+((fails == 0))
