@@ -37,7 +37,10 @@
  *                  completes with IBV_WC_REM_ACCESS_ERR
  *   --expect-broken
  *                  client: succeed only if the connection breaks before the
- *                  pings are done (against a server that forges keys)
+ *                  pings are done (against a server that forges keys).  It
+ *                  prints what it saw, in order: rdma_rxe moves the QP whose
+ *                  key was forged to the error state at once, so its
+ *                  receive is flushed before the server disconnects
  *   --timeout SECONDS
  *                  bound on each wait for a CM event or a completion
  *                  (default 60)
@@ -190,12 +193,15 @@ struct vp {
 	bool recv_failed, send_failed, protocol_error;
 	bool disconnected, cm_failed;
 
-	/* What went wrong, in order, for the report of a failure. */
+	/* What went wrong, in order and when (from t0), for the report of a failure. */
+	double t0;
 	char log[LOG_LINES][200];
 	int log_n;
 };
 
 static const char *prog = "vping";
+
+static double now_s(void);
 
 static void say(const struct vp *vp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct vp *vp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -219,8 +225,10 @@ static void note(struct vp *vp, const char *fmt, ...)
 
 	if (vp->log_n >= LOG_LINES)
 		return;
+	char *line = vp->log[vp->log_n++];
+	int n = snprintf(line, sizeof(vp->log[0]), "[%.3f s] ", now_s() - vp->t0);
 	va_start(ap, fmt);
-	vsnprintf(vp->log[vp->log_n++], sizeof(vp->log[0]), fmt, ap);
+	vsnprintf(line + n, sizeof(vp->log[0]) - (size_t)n, fmt, ap);
 	va_end(ap);
 }
 
@@ -843,6 +851,20 @@ static int parse_addr(struct vp *vp, const char *text, unsigned port, struct soc
 	return 0;
 }
 
+/* The last line on stdout: e.g. "vping: client: 10 pings of 65536 bytes, data verified". */
+static void summary(const struct vp *vp, unsigned pings, uint32_t min, uint32_t max, double secs)
+{
+	char sizes[40] = "";
+
+	if (pings > 0 && min == max)
+		snprintf(sizes, sizeof(sizes), " of %u byte%s", max, max == 1 ? "" : "s");
+	else if (pings > 0)
+		snprintf(sizes, sizeof(sizes), " of %u..%u bytes", min, max);
+	printf("%s: %s: %u ping%s%s, data %s, %.3f s\n", prog, vp->who, pings,
+	       pings == 1 ? "" : "s", sizes, vp->validate ? "verified" : "not verified (no -V)",
+	       secs);
+}
+
 /* ---- the client --------------------------------------------------------- */
 
 /*
@@ -999,12 +1021,7 @@ static int run_client(struct vp *vp)
 		say(vp, "expected the connection to break, but all %u pings succeeded", ping);
 		return EXIT_FAIL;
 	}
-	if (min == max)
-		printf("%s: client: %u pings of %u bytes, data %s, %.3f s\n", prog, ping, max,
-		       vp->validate ? "verified" : "not verified (no -V)", secs);
-	else
-		printf("%s: client: %u pings of %u..%u bytes, data %s, %.3f s\n", prog, ping, min,
-		       max, vp->validate ? "verified" : "not verified (no -V)", secs);
+	summary(vp, ping, min, max, secs);
 	return EXIT_OK;
 }
 
@@ -1166,14 +1183,7 @@ static int serve(struct vp *vp)
 		say(vp, "the client did %u pings; expected %ld (-C)", ping, vp->count);
 		return EXIT_FAIL;
 	}
-	if (ping == 0)
-		printf("%s: server: 0 pings\n", prog);
-	else if (min == max)
-		printf("%s: server: %u pings of %u bytes, data %s, %.3f s\n", prog, ping, max,
-		       vp->validate ? "verified" : "not verified (no -V)", secs);
-	else
-		printf("%s: server: %u pings of %u..%u bytes, data %s, %.3f s\n", prog, ping, min,
-		       max, vp->validate ? "verified" : "not verified (no -V)", secs);
+	summary(vp, ping, min, max, secs);
 	return EXIT_OK;
 }
 
@@ -1406,6 +1416,7 @@ int main(int argc, char **argv)
 	/* Completion lines and data go to stdout in order with the errors. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	vp.who = "?";
+	vp.t0 = now_s();
 	rc = parse_options(&vp, argc, argv);
 	if (rc >= 0)
 		return rc;
