@@ -191,6 +191,7 @@ struct vp {
 	bool rdma_done;
 	enum ibv_wc_status rdma_status;
 	bool recv_failed, send_failed, protocol_error;
+	bool hard_failure; /* a completion failed other than by a flush */
 	bool disconnected, cm_failed;
 
 	/* What went wrong, in order and when (from t0), for the report of a failure. */
@@ -317,6 +318,8 @@ static int post_recv(struct vp *vp)
 
 static void handle_wc(struct vp *vp, const struct ibv_wc *wc)
 {
+	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
+		vp->hard_failure = true;
 	/* The opcode of a failed completion is undefined: wr_id tells the kind. */
 	switch (wc->wr_id) {
 	case WRID_RECV:
@@ -1053,20 +1056,21 @@ static int server_fail(struct vp *vp, enum wait_result w, unsigned ping, const c
 
 /*
  * Between pings a client's disconnect may show first as flushed work
- * requests (the QP went to error) before the CM event: true if the
- * DISCONNECTED event follows within the timeout.
+ * requests (the QP went to error) before the CM event: true if nothing
+ * but flushes failed and the DISCONNECTED event follows within the
+ * timeout.
  */
 static bool disconnect_follows(struct vp *vp)
 {
 	int64_t deadline = now_ms() + vp->timeout_ms;
 
-	if (vp->cm_failed)
-		return false;
 	while (!vp->disconnected) {
-		if (pump(vp, deadline) || vp->cm_failed)
+		if (vp->cm_failed || vp->hard_failure || vp->protocol_error)
+			return false;
+		if (pump(vp, deadline))
 			return false;
 	}
-	return true;
+	return !vp->cm_failed && !vp->hard_failure && !vp->protocol_error;
 }
 
 static int serve(struct vp *vp)
