@@ -910,7 +910,7 @@ static enum wait_result client_ping(struct vp *vp, unsigned ping, uint32_t size,
 	fill_pattern(vp->start_buf, size, ping);
 	memset(vp->rdma_buf, SENTINEL, size);
 
-	snprintf(what, len, "the completion of the first send of ping %u", ping);
+	snprintf(what, len, "the first send of ping %u", ping);
 	w = wait_sends(vp, what);
 	if (w != WAIT_OK)
 		return w;
@@ -920,7 +920,7 @@ static enum wait_result client_ping(struct vp *vp, unsigned ping, uint32_t size,
 	w = wait_msg(vp, &m, what);
 	if (w != WAIT_OK)
 		return w;
-	snprintf(what, len, "the completion of the first send of ping %u", ping);
+	snprintf(what, len, "the first send of ping %u", ping);
 	w = wait_sends(vp, what);
 	if (w != WAIT_OK)
 		return w;
@@ -963,8 +963,11 @@ static int run_client(struct vp *vp)
 		return EXIT_FAIL;
 	if (setup_qp(vp))
 		return EXIT_FAIL;
-	for (int i = 0; vp->sizes_given && i < vp->nsizes; i++)
-		max = vp->sizes[i] > max || i == 0 ? vp->sizes[i] : max;
+	if (vp->sizes_given) {
+		max = 0;
+		for (int i = 0; i < vp->nsizes; i++)
+			max = vp->sizes[i] > max ? vp->sizes[i] : max;
+	}
 	if (ensure_buffers(vp, max))
 		return EXIT_FAIL;
 	conn_param(&cp);
