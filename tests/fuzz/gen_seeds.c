@@ -1,0 +1,246 @@
+/*
+ * Writes the binary seed corpora of the libFuzzer targets under the folder
+ * given (tests/fuzz/corpus), each input made by the project's own encoders
+ * and checked to decode before it is written:
+ *
+ *   gen_seeds tests/fuzz/corpus
+ *
+ * Not a test: run by hand (scripts/fuzz --seeds) when a format changes; the
+ * seeds it writes are kept in the repository.  Exits non-zero if an encoder
+ * refuses what it is given or a seed does not decode.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fab_cm.h"
+#include "fab_wire.h"
+#include "nss_proto.h"
+
+static const char *root;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "gen_seeds: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+/* Write len bytes as <root>/<target>/<name>. */
+static void put(const char *target, const char *name, const void *buf, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, target);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		die("cannot create %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/%s/%s", root, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f))
+		die("cannot write %s", path);
+}
+
+static uint32_t ip(const char *text)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, text, &a) != 1)
+		die("bad address %s", text);
+	return a.s_addr;
+}
+
+/* ---- fuzz_frame: one frame of every supported opcode ----------------------- */
+
+/* One frame of opcode op with len bytes of payload, into the frame corpus. */
+static void frame_one(uint8_t op, uint32_t len)
+{
+	static uint8_t frame[FAB_FRAME_MAX], payload[FAB_MTU];
+	const struct fab_opcode_info *oi = fab_opcode_info(op);
+	struct fab_pkt p, back;
+	size_t n;
+	char name[64];
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 7 + 1);
+	fab_pkt_init(&p, op);
+	p.src_ip = ip("198.18.0.1");
+	p.dst_ip = ip("198.18.0.2");
+	p.udp_sport = fab_udp_sport(0x12);
+	p.dest_qpn = 0x12;
+	p.psn = 0xfffffe;
+	p.ack_req = !!(oi->flags & FAB_OPF_LAST);
+	p.se = op == FAB_OP_SEND_ONLY;
+	if (p.has_reth) {
+		p.va = 0x7f0000001000ull;
+		p.rkey = 0x1234;
+		p.dma_len = len ? len : 8192;
+	}
+	if (p.has_aeth) {
+		p.syndrome = fab_aeth_nak(FAB_NAK_PSN_SEQ_ERROR);
+		p.msn = 7;
+	}
+	if (p.has_imm)
+		p.imm = 0xdeadbeef;
+	if (p.has_deth) {
+		p.qkey = 0x11111111;
+		p.src_qpn = 0x34;
+	}
+	p.payload = payload;
+	p.payload_len = len;
+	if (fab_pkt_encode(&p, frame, sizeof(frame), &n))
+		die("cannot encode opcode 0x%02x", op);
+	if (fab_pkt_decode(frame, n, &back, NULL))
+		die("opcode 0x%02x does not decode", op);
+	snprintf(name, sizeof(name), "%s-%u", fab_opcode_name(op), len);
+	put("frame", name, frame, n);
+}
+
+/* ---- fuzz_frame: one frame of every supported opcode ----------------------- */
+
+static void frames(void)
+{
+	for (unsigned op = 0; op < 256; op++) {
+		const struct fab_opcode_info *oi = fab_opcode_info((uint8_t)op);
+
+		/* 3 bytes of payload (and a pad of 1) where the opcode has any. */
+		if (oi && (oi->flags & FAB_OPF_SUPPORTED))
+			frame_one((uint8_t)op, oi->flags & FAB_OPF_PAYLOAD ? 3 : 0);
+	}
+	frame_one(FAB_OP_SEND_ONLY, 0);
+	frame_one(FAB_OP_RDMA_WRITE_ONLY, FAB_MTU);
+}
+
+/* ---- fuzz_cm: every message nicsim sends ------------------------------------ */
+
+static void cm_msg(struct fab_cm_msg *m, enum fab_cm_type type)
+{
+	if (fab_cm_init(m, type))
+		die("fab_cm_init %d", (int)type);
+	m->tid = 0x0102030405060708ull;
+	m->src_ip = ip("198.18.0.1");
+	m->dst_ip = ip("198.18.0.2");
+	m->local_comm_id = 0x1001;
+	m->remote_comm_id = type == FAB_CM_REQ ? 0 : 0x2002;
+	m->src_port = 40000;
+	m->dst_port = 7471;
+	m->qpn = 0x12;
+	m->psn = 0xabcdef;
+}
+
+static void cms(void)
+{
+	static const enum fab_cm_type types[] = {FAB_CM_REQ, FAB_CM_REP,  FAB_CM_RTU,
+						 FAB_CM_REJ, FAB_CM_DREQ, FAB_CM_DREP};
+	uint8_t seed[16 + FAB_MAD_LEN], frame[FAB_CM_FRAME_LEN];
+	struct fab_cm_msg m;
+	struct fab_pkt p;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		cm_msg(&m, types[i]);
+		/* The control block of fuzz_cm.c: a right header, the addresses. */
+		memset(seed, 0, 16);
+		memcpy(seed + 8, &m.src_ip, 4);
+		memcpy(seed + 12, &m.dst_ip, 4);
+		if (fab_cm_encode(&m, seed + 16))
+			die("cannot encode CM %s", fab_cm_type_name(types[i]));
+		put("cm", fab_cm_type_name(types[i]), seed, sizeof(seed));
+		/* The whole frame, for fuzz_frame. */
+		if (fab_cm_frame(&m, 5, frame, sizeof(frame), &len) ||
+		    fab_pkt_decode(frame, len, &p, NULL) || fab_cm_decode(&p, &m, NULL))
+			die("CM %s does not decode", fab_cm_type_name(types[i]));
+		{
+			char name[32];
+
+			snprintf(name, sizeof(name), "CM-%s", fab_cm_type_name(types[i]));
+			put("frame", name, frame, len);
+		}
+	}
+}
+
+/* ---- fuzz_nss_decode: every message type of the session protocol ----------- */
+
+static void nss_one(const char *name, const struct nss_hdr *h, const void *desc, const void *data)
+{
+	uint8_t buf[1024];
+	struct nss_msg m;
+	const char *why = "refused by nss_encode";
+	long n = nss_encode(h, desc, data, buf, sizeof(buf));
+
+	if (n < 0 || nss_decode(buf, (size_t)n, &m, &why))
+		die("session message %s does not encode and decode: %s", name, why);
+	put("nss_decode", name, buf, (size_t)n);
+}
+
+static void nsss(void)
+{
+	struct nss_hello hello = {.version = NSS_VERSION,
+				  .features = NSS_F_CAN_READ | NSS_F_READABLE,
+				  .recv_count = 16,
+				  .recv_size = 4096,
+				  .max_rdma = 1u << 20,
+				  .rdma_threshold = 65536,
+				  .desc_len = 32,
+				  .xfers = 4};
+	uint8_t body[NSS_HELLO_LEN], desc[32], data[100];
+	struct nss_hdr h;
+
+	memset(desc, 0xd5, sizeof(desc));
+	memset(data, 0x5a, sizeof(data));
+	nss_hello_encode(&hello, body);
+	h = (struct nss_hdr){.type = NSS_HELLO, .data_len = NSS_HELLO_LEN};
+	nss_one("hello", &h, NULL, body);
+	h = (struct nss_hdr){
+	    .type = NSS_DATA, .seq = 1, .credit_limit = 17, .data_len = sizeof(data)};
+	nss_one("data", &h, NULL, data);
+	h = (struct nss_hdr){.type = NSS_DATA, .seq = 2, .credit_limit = 18};
+	nss_one("credit", &h, NULL, NULL);
+	h = (struct nss_hdr){.type = NSS_SRC_AVAIL,
+			     .seq = 3,
+			     .credit_limit = 18,
+			     .desc_len = sizeof(desc),
+			     .rdma_len = 1u << 20,
+			     .data_len = sizeof(data)};
+	nss_one("src-avail", &h, desc, data);
+	h = (struct nss_hdr){.type = NSS_SINK_AVAIL,
+			     .seq = 4,
+			     .credit_limit = 19,
+			     .desc_len = sizeof(desc),
+			     .rdma_len = 1u << 20};
+	nss_one("sink-avail", &h, desc, NULL);
+	h = (struct nss_hdr){
+	    .type = NSS_RD_DONE, .seq = 5, .credit_limit = 19, .rdma_len = 1u << 20};
+	nss_one("rd-done", &h, NULL, NULL);
+	h = (struct nss_hdr){.type = NSS_WR_DONE, .seq = 6, .credit_limit = 19, .rdma_len = 4096};
+	nss_one("wr-done", &h, NULL, NULL);
+	h = (struct nss_hdr){
+	    .type = NSS_SHUTDOWN, .seq = 7, .credit_limit = 19, .stream_off = 123456};
+	nss_one("shutdown", &h, NULL, NULL);
+	h = (struct nss_hdr){.type = NSS_ABORT, .arg = NSS_ABORT_PROTOCOL};
+	nss_one("abort", &h, NULL, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s CORPUS_DIR (tests/fuzz/corpus)\n", argv[0]);
+		return 2;
+	}
+	root = argv[1];
+	frames();
+	cms();
+	nsss();
+	return 0;
+}
