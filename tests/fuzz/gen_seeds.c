@@ -105,6 +105,14 @@ static void frame_one(uint8_t op, uint32_t len)
 		die("opcode 0x%02x does not decode", op);
 	snprintf(name, sizeof(name), "%s-%u", fab_opcode_name(op), len);
 	put("frame", name, frame, n);
+	/* The same packet as a datagram to 198.18.0.2, for fuzz_udp: a flags
+	 * byte (0) and the frame without its Ethernet header. */
+	if (len != FAB_MTU && (op == FAB_OP_SEND_ONLY || op == FAB_OP_RDMA_WRITE_FIRST ||
+			       op == FAB_OP_RDMA_READ_REQUEST || op == FAB_OP_ACKNOWLEDGE ||
+			       op == FAB_OP_UD_SEND_ONLY)) {
+		frame[FAB_ETH_HLEN - 1] = 0;
+		put("udp", name, frame + FAB_ETH_HLEN - 1, n - FAB_ETH_HLEN + 1);
+	}
 }
 
 /* ---- fuzz_frame: one frame of every supported opcode ----------------------- */
