@@ -19,6 +19,8 @@
 
 #include "fab_cm.h"
 #include "fab_wire.h"
+#include "nicsim_abi.h"
+#include "nicsim_mgmt.h"
 #include "nss_proto.h"
 
 static const char *root;
@@ -240,6 +242,75 @@ static void nsss(void)
 	nss_one("abort", &h, NULL, NULL);
 }
 
+/* ---- fuzz_mgmt: listings as a NIC sends them -------------------------------- */
+
+/* Append one reply message (2-byte little-endian length, header, records
+ * of rec_size bytes, each filled with its number) to seed at *at. */
+static void mgmt_msg(uint8_t *seed, size_t *at, uint16_t op, uint32_t count, size_t rec_size,
+		     bool last)
+{
+	struct nic_mgmt_hdr h = {.magic = NIC_ABI_MAGIC,
+				 .op = op,
+				 .status = NIC_STATUS_OK,
+				 .count = count,
+				 .flags = last ? NIC_MGMT_F_LAST : 0};
+	size_t len = sizeof(h) + count * rec_size;
+
+	seed[(*at)++] = (uint8_t)len;
+	seed[(*at)++] = (uint8_t)(len >> 8);
+	memcpy(seed + *at, &h, sizeof(h));
+	*at += sizeof(h);
+	for (uint32_t i = 0; i < count; i++) {
+		memset(seed + *at, (int)(i + 1), rec_size);
+		*at += rec_size;
+	}
+}
+
+static void mgmts(void)
+{
+	static uint8_t seed[4096];
+	static const struct {
+		const char *name;
+		uint16_t op;
+		size_t rec_size;
+	} kinds[] = {
+	    /* In the order of fuzz_mgmt.c's selector byte. */
+	    {"stats", NIC_MGMT_STATS, sizeof(struct nic_stats)},
+	    {"tpt", NIC_MGMT_TPT, sizeof(struct nic_mgmt_tpt_rec)},
+	    {"faults", NIC_MGMT_FAULTS, sizeof(struct nic_mgmt_fault_rec)},
+	    {"hosts", NIC_MGMT_HOSTS, sizeof(struct nic_mgmt_host_rec)},
+	};
+	struct nic_mgmt_hdr refused = {.magic = NIC_ABI_MAGIC,
+				       .op = NIC_MGMT_TPT,
+				       .status = NIC_STATUS_BAD_OPCODE,
+				       .flags = NIC_MGMT_F_LAST};
+	size_t at;
+
+	for (uint8_t k = 0; k < 4; k++) {
+		at = 0;
+		seed[at++] = k;
+		if (kinds[k].op == NIC_MGMT_STATS) {
+			mgmt_msg(seed, &at, kinds[k].op, 1, kinds[k].rec_size, true);
+		} else {
+			/* Two messages, the second the last, then an empty listing's. */
+			mgmt_msg(seed, &at, kinds[k].op, 2, kinds[k].rec_size, false);
+			mgmt_msg(seed, &at, kinds[k].op, 1, kinds[k].rec_size, true);
+		}
+		put("mgmt", kinds[k].name, seed, at);
+	}
+	at = 0;
+	seed[at++] = 1;
+	mgmt_msg(seed, &at, NIC_MGMT_TPT, 0, 72, true);
+	put("mgmt", "tpt-empty", seed, at);
+	at = 0;
+	seed[at++] = 1;
+	seed[at++] = sizeof(refused);
+	seed[at++] = 0;
+	memcpy(seed + at, &refused, sizeof(refused));
+	at += sizeof(refused);
+	put("mgmt", "refused", seed, at);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -250,5 +321,6 @@ int main(int argc, char **argv)
 	frames();
 	cms();
 	nsss();
+	mgmts();
 	return 0;
 }
