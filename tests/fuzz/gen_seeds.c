@@ -22,6 +22,7 @@
 #include "nicsim_abi.h"
 #include "nicsim_mgmt.h"
 #include "nss_proto.h"
+#include "tpt.h"
 
 static const char *root;
 
@@ -311,6 +312,180 @@ static void mgmts(void)
 	put("mgmt", "refused", seed, at);
 }
 
+/* ---- fuzz_cmd: commands and work requests of a host ------------------------- */
+
+/*
+ * A seed of fuzz_cmd.c's records, with a TPT beside it that executes the
+ * commands the same way, so that the keys in the work requests are the
+ * ones the fuzzer's TPT hands out.
+ */
+struct cmd_seed {
+	uint8_t buf[4096];
+	size_t len;
+	struct tpt *tpt;
+};
+
+static const struct tpt_owner seed_owner = {.ctx_id = 7, .pid = 1234};
+
+static void rec(struct cmd_seed *sd, uint8_t tag, const void *body, size_t n)
+{
+	if (sd->len + 1 + n > sizeof(sd->buf))
+		die("cmd seed too long");
+	sd->buf[sd->len++] = tag;
+	if (n)
+		memcpy(sd->buf + sd->len, body, n);
+	sd->len += n;
+}
+
+/* Register [va, va + len) with access; the key. */
+static uint32_t seed_reg(struct cmd_seed *sd, uint64_t va, uint64_t len, uint32_t access)
+{
+	struct nic_cmd c = {.opcode = NIC_CMD_REG_MR, .tag = 1};
+	uint32_t key;
+
+	c.u.reg_mr.va = va;
+	c.u.reg_mr.len = len;
+	c.u.reg_mr.access = access;
+	rec(sd, 0, &c, sizeof(c));
+	if (tpt_reg_mr(sd->tpt, &seed_owner, va, len, access, &key))
+		die("tpt_reg_mr");
+	return key;
+}
+
+static void seed_start(struct cmd_seed *sd)
+{
+	sd->len = 0;
+	tpt_destroy(sd->tpt);
+	/* As fuzz_cmd.c makes it: 16 entries, pages of 4096 bytes. */
+	if (tpt_create(&sd->tpt, 16, 4096))
+		die("tpt_create");
+}
+
+static void cmds(void)
+{
+	static const uint32_t all = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_READ |
+				    NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_MW_BIND;
+	struct cmd_seed sd = {.tpt = NULL};
+	struct nic_send_wqe sw;
+	struct nic_recv_wqe rw;
+	struct nic_cmd c;
+	uint8_t reth[16], len;
+	uint32_t key, mw;
+
+	/* Every command once, with fields it accepts. */
+	seed_start(&sd);
+	for (uint16_t op = 0; op < NIC_CMD_MAX_; op++) {
+		memset(&c, 0, sizeof(c));
+		c.opcode = op;
+		c.tag = op;
+		switch (op) {
+		case NIC_CMD_REG_MR:
+			c.u.reg_mr.va = 0x10000;
+			c.u.reg_mr.len = 0x10000;
+			c.u.reg_mr.access = all;
+			break;
+		case NIC_CMD_DEREG_MR:
+		case NIC_CMD_INVALIDATE_MW:
+		case NIC_CMD_DEALLOC_MW: c.u.key.key = 0x100; break;
+		case NIC_CMD_BIND_MW:
+			c.u.bind_mw.va = 0x10000;
+			c.u.bind_mw.len = 0x1000;
+			c.u.bind_mw.access = NIC_ACCESS_REMOTE_READ;
+			break;
+		case NIC_CMD_LISTEN:
+			c.u.listen.port = 7471;
+			c.u.listen.backlog = 4;
+			break;
+		case NIC_CMD_UNLISTEN: c.u.listen.port = 7471; break;
+		case NIC_CMD_CONNECT:
+			c.u.conn.dst_addr = 0x010012c6;
+			c.u.conn.dst_port = 7471;
+			break;
+		case NIC_CMD_SHM_MAP:
+			c.u.shm.va = 0x20000;
+			c.u.shm.len = 0x1000;
+			break;
+		default: break;
+		}
+		rec(&sd, 0, &c, sizeof(c));
+	}
+	put("cmd", "commands", sd.buf, sd.len);
+
+	/* A SEND from a registered buffer, acknowledged. */
+	seed_start(&sd);
+	key = seed_reg(&sd, 0x10000, 0x10000, all);
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = 1;
+	sw.opcode = NIC_WR_SEND;
+	sw.num_sge = 1;
+	sw.sge[0] = (struct nic_sge){.va = 0x10000, .len = 5000, .lkey = key};
+	rec(&sd, 1, &sw, sizeof(sw));
+	rec(&sd, 3, NULL, 0);
+	put("cmd", "send", sd.buf, sd.len);
+
+	/* An RDMA READ into it, and an inline RDMA WRITE with immediate. */
+	seed_start(&sd);
+	key = seed_reg(&sd, 0x10000, 0x10000, all);
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = 2;
+	sw.opcode = NIC_WR_RDMA_READ;
+	sw.num_sge = 2;
+	sw.remote_va = 0x7f0000000000ull;
+	sw.rkey = 0x4242;
+	sw.sge[0] = (struct nic_sge){.va = 0x10000, .len = 100, .lkey = key};
+	sw.sge[1] = (struct nic_sge){.va = 0x11000, .len = 100, .lkey = key};
+	rec(&sd, 1, &sw, sizeof(sw));
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = 3;
+	sw.opcode = NIC_WR_RDMA_WRITE_IMM;
+	sw.flags = NIC_WR_F_INLINE | NIC_WR_F_SOLICITED;
+	sw.inline_len = 16;
+	sw.imm = 0x01020304;
+	rec(&sd, 1, &sw, sizeof(sw));
+	rec(&sd, 3, NULL, 0);
+	put("cmd", "read-write", sd.buf, sd.len);
+
+	/* A receive posted, and a SEND of 170 bytes taking it. */
+	seed_start(&sd);
+	key = seed_reg(&sd, 0x10000, 0x10000, all);
+	memset(&rw, 0, sizeof(rw));
+	rw.wr_id = 4;
+	rw.num_sge = 1;
+	rw.sge[0] = (struct nic_sge){.va = 0x10000, .len = 4096, .lkey = key};
+	rec(&sd, 2, &rw, sizeof(rw));
+	len = 10;
+	memcpy(sd.buf + sd.len, &len, 1);
+	sd.len++;
+	put("cmd", "recv", sd.buf, sd.len);
+
+	/* A window bound to a region, then an RDMA WRITE through it. */
+	seed_start(&sd);
+	key = seed_reg(&sd, 0x10000, 0x10000, all);
+	memset(&c, 0, sizeof(c));
+	c.opcode = NIC_CMD_ALLOC_MW;
+	rec(&sd, 0, &c, sizeof(c));
+	if (tpt_alloc_mw(sd.tpt, &seed_owner, &mw))
+		die("tpt_alloc_mw");
+	memset(&c, 0, sizeof(c));
+	c.opcode = NIC_CMD_BIND_MW;
+	c.u.bind_mw.mw_key = mw;
+	c.u.bind_mw.mr_key = key;
+	c.u.bind_mw.va = 0x10000;
+	c.u.bind_mw.len = 0x1000;
+	c.u.bind_mw.access = NIC_ACCESS_REMOTE_WRITE;
+	c.u.bind_mw.qpn = 0x1002; /* fuzz_cmd.c's QP */
+	rec(&sd, 0, &c, sizeof(c));
+	if (tpt_bind_mw(sd.tpt, &seed_owner, mw, key, 0x10000, 0x1000, NIC_ACCESS_REMOTE_WRITE,
+			0x1002, &mw))
+		die("tpt_bind_mw");
+	fab_put64(reth, 0x10000);
+	fab_put32(reth + 8, mw);
+	fab_put32(reth + 12, 16);
+	rec(&sd, 4, reth, sizeof(reth));
+	put("cmd", "window-write", sd.buf, sd.len);
+	tpt_destroy(sd.tpt);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -322,5 +497,6 @@ int main(int argc, char **argv)
 	cms();
 	nsss();
 	mgmts();
+	cmds();
 	return 0;
 }
