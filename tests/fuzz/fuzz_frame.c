@@ -3,7 +3,8 @@
  * as a frame received from the fabric, go through fab_pkt_decode (every
  * header check and the ICRC), through fab_pkt_decode_opt without the ICRC,
  * and, sealed first (fab_pkt_seal: IPv4 checksum and ICRC made right), once
- * more, so that mutations reach the checks behind the ICRC.
+ * more, so that mutations reach the checks behind the ICRC.  A UD SEND
+ * Only that decodes goes on to the CM decoder (fab_cm_decode), as on a NIC.
  *
  * What it asserts (__builtin_trap on a broken promise, fab_wire.h):
  *   - decoding with and without the ICRC agree: a frame refused without
@@ -22,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fab_cm.h"
 #include "fab_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,6 +54,7 @@ static void one(const uint8_t *frame, size_t len)
 {
 	static uint8_t out[FAB_FRAME_MAX], out2[FAB_FRAME_MAX];
 	struct fab_pkt p, q, r;
+	struct fab_cm_msg cm;
 	enum fab_wire_err why, why_no;
 	size_t n, n2;
 	bool ok, ok_no;
@@ -70,6 +73,9 @@ static void one(const uint8_t *frame, size_t len)
 		return;
 	if (ok)
 		CHECK(same_pkt(&p, &q));
+	/* A datagram to the GSI QP goes on to the CM decoder, as on a NIC. */
+	if (q.opcode == FAB_OP_UD_SEND_ONLY)
+		(void)fab_cm_decode(&q, &cm, NULL);
 
 	/* Decoded, so encodable; the frame it gives is the IPv4 packet's
 	 * length (Ethernet padding of short frames dropped). */
