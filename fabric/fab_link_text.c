@@ -395,12 +395,15 @@ const char *fab_link_describe(const struct fab_link_config *cfg, char *buf, size
 			memcpy(&v32, (const char *)cfg + s->off, sizeof(v32));
 			v = v32;
 		}
-		if (!v)
-			continue;
 		/* The share of delayed frames matters only with a delay, and
-		 * says nothing when it is all of them. */
-		if (s->field == FAB_LF_DELAY_PPB && (!cfg->delay_ns || v == FAB_PPB_ONE))
+		 * says nothing when it is all of them; but a share of 0 must
+		 * show, since a delay alone means every frame. */
+		if (s->field == FAB_LF_DELAY_PPB) {
+			if (!cfg->delay_ns || v == FAB_PPB_ONE)
+				continue;
+		} else if (!v) {
 			continue;
+		}
 		put_fixed(num, sizeof(num), v, s->unit == U_PCT ? 7 : 3);
 		add(&o, "%s %s", s->word, num);
 	}

@@ -243,4 +243,26 @@ void fab_udp_tx_flush(struct fab_port *p);
 /* fab_udp.c: when the earliest delayed frame is due, or UINT64_MAX. */
 uint64_t fab_udp_next_due_ns(struct fab_port *p);
 
+/*
+ * fab_udp.c, the receive path's checks without the socket (and what
+ * fuzz_udp feeds): the judgement of one datagram of n bytes from its IPv4
+ * header on, at ip, received by the port of address addr (network order),
+ * truncated if the kernel cut it to fit a frame slot.  FAB_UDP_RX_OK if it
+ * can be a RoCEv2 packet to that port, else why not (each is counted).
+ */
+enum fab_udp_rx {
+	FAB_UDP_RX_OK,
+	FAB_UDP_RX_OVERSIZE,
+	FAB_UDP_RX_SHORT,
+	FAB_UDP_RX_NOT_ROCE,
+	FAB_UDP_RX_BAD_LENGTH,
+	FAB_UDP_RX_WRONG_DST,
+};
+
+enum fab_udp_rx fab_udp_rx_judge(const uint8_t *ip, size_t n, bool truncated, uint32_t addr);
+/* Write the Ethernet header of the frame whose accepted datagram starts at
+ * frame + FAB_ETH_HLEN, as the fabric's frames have it (addresses derived
+ * from the IPv4 header's); the frame then goes to fab_pkt_decode. */
+void fab_udp_rx_eth(uint8_t *frame);
+
 #endif /* FAB_PRIV_H */

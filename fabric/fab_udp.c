@@ -484,32 +484,55 @@ uint64_t fab_udp_next_due_ns(struct fab_port *p)
 
 /* ---- Receiving ---------------------------------------------------------------------- */
 
-/*
- * Judge one datagram of n bytes (from its IPv4 header on, at ip): 0 if it
- * can be a RoCEv2 packet to this port, else the counter to add one to.
- */
-static uint64_t *rx_refuse(struct fab_port *p, const uint8_t *ip, size_t n, int flags)
+enum fab_udp_rx fab_udp_rx_judge(const uint8_t *ip, size_t n, bool truncated, uint32_t addr)
 {
-	struct fab_udp_stats *st = &p->udp->st;
 	const struct fab_ip4_hdr *h = (const void *)ip;
 	const struct fab_udp_hdr *uh = (const void *)(ip + FAB_IP4_HLEN);
 	uint32_t daddr;
 
-	if (flags & MSG_TRUNC)
-		return &st->rx_oversize;
+	if (truncated)
+		return FAB_UDP_RX_OVERSIZE;
 	if (n < FAB_FRAME_MIN - FAB_ETH_HLEN)
-		return &st->rx_short;
+		return FAB_UDP_RX_SHORT;
 	/* IP options, fragments, or not UDP to 4791: not a RoCEv2 packet of
 	 * this fabric (the filter lets through only UDP to 4791). */
 	if (h->ver_ihl != 0x45 || (fab_get16(h->frag) & 0x3fff) || h->proto != FAB_IPPROTO_UDP ||
 	    fab_get16(uh->dport) != FAB_ROCE_PORT)
-		return &st->rx_not_roce;
+		return FAB_UDP_RX_NOT_ROCE;
 	if (fab_get16(h->tot_len) != n || fab_get16(uh->len) != n - FAB_IP4_HLEN)
-		return &st->rx_bad_length;
+		return FAB_UDP_RX_BAD_LENGTH;
 	memcpy(&daddr, h->daddr, 4);
-	if (daddr != p->addr)
-		return &st->rx_wrong_dst;
-	return NULL;
+	if (daddr != addr)
+		return FAB_UDP_RX_WRONG_DST;
+	return FAB_UDP_RX_OK;
+}
+
+void fab_udp_rx_eth(uint8_t *frame)
+{
+	const struct fab_ip4_hdr *ip = (const void *)(frame + FAB_ETH_HLEN);
+	struct fab_eth_hdr *eth = (void *)frame;
+	uint32_t saddr, daddr;
+
+	memcpy(&saddr, ip->saddr, 4);
+	memcpy(&daddr, ip->daddr, 4);
+	fab_mac_from_ip(daddr, eth->dst);
+	fab_mac_from_ip(saddr, eth->src);
+	fab_put16(eth->type, FAB_ETHERTYPE_IPV4);
+}
+
+/* The counter of a datagram's judgement; NULL if it is accepted. */
+static uint64_t *rx_refuse(struct fab_port *p, const uint8_t *ip, size_t n, int flags)
+{
+	struct fab_udp_stats *st = &p->udp->st;
+
+	switch (fab_udp_rx_judge(ip, n, flags & MSG_TRUNC, p->addr)) {
+	case FAB_UDP_RX_OK: return NULL;
+	case FAB_UDP_RX_OVERSIZE: return &st->rx_oversize;
+	case FAB_UDP_RX_SHORT: return &st->rx_short;
+	case FAB_UDP_RX_NOT_ROCE: return &st->rx_not_roce;
+	case FAB_UDP_RX_BAD_LENGTH: return &st->rx_bad_length;
+	default: return &st->rx_wrong_dst;
+	}
 }
 
 uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
@@ -552,7 +575,6 @@ uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
 		size_t n = msg[k].msg_len;
 		uint64_t *refused = rx_refuse(p, f + FAB_ETH_HLEN, n, msg[k].msg_hdr.msg_flags);
 		struct fab_ip4_hdr *ip = (void *)(f + FAB_ETH_HLEN);
-		struct fab_eth_hdr *eth = (void *)f;
 		struct fab_heap_ent e;
 		uint32_t saddr;
 
@@ -563,9 +585,7 @@ uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
 			continue; /* the frame stays in the stash */
 		}
 		memcpy(&saddr, ip->saddr, 4);
-		fab_mac_from_ip(p->addr, eth->dst);
-		fab_mac_from_ip(saddr, eth->src);
-		fab_put16(eth->type, FAB_ETHERTYPE_IPV4);
+		fab_udp_rx_eth(f);
 		/* Out of the stash: the slot moves down over it. */
 		u->stash[u->nstash - 1 - (uint32_t)k] = UINT32_MAX;
 		e = (struct fab_heap_ent){.due_ns = now,

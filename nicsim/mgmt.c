@@ -355,6 +355,14 @@ static int pump(struct nic *nic, struct nic_conn *conn)
 	return 0;
 }
 
+bool mgmt_req_valid(const struct nic_mgmt_req *req, size_t n)
+{
+	static const uint8_t zero[sizeof(req->reserved)];
+
+	return n == sizeof(*req) && req->magic == NIC_ABI_MAGIC && !req->reserved0 &&
+	       !memcmp(req->reserved, zero, sizeof(zero));
+}
+
 /* Read the requests that came, answering as the socket allows.  0, or -EPIPE (closed). */
 static int read_requests(struct nic *nic, struct nic_conn *conn)
 {
@@ -375,9 +383,7 @@ static int read_requests(struct nic *nic, struct nic_conn *conn)
 			nic_conn_close(nic, conn);
 			return -EPIPE;
 		}
-		if ((size_t)n != sizeof(req) || req.magic != NIC_ABI_MAGIC || req.reserved0 ||
-		    memcmp(req.reserved, (uint8_t[sizeof(req.reserved)]){0},
-			   sizeof(req.reserved))) {
+		if (!mgmt_req_valid(&req, (size_t)n)) {
 			struct nic_mgmt_hdr h = {.magic = NIC_ABI_MAGIC,
 						 .status = NIC_STATUS_BAD_FIELD,
 						 .flags = NIC_MGMT_F_LAST};

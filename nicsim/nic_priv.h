@@ -304,6 +304,11 @@ int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *fra
 int mgmt_start(struct nic *nic, struct nic_conn *conn);
 /* Serve the epoll events of a management client; may close it. */
 void mgmt_serve(struct nic *nic, struct nic_conn *conn, uint32_t events);
+/* A request of n bytes (as received, MSG_TRUNC: the length sent) that the
+ * NIC answers: the size of one, the magic, zero reserved fields.  Anything
+ * else closes the session.  Any op passes: an unknown one is answered
+ * NIC_STATUS_BAD_OPCODE. */
+bool mgmt_req_valid(const struct nic_mgmt_req *req, size_t n);
 /* Free a management client's state (nic_conn_close). */
 void mgmt_free(struct nic_mgmt_client *m);
 

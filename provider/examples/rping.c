@@ -529,7 +529,7 @@ static bool client_ping(struct conn *c, const struct opts *o, struct buf *start,
 			uint32_t size, unsigned long i)
 {
 	struct rping_info info;
-	bool closed;
+	bool closed = false;
 	long at;
 
 	fill_pattern(start->p, size, i);

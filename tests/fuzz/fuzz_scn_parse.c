@@ -8,7 +8,7 @@
  * Built only with a compiler that has libFuzzer (clang); ctest runs it
  * briefly over the repository's scenarios and the seeds beside this file
  * (label fuzz).  A longer run by hand:
- *   build/ci-clang/bin/fuzz_scn_parse -max_total_time=600 DIR tests/fuzz/scn_corpus
+ *   build/ci-clang/bin/fuzz_scn_parse -max_total_time=600 DIR tests/fuzz/corpus/scn_parse
  */
 #include <stddef.h>
 #include <stdint.h>

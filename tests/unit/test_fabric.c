@@ -1449,6 +1449,47 @@ static void test_link_config_merge_diff(void)
 	NST_EQ_U(fab_link_config_diff(&c, &c), 0);
 }
 
+/*
+ * A description parses back to the same rules: "delay 100 delay-pct 0"
+ * delays no frame, and was once described as "delay 100", which delays
+ * every frame (found by fuzz_link_text).
+ */
+static void test_link_describe_round_trip(void)
+{
+	static const char *const cases[][2] = {
+	    {"delay 100 delay-pct 0", "delay 100 delay-pct 0"},
+	    {"delay 100 delay-pct 50", "delay 100 delay-pct 50"},
+	    {"delay 100", "delay 100"},
+	    {"delay 100 delay-pct 100", "delay 100"},
+	};
+	struct fab_link_config cfg, back;
+	const char *words[8];
+	char err[256], text[256], copy[256];
+	uint32_t fields;
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(copy, sizeof(copy), "%s", cases[i][0]);
+		n = 0;
+		for (char *w = strtok(copy, " "); w && n < 8; w = strtok(NULL, " "))
+			words[n++] = w;
+		NST_REQUIRE_EQ(fab_link_parse(words, n, &cfg, &fields, err, sizeof(err)), 0);
+		fab_link_describe(&cfg, text, sizeof(text));
+		NST_CHECK_(!strcmp(text, cases[i][1]), CU_FALSE, "'%s' described as '%s', not '%s'",
+			   cases[i][0], text, cases[i][1]);
+		snprintf(copy, sizeof(copy), "%s", text);
+		n = 0;
+		for (char *w = strtok(copy, " "); w && n < 8; w = strtok(NULL, " "))
+			words[n++] = w;
+		NST_REQUIRE_EQ(fab_link_parse(words, n, &back, &fields, err, sizeof(err)), 0);
+		NST_CHECK_(back.delay_ns == cfg.delay_ns && back.delay_ppb == cfg.delay_ppb,
+			   CU_FALSE,
+			   "'%s': delay %llu ns for %u ppb, read back as %llu ns for %u ppb",
+			   cases[i][0], (unsigned long long)cfg.delay_ns, cfg.delay_ppb,
+			   (unsigned long long)back.delay_ns, back.delay_ppb);
+	}
+}
+
 static void test_link_config(void)
 {
 	struct fab_link_config cfg, got;
@@ -1812,6 +1853,7 @@ static const struct nst_test tests[] = {
     {"bell", test_bell},
     {"held_kicks", test_held_kicks},
     {"link_config", test_link_config},
+    {"link_describe_round_trip", test_link_describe_round_trip},
     {"link_config_merge_diff", test_link_config_merge_diff},
     {"writer_died", test_writer_died},
     {"hostile_segment", test_hostile_segment},
