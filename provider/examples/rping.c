@@ -71,6 +71,7 @@ enum forge { FORGE_NONE, FORGE_READ, FORGE_WRITE };
 
 struct opts {
 	bool server, verbose, validate, expect_broken;
+	bool listed; /* --sizes: one ping per size */
 	const char *addr, *src;
 	uint16_t port;
 	unsigned long count;
@@ -491,7 +492,11 @@ static bool server(const struct opts *o)
 		goto out;
 	}
 	/* For scripts: a client may connect from now on. */
-	printf("%s: listening on %s port %u\n", role, o->addr, o->port);
+	if (strcmp(o->addr, "0.0.0.0") == 0)
+		printf("%s: listening on port %u of the lowest NIC of the run directory\n", role,
+		       o->port);
+	else
+		printf("%s: listening on %s port %u\n", role, o->addr, o->port);
 	c.s = WSPAccept(l, (struct sockaddr *)&c.peer, &len, NULL, 0, &err);
 	if (c.s == INVALID_SOCKET) {
 		fail("WSPAccept", err);
@@ -508,12 +513,14 @@ static bool server(const struct opts *o)
 		ok = ok && done;
 	} else if (done) {
 		/* The client disconnected after its last ping. */
-		ok = !o->count || i == o->count;
-		if (!ok)
+		ok = o->count ? i == o->count : i > 0;
+		if (!ok && o->count)
 			fprintf(stderr, "%s: the client left after %lu pings, not %lu\n", role, i,
 				o->count);
+		else if (!ok)
+			fprintf(stderr, "%s: the client left before its first ping\n", role);
 		else
-			printf("%s: %lu pings, %s\n", role, i,
+			printf("%s: %lu ping%s, %s\n", role, i, i == 1 ? "" : "s",
 			       o->validate ? "data verified" : "data not checked (no -V)");
 	}
 out:
@@ -563,12 +570,36 @@ static uint32_t max_size(const struct opts *o)
 	return m;
 }
 
+/* What a failed connect means, and what to try. */
+static void explain_connect(const struct opts *o, int err)
+{
+	switch (err) {
+	case WSAECONNREFUSED:
+		fprintf(stderr, "%s: nothing listens on %s port %u: start the server first\n", role,
+			o->addr, o->port);
+		break;
+	case WSAEHOSTUNREACH:
+		fprintf(stderr,
+			"%s: no NIC %s on this NIC's fabric; to reach a host beyond it, start "
+			"this NIC with --udp (nicsim up --udp)\n",
+			role, o->addr);
+		break;
+	case WSAETIMEDOUT:
+		fprintf(stderr,
+			"%s: no answer from %s: is a host there, and its RDMA stack up (for "
+			"Soft-RoCE: rdma link show)?\n",
+			role, o->addr);
+		break;
+	default: break;
+	}
+}
+
 static bool client(const struct opts *o)
 {
 	struct conn c = {.s = INVALID_SOCKET};
 	struct buf bufs[2] = {0}; /* start buffer (read by the server), RDMA buffer */
 	uint32_t size = max_size(o);
-	unsigned long i = 0, pings = o->nsizes > 1 ? o->nsizes : o->count;
+	unsigned long i = 0, pings = o->listed ? o->nsizes : o->count;
 	int err = 0;
 	bool ok = false;
 
@@ -584,27 +615,29 @@ static bool client(const struct opts *o)
 	if (WSPConnect(c.s, (struct sockaddr *)&c.peer, sizeof(c.peer), NULL, NULL, NULL, NULL,
 		       &err)) {
 		fail("WSPConnect", err);
+		explain_connect(o, err);
 		goto out;
 	}
 	if (!conn_ready(&c) || !buf_alloc(&c, &bufs[0], size, MEM_READ) ||
 	    !buf_expose(&c, &bufs[0], MEM_READ) || !buf_alloc(&c, &bufs[1], size, MEM_READWRITE) ||
 	    !buf_expose(&c, &bufs[1], MEM_WRITE))
 		goto out;
+	/* Without a count the pings go on until one fails: that is never a success. */
 	for (i = 0; !pings || i < pings; i++) {
-		uint32_t s = o->nsizes > 1 ? o->sizes[i] : size;
+		uint32_t s = o->listed ? o->sizes[i] : size;
 
 		if (!client_ping(&c, o, &bufs[0], &bufs[1], s, i))
 			break;
 	}
-	ok = i == pings;
+	ok = pings && i == pings;
 	if (o->expect_broken) {
 		printf("%s: %s after %lu pings%s\n", role,
 		       ok ? "every ping worked" : "the connection broke", i,
 		       ok ? ", but a broken connection was expected" : ", as expected");
 		ok = !ok;
 	} else if (ok) {
-		printf("%s: %lu pings", role, i);
-		if (o->nsizes > 1)
+		printf("%s: %lu ping%s", role, i, i == 1 ? "" : "s");
+		if (o->listed && o->nsizes > 1)
 			printf(" of %u sizes up to %u bytes", o->nsizes, size);
 		else
 			printf(" of %u bytes", size);
@@ -701,6 +734,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	    {NULL, 0, NULL, 0},
 	};
 	int opt, roles = 0;
+	bool sized = false;
 	char *end;
 	unsigned long v;
 
@@ -733,10 +767,12 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->count = v;
 			break;
 		case 'S':
+			sized = true;
 			if (!parse_size(optarg, &o->sizes[0]))
 				return bad("-S: expected a size from 1 to 16777216 bytes", optarg);
 			break;
 		case OPT_SIZES:
+			o->listed = true;
 			if (!parse_sizes(optarg, o))
 				return bad(
 				    "--sizes: expected up to 64 sizes of 1 to 16777216 bytes, "
@@ -763,14 +799,22 @@ static int parse(int argc, char **argv, struct opts *o)
 		return bad("say -s (server) or -c (client), once", NULL);
 	if (!o->server && !o->addr)
 		return bad("the client needs the server's address (-a ADDR)", NULL);
-	if (o->server && (o->nsizes > 1 || o->expect_broken))
+	if (o->server && (o->listed || o->expect_broken))
 		return bad("--sizes and --expect-broken are the client's", NULL);
 	if (!o->server && o->forge != FORGE_NONE)
 		return bad("--forge-rkey is the server's", NULL);
-	if (o->nsizes > 1 && o->count)
+	if (o->listed && o->count)
 		return bad("--sizes makes one ping per size: leave out -C", NULL);
+	if (sized && o->listed)
+		return bad("-S and --sizes are alternatives: give one", NULL);
 	if (o->server && !o->addr)
 		o->addr = "0.0.0.0";
+	for (const char *const *a = (const char *const[]){o->addr, o->src, NULL}; *a; a++) {
+		struct in_addr in;
+
+		if (inet_pton(AF_INET, *a, &in) != 1)
+			return bad("expected an IPv4 address", *a);
+	}
 	return 0;
 }
 
