@@ -26,14 +26,7 @@
 
 #include "fab_cm.h"
 #include "fab_wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define CTL_LEN 16u
 #define BAD_OPCODE 0x01u

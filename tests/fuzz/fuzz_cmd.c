@@ -36,14 +36,7 @@
 #include "rc.h"
 #include "rc_tpt.h"
 #include "tpt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define CAPACITY 16u
 #define PAGE 4096u

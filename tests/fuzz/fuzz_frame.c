@@ -25,14 +25,7 @@
 
 #include "fab_cm.h"
 #include "fab_wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 /* Every field of two decoded packets, and the payload bytes, agree. */
 static bool same_pkt(const struct fab_pkt *a, const struct fab_pkt *b)

@@ -19,14 +19,7 @@
 
 #include "fab.h"
 #include "fab_seg.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define MAX_WORDS 64u
 

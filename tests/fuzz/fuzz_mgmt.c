@@ -31,14 +31,7 @@
 #include "mgmt_client.h"
 #include "nic_priv.h"
 #include "nicsim_mgmt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static const struct {
 	uint16_t op;

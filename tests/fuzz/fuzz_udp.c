@@ -28,14 +28,7 @@
 #include "fab_priv.h"
 #include "fab_seg.h"
 #include "fab_wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                          \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 /* 198.18.0.2 in network order. */
 static const uint8_t local_ip[4] = {198, 18, 0, 2};
