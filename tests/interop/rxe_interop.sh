@@ -46,7 +46,10 @@ WORK=${TMPDIR:-/tmp}/nicsim-interop-$$-$RANDOM
 export NICSIM_VM_DIR=${NICSIM_VM_DIR:-$ROOT/build/rxe-vm}
 export NICSIM_VM_RUN=$WORK/vm
 export NICSIM_DIR=$WORK/run
-WAIT_S=120 # bound of every wait for a process or a state
+WAIT_S=120 # bound of every wait for a state (a listener, a device)
+RUN_S=900  # bound of each exchange: 16 MiB under loss on a busy host is slow
+# vping's bound on each of its own waits (a completion, a CM event).
+VPING="vping --timeout 300"
 SIZES_1M=1,2,255,256,1023,1024,1025,4096,65535,65536,1048576
 SIZES=$SIZES_1M,16777216
 
@@ -103,7 +106,7 @@ wait_for() {
 start_bg() {
 	local log=$1
 	shift
-	inns timeout "$WAIT_S" "$@" >"$log" 2>&1 &
+	inns timeout "$RUN_S" "$@" >"$log" 2>&1 &
 	last_pid=$!
 	pids+=("$last_pid")
 }
@@ -180,7 +183,9 @@ nic_pcap=$WORK/nicsim.pcapng
 # Captures are bounded by the whole run's length, not by one wait's.
 start_capture() {
 	local log=$1 pcap=$2
-	inns timeout 3600 tshark -i "$TAP" -f "udp port 4791" -w "$pcap" >"$log" 2>&1 &
+	# A large kernel buffer (-B, MiB): a 16 MiB transfer is a burst of
+	# 16,000 frames, which the default 2 MiB drops part of on a busy host.
+	inns timeout 3600 tshark -i "$TAP" -B 256 -f "udp port 4791" -w "$pcap" >"$log" 2>&1 &
 	last_pid=$!
 	pids+=("$last_pid")
 }
@@ -199,6 +204,19 @@ pids+=("$capture_pid")
 
 # ---- rping both ways (and the CM, checked in the capture below) ----------------
 
+# verdict NAME NICSIM_RC NICSIM_LOG VM_RC VM_LOG: PASS with nicsim-rping's
+# last line if both sides exited 0, else FAIL with both sides' last lines.
+verdict() {
+	local name=$1 nrc=$2 nlog=$3 vrc=$4 vlog=$5
+	if ((nrc == 0 && vrc == 0)); then
+		pass "$name: $(tail -1 "$nlog" | cut -c1-150)"
+		return 0
+	fi
+	fail "$name: nicsim side exit $nrc: $(tail -2 "$nlog" | tr '\n' ' ' | cut -c1-300)" \
+		"/ VM side exit $vrc: $(tail -2 "$vlog" | tr '\n' ' ' | cut -c1-200)"
+	return 1
+}
+
 # nicsim-rping server, then CLIENT_CMD in the VM; both must exit 0.
 # run_nicsim_server NAME SERVER_ARGS -- VM_CLIENT_CMD
 run_nicsim_server() {
@@ -216,17 +234,11 @@ run_nicsim_server() {
 		fail "$name: nicsim-rping did not listen: $(tail -3 "$log")"
 		return 1
 	fi
-	vm "timeout $WAIT_S $*" >"$cl" 2>&1
+	vm "timeout $RUN_S $*" >"$cl" 2>&1
 	rc_c=$?
 	finish_bg "$spid"
 	rc_s=$?
-	if ((rc_c == 0 && rc_s == 0)); then
-		pass "$name: $(tail -1 "$log" | cut -c1-150)"
-	else
-		fail "$name: VM side exit $rc_c: $(tail -2 "$cl" | tr '\n' ' ' | cut -c1-200)" \
-			"/ nicsim side exit $rc_s: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-300)"
-	fi
-	((rc_c == 0 && rc_s == 0))
+	verdict "$name" "$rc_s" "$log" "$rc_c" "$cl"
 }
 
 # SERVER_CMD in the VM, then nicsim-rping client; both must exit 0.
@@ -239,25 +251,19 @@ run_vm_server() {
 		shift
 	done
 	shift
-	vm "timeout $WAIT_S ${cmd[*]}" >"$sl" 2>&1 &
+	vm "timeout $RUN_S ${cmd[*]}" >"$sl" 2>&1 &
 	local spid=$!
 	pids+=("$spid")
 	if ! wait_for vm_listening; then
 		fail "$name: the VM's server did not listen: $(tail -3 "$sl")"
 		return 1
 	fi
-	inns timeout "$WAIT_S" "$BIN/nicsim-rping" -c -a "$GUEST" -I "$HOST" -p "$PORT" "$@" \
+	inns timeout "$RUN_S" "$BIN/nicsim-rping" -c -a "$GUEST" -I "$HOST" -p "$PORT" "$@" \
 		>"$log" 2>&1
 	rc_c=$?
 	finish_bg "$spid"
 	rc_s=$?
-	if ((rc_c == 0 && rc_s == 0)); then
-		pass "$name: $(tail -1 "$log" | cut -c1-150)"
-	else
-		fail "$name: nicsim side exit $rc_c: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-300)" \
-			"/ VM side exit $rc_s: $(tail -2 "$sl" | tr '\n' ' ' | cut -c1-200)"
-	fi
-	((rc_c == 0 && rc_s == 0))
+	verdict "$name" "$rc_c" "$log" "$rc_s" "$sl"
 }
 
 say "rping"
@@ -277,10 +283,10 @@ run_nicsim_server rping-nicsim-server -V -v -C 10 -S 65535 -- \
 
 say "RDMA READ and WRITE, 1 B to 16 MiB, both ways"
 t0=$SECONDS
-run_vm_server sizes-vm-server vping -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
+run_vm_server sizes-vm-server $VPING -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
 t1=$SECONDS
 run_nicsim_server sizes-nicsim-server -V -C 12 -- \
-	vping -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
+	$VPING -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
 say "(sizes: $((t1 - t0)) s with rxe as server, $((SECONDS - t1)) s with nicsim as server)"
 
 say "forged rkeys"
@@ -290,10 +296,10 @@ refusals() {
 }
 faults0=$(refusals)
 run_nicsim_server forge-by-nicsim --forge-rkey read -- \
-	vping -c -a "$HOST" -p "$PORT" -V -C 1 --expect-broken
+	$VPING -c -a "$HOST" -p "$PORT" -V -C 1 --expect-broken
 grep -q 'NIC status 7' "$WORK/forge-by-nicsim.server.log" ||
 	fail "forge-by-nicsim: nicsim's READ did not end with a remote access error"
-run_vm_server forge-by-rxe vping -s -a "$GUEST" -p "$PORT" --forge-rkey write -- \
+run_vm_server forge-by-rxe $VPING -s -a "$GUEST" -p "$PORT" --forge-rkey write -- \
 	-V -C 1 --expect-broken
 grep -qi 'remote access error' "$WORK/forge-by-rxe.server.log" ||
 	fail "forge-by-rxe: rxe's WRITE did not end with a remote access error"
@@ -338,7 +344,7 @@ for dir in src dst; do
 	t=$(wc -l <"$WORK/tap.$dir.txt")
 	if ((n == 0 || t < n)) || ! head -n "$n" "$WORK/tap.$dir.txt" | cmp -s - "$WORK/nic.$dir.txt"; then
 		agree=0
-		fail "capture: frames with $HOST as $dir differ: tap $t, nicsim $n; first difference:
+		fail "capture: frames with $HOST as $dir differ: tap $t, nicsim $n (tshark: $(grep -ih dropped "$WORK/tshark.log" | tr '\n' ' ')); first difference:
 $(head -n "$n" "$WORK/tap.$dir.txt" | diff - "$WORK/nic.$dir.txt" | head -4)"
 	fi
 	later=$((later + t - n))
@@ -387,10 +393,10 @@ for pair in 400:256 800:512 1500:1024 2200:2048 4200:4096; do
 	tpid=$last_pid
 	wait_for grep -q "Capturing on" "$WORK/mtu-$ib.tshark.log"
 	ok=1
-	run_vm_server "mtu-$ib-rxe-server" vping -s -a "$GUEST" -p "$PORT" -V -C 1 -- \
+	run_vm_server "mtu-$ib-rxe-server" $VPING -s -a "$GUEST" -p "$PORT" -V -C 1 -- \
 		-V -C 1 -S 20000 || ok=0
 	run_nicsim_server "mtu-$ib-nicsim-server" -V -C 1 -- \
-		vping -c -a "$HOST" -p "$PORT" -V -S 20000 || ok=0
+		$VPING -c -a "$HOST" -p "$PORT" -V -S 20000 || ok=0
 	stop_capture "$tpid"
 	code=$(tshark -r "$pcap" -Y infiniband.cm.req -T fields -e infiniband.cm.req.pppmtu 2>/dev/null |
 		sort -u | tr '\n' ' ')
@@ -422,9 +428,9 @@ say "2% loss on nicsim's datagrams"
 retx0=$(ns_stat retransmits)
 dup0=$(ns_stat duplicates)
 seq0=$(vm_stat out_of_seq_request)
-run_vm_server loss-rxe-server vping -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
+run_vm_server loss-rxe-server $VPING -s -a "$GUEST" -p "$PORT" -V -C 12 -- -V --sizes "$SIZES"
 run_nicsim_server loss-nicsim-server -V -C 12 -- \
-	vping -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
+	$VPING -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES"
 retx1=$(ns_stat retransmits)
 dup1=$(ns_stat duplicates)
 seq1=$(vm_stat out_of_seq_request)
@@ -450,9 +456,9 @@ if vm "modprobe sch_netem && tc qdisc add dev eth0 root netem loss 2%"; then
 	# one lost, at once, but rxe serves that only once it has sent the
 	# rest of the first request's (a 16 MiB READ at 2% loss did not end
 	# in 60 s under emulation here).
-	run_vm_server loss-vm-rxe-server vping -s -a "$GUEST" -p "$PORT" -V -C 11 -- -V --sizes "$SIZES_1M"
+	run_vm_server loss-vm-rxe-server $VPING -s -a "$GUEST" -p "$PORT" -V -C 11 -- -V --sizes "$SIZES_1M"
 	run_nicsim_server loss-vm-nicsim-server -V -C 11 -- \
-		vping -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES_1M"
+		$VPING -c -a "$HOST" -p "$PORT" -V --sizes "$SIZES_1M"
 	naks1=$(ns_stat naks_sent)
 	nakr1=$(vm_stat rcvd_seq_err)
 	vm "tc qdisc del dev eth0 root"

@@ -529,19 +529,34 @@ static enum wait_result broken_result(const struct vp *vp)
 	return WAIT_BROKEN;
 }
 
-/* Waits for the next message from the peer. */
-static enum wait_result wait_msg(struct vp *vp, struct msg *m, const char *what)
+static bool have_msg(const struct vp *vp)
+{
+	return vp->inbox_n > 0;
+}
+
+static bool rdma_done(const struct vp *vp)
+{
+	return vp->rdma_done;
+}
+
+static bool sends_done(const struct vp *vp)
+{
+	return vp->sends_out == 0;
+}
+
+/*
+ * Pumps events until done(vp) holds, the connection breaks, a protocol
+ * error is seen or the timeout passes (then says it was waiting for what).
+ */
+static enum wait_result wait_until(struct vp *vp, bool (*done)(const struct vp *), const char *what)
 {
 	int64_t deadline = now_ms() + vp->timeout_ms;
 
 	for (;;) {
 		if (vp->protocol_error)
 			return WAIT_ERROR;
-		if (vp->inbox_n > 0) {
-			*m = vp->inbox[0];
-			memmove(vp->inbox, vp->inbox + 1, --vp->inbox_n * sizeof(vp->inbox[0]));
+		if (done(vp))
 			return WAIT_OK;
-		}
 		if (broken(vp))
 			return broken_result(vp);
 		int rc = pump(vp, deadline);
@@ -552,51 +567,33 @@ static enum wait_result wait_msg(struct vp *vp, struct msg *m, const char *what)
 		if (rc)
 			return WAIT_ERROR;
 	}
+}
+
+/* Waits for the next message from the peer. */
+static enum wait_result wait_msg(struct vp *vp, struct msg *m, const char *what)
+{
+	enum wait_result w = wait_until(vp, have_msg, what);
+
+	if (w == WAIT_OK) {
+		*m = vp->inbox[0];
+		memmove(vp->inbox, vp->inbox + 1, --vp->inbox_n * sizeof(vp->inbox[0]));
+	}
+	return w;
 }
 
 /* Waits for the completion of the RDMA READ or WRITE posted last. */
 static enum wait_result wait_rdma(struct vp *vp, const char *what)
 {
-	int64_t deadline = now_ms() + vp->timeout_ms;
-
-	for (;;) {
-		if (vp->protocol_error)
-			return WAIT_ERROR;
-		if (vp->rdma_done)
-			return WAIT_OK;
-		if (broken(vp))
-			return broken_result(vp);
-		int rc = pump(vp, deadline);
-		if (rc == -ETIMEDOUT) {
-			say(vp, "timed out after %d s waiting for %s", vp->timeout_ms / 1000, what);
-			return WAIT_TIMEOUT;
-		}
-		if (rc)
-			return WAIT_ERROR;
-	}
+	return wait_until(vp, rdma_done, what);
 }
 
 /* Waits until no send is outstanding, so that the send buffer is free. */
 static enum wait_result wait_sends(struct vp *vp, const char *what)
 {
-	int64_t deadline = now_ms() + vp->timeout_ms;
+	char about[160];
 
-	for (;;) {
-		if (vp->protocol_error)
-			return WAIT_ERROR;
-		if (vp->sends_out == 0)
-			return WAIT_OK;
-		if (broken(vp))
-			return broken_result(vp);
-		int rc = pump(vp, deadline);
-		if (rc == -ETIMEDOUT) {
-			say(vp, "timed out after %d s waiting for the completion of %s",
-			    vp->timeout_ms / 1000, what);
-			return WAIT_TIMEOUT;
-		}
-		if (rc)
-			return WAIT_ERROR;
-	}
+	snprintf(about, sizeof(about), "the completion of %s", what);
+	return wait_until(vp, sends_done, about);
 }
 
 /* ---- verbs ------------------------------------------------------------------ */
