@@ -587,6 +587,29 @@ static enum wait_result wait_rdma(struct vp *vp, const char *what)
 	return wait_until(vp, rdma_done, what);
 }
 
+/*
+ * Waits for the completion of an RDMA operation with a forged key, whatever
+ * the connection does meanwhile: the peer refuses the key with a NAK and
+ * breaks the connection, and its disconnect may be seen here before the
+ * completion that carries the refusal.
+ */
+static enum wait_result wait_rdma_forged(struct vp *vp, const char *what)
+{
+	int64_t deadline = now_ms() + vp->timeout_ms;
+
+	while (!vp->rdma_done) {
+		int rc = pump(vp, deadline);
+
+		if (rc == -ETIMEDOUT) {
+			say(vp, "timed out after %d s waiting for %s", vp->timeout_ms / 1000, what);
+			return WAIT_TIMEOUT;
+		}
+		if (rc)
+			return WAIT_ERROR;
+	}
+	return WAIT_OK;
+}
+
 /* Waits until no send is outstanding, so that the send buffer is free. */
 static enum wait_result wait_sends(struct vp *vp, const char *what)
 {
@@ -1107,7 +1130,7 @@ static int serve(struct vp *vp)
 		if (post_rdma(vp, IBV_WR_RDMA_READ, len, m.addr, rkey))
 			return EXIT_FAIL;
 		snprintf(what, sizeof(what), "the RDMA READ of ping %u (%u bytes)", ping, len);
-		w = wait_rdma(vp, what);
+		w = vp->forge == 'r' ? wait_rdma_forged(vp, what) : wait_rdma(vp, what);
 		if (w != WAIT_OK)
 			return server_fail(vp, w, ping, what);
 		if (vp->forge == 'r')
@@ -1155,7 +1178,7 @@ static int serve(struct vp *vp)
 		if (post_rdma(vp, IBV_WR_RDMA_WRITE, len, m.addr, rkey))
 			return EXIT_FAIL;
 		snprintf(what, sizeof(what), "the RDMA WRITE of ping %u (%u bytes)", ping, len);
-		w = wait_rdma(vp, what);
+		w = vp->forge == 'w' ? wait_rdma_forged(vp, what) : wait_rdma(vp, what);
 		if (w != WAIT_OK)
 			return server_fail(vp, w, ping, what);
 		if (vp->forge == 'w')
