@@ -671,7 +671,7 @@ static void test_stalled_capture_holds_back_for_the_bound_only(void)
 	struct child_cap *c = child_page();
 	const struct fab_seg_hdr *h;
 	const struct fab_tap_ring *ra;
-	uint64_t t0, took, longest = 0, t, stalled, passes;
+	uint64_t t0, took, longest = 0, t, stalled, passes, held = 0;
 	size_t size;
 	void *base;
 	pid_t pid;
@@ -691,6 +691,7 @@ static void test_stalled_capture_holds_back_for_the_bound_only(void)
 		NST_REQUIRE_EQ(send_one(i, 4000, NULL), 0);
 		t = nst_now_ns() - t;
 		longest = t > longest ? t : longest;
+		held += t >= FAB_TAP_STALL_NS / 2;
 		drain_b(0, 0);
 	}
 	took = nst_now_ns() - t0;
@@ -699,9 +700,11 @@ static void test_stalled_capture_holds_back_for_the_bound_only(void)
 	       "%llu left out\n",
 	       SENT, (double)took / 1e6, (double)longest / 1e6, (unsigned long long)stalled);
 	/* Held back once, for about the bound (less the time since the
-	 * attach), and not per frame. */
+	 * attach), and not per frame: counted by the sends that waited, not
+	 * by the run's time, which a busy or valgrind-slowed host stretches. */
 	NST_TRUE(longest >= FAB_TAP_STALL_NS / 2);
-	NST_TRUE(took < FAB_TAP_STALL_NS + 2000000000ull);
+	NST_CHECK_(held <= 2, CU_FALSE, "%llu sends waited half the bound or more",
+		   (unsigned long long)held);
 	NST_TRUE(stalled > SENT / 2);
 	NST_EQ(__atomic_load_n(&ra->not_captured, __ATOMIC_RELAXED), stalled);
 	/* Going again: once the capture has made a pass, A waits for it
