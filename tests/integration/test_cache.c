@@ -616,7 +616,8 @@ static void test_r10_transfer_in_flight(void)
 	NST_EQ(u.rc, 0);
 	/* Done, or failed at the NIC's local key check: either way it completes. */
 	if (!WSPGetOverlappedResult(cs, &ov, &n, TRUE, &flags, &err))
-		NST_TRUE(err == WSAEFAULT || err == WSA_OPERATION_ABORTED || err == WSAECONNRESET);
+		NST_CHECK_(err == WSAEFAULT || err == WSA_OPERATION_ABORTED || err == WSAECONNRESET,
+			   CU_FALSE, "the write completed with %s (%d)", nicsim_wsa_name(err), err);
 	else
 		NST_EQ(n, len);
 	NST_EQ(nic_stats(NA).dma_faults, faults0);

@@ -235,6 +235,19 @@ static void test_two_nics_integrity(void)
 	pair_close(&p);
 }
 
+struct pid_wait {
+	const char *file;
+	pid_t pid;
+};
+
+/* The pid file names the process (it is written as each NIC comes up). */
+static bool pid_file_names(void *arg)
+{
+	const struct pid_wait *w = arg;
+
+	return nst_read_pid_file(w->file) == w->pid;
+}
+
 /*
  * Two NICs served by one nicsimd (--addr given twice): every size of SEND,
  * WRITE and READ arrives intact between them, and one SIGTERM stops both,
@@ -254,6 +267,8 @@ static void test_one_process_two_nics(void)
 	pid = nst_start_nic(dir, ADDR_C, with_d, WAIT_MS);
 	NST_REQUIRE(pid > 0);
 	NST_EQ(nst_read_pid_file(pid_c), pid);
+	/* nst_start_nic waited for C's socket; D comes up after it. */
+	NST_TRUE(nst_wait_until(pid_file_names, &(struct pid_wait){pid_d, pid}, WAIT_MS, 5));
 	NST_EQ(nst_read_pid_file(pid_d), pid);
 	pair_open_at(&p, sock_c, sock_d, addr_d);
 	integrity(&p);
