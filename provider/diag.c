@@ -26,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
+#include "nicsim_refusal.h"
 #include "nicsim_rundir.h"
 #include "prov.h"
 
@@ -340,4 +343,58 @@ void prov_dbg_reg(const char *call, const void *buf, uint32_t len, uint32_t flag
 	}
 	prov_dbg_print("%s(%p, %u bytes, flags %u) failed: %s: %s", call, buf, len, flags,
 		       nicsim_wsa_name(prov_wsa_error(err)), why);
+}
+
+/* Bytes this process has locked, as the kernel counts them against
+ * RLIMIT_MEMLOCK (VmLck); fallback, when /proc cannot say: the pins. */
+static uint64_t locked_bytes(const struct prov *p)
+{
+	char line[128];
+	uint64_t kib = 0;
+	bool found = false;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "VmLck: %" SCNu64, &kib) == 1;
+	if (f)
+		fclose(f);
+	return found ? kib * 1024 : (uint64_t)prov_pins_pages(&p->pins) << p->pins.page_shift;
+}
+
+void prov_refused_memlock(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len)
+{
+	struct nic_host_cache_stats *h = nic->hstats;
+	uint64_t limit = UINT64_MAX, in_use = locked_bytes(p), need = p->pins.lock_need;
+	uint32_t err = (uint32_t)p->pins.lock_errno;
+	struct rlimit rl;
+	struct timespec now;
+	char why[512];
+
+	if (!err && !need) {
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: no memory for the "
+			 "provider's pin table",
+			 (unsigned long long)len, (unsigned long long)va);
+		return;
+	}
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		limit = (uint64_t)rl.rlim_cur;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (h) {
+		/* Display only: the NIC copies the fields, each one store. */
+		__atomic_store_n(&h->refusal_errno, err, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusal_limit, limit, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusal_in_use, in_use, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusal_needed, need, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusal_ns,
+				 (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusals, h->refusals + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->refusal, (uint32_t)NIC_REFUSAL_MEMLOCK, __ATOMIC_RELEASE);
+	}
+	if (prov_debug)
+		prov_dbg_print("registration of %llu bytes at 0x%llx refused: cannot pin (mlock: "
+			       "%s), even after evicting the cache: %s",
+			       (unsigned long long)len, (unsigned long long)va, strerror((int)err),
+			       nic_refusal_text(NIC_REFUSAL_MEMLOCK, err, limit, in_use, need, why,
+						sizeof(why)));
 }

@@ -122,14 +122,13 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 		err = exec_reg(nic, mr, &key);
 	while (pin_err == -ENOBUFS && prov_cache_evict(p, NULL, PROV_EVICT_PINS))
 		pin_err = prov_pin(&p->pins, (uintptr_t)va, (size_t)len, nic_writes);
+	if (pin_err == -ENOBUFS)
+		prov_refused_memlock(p, nic, va, len);
+	else if (pin_err)
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: cannot pin: not wholly "
+			 "mapped memory of this process with the access asked",
+			 (unsigned long long)len, (unsigned long long)va);
 	if (pin_err) {
-		PROV_DBG("registration of %llu bytes at 0x%llx refused: %s",
-			 (unsigned long long)len, (unsigned long long)va,
-			 pin_err == -EFAULT
-			     ? "cannot pin: not wholly mapped memory of this process "
-			       "with the access asked"
-			     : "cannot pin: the locked-memory limit (ulimit -l) is "
-			       "reached, even after evicting the cache");
 		if (!err) {
 			struct nic_cmd dereg = {.opcode = NIC_CMD_DEREG_MR};
 

@@ -44,6 +44,11 @@ struct prov_pins {
 	unsigned page_shift;
 	bool populate; /* MADV_POPULATE_* available */
 	bool onfault;  /* mlock2(MLOCK_ONFAULT) available */
+	/* Why the last prov_pin() that returned -ENOBUFS failed: mlock's
+	 * errno (0: no memory for the count table) and the bytes of pages it
+	 * had to lock, the ones no registration pinned yet. */
+	int lock_errno;
+	size_t lock_need;
 };
 
 /* 0 or -ENOMEM.  Detects the page size and MADV_POPULATE_* support. */
