@@ -1113,6 +1113,7 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	nic->env = (struct cmd_env){.tpt = nic->tpt,
 				    .conn_exec = conn_exec,
 				    .shm_exec = ctx_shm_exec,
+				    .reg_check = ctx_reg_check,
 				    .conn_arg = nic,
 				    .stats = &nic->stats,
 				    .caps = o->caps,

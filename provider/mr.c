@@ -64,10 +64,11 @@ struct prov_mr *prov_mr_find(struct prov *p, const struct prov_nic *nic, uint64_
 	return NULL;
 }
 
-/* TPT full, too large, NIC out of memory: all are "no resources". */
+/* TPT full, too large, NIC out of memory, the NIC kept from this process's
+ * memory (-EPERM: NIC_STATUS_NO_DMA): all are "no resources". */
 static int no_resources(int err)
 {
-	return err == -ENOSPC || err == -E2BIG || err == -ENOMEM ? -ENOBUFS : err;
+	return err == -ENOSPC || err == -E2BIG || err == -ENOMEM || err == -EPERM ? -ENOBUFS : err;
 }
 
 static int exec_reg(struct prov_nic *nic, const struct prov_mr *mr, uint32_t *key)
@@ -139,11 +140,14 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 		goto free_mr;
 	}
 	if (err) {
-		PROV_DBG("registration of %llu bytes at 0x%llx refused by the NIC: %s",
-			 (unsigned long long)len, (unsigned long long)va,
-			 err == -ENOSPC ? "its TPT is full, even after evicting the cache "
-					  "(nicsimd --tpt-capacity)"
-					: strerror(-err));
+		if (err == -EPERM)
+			prov_refused_ptrace(nic, va, len);
+		else
+			PROV_DBG("registration of %llu bytes at 0x%llx refused by the NIC: %s",
+				 (unsigned long long)len, (unsigned long long)va,
+				 err == -ENOSPC ? "its TPT is full, even after evicting the cache "
+						  "(nicsimd --tpt-capacity)"
+						: strerror(-err));
 		err = no_resources(err);
 		goto unpin;
 	}
@@ -171,6 +175,8 @@ int prov_mr_reg(struct prov *p, struct prov_mr *mr)
 
 	while (err == -ENOSPC && prov_cache_evict(p, mr->nic, PROV_EVICT_TPT))
 		err = exec_reg(mr->nic, mr, &key);
+	if (err == -EPERM)
+		prov_refused_ptrace(mr->nic, mr->va, mr->len);
 	if (err)
 		return no_resources(err);
 	mr->key = key;

@@ -142,6 +142,7 @@ enum nic_status {
 	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request (or reply) */
 	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
 	NIC_STATUS_DENIED = 20,        /* handshake: the peer runs as another user */
+	NIC_STATUS_NO_DMA = 21,        /* REG_MR: the kernel refuses the NIC the host's memory */
 	NIC_STATUS_MAX_
 };
 

@@ -97,9 +97,9 @@ static inline void nic_refusal_ptrace(uint64_t scope, char *buf, size_t size)
 	default:
 		what = "the kernel refused the NIC access to this process's memory (EPERM from "
 		       "process_vm_readv; no Yama ptrace_scope above 0): the process is not "
-		       "dumpable (prctl PR_SET_DUMPABLE, setuid or file capabilities) or runs as "
-		       "another user, and the NIC lacks CAP_SYS_PTRACE; or a security module "
-		       "refuses ptrace";
+		       "dumpable (prctl PR_SET_DUMPABLE, setuid or file capabilities), runs as "
+		       "another user or holds capabilities the NIC lacks, and the NIC lacks "
+		       "CAP_SYS_PTRACE; or a security module refuses ptrace";
 		break;
 	}
 	snprintf(buf, size, "%s", what);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +43,8 @@
 #include "ws2san.h"
 
 #define OUT_MAX (64u << 10)
+/* A NIC without CAP_SYS_PTRACE, started by test_debug_ptrace_refusal. */
+#define ADDR_E "198.18.0.5"
 /* Fake NICs of test_debug_run_dir_and_attach_refused, in a directory of their own. */
 #define ADDR_STALE "198.18.0.7"
 #define ADDR_OLD "198.18.0.8"
@@ -269,6 +272,49 @@ static int memlock_child(void)
 	return sigtimedwait(&usr1, NULL, &bound) == SIGUSR1 ? 0 : 27;
 }
 
+/*
+ * Not dumpable, on NIC E (which lacks CAP_SYS_PTRACE): the kernel refuses E
+ * this process's memory, so registering fails with WSAENOBUFS; dumpable
+ * again, the same registration works.  Then as memlock_child.  The process
+ * gives up CAP_SYS_PTRACE first: holding a capability E lacks would be
+ * reason enough for the kernel to refuse E.
+ */
+static int ptrace_child(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct caps[2];
+	struct timespec bound = {.tv_sec = 6 * WAIT_MS / 1000};
+	uint8_t *m = map(PAGE);
+	SOCKET s = sock_on(ADDR_E, 0);
+	sigset_t usr1;
+	HANDLE h;
+	int err = 0;
+
+	if (!m || s == INVALID_SOCKET)
+		return 20;
+	if (syscall(SYS_capget, &hdr, caps) < 0)
+		return 28;
+	caps[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+	caps[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+	if (syscall(SYS_capset, &hdr, caps) < 0)
+		return 29;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return 21;
+	if (WSPRegisterMemory(s, m, PAGE, MEM_READWRITE, &err) || err != WSAENOBUFS)
+		return 22;
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		return 23;
+	h = WSPRegisterMemory(s, m, PAGE, MEM_READWRITE, &err);
+	if (!h || WSPDeregisterMemory(s, h, &err))
+		return 24;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &usr1, NULL) < 0)
+		return 26;
+	fprintf(stderr, "ptrace child ready\n");
+	return sigtimedwait(&usr1, NULL, &bound) == SIGUSR1 ? 0 : 27;
+}
+
 /* The child: one case, its stdout thrown away; exit 0 if the SPI said what was expected. */
 static int debug_child(const char *what)
 {
@@ -339,6 +385,8 @@ static int debug_child(const char *what)
 	}
 	if (!strcmp(what, "memlock"))
 		return memlock_child();
+	if (!strcmp(what, "ptrace"))
+		return ptrace_child();
 	return 9;
 }
 
@@ -505,6 +553,66 @@ static void test_debug_memlock_refusal(void)
 	free(shown);
 }
 
+/*
+ * A NIC the kernel does not let read a host's memory refuses its
+ * registrations: the host says which rule (Yama's ptrace_scope, which this
+ * machine may lack; here a host that is not dumpable and a NIC without
+ * CAP_SYS_PTRACE, the same refusal of process_vm_readv) and how to change
+ * it, on stderr and in `nicsim show hosts`.  WSAENOBUFS, as for any
+ * registration the system's limits refuse.  The sentences for each Yama
+ * scope are checked in test_refusal (unit).
+ */
+static void test_debug_ptrace_refusal(void)
+{
+	const char *argv[] = {self_exe, "--debug-child", "ptrace", NULL};
+	const char *env[] = {"NICSIM_DEBUG=1", NULL};
+	const char *hosts[] = {"show", "hosts", "--nic", ADDR_E, "--dir", dir, NULL};
+	char want[400], *out = malloc(OUT_MAX), *shown = malloc(OUT_MAX);
+	bool ready;
+	size_t len = 0;
+	pid_t nic, child;
+	int fd = -1, st;
+
+	NST_REQUIRE(out != NULL && shown != NULL);
+	out[0] = '\0';
+	nic = nst_start_nic_without(dir, ADDR_E, NULL, CAP_SYS_PTRACE, 2 * WAIT_MS);
+	NST_REQUIRE(nic > 0);
+	child = nst_spawn_output(argv, env, &fd);
+	NST_REQUIRE(child > 0);
+	ready = nst_read_until(fd, out, OUT_MAX, &len, "ptrace child ready", 4 * WAIT_MS);
+	printf("  $ NICSIM_DEBUG=1 test_spi_errors --debug-child ptrace\n%s", out);
+	if (ready) {
+		snprintf(want, sizeof(want),
+			 "refused by NIC %s (pid %d): it may not read this process's memory: the "
+			 "kernel refused the NIC access to this process's memory (EPERM from "
+			 "process_vm_readv;",
+			 ADDR_E, (int)nic);
+		HAS(out, want);
+		HAS(out, "the process is not dumpable (prctl PR_SET_DUMPABLE, setuid or file "
+			 "capabilities), runs as another user or holds capabilities the NIC lacks, "
+			 "and the NIC lacks CAP_SYS_PTRACE");
+		HAS(out, " 4096 bytes, flags 3) failed: WSAENOBUFS: no resources");
+		NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", hosts, shown, OUT_MAX, WAIT_MS),
+		       0);
+		HAS(shown, " refusals 1 ");
+		snprintf(want, sizeof(want),
+			 "pid %d last refusal: the kernel refused the NIC access to this process's "
+			 "memory (EPERM from process_vm_readv;",
+			 (int)child);
+		HAS(shown, want);
+		kill(child, SIGUSR1);
+	} else {
+		kill(child, SIGKILL);
+	}
+	st = nst_wait(child, 2 * WAIT_MS);
+	NST_CHECK_(ready && st == 0, CU_FALSE, "child ready %d, wait status 0x%x", ready,
+		   (unsigned)st);
+	close(fd);
+	NST_EQ(nst_stop(nic, WAIT_MS), 0);
+	free(out);
+	free(shown);
+}
+
 /* A NIC socket whose NIC answers every hello as a NIC of ABI version 4 would. */
 struct old_nic {
 	int lfd;
@@ -607,6 +715,7 @@ int main(int argc, char **argv)
 	    {"debug_registration_refused", test_debug_registration_refused},
 	    {"debug_refusal_by_peer_nic", test_debug_refusal_by_peer_nic},
 	    {"debug_memlock_refusal", test_debug_memlock_refusal},
+	    {"debug_ptrace_refusal", test_debug_ptrace_refusal},
 	    {"debug_run_dir_and_attach_refused", test_debug_run_dir_and_attach_refused},
 	    {NULL, NULL},
 	};
