@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -424,13 +425,18 @@ static void publish_refusal(struct nic_host_cache_stats *h, uint32_t kind, uint3
 
 void prov_refused_ptrace(struct prov_nic *nic, uint64_t va, uint64_t len)
 {
-	uint64_t scope = ptrace_scope();
+	uint64_t scope = ptrace_scope(), flags = 0;
 	char why[512], a[16];
 
-	publish_refusal(nic->hstats, NIC_REFUSAL_PTRACE, EPERM, scope, 0, 0);
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1)
+		flags |= NIC_REFUSAL_F_NOT_DUMPABLE;
+	/* The driver names the NIC its tracer only when the kernel said its pid. */
+	if (!nic_host_info(nic->host)->nic_pid)
+		flags |= NIC_REFUSAL_F_NO_TRACER;
+	publish_refusal(nic->hstats, NIC_REFUSAL_PTRACE, EPERM, scope, flags, 0);
 	PROV_DBG("registration of %llu bytes at 0x%llx refused by NIC %s (pid %u): it may not "
 		 "read this process's memory: %s",
 		 (unsigned long long)len, (unsigned long long)va, prov_addr_str(nic->addr, a),
 		 (unsigned)nic_host_info(nic->host)->nic_pid,
-		 nic_refusal_text(NIC_REFUSAL_PTRACE, EPERM, scope, 0, 0, why, sizeof(why)));
+		 nic_refusal_text(NIC_REFUSAL_PTRACE, EPERM, scope, flags, 0, why, sizeof(why)));
 }

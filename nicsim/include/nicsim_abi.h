@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 7 (NIC_ABI_VERSION): the structures a
+ * nicsim host interface, ABI version 8 (NIC_ABI_VERSION): the structures a
  * host driver and the emulated NIC share.  This header is the single source
  * of truth for the layouts described in docs/hardware-interface.md; every
  * size and offset a driver depends on is checked below with _Static_assert.
@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 7u
+#define NIC_ABI_VERSION 8u
 #define NIC_CACHELINE 64
 
 /*

@@ -11,7 +11,7 @@
  *
  *   kind                 limit                      in_use          needed
  *   NIC_REFUSAL_MEMLOCK  RLIMIT_MEMLOCK, bytes      bytes locked    bytes more to lock
- *   NIC_REFUSAL_PTRACE   Yama's ptrace_scope, or    0               0
+ *   NIC_REFUSAL_PTRACE   Yama's ptrace_scope, or    NIC_REFUSAL_F_* 0
  *                        UINT64_MAX without Yama
  *
  * UINT64_MAX as a limit means unlimited (or, for ptrace, no Yama).
@@ -29,6 +29,10 @@ enum nic_refusal {
 	NIC_REFUSAL_MEMLOCK = 1, /* mlock refused: RLIMIT_MEMLOCK, or memory */
 	NIC_REFUSAL_PTRACE = 2,  /* the NIC may not reach the host's memory */
 };
+
+/* NIC_REFUSAL_PTRACE's in_use: what the host knew of itself. */
+#define NIC_REFUSAL_F_NOT_DUMPABLE 0x1u /* prctl(PR_GET_DUMPABLE) was not 1 */
+#define NIC_REFUSAL_F_NO_TRACER 0x2u    /* the NIC's pid was unknown: no PR_SET_PTRACER */
 
 /* n bytes as "64 KiB", "3 MiB", "5 GiB" when exact, else "4097 bytes". */
 static inline const char *nic_refusal_size(uint64_t n, char buf[32])
@@ -72,16 +76,37 @@ static inline void nic_refusal_memlock(uint64_t limit, uint64_t in_use, uint64_t
 			 nic_refusal_size(needed, n), raise);
 }
 
-static inline void nic_refusal_ptrace(uint64_t scope, char *buf, size_t size)
+static inline void nic_refusal_ptrace(uint64_t scope, uint64_t flags, char *buf, size_t size)
 {
 	const char *what;
 
+	/* The kernel checks dumpability before Yama: it decides first. */
+	if (flags & NIC_REFUSAL_F_NOT_DUMPABLE) {
+		snprintf(
+		    buf, size,
+		    "this process is not dumpable (prctl PR_SET_DUMPABLE 0, setuid or file "
+		    "capabilities), so only a NIC with CAP_SYS_PTRACE may read its memory: "
+		    "call prctl(PR_SET_DUMPABLE, 1), or `setcap cap_sys_ptrace+ep $(command -v "
+		    "nicsimd)`%s",
+		    scope >= 1 && scope != UINT64_MAX
+			? " (Yama's ptrace_scope, /proc/sys/kernel/yama/ptrace_scope, is above 0 "
+			  "as well)"
+			: "");
+		return;
+	}
+	if (scope == 1 && (flags & NIC_REFUSAL_F_NO_TRACER)) {
+		snprintf(buf, size,
+			 "Yama's ptrace_scope is 1 (/proc/sys/kernel/yama/ptrace_scope) and "
+			 "nicsimd runs in another pid namespace, so this process could not name it "
+			 "its tracer (PR_SET_PTRACER): run nicsimd in this pid namespace, or lower "
+			 "it with `sysctl kernel.yama.ptrace_scope=0`");
+		return;
+	}
 	switch (scope) {
 	case 1:
 		what = "Yama's ptrace_scope is 1 (/proc/sys/kernel/yama/ptrace_scope) and the NIC "
-		       "is not this process's declared tracer (PR_SET_PTRACER failed, or nicsimd "
-		       "runs in another pid namespace): run nicsimd in this pid namespace, or "
-		       "lower it with `sysctl kernel.yama.ptrace_scope=0`";
+		       "is not this process's declared tracer (PR_SET_PTRACER failed): lower it "
+		       "with `sysctl kernel.yama.ptrace_scope=0`";
 		break;
 	case 2:
 		what = "Yama's ptrace_scope is 2 (/proc/sys/kernel/yama/ptrace_scope): only a "
@@ -116,7 +141,7 @@ static inline const char *nic_refusal_text(uint32_t kind, uint32_t err, uint64_t
 		return buf;
 	switch (kind) {
 	case NIC_REFUSAL_MEMLOCK: nic_refusal_memlock(limit, in_use, needed, err, buf, size); break;
-	case NIC_REFUSAL_PTRACE: nic_refusal_ptrace(limit, buf, size); break;
+	case NIC_REFUSAL_PTRACE: nic_refusal_ptrace(limit, in_use, buf, size); break;
 	case NIC_REFUSAL_NONE: snprintf(buf, size, "none"); break;
 	default: snprintf(buf, size, "refusal of kind %u, unknown to this version", kind); break;
 	}
