@@ -373,8 +373,8 @@ void prov_refused_memlock(struct prov *p, struct prov_nic *nic, uint64_t va, uin
 	char why[512];
 
 	if (!err && !need) {
-		PROV_DBG("registration of %llu bytes at 0x%llx refused: no memory for the "
-			 "provider's pin table",
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: the provider cannot count "
+			 "more pins (no memory for its table, or a page pinned 2^32 - 1 times)",
 			 (unsigned long long)len, (unsigned long long)va);
 		return;
 	}

@@ -307,7 +307,7 @@ undo:
 	 * caller's explanation (errno is still mlock's, or 0 for a full count). */
 	t->lock_errno = count_full ? 0 : errno;
 	t->lock_need = 0;
-	for (uintptr_t p = first; p <= last; p++)
+	for (uintptr_t p = first; !count_full && p <= last; p++)
 		if (!find(t, p))
 			t->lock_need += (size_t)1 << t->page_shift;
 	/* Every absent page before pg was locked (or partly locked) by this call. */
