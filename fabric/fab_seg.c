@@ -309,6 +309,16 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t fab_create_bytes(const struct fab_config *cfg)
+{
+	uint32_t ports = cfg->max_ports ? cfg->max_ports : FAB_DEFAULT_PORTS;
+	uint32_t frames = cfg->frames ? cfg->frames : FAB_DEFAULT_FRAMES;
+	uint32_t depth = cfg->ring_depth ? cfg->ring_depth : default_depth(ports);
+	struct layout lo;
+
+	return layout_of(ports, frames, depth, &lo) ? 0 : (uint64_t)lo.tap_off;
+}
+
 int fab_create(const char *dir, const struct fab_config *cfg)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];

@@ -190,6 +190,8 @@ static void count_status(struct nic_counters *s, uint16_t status)
 	case NIC_STATUS_NO_RESOURCES: s->err_no_resources++; break;
 	case NIC_STATUS_ADDR_IN_USE:
 	case NIC_STATUS_BAD_CONN: s->err_conn++; break;
+	/* Counted as a DMA fault by the check that refused it. */
+	case NIC_STATUS_NO_DMA: break;
 	default: s->err_bad_state++; break;
 	}
 	s->cmds_failed++;
@@ -252,8 +254,11 @@ bool cmd_execute(const struct cmd_env *env, const struct tpt_owner *owner, void 
 		break;
 	}
 	case NIC_CMD_REG_MR:
-		err = tpt_reg_mr(env->tpt, owner, cmd->u.reg_mr.va, cmd->u.reg_mr.len,
-				 cmd->u.reg_mr.access, &key);
+		if (env->reg_check)
+			status = env->reg_check(env->conn_arg, ctx, cmd->u.reg_mr.va);
+		if (status == NIC_STATUS_OK)
+			err = tpt_reg_mr(env->tpt, owner, cmd->u.reg_mr.va, cmd->u.reg_mr.len,
+					 cmd->u.reg_mr.access, &key);
 		break;
 	case NIC_CMD_DEREG_MR: err = tpt_dereg_mr(env->tpt, owner->ctx_id, cmd->u.key.key); break;
 	case NIC_CMD_ALLOC_MW: err = tpt_alloc_mw(env->tpt, owner, &key); break;

@@ -28,6 +28,9 @@ struct cmd_env {
 	struct tpt *tpt;
 	uint16_t (*conn_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd, uint32_t *key);
 	uint16_t (*shm_exec)(void *conn_arg, void *ctx, const struct nic_cmd *cmd);
+	/* REG_MR, before the TPT: may the NIC reach the host's memory at va?
+	 * NIC_STATUS_OK, or the status to refuse with.  NULL: not checked. */
+	uint16_t (*reg_check)(void *conn_arg, void *ctx, uint64_t va);
 	void *conn_arg;
 	struct nic_counters *stats;
 	uint32_t caps;        /* NIC_CAP_* */

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -553,6 +554,48 @@ static uint16_t shm_unmap(struct nic *nic, struct nic_ctx *c, uint64_t va)
 	c->nshm--;
 	nic->stats.shm_unmaps++;
 	return NIC_STATUS_OK;
+}
+
+/*
+ * The NIC reaches a host's memory with process_vm_readv/writev, which the
+ * kernel allows only where this process may ptrace the host: Yama's
+ * ptrace_scope (the provider declares the NIC its tracer with
+ * PR_SET_PTRACER, enough at scope 1 only), a host that is not dumpable or
+ * another user's without CAP_SYS_PTRACE here, a security module.  Left to
+ * the first transfer, such a refusal would break a connection with a local
+ * protection error; checked at registration, the registration fails and the
+ * host can say which rule to change.  One byte at va is read, for each
+ * registration until one read succeeds: the rules seldom change while a
+ * host is attached, and a read that fails otherwise (va not mapped: the
+ * host's own pinning refuses that) decides nothing.
+ */
+uint16_t ctx_reg_check(void *nic_arg, void *ctx, uint64_t va)
+{
+	struct nic *nic = nic_arg;
+	struct nic_ctx *c = ctx;
+	unsigned char byte;
+	struct iovec local = {.iov_base = &byte, .iov_len = 1};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)va, .iov_len = 1};
+
+	if (c->dma_ok)
+		return NIC_STATUS_OK;
+	if (process_vm_readv((pid_t)c->pid, &local, 1, &remote, 1, 0) == 1) {
+		c->dma_ok = true;
+		return NIC_STATUS_OK;
+	}
+	if (errno != EPERM)
+		return NIC_STATUS_OK;
+	nic->stats.dma_faults++;
+	if (!c->dma_denied_logged)
+		nic_warn(&nic->log,
+			 "context %u (pid %u, %s): registration refused: the kernel does not let "
+			 "this NIC read the host's memory (process_vm_readv: EPERM): Yama's "
+			 "ptrace_scope, a host that is not dumpable or another user's while this "
+			 "NIC lacks CAP_SYS_PTRACE, or a security module; `nicsim show hosts` says "
+			 "which",
+			 c->id, c->pid, c->comm);
+	c->dma_denied_logged = true;
+	return NIC_STATUS_NO_DMA;
 }
 
 uint16_t ctx_shm_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "fab_addr.h"
 #include "nicsim_abi_util.h"
 #include "nicsim_ring.h"
+#include "nicsim_rundir.h"
 
 /* How often the spinning loop still looks at sockets and signals. */
 #define NIC_EPOLL_EVERY_NS 200000u
@@ -956,10 +958,14 @@ static int write_pid_file(struct nic *nic)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
+	/* A full file system is ENOSPC (or EDQUOT), not an I/O error: the
+	 * message then says how full it is. */
 	if (write(fd, text, (size_t)n) != n) {
+		int err = errno == ENOSPC || errno == EDQUOT ? -errno : -EIO;
+
 		close(fd);
 		unlink(tmp);
-		return -EIO;
+		return err;
 	}
 	close(fd);
 	if (rename(tmp, nic->pid_path) < 0) {
@@ -1010,8 +1016,12 @@ static int open_listener(struct nic *nic)
 	if (err < 0)
 		return err;
 	err = write_pid_file(nic);
-	if (err < 0)
-		nic_err(&nic->log, "cannot write %s: %s", nic->pid_path, strerror(-err));
+	if (err < 0) {
+		char why[PATH_MAX * 3];
+
+		nic_err(&nic->log, "cannot write %s: %s", nic->pid_path,
+			nic_run_dir_full(nic->opts.dir, err, 0, why, sizeof(why)));
+	}
 	return err;
 }
 
@@ -1113,6 +1123,7 @@ int nic_create(const struct nic_opts *o, struct nic **out)
 	nic->env = (struct cmd_env){.tpt = nic->tpt,
 				    .conn_exec = conn_exec,
 				    .shm_exec = ctx_shm_exec,
+				    .reg_check = ctx_reg_check,
 				    .conn_arg = nic,
 				    .stats = &nic->stats,
 				    .caps = o->caps,

@@ -112,6 +112,8 @@ struct nic_ctx {
 	uint32_t cmd_cons;
 	uint32_t cpl_prod;
 	bool broken;                  /* ring protocol broken: ring no longer read */
+	bool dma_ok;                  /* the kernel let the NIC read the host's memory */
+	bool dma_denied_logged;       /* ... or refused, and the log said so */
 	struct qp *qps[NIC_QP_SLOTS]; /* QP in each slot of the segment */
 	bool irq_due;                 /* completions or events posted since the last interrupt */
 	uint32_t blocked_key;         /* a DEREG/DEALLOC waiting for DMA to drain */
@@ -236,6 +238,9 @@ void ctx_drained(struct nic *nic, uint32_t key);
 int ctx_sock_read(struct nic *nic, struct nic_ctx *c, unsigned max);
 /* SHM_MAP and SHM_UNMAP, for cmd_execute (cmd_env.shm_exec). */
 uint16_t ctx_shm_exec(void *nic, void *ctx, const struct nic_cmd *cmd);
+/* REG_MR's check that the kernel lets this NIC reach the host's memory
+ * (cmd_env.reg_check): NIC_STATUS_OK or NIC_STATUS_NO_DMA. */
+uint16_t ctx_reg_check(void *nic, void *ctx, uint64_t va);
 
 /* Fold the timer t (0: none) into *deadline, the earliest timer of a pass
  * over the NIC (0: none). */

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "nicsim_abi.h"
+#include "nicsim_refusal.h"
 
 /* The result of snprintf(buf, size, ...) = n: -ENAMETOOLONG when truncated. */
 static int put_path(size_t size, int n)
@@ -304,4 +306,42 @@ char *nic_escape(char *dst, size_t size, const char *src)
 	}
 	dst[n] = '\0';
 	return dst;
+}
+
+const char *nic_run_dir_full(const char *dir, int err, uint64_t need, char *buf, size_t size)
+{
+	static const char *const fix =
+	    "free space there, or choose another run directory with --dir or NICSIM_DIR";
+	char d[PATH_MAX], avail[32], total[32], needs[64] = "";
+	struct statvfs sv;
+
+	if (!size)
+		return buf;
+	if (err != -ENOSPC && err != -EDQUOT) {
+		snprintf(buf, size, "%s", strerror(-err));
+		return buf;
+	}
+	nic_escape(d, sizeof(d), dir);
+	if (need) {
+		char n[32];
+
+		snprintf(needs, sizeof(needs), ", %s needed", nic_refusal_size(need, n));
+	}
+	if (err == -EDQUOT) {
+		snprintf(buf, size,
+			 "your disk quota on the file system of run directory %s is used up%s "
+			 "(quota -s): %s",
+			 d, needs, fix);
+		return buf;
+	}
+	if (statvfs(dir, &sv) < 0) {
+		snprintf(buf, size, "the file system of run directory %s is full%s (df -h %s): %s",
+			 d, needs, d, fix);
+		return buf;
+	}
+	snprintf(buf, size,
+		 "the file system of run directory %s has %s free of %s%s (df -h %s): %s", d,
+		 nic_refusal_size((uint64_t)sv.f_bavail * sv.f_frsize, avail),
+		 nic_refusal_size((uint64_t)sv.f_blocks * sv.f_frsize, total), needs, d, fix);
+	return buf;
 }

@@ -26,7 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
 
+#include "nicsim_refusal.h"
 #include "nicsim_rundir.h"
 #include "prov.h"
 
@@ -340,4 +344,99 @@ void prov_dbg_reg(const char *call, const void *buf, uint32_t len, uint32_t flag
 	}
 	prov_dbg_print("%s(%p, %u bytes, flags %u) failed: %s: %s", call, buf, len, flags,
 		       nicsim_wsa_name(prov_wsa_error(err)), why);
+}
+
+static void publish_refusal(struct nic_host_cache_stats *h, uint32_t kind, uint32_t err,
+			    uint64_t limit, uint64_t in_use, uint64_t need);
+
+/* Bytes this process has locked, as the kernel counts them against
+ * RLIMIT_MEMLOCK (VmLck); fallback, when /proc cannot say: the pins. */
+static uint64_t locked_bytes(const struct prov *p)
+{
+	char line[128];
+	uint64_t kib = 0;
+	bool found = false;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "VmLck: %" SCNu64, &kib) == 1;
+	if (f)
+		fclose(f);
+	return found ? kib * 1024 : (uint64_t)prov_pins_pages(&p->pins) << p->pins.page_shift;
+}
+
+void prov_refused_memlock(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len)
+{
+	uint64_t limit = UINT64_MAX, in_use = locked_bytes(p), need = p->pins.lock_need;
+	uint32_t err = (uint32_t)p->pins.lock_errno;
+	struct rlimit rl;
+	char why[512];
+
+	if (!err && !need) {
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: the provider cannot count "
+			 "more pins (no memory for its table, or a page pinned 2^32 - 1 times)",
+			 (unsigned long long)len, (unsigned long long)va);
+		return;
+	}
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		limit = (uint64_t)rl.rlim_cur;
+	publish_refusal(nic->hstats, NIC_REFUSAL_MEMLOCK, err, limit, in_use, need);
+	if (prov_debug)
+		prov_dbg_print("registration of %llu bytes at 0x%llx refused: cannot pin (mlock: "
+			       "%s), even after evicting the cache: %s",
+			       (unsigned long long)len, (unsigned long long)va, strerror((int)err),
+			       nic_refusal_text(NIC_REFUSAL_MEMLOCK, err, limit, in_use, need, why,
+						sizeof(why)));
+}
+
+/* Yama's ptrace_scope, or UINT64_MAX when the kernel has no Yama. */
+static uint64_t ptrace_scope(void)
+{
+	unsigned scope;
+	bool found;
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+
+	if (!f)
+		return UINT64_MAX;
+	found = fscanf(f, "%u", &scope) == 1;
+	fclose(f);
+	return found ? scope : UINT64_MAX;
+}
+
+/* One refusal into h, the host-owned counters the NIC reports. */
+static void publish_refusal(struct nic_host_cache_stats *h, uint32_t kind, uint32_t err,
+			    uint64_t limit, uint64_t in_use, uint64_t need)
+{
+	struct timespec now;
+
+	if (!h)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* Display only: the NIC copies the fields, each one store. */
+	__atomic_store_n(&h->refusal_errno, err, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusal_limit, limit, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusal_in_use, in_use, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusal_needed, need, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusal_ns, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusals, h->refusals + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->refusal, kind, __ATOMIC_RELEASE);
+}
+
+void prov_refused_ptrace(struct prov_nic *nic, uint64_t va, uint64_t len)
+{
+	uint64_t scope = ptrace_scope(), flags = 0;
+	char why[512], a[16];
+
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1)
+		flags |= NIC_REFUSAL_F_NOT_DUMPABLE;
+	/* The driver names the NIC its tracer only when the kernel said its pid. */
+	if (!nic_host_info(nic->host)->nic_pid)
+		flags |= NIC_REFUSAL_F_NO_TRACER;
+	publish_refusal(nic->hstats, NIC_REFUSAL_PTRACE, EPERM, scope, flags, 0);
+	PROV_DBG("registration of %llu bytes at 0x%llx refused by NIC %s (pid %u): it may not "
+		 "read this process's memory: %s",
+		 (unsigned long long)len, (unsigned long long)va, prov_addr_str(nic->addr, a),
+		 (unsigned)nic_host_info(nic->host)->nic_pid,
+		 nic_refusal_text(NIC_REFUSAL_PTRACE, EPERM, scope, flags, 0, why, sizeof(why)));
 }

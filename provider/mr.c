@@ -64,10 +64,11 @@ struct prov_mr *prov_mr_find(struct prov *p, const struct prov_nic *nic, uint64_
 	return NULL;
 }
 
-/* TPT full, too large, NIC out of memory: all are "no resources". */
+/* TPT full, too large, NIC out of memory, the NIC kept from this process's
+ * memory (-EPERM: NIC_STATUS_NO_DMA): all are "no resources". */
 static int no_resources(int err)
 {
-	return err == -ENOSPC || err == -E2BIG || err == -ENOMEM ? -ENOBUFS : err;
+	return err == -ENOSPC || err == -E2BIG || err == -ENOMEM || err == -EPERM ? -ENOBUFS : err;
 }
 
 static int exec_reg(struct prov_nic *nic, const struct prov_mr *mr, uint32_t *key)
@@ -122,14 +123,13 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 		err = exec_reg(nic, mr, &key);
 	while (pin_err == -ENOBUFS && prov_cache_evict(p, NULL, PROV_EVICT_PINS))
 		pin_err = prov_pin(&p->pins, (uintptr_t)va, (size_t)len, nic_writes);
+	if (pin_err == -ENOBUFS)
+		prov_refused_memlock(p, nic, va, len);
+	else if (pin_err)
+		PROV_DBG("registration of %llu bytes at 0x%llx refused: cannot pin: not wholly "
+			 "mapped memory of this process with the access asked",
+			 (unsigned long long)len, (unsigned long long)va);
 	if (pin_err) {
-		PROV_DBG("registration of %llu bytes at 0x%llx refused: %s",
-			 (unsigned long long)len, (unsigned long long)va,
-			 pin_err == -EFAULT
-			     ? "cannot pin: not wholly mapped memory of this process "
-			       "with the access asked"
-			     : "cannot pin: the locked-memory limit (ulimit -l) is "
-			       "reached, even after evicting the cache");
 		if (!err) {
 			struct nic_cmd dereg = {.opcode = NIC_CMD_DEREG_MR};
 
@@ -140,11 +140,14 @@ int prov_mr_create(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t l
 		goto free_mr;
 	}
 	if (err) {
-		PROV_DBG("registration of %llu bytes at 0x%llx refused by the NIC: %s",
-			 (unsigned long long)len, (unsigned long long)va,
-			 err == -ENOSPC ? "its TPT is full, even after evicting the cache "
-					  "(nicsimd --tpt-capacity)"
-					: strerror(-err));
+		if (err == -EPERM)
+			prov_refused_ptrace(nic, va, len);
+		else
+			PROV_DBG("registration of %llu bytes at 0x%llx refused by the NIC: %s",
+				 (unsigned long long)len, (unsigned long long)va,
+				 err == -ENOSPC ? "its TPT is full, even after evicting the cache "
+						  "(nicsimd --tpt-capacity)"
+						: strerror(-err));
 		err = no_resources(err);
 		goto unpin;
 	}
@@ -172,6 +175,8 @@ int prov_mr_reg(struct prov *p, struct prov_mr *mr)
 
 	while (err == -ENOSPC && prov_cache_evict(p, mr->nic, PROV_EVICT_TPT))
 		err = exec_reg(mr->nic, mr, &key);
+	if (err == -EPERM)
+		prov_refused_ptrace(mr->nic, mr->va, mr->len);
 	if (err)
 		return no_resources(err);
 	mr->key = key;

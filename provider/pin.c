@@ -244,7 +244,7 @@ static int lock_run(const struct prov_pins *t, uintptr_t from, uintptr_t to)
 int prov_pin(struct prov_pins *t, uintptr_t addr, size_t len, bool write)
 {
 	uintptr_t first, last, pg, run = 0;
-	bool open = false;
+	bool open = false, count_full = false;
 	int err;
 
 	if (!len)
@@ -253,8 +253,11 @@ int prov_pin(struct prov_pins *t, uintptr_t addr, size_t len, bool write)
 		return -EFAULT;
 	first = addr >> t->page_shift;
 	last = (addr + len - 1) >> t->page_shift;
-	if (reserve(t, (size_t)(last - first + 1)))
+	if (reserve(t, (size_t)(last - first + 1))) {
+		t->lock_errno = 0;
+		t->lock_need = 0;
 		return -ENOBUFS;
+	}
 
 	/*
 	 * Pass 1: lock the runs of pages nobody pins yet; the table is
@@ -270,8 +273,10 @@ int prov_pin(struct prov_pins *t, uintptr_t addr, size_t len, bool write)
 			open = true;
 			continue;
 		}
-		if (e->count == UINT32_MAX)
+		if (e->count == UINT32_MAX) {
+			count_full = true;
 			goto undo;
+		}
 		if (open && lock_run(t, run, pg))
 			goto undo;
 		open = false;
@@ -298,6 +303,13 @@ int prov_pin(struct prov_pins *t, uintptr_t addr, size_t len, bool write)
 	return 0;
 
 undo:
+	/* The table is unchanged: count what this call had to lock, for the
+	 * caller's explanation (errno is still mlock's, or 0 for a full count). */
+	t->lock_errno = count_full ? 0 : errno;
+	t->lock_need = 0;
+	for (uintptr_t p = first; !count_full && p <= last; p++)
+		if (!find(t, p))
+			t->lock_need += (size_t)1 << t->page_shift;
 	/* Every absent page before pg was locked (or partly locked) by this call. */
 	unlock_absent(t, first, pg);
 	/* mlock fails on unmapped pages too: a bad buffer is -EFAULT, not -ENOBUFS. */

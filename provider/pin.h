@@ -44,6 +44,12 @@ struct prov_pins {
 	unsigned page_shift;
 	bool populate; /* MADV_POPULATE_* available */
 	bool onfault;  /* mlock2(MLOCK_ONFAULT) available */
+	/* Why the last prov_pin() that returned -ENOBUFS failed: mlock's
+	 * errno and the bytes of pages it had to lock, the ones no
+	 * registration pinned yet; both 0 when the count table could not take
+	 * the pins (no memory, or a page pinned UINT32_MAX times). */
+	int lock_errno;
+	size_t lock_need;
 };
 
 /* 0 or -ENOMEM.  Detects the page size and MADV_POPULATE_* support. */

@@ -453,6 +453,20 @@ void prov_dbg_run_dir(const char *dir, const char *refused);
 void prov_sock_broke(struct prov_qp *qp, int err, unsigned nic_status, unsigned op);
 /* Say why a registration call failed with err. */
 void prov_dbg_reg(const char *call, const void *buf, uint32_t len, uint32_t flags, int err);
+/*
+ * A registration on nic refused because mlock failed (the pin table's
+ * lock_errno and lock_need): publish which limit, its value and the bytes
+ * in question in nic's context header for `nicsim show hosts`, and say so
+ * with NICSIM_DEBUG=1 (prov.lock held).
+ */
+void prov_refused_memlock(struct prov *p, struct prov_nic *nic, uint64_t va, uint64_t len);
+/*
+ * A registration on nic refused by the NIC with NIC_STATUS_NO_DMA: the
+ * kernel does not let the NIC read this process's memory.  Publishes Yama's
+ * ptrace_scope (if any) for `nicsim show hosts` and says which rule, and how
+ * to change it, with NICSIM_DEBUG=1.
+ */
+void prov_refused_ptrace(struct prov_nic *nic, uint64_t va, uint64_t len);
 
 /* socket.c */
 /* The live socket s names: 0, -PROV_ENOTINIT, -ENOTSOCK. */

@@ -138,6 +138,12 @@ struct fab_config {
  * system error.
  */
 int fab_create(const char *dir, const struct fab_config *cfg);
+/*
+ * The bytes fab_create reserves on disk for cfg (the capture section stays
+ * sparse), for a message when the file system is too full: 0 for a bad
+ * configuration.
+ */
+uint64_t fab_create_bytes(const struct fab_config *cfg);
 
 /*
  * Remove dir/fabric.shm and the ports' bells.  -EBUSY (nothing removed) if a

@@ -1,5 +1,5 @@
 /*
- * nicsim host interface, ABI version 7 (NIC_ABI_VERSION): the structures a
+ * nicsim host interface, ABI version 8 (NIC_ABI_VERSION): the structures a
  * host driver and the emulated NIC share.  This header is the single source
  * of truth for the layouts described in docs/hardware-interface.md; every
  * size and offset a driver depends on is checked below with _Static_assert.
@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define NIC_ABI_MAGIC 0x4d43494eu /* "NICM" in memory order */
-#define NIC_ABI_VERSION 7u
+#define NIC_ABI_VERSION 8u
 #define NIC_CACHELINE 64
 
 /*
@@ -142,6 +142,7 @@ enum nic_status {
 	NIC_STATUS_TIMED_OUT = 18,     /* no answer to the connection request (or reply) */
 	NIC_STATUS_BAD_CONN = 19,      /* ACCEPT/REJECT: no such pending request */
 	NIC_STATUS_DENIED = 20,        /* handshake: the peer runs as another user */
+	NIC_STATUS_NO_DMA = 21,        /* REG_MR: the kernel refuses the NIC the host's memory */
 	NIC_STATUS_MAX_
 };
 
@@ -538,7 +539,16 @@ struct nic_host_cache_stats {
 	uint64_t unused;        /* of which cached and unused */
 	uint64_t bytes;         /* bytes the tracked registrations cover */
 	uint64_t bytes_pinned;  /* bytes of pages the process has pinned (all NICs) */
-	uint8_t reserved[56];
+	/* The last registration on this NIC refused for a limit of the system
+	 * (nicsim_refusal.h says what each field means for each kind). */
+	uint32_t refusal;        /* enum nic_refusal, NIC_REFUSAL_NONE if none yet */
+	uint32_t refusal_errno;  /* what the kernel answered (EPERM, ENOMEM, ...) */
+	uint64_t refusals;       /* registrations refused for such limits so far */
+	uint64_t refusal_limit;  /* the limit's value then (UINT64_MAX: unlimited) */
+	uint64_t refusal_in_use; /* how much of it the process used then */
+	uint64_t refusal_needed; /* how much more the registration needed */
+	uint64_t refusal_ns;     /* CLOCK_REALTIME of the refusal */
+	uint8_t reserved[8];
 };
 
 /* Context state, written by the NIC only. */
@@ -616,6 +626,7 @@ _Static_assert(offsetof(struct nic_ctx_hdr, eq) == 512, "eq indices at 512");
 _Static_assert(offsetof(struct nic_ctx_hdr, eq_off) == 40, "eq_off at 40");
 _Static_assert(offsetof(struct nic_ctx_hdr, qp_off) == 48, "qp_off at 48");
 _Static_assert(sizeof(struct nic_host_cache_stats) == 128, "host cache stats: two lines");
+_Static_assert(offsetof(struct nic_host_cache_stats, refusal) == 72, "refusal at 72");
 _Static_assert(offsetof(struct nic_ctx_hdr, host_cache) == NIC_CTX_HOST_CACHE_OFF,
 	       "host cache stats at 640");
 _Static_assert(sizeof(struct nic_ctx_hdr) <= NIC_CTX_HDR_SIZE, "header fits its page");

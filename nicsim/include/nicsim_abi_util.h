@@ -37,6 +37,8 @@ static inline const char *nic_status_str(unsigned status)
 	case NIC_STATUS_TIMED_OUT: return "connection request timed out";
 	case NIC_STATUS_BAD_CONN: return "no such pending connection request";
 	case NIC_STATUS_DENIED: return "the NIC serves only processes of its own user (or root)";
+	case NIC_STATUS_NO_DMA:
+		return "the kernel refuses the NIC access to the host's memory (ptrace rules)";
 	default: return "unknown status";
 	}
 }
@@ -66,6 +68,7 @@ static inline int nic_status_errno(unsigned status)
 	case NIC_STATUS_TIMED_OUT: return -ETIMEDOUT;
 	case NIC_STATUS_BAD_CONN: return -ENOENT;
 	case NIC_STATUS_DENIED: return -EACCES;
+	case NIC_STATUS_NO_DMA: return -EPERM;
 	default: return -EPROTO;
 	}
 }

@@ -1,5 +1,5 @@
 /*
- * Management protocol of ABI version 7 (NIC_ABI_VERSION, nicsim_abi.h): how
+ * Management protocol of ABI version 8 (NIC_ABI_VERSION, nicsim_abi.h): how
  * the nicsim tool reads a NIC's state.  This header holds the protocol
  * only: the messages, their records and the values those carry, each size
  * checked below.  docs/hardware-interface.md section 11 describes it.

@@ -102,6 +102,18 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size);
 int nic_run_file(char *buf, size_t size, const char *dir, uint32_t addr, const char *suffix);
 
 /*
+ * Why a file could not be written in run directory dir when err is -ENOSPC
+ * or -EDQUOT: which limit (the file system, or the user's disk quota), how
+ * much of it is left (and how much the file needed, when need is not 0),
+ * and what to do, e.g. "the file system of run directory /run/user/0 has 0
+ * bytes free of 4 MiB (df -h /run/user/0): free space there, or choose
+ * another run directory with --dir or NICSIM_DIR".  Into buf (size bytes,
+ * always terminated when size is not 0); for any other err, strerror's
+ * text.  Returns buf.
+ */
+const char *nic_run_dir_full(const char *dir, int err, uint64_t need, char *buf, size_t size);
+
+/*
  * src for a message, into dst (size bytes, always terminated when size is
  * not 0, cut if it does not fit): each control character (below 0x20, and
  * DEL) as \xHH, a backslash as \\.  Paths come from the environment and may

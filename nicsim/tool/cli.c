@@ -17,6 +17,7 @@
 #include "mgmt_client.h"
 #include "nicsim_abi_util.h"
 #include "nicsim_mgmt.h"
+#include "nicsim_refusal.h"
 #include "opts.h"
 #include "nicsim_rundir.h"
 
@@ -1257,9 +1258,15 @@ static void print_host(const struct cli_opts *o, const char *addr,
 	} f[] = {{"hits", h->hits},           {"misses", h->misses},
 		 {"evictions", h->evictions}, {"invalidations", h->invalidations},
 		 {"entries", h->entries},     {"unused", h->unused},
-		 {"bytes", h->bytes},         {"bytes_pinned", h->bytes_pinned}};
+		 {"bytes", h->bytes},         {"bytes_pinned", h->bytes_pinned},
+		 {"refusals", h->refusals}};
 	bool known = h->magic == NIC_HOST_CACHE_MAGIC, on = h->flags & NIC_HOST_CACHE_ON;
-	char comm[17];
+	bool refused = known && h->refusal != NIC_REFUSAL_NONE;
+	char comm[17], why[512];
+
+	if (refused)
+		nic_refusal_text(h->refusal, h->refusal_errno, h->refusal_limit, h->refusal_in_use,
+				 h->refusal_needed, why, sizeof(why));
 
 	if (o->json) {
 		printf("%s\n {\"ctx\":%u,\"pid\":%u,\"comm\":", first ? "" : ",", r->ctx_id,
@@ -1271,6 +1278,16 @@ static void print_host(const struct cli_opts *o, const char *addr,
 			       h->flags & NIC_HOST_CACHE_MONITOR ? "true" : "false");
 		for (size_t i = 0; known && i < ARRAY_SIZE(f); i++)
 			printf(",\"%s\":%llu", f[i].name, (unsigned long long)f[i].v);
+		if (refused) {
+			printf(",\"last_refusal\":{\"kind\":%u,\"errno\":%u,\"limit\":%llu,"
+			       "\"in_use\":%llu,\"needed\":%llu,\"when_ns\":%llu,\"what\":",
+			       h->refusal, h->refusal_errno, (unsigned long long)h->refusal_limit,
+			       (unsigned long long)h->refusal_in_use,
+			       (unsigned long long)h->refusal_needed,
+			       (unsigned long long)h->refusal_ns);
+			json_str(why, sizeof(why));
+			printf("}");
+		}
 		printf("%s}", known ? "}" : "null");
 		return;
 	}
@@ -1284,6 +1301,10 @@ static void print_host(const struct cli_opts *o, const char *addr,
 		printf(" %s %llu", f[i].name, (unsigned long long)f[i].v);
 	/* The program name goes last: it may contain spaces. */
 	printf(" comm %s\n", comm_str(r->comm, comm));
+	/* Why the host's last registration was refused for a system limit:
+	 * numbers from the host, formatted here, so nothing it wrote is echoed. */
+	if (refused)
+		printf("nic %s ctx %u pid %u last refusal: %s\n", addr, r->ctx_id, r->pid, why);
 }
 
 static int query_hosts(const struct cli_opts *o, struct mgmt_client *c, const char *addr)

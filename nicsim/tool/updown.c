@@ -853,7 +853,10 @@ static int make_fabric(struct cli_opts *o, const struct started *s, size_t n, bo
 		goto out;
 	}
 	if (rc != -EBUSY) {
-		cli_err("cannot create the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
+		char why[PATH_MAX * 3];
+
+		cli_err("cannot create the fabric %s/" FAB_SEG_FILE ": %s", o->dir,
+			nic_run_dir_full(o->dir, rc, fab_create_bytes(&cfg), why, sizeof(why)));
 		goto out;
 	}
 	/* Running NICs use it: keep it, and its seed. */

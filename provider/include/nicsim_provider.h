@@ -134,7 +134,11 @@ struct nicsim_socket_error {
  * The same sentence goes to stderr, as "nicsimsp: ..." lines, when the
  * environment variable NICSIM_DEBUG is 1 as the library loads; so do where
  * the provider looked for NICs and why a bind, an attach or a registration
- * failed.  Nothing is printed otherwise.
+ * failed.  Nothing is printed otherwise.  A registration refused for a limit
+ * of the system (RLIMIT_MEMLOCK, or the kernel's ptrace rules, Yama's
+ * ptrace_scope among them, keeping the NIC from this process's memory) says
+ * which limit, its value and how to raise it; `nicsim show hosts` shows the
+ * last such refusal of each process whether or not NICSIM_DEBUG is set.
  */
 int nicsim_socket_error(SOCKET s, struct nicsim_socket_error *out);
 

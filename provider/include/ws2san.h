@@ -718,8 +718,10 @@ int WSPAPI WSPIoctl(SOCKET s, DWORD dwIoControlCode, LPVOID lpvInBuffer, DWORD c
  * pinning and no NIC work, under the same handle.
  * NULL with WSAENOTSOCK, WSAENOTCONN (socket not bound), WSAEINVAL (bad
  * flags, zero length), WSAEFAULT (NULL, wrapping, unmapped or inaccessible
- * buffer), WSAENOBUFS (cannot pin, TPT full, larger than the NIC allows),
- * WSAENETDOWN (the NIC is gone).
+ * buffer), WSAENOBUFS (cannot pin: RLIMIT_MEMLOCK or memory; the kernel's
+ * ptrace rules keep the NIC from this process's memory; TPT full; larger
+ * than the NIC allows: NICSIM_DEBUG=1 and `nicsim show hosts` say which
+ * limit, its value and how to raise it), WSAENETDOWN (the NIC is gone).
  */
 HANDLE WSPAPI WSPRegisterMemory(SOCKET s, PVOID lpBuffer, DWORD dwBufferLength, DWORD dwFlags,
 				LPINT lpErrno);

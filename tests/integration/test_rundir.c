@@ -2,7 +2,9 @@
  * The run directory end to end: one resolver for nicsimd, the tool and the
  * provider; a directory another user controls is refused by all of them;
  * nothing in it is followed through a link; `nicsim up` and `nicsim down`
- * lock it; and `nicsim down` stops only the NICs that serve it.
+ * lock it; `nicsim down` stops only the NICs that serve it; and a full
+ * file system under it is named with how full it is and what to do, while
+ * registrations, which keep nothing there, go on working.
  *
  * Each test works in its own directory below a private temporary one.  The
  * daemons `nicsim up` starts are not our children: their pids are read from
@@ -15,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -561,6 +565,85 @@ static void test_down_spares_another_dirs_nic(void)
 	NST_TRUE(nst_stop_clean(other, GONE_MS));
 }
 
+/* ---- A full file system ------------------------------------------------------ */
+
+/* Fill the file system of dir to the last block: a file that grows until
+ * ENOSPC.  True if it is full now. */
+static bool fill(const char *dir, int n)
+{
+	char path[FILE_MAX], block[4096];
+	bool full = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/fill%d", dir, n);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	memset(block, 0xa5, sizeof(block));
+	for (;;) {
+		ssize_t w = write(fd, block, sizeof(block));
+
+		if (w < 0) {
+			full = errno == ENOSPC;
+			break;
+		}
+	}
+	close(fd);
+	return full;
+}
+
+/*
+ * A run directory on a 4 MiB tmpfs, in a mount namespace of this test's own
+ * (so that nothing outside sees the mount, and it goes with the process).
+ * With the NIC up and the file system then full, a host still attaches,
+ * registers, connects and exposes memory: nothing of a registration lives
+ * in the run directory (the context segment and shared buffers are memfds,
+ * pinning is mlock).  What does need room there says so, with the numbers:
+ * the fabric `nicsim up` creates, and the pid file of a NIC.
+ */
+static void test_full_file_system(void)
+{
+	char dir[DIR_MAX], want[DIR_MAX * 3];
+	int rc;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		printf("\n    skipped: needs CAP_SYS_ADMIN for a mount namespace (%s) ",
+		       strerror(errno));
+		return;
+	}
+	new_dir(dir, sizeof(dir));
+	NST_REQUIRE_EQ(
+	    mount("nicsim-test", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0700"), 0);
+
+	rc = NICSIM("--dir", dir, "up", "--hosts", "1");
+	track_nic(dir, NIC1);
+	NST_REQUIRE_EQ(rc, 0);
+	NST_REQUIRE(fill(dir, 1));
+	rc = run_in("nicsim-regdemo", (const char *const[]){"--dir", dir, "--addr", NIC1, NULL},
+		    out, sizeof(out));
+	NST_EQ(rc, 0);
+	OUT_HAS("registered local buffer");
+	NST_EQ(NICSIM("--dir", dir, "down"), 0);
+
+	/* Room freed by down is taken again: now nothing new fits. */
+	NST_REQUIRE(fill(dir, 2));
+	snprintf(want, sizeof(want),
+		 "the file system of run directory %s has 0 bytes free of 64 MiB", dir);
+	rc = NICSIM("--dir", dir, "up", "--hosts", "1");
+	track_nic(dir, NIC1);
+	NST_EQ(rc, 1);
+	OUT_HAS("cannot create the fabric");
+	NST_CHECK_(strstr(out, want) != NULL, CU_FALSE, "output has \"%.300s\"", want);
+	OUT_HAS(" needed (df -h ");
+	OUT_HAS("): free space there, or choose another run directory with --dir or NICSIM_DIR");
+	rc = NICSIMD("--dir", dir, "--addr", "198.18.0.7");
+	NST_EQ(rc, 1);
+	OUT_HAS("/nic-198.18.0.7.pid: the file system of run directory");
+	NST_CHECK_(strstr(out, want) != NULL, CU_FALSE, "output has \"%.300s\"", want);
+
+	NST_EQ(umount2(dir, MNT_DETACH), 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct nst_test tests[] = {
@@ -577,6 +660,7 @@ int main(int argc, char **argv)
 	    {"up_waits_for_the_lock", test_up_waits_for_the_lock},
 	    {"two_ups_at_once", test_two_ups_at_once},
 	    {"down_spares_another_dirs_nic", test_down_spares_another_dirs_nic},
+	    {"full_file_system", test_full_file_system},
 	    {NULL, NULL},
 	};
 

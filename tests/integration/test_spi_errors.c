@@ -8,8 +8,9 @@
  * PSN) beside the key's owner.  With NICSIM_DEBUG=1 the provider says on
  * stderr, and never on stdout, where it looked for NICs and what it found
  * when a bind finds no NIC, why a registration was refused, and which
- * refusal broke a connection.  A healthy socket has nothing to report, and
- * bad arguments are refused.
+ * refusal broke a connection.  A registration refused by RLIMIT_MEMLOCK
+ * names the limit, its value and the fix there and in `nicsim show hosts`.
+ * A healthy socket has nothing to report, and bad arguments are refused.
  *
  * The fixture of the test_spi_* programs (nstspidata.h): NICs A, B, C (no
  * windows, registrations up to 1 MiB) and D.  The diagnostic output is read
@@ -18,15 +19,21 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nicsim_abi.h"
@@ -36,6 +43,8 @@
 #include "ws2san.h"
 
 #define OUT_MAX (64u << 10)
+/* A NIC without CAP_SYS_PTRACE, started by test_debug_ptrace_refusal. */
+#define ADDR_E "198.18.0.5"
 /* Fake NICs of test_debug_run_dir_and_attach_refused, in a directory of their own. */
 #define ADDR_STALE "198.18.0.7"
 #define ADDR_OLD "198.18.0.8"
@@ -211,6 +220,101 @@ static void test_nothing_failed_and_bad_arguments(void)
 
 /* ---- NICSIM_DEBUG=1 ------------------------------------------------------------- */
 
+/* RLIMIT_MEMLOCK's soft limit to limit bytes, the hard one kept (so that
+ * it can be raised again): 0, or -1. */
+static int memlock_limit(rlim_t limit)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < limit))
+		return -1;
+	rl.rlim_cur = limit;
+	return setrlimit(RLIMIT_MEMLOCK, &rl);
+}
+
+/*
+ * Without CAP_IPC_LOCK, a lock limit of 0 and then of 64 KiB: registering
+ * 1 MiB fails with WSAENOBUFS both times.  Then the child says "memlock
+ * child ready" on stderr and stays attached, for `nicsim show hosts`, until
+ * SIGUSR1 (bounded).
+ */
+static int memlock_child(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct caps[2];
+	struct timespec bound = {.tv_sec = 6 * WAIT_MS / 1000};
+	uint8_t *m = map(1u << 20);
+	SOCKET s = sock_on(ADDR_A, 0);
+	sigset_t usr1;
+	int err = 0;
+
+	if (!m || s == INVALID_SOCKET)
+		return 20;
+	if (syscall(SYS_capget, &hdr, caps) < 0)
+		return 21;
+	caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	caps[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	if (syscall(SYS_capset, &hdr, caps) < 0 || memlock_limit(0) < 0)
+		return 22;
+	if (WSPRegisterMemory(s, m, 1u << 20, MEM_READWRITE, &err) || err != WSAENOBUFS)
+		return 23;
+	if (memlock_limit(64u << 10) < 0)
+		return 24;
+	err = 0;
+	if (WSPRegisterMemory(s, m, 1u << 20, MEM_READWRITE, &err) || err != WSAENOBUFS)
+		return 25;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &usr1, NULL) < 0)
+		return 26;
+	fprintf(stderr, "memlock child ready\n");
+	return sigtimedwait(&usr1, NULL, &bound) == SIGUSR1 ? 0 : 27;
+}
+
+/*
+ * Not dumpable, on NIC E (which lacks CAP_SYS_PTRACE): the kernel refuses E
+ * this process's memory, so registering fails with WSAENOBUFS; dumpable
+ * again, the same registration works.  Then as memlock_child.  The process
+ * gives up CAP_SYS_PTRACE first: holding a capability E lacks would be
+ * reason enough for the kernel to refuse E.
+ */
+static int ptrace_child(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct caps[2];
+	struct timespec bound = {.tv_sec = 6 * WAIT_MS / 1000};
+	uint8_t *m = map(PAGE);
+	SOCKET s = sock_on(ADDR_E, 0);
+	sigset_t usr1;
+	HANDLE h;
+	int err = 0;
+
+	if (!m || s == INVALID_SOCKET)
+		return 20;
+	if (syscall(SYS_capget, &hdr, caps) < 0)
+		return 28;
+	caps[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+	caps[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+	if (syscall(SYS_capset, &hdr, caps) < 0)
+		return 29;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return 21;
+	if (WSPRegisterMemory(s, m, PAGE, MEM_READWRITE, &err) || err != WSAENOBUFS)
+		return 22;
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		return 23;
+	h = WSPRegisterMemory(s, m, PAGE, MEM_READWRITE, &err);
+	if (!h || WSPDeregisterMemory(s, h, &err))
+		return 24;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &usr1, NULL) < 0)
+		return 26;
+	fprintf(stderr, "ptrace child ready\n");
+	return sigtimedwait(&usr1, NULL, &bound) == SIGUSR1 ? 0 : 27;
+}
+
 /* The child: one case, its stdout thrown away; exit 0 if the SPI said what was expected. */
 static int debug_child(const char *what)
 {
@@ -279,6 +383,10 @@ static int debug_child(const char *what)
 			return 6;
 		return ov_wait(a, &ov, NULL) == WSAECONNRESET ? 0 : 7;
 	}
+	if (!strcmp(what, "memlock"))
+		return memlock_child();
+	if (!strcmp(what, "ptrace"))
+		return ptrace_child();
 	return 9;
 }
 
@@ -373,6 +481,139 @@ static void test_debug_refusal_by_peer_nic(void)
 	    "broke (WSAECONNRESET): RDMA WRITE refused by the peer's NIC: remote access error");
 	HAS(out, "run `nicsim show faults --nic " ADDR_B "`");
 	free(out);
+}
+
+/*
+ * A registration refused by RLIMIT_MEMLOCK says which limit, its value and
+ * how to raise it: on stderr with NICSIM_DEBUG=1, and in `nicsim show hosts`
+ * while the process is attached.  The SPI's code stays WSAENOBUFS.
+ */
+static void test_debug_memlock_refusal(void)
+{
+	const char *argv[] = {self_exe, "--debug-child", "memlock", NULL};
+	const char *env[] = {"NICSIM_DEBUG=1", NULL};
+	const char *hosts[] = {"show", "hosts", "--nic", ADDR_A, "--dir", dir, NULL};
+	const char *json[] = {"show", "hosts", "--nic", ADDR_A, "--dir", dir, "--json", NULL};
+	char want[400], *out = malloc(OUT_MAX), *shown = malloc(OUT_MAX);
+	size_t len = 0;
+	pid_t child;
+	int fd = -1;
+
+	NST_REQUIRE(out != NULL && shown != NULL);
+	out[0] = '\0';
+	child = nst_spawn_output(argv, env, &fd);
+	NST_REQUIRE(child > 0);
+	if (!nst_read_until(fd, out, OUT_MAX, &len, "memlock child ready", 4 * WAIT_MS)) {
+		int st;
+
+		kill(child, SIGKILL);
+		st = nst_wait(child, WAIT_MS);
+		close(fd);
+		printf("  child (wait status 0x%x) said:\n%s\n", (unsigned)st, out);
+		NST_CHECK_(false, CU_FALSE, "the child never got ready (status 0x%x)",
+			   (unsigned)st);
+		free(out);
+		free(shown);
+		return;
+	}
+	printf("  $ NICSIM_DEBUG=1 test_spi_errors --debug-child memlock\n%s", out);
+	/* Both refusals on stderr: the limit, its value, what is needed, the fix. */
+	HAS(out, "refused: cannot pin (mlock: Operation not permitted), even after evicting the "
+		 "cache: RLIMIT_MEMLOCK is 0 (ulimit -l) and the process lacks CAP_IPC_LOCK; this "
+		 "registration needs 1 MiB locked: raise it with `ulimit -l unlimited` (or "
+		 "memlock in /etc/security/limits.conf, LimitMEMLOCK= for a systemd service)");
+	HAS(out, "nicsimsp: registration of 1048576 bytes at 0x");
+	HAS(out, "refused: cannot pin (mlock: Cannot allocate memory), even after evicting the "
+		 "cache: RLIMIT_MEMLOCK is 64 KiB (ulimit -l: 64); the process has 0 bytes locked "
+		 "and this registration needs 1 MiB more: raise it with `ulimit -l unlimited`");
+	HAS(out, " 1048576 bytes, flags 3) failed: WSAENOBUFS: no resources (the line above says "
+		 "which)");
+
+	/* The NIC reports the host's last refusal, and how many there were. */
+	NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", hosts, shown, OUT_MAX, WAIT_MS), 0);
+	snprintf(want, sizeof(want), "pid %d qps 0 cache ", (int)child);
+	HAS(shown, want);
+	HAS(shown, " refusals 2 ");
+	snprintf(want, sizeof(want),
+		 "pid %d last refusal: RLIMIT_MEMLOCK is 64 KiB (ulimit -l: 64); the process has "
+		 "0 bytes locked and this registration needs 1 MiB more: raise it with `ulimit -l "
+		 "unlimited` (or memlock in /etc/security/limits.conf, LimitMEMLOCK= for a "
+		 "systemd service)\n",
+		 (int)child);
+	HAS(shown, want);
+	NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", json, shown, OUT_MAX, WAIT_MS), 0);
+	HAS(shown, "\"refusals\":2,\"last_refusal\":{\"kind\":1,\"errno\":12,\"limit\":65536,"
+		   "\"in_use\":0,\"needed\":1048576,");
+	HAS(shown, "\"what\":\"RLIMIT_MEMLOCK is 64 KiB (ulimit -l: 64);");
+
+	kill(child, SIGUSR1);
+	NST_EQ(nst_wait(child, 2 * WAIT_MS), 0);
+	close(fd);
+	free(out);
+	free(shown);
+}
+
+/*
+ * A NIC the kernel does not let read a host's memory refuses its
+ * registrations: the host says which rule and how to change it, on stderr
+ * and in `nicsim show hosts`.  Yama's ptrace_scope cannot be set here (the
+ * machines this runs on may have no Yama, and a test must not change a
+ * sysctl of the whole machine), so the refusal is made the other way the
+ * kernel makes it: a host that is not dumpable and a NIC without
+ * CAP_SYS_PTRACE, the same EPERM from process_vm_readv.  WSAENOBUFS, as for any
+ * registration the system's limits refuse.  The sentences for each Yama
+ * scope are checked in test_refusal (unit).
+ */
+static void test_debug_ptrace_refusal(void)
+{
+	const char *argv[] = {self_exe, "--debug-child", "ptrace", NULL};
+	const char *env[] = {"NICSIM_DEBUG=1", NULL};
+	const char *hosts[] = {"show", "hosts", "--nic", ADDR_E, "--dir", dir, NULL};
+	char want[400], *out = malloc(OUT_MAX), *shown = malloc(OUT_MAX);
+	bool ready;
+	size_t len = 0;
+	pid_t nic, child;
+	int fd = -1, st;
+
+	NST_REQUIRE(out != NULL && shown != NULL);
+	out[0] = '\0';
+	nic = nst_start_nic_without(dir, ADDR_E, NULL, CAP_SYS_PTRACE, 2 * WAIT_MS);
+	NST_REQUIRE(nic > 0);
+	child = nst_spawn_output(argv, env, &fd);
+	NST_REQUIRE(child > 0);
+	ready = nst_read_until(fd, out, OUT_MAX, &len, "ptrace child ready", 4 * WAIT_MS);
+	printf("  $ NICSIM_DEBUG=1 test_spi_errors --debug-child ptrace\n%s", out);
+	if (ready) {
+		snprintf(
+		    want, sizeof(want),
+		    "refused by NIC %s (pid %d): it may not read this process's memory: this "
+		    "process is not dumpable (prctl PR_SET_DUMPABLE 0, setuid or file "
+		    "capabilities), so only a NIC with CAP_SYS_PTRACE may read its memory: "
+		    "call prctl(PR_SET_DUMPABLE, 1), or `setcap cap_sys_ptrace+ep $(command -v "
+		    "nicsimd)`",
+		    ADDR_E, (int)nic);
+		HAS(out, want);
+		HAS(out, " 4096 bytes, flags 3) failed: WSAENOBUFS: no resources");
+		NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", hosts, shown, OUT_MAX, WAIT_MS),
+		       0);
+		HAS(shown, " refusals 1 ");
+		snprintf(want, sizeof(want),
+			 "pid %d last refusal: this process is not dumpable (prctl PR_SET_DUMPABLE "
+			 "0, setuid or file capabilities), so only a NIC with CAP_SYS_PTRACE may "
+			 "read its memory: call prctl(PR_SET_DUMPABLE, 1)",
+			 (int)child);
+		HAS(shown, want);
+		kill(child, SIGUSR1);
+	} else {
+		kill(child, SIGKILL);
+	}
+	st = nst_wait(child, 2 * WAIT_MS);
+	NST_CHECK_(ready && st == 0, CU_FALSE, "child ready %d, wait status 0x%x", ready,
+		   (unsigned)st);
+	close(fd);
+	NST_EQ(nst_stop(nic, WAIT_MS), 0);
+	free(out);
+	free(shown);
 }
 
 /* A NIC socket whose NIC answers every hello as a NIC of ABI version 4 would. */
@@ -476,6 +717,8 @@ int main(int argc, char **argv)
 	    {"debug_paths_escaped", test_debug_paths_escaped},
 	    {"debug_registration_refused", test_debug_registration_refused},
 	    {"debug_refusal_by_peer_nic", test_debug_refusal_by_peer_nic},
+	    {"debug_memlock_refusal", test_debug_memlock_refusal},
+	    {"debug_ptrace_refusal", test_debug_ptrace_refusal},
 	    {"debug_run_dir_and_attach_refused", test_debug_run_dir_and_attach_refused},
 	    {NULL, NULL},
 	};

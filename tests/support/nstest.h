@@ -207,6 +207,15 @@ pid_t nst_start_nic(const char *dir, const char *addr, const char *const *extra,
 /* nst_start_nic in network namespace netns (nstnet.h; NULL: this one). */
 pid_t nst_start_nic_in(const char *netns, const char *dir, const char *addr,
 		       const char *const *extra, int timeout_ms);
+/*
+ * nst_start_nic of a nicsimd that can never hold capability cap (CAP_*):
+ * dropped from its bounding set before exec, so that root's nicsimd runs
+ * without it as an unprivileged user's would (another user's nicsimd gets
+ * no capability at exec anyway).  Fails with -ECHILD when root cannot drop
+ * it (the reason is in the NIC's log).
+ */
+pid_t nst_start_nic_without(const char *dir, const char *addr, const char *const *extra, int cap,
+			    int timeout_ms);
 
 /*
  * Stop a process this test started: SIGTERM, wait up to timeout_ms, then
