@@ -190,6 +190,7 @@ struct rc_stats {
 	uint64_t timeouts, rnr_naks_rcvd, rnr_naks_sent, seq_naks_rcvd, seq_naks_sent;
 	uint64_t duplicates, out_of_seq, acks_sent, acks_rcvd, bad_pkts, naks_sent;
 	uint64_t first_held, first_dropped; /* first messages held, dropped held */
+	uint64_t reads_rewound; /* duplicate READ requests answered by sending again, not twice */
 };
 
 struct rc_swqe {
@@ -208,6 +209,8 @@ struct rc_read {
 	uint32_t psn; /* first response PSN */
 	uint32_t npkts;
 	uint32_t sent; /* response packets sent */
+	uint32_t rkey; /* as requested: a re-request of the rest names the same */
+	uint64_t va;
 	struct rc_mem mem;
 };
 

@@ -299,6 +299,36 @@ static int recv_write(struct rc *rc, const struct fab_pkt *pkt, uint8_t flags)
 	return 0;
 }
 
+/*
+ * A duplicate RDMA READ request that asks again for the rest of a read still
+ * queued, from its response k on: the requester missed responses, or
+ * waited for them too long.  The responses from k are sent again, once:
+ * those not sent yet are on their way, and queueing the rest a second time
+ * behind the first would double the work at each of the requester's
+ * timeouts, most of all on a responder already too busy to answer in time.
+ * Whether pkt is such a request (handled here) or asks for a read this side
+ * no longer holds (answered anew).
+ */
+static bool rewind_read(struct rc *rc, const struct fab_pkt *pkt)
+{
+	for (uint32_t i = rc->rd_head; i != rc->rd_tail; i++) {
+		struct rc_read *r = &rc->reads[i & RC_RD_MASK];
+		int32_t k = rc_psn_diff(pkt->psn, r->psn);
+		uint64_t off = (uint64_t)k * rc->cfg.mtu;
+
+		if (k < 0 || (uint32_t)k >= r->npkts)
+			continue;
+		if (pkt->rkey != r->rkey || pkt->va != r->va + off ||
+		    pkt->dma_len != r->mem.len - off)
+			return false;
+		if ((uint32_t)k < r->sent)
+			r->sent = (uint32_t)k;
+		rc->st.reads_rewound++;
+		return true;
+	}
+	return false;
+}
+
 /* Queue the responses to an RDMA READ request (new or duplicate). */
 static void recv_read_request(struct rc *rc, const struct fab_pkt *pkt, bool duplicate)
 {
@@ -310,6 +340,8 @@ static void recv_read_request(struct rc *rc, const struct fab_pkt *pkt, bool dup
 		responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
 		return;
 	}
+	if (duplicate && rewind_read(rc, pkt))
+		return;
 	if (rc->rd_tail - rc->rd_head >= RC_MAX_READS) {
 		if (!duplicate)
 			responder_fatal(rc, FAB_NAK_INVALID_REQUEST, NIC_WC_REM_INV_REQ_ERR);
@@ -328,6 +360,8 @@ static void recv_read_request(struct rc *rc, const struct fab_pkt *pkt, bool dup
 	}
 	r->psn = pkt->psn;
 	r->npkts = rc_npkts(rc, pkt->dma_len);
+	r->rkey = pkt->rkey;
+	r->va = pkt->va;
 	rc->rd_tail++;
 	if (!duplicate) {
 		rc->epsn = rc_psn_add(rc->epsn, r->npkts);

@@ -628,6 +628,40 @@ static void test_read_larger_than_window(void)
 }
 
 /*
+ * A responder too busy to answer a read before the requester's timer fires
+ * (here: out of frames) gets the read again at each timeout.  Each
+ * duplicate asks for what the queued read will send anyway: it is sent once,
+ * not once per timeout.
+ */
+static void test_duplicate_read_sent_once(void)
+{
+	static uint8_t remote[32 * 1024], back[32 * 1024];
+	struct rc_config cfg;
+	uint32_t bk, rkey;
+
+	rc_config_default(&cfg);
+	cfg.mtu = 1024;
+	cfg.timeout_ns = 5000;
+	setup_with(&cfg);
+	bk = reg(&A, back, sizeof(back), NIC_ACCESS_LOCAL_WRITE);
+	rkey = expose(&B, remote, sizeof(remote), NIC_ACCESS_REMOTE_READ);
+	nst_fill(remote, sizeof(remote), 21);
+	ba.no_frames = true;
+	NST_EQ(post(&A, 1, NIC_WR_RDMA_READ, back, sizeof(back), bk, (uintptr_t)remote, rkey), 0);
+	want_a = 1;
+	want_b = 0;
+	NST_TRUE(!run_until(cqes_done, 60000));
+	NST_TRUE(A.rc.st.timeouts >= 3);
+	NST_EQ(B.rc.st.reads_rewound, A.rc.st.timeouts);
+	ba.no_frames = false;
+	NST_REQUIRE(run_until(cqes_done, 100000000));
+	NST_EQ(A.cqe[0].status, NIC_WC_SUCCESS);
+	NST_EQ(memcmp(back, remote, sizeof(back)), 0);
+	NST_EQ(ba.sent, 32);
+	NST_EQ(B.rc.st.bytes_sent, sizeof(remote));
+}
+
+/*
  * A timeout while the acknowledgements are still on their way: the
  * requester goes back, cannot resend yet (no frames), and the late
  * acknowledgements of the first transmission -- beyond the rewound transmit
@@ -1421,6 +1455,7 @@ int main(int argc, char **argv)
 	    {"xmit_runs", test_xmit_runs},
 	    {"timeout_resends_less", test_timeout_resends_less},
 	    {"read_larger_than_window", test_read_larger_than_window},
+	    {"duplicate_read_sent_once", test_duplicate_read_sent_once},
 	    {"held_receive_flushed_on_error", test_held_receive_flushed_on_error},
 	    {"reads_refused_without_the_capability", test_reads_refused_without_the_capability},
 	    {"late_acks_after_go_back", test_late_acks_after_go_back},
