@@ -19,6 +19,7 @@
 
 #include "fab_cm.h"
 #include "fab_wire.h"
+#include "fuzz.h"
 #include "nicsim_abi.h"
 #include "nicsim_mgmt.h"
 #include "nss_proto.h"
@@ -241,6 +242,122 @@ static void nsss(void)
 	nss_one("shutdown", &h, NULL, NULL);
 	h = (struct nss_hdr){.type = NSS_ABORT, .arg = NSS_ABORT_PROTOCOL};
 	nss_one("abort", &h, NULL, NULL);
+}
+
+/* ---- fuzz_nss_conn: two sides talking, as scripts of actions ---------------- */
+
+/* A script under way: HELLO parameters, then 4-byte records. */
+struct script {
+	uint8_t buf[1024];
+	size_t len;
+};
+
+/* Start a script: both sides with features feat, 8 receives, 2 transfers
+ * as a sink, version 2; each takes the other's HELLO. */
+static void script_start(struct script *sc, uint8_t feat)
+{
+	const uint8_t side[5] = {feat, 4, 2, 1, 0};
+
+	memcpy(sc->buf, side, 5);
+	memcpy(sc->buf + 5, side, 5);
+	sc->len = 10;
+}
+
+/* Side who (0 A, 1 B) does act with argument arg (24 bits, little-endian). */
+static void act(struct script *sc, unsigned who, enum fz_conn_act a, uint32_t arg)
+{
+	if (sc->len + 4 > sizeof(sc->buf))
+		die("nss_conn script too long");
+	sc->buf[sc->len++] = (uint8_t)((unsigned)a << 1 | who);
+	sc->buf[sc->len++] = (uint8_t)arg;
+	sc->buf[sc->len++] = (uint8_t)(arg >> 8);
+	sc->buf[sc->len++] = (uint8_t)(arg >> 16);
+}
+
+/* who takes the next message and posts its receive again. */
+static void take(struct script *sc, unsigned who)
+{
+	act(sc, who, FZ_CONN_TAKE, 0);
+	act(sc, who, FZ_CONN_REPOST, 0);
+}
+
+/* A large send from A to B: head 10 bytes, 5000 by RDMA; then, on the read
+ * path, B reads it in two parts, on the write path B offers it in one
+ * SINK_AVAIL and A writes it.  forge: B first gets each of its messages with
+ * one field changed (field forge - 1). */
+static void large_send(struct script *sc, bool read_path, unsigned forge)
+{
+	enum fz_conn_act b_takes = forge ? FZ_CONN_FORGE : FZ_CONN_TAKE;
+	uint32_t forged = forge ? (forge - 1) | 0x0100u : 0;
+
+	act(sc, 0, FZ_CONN_SRC_AVAIL, 9 | 4999u << 8);
+	act(sc, 1, b_takes, forged);
+	act(sc, 1, FZ_CONN_REPOST, 0);
+	if (read_path) {
+		act(sc, 1, FZ_CONN_RD_DONE, 1999);
+		take(sc, 0);
+		act(sc, 1, FZ_CONN_RD_DONE, 2999);
+		take(sc, 0);
+	} else {
+		act(sc, 1, FZ_CONN_SINK_AVAIL, 4999);
+		take(sc, 0);
+		act(sc, 0, FZ_CONN_WR_DONE, 0);
+		act(sc, 1, b_takes, forged);
+		act(sc, 1, FZ_CONN_REPOST, 0);
+	}
+}
+
+static void conns(void)
+{
+	struct script sc;
+
+	for (unsigned path = 0; path < 2; path++) {
+		const char *name = path ? "read-path" : "write-path";
+
+		/* Data, a large send, data again, then both ends shut. */
+		script_start(&sc, path ? NSS_F_CAN_READ | NSS_F_READABLE : 0);
+		take(&sc, 1);
+		take(&sc, 0);
+		act(&sc, 0, FZ_CONN_DATA, 99);
+		take(&sc, 1);
+		large_send(&sc, path, 0);
+		act(&sc, 0, FZ_CONN_DATA, 1000);
+		take(&sc, 1);
+		act(&sc, 0, FZ_CONN_SHUTDOWN, 0);
+		take(&sc, 1);
+		act(&sc, 1, FZ_CONN_SHUTDOWN, 0);
+		take(&sc, 0);
+		put("nss_conn", name, sc.buf, sc.len);
+	}
+	/* Credit: A sends until it may not, B takes them all, then tells. */
+	script_start(&sc, 0);
+	take(&sc, 1);
+	take(&sc, 0);
+	for (unsigned i = 0; i < 10; i++)
+		act(&sc, 0, FZ_CONN_DATA, 100 + i);
+	for (unsigned i = 0; i < 10; i++)
+		take(&sc, 1);
+	act(&sc, 1, FZ_CONN_CREDIT, 0);
+	take(&sc, 0);
+	act(&sc, 0, FZ_CONN_DATA, 7);
+	take(&sc, 1);
+	put("nss_conn", "credit", sc.buf, sc.len);
+	/* Forgeries of every field, on both paths. */
+	for (unsigned f = 1; f <= 7; f++) {
+		for (unsigned path = 0; path < 2; path++) {
+			char name[32];
+
+			script_start(&sc, path ? NSS_F_CAN_READ | NSS_F_READABLE : 0);
+			take(&sc, 1);
+			take(&sc, 0);
+			act(&sc, 0, FZ_CONN_DATA, 99);
+			act(&sc, 1, FZ_CONN_FORGE, (f - 1) | 0x0100u);
+			act(&sc, 1, FZ_CONN_REPOST, 0);
+			large_send(&sc, path, f);
+			snprintf(name, sizeof(name), "forge-%u-%s", f - 1, path ? "read" : "write");
+			put("nss_conn", name, sc.buf, sc.len);
+		}
+	}
 }
 
 /* ---- fuzz_mgmt: listings as a NIC sends them -------------------------------- */
@@ -496,6 +613,7 @@ int main(int argc, char **argv)
 	frames();
 	cms();
 	nsss();
+	conns();
 	mgmts();
 	cmds();
 	return 0;
