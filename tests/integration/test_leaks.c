@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fab.h"
+#include "mgmt_client.h"
 #include "nicsim_mgmt.h"
 #include "nicsim_provider.h"
 #include "nstest.h"
@@ -124,6 +125,10 @@ static char dir[256];
 static struct nst_nic nics[] = {{.addr = ADDR_A}, {.addr = ADDR_B}};
 #define NNICS (sizeof(nics) / sizeof(nics[0]))
 static struct fab *fab;
+/* A management session with each NIC, open for the whole program: one that
+ * opened and closed for each question would leave the NIC's descriptor for
+ * it open until the NIC saw it close, which is no moment the test knows. */
+static struct mgmt_client mgmt[NNICS];
 static uint32_t frames_at_start; /* the fabric's free frames before any test */
 
 /* ---- Figures ------------------------------------------------------------------ */
@@ -148,16 +153,18 @@ static void measure(struct figures *f)
 {
 	memset(f, 0, sizeof(*f));
 	for (size_t i = 0; i < NNICS; i++) {
-		struct nst_nic_state st = {0};
+		struct nic_stats st;
 
+		NST_REQUIRE_EQ(mgmt_client_stats(&mgmt[i], &st), 0);
+		/* The NIC closes a context's descriptors as it counts it gone,
+		 * and answers in order: what it said is done is closed. */
 		f->nic[i].fds = nst_fd_count(nics[i].pid);
 		f->nic[i].rss_kib = nst_proc_status_kib(nics[i].pid, "VmRSS");
 		f->nic[i].anon_kib = nst_proc_status_kib(nics[i].pid, "RssAnon");
 		f->nic[i].file_kib = nst_proc_status_kib(nics[i].pid, "RssFile");
-		NST_REQUIRE_EQ(nst_nic_state(nics[i].sock, &st), 0);
 		f->nic[i].tpt = (int)st.tpt_in_use;
-		f->nic[i].qps = st.qps;
-		f->nic[i].contexts = st.contexts;
+		f->nic[i].qps = (long long)st.qps;
+		f->nic[i].contexts = (long long)st.contexts;
 		NST_REQUIRE(f->nic[i].fds > 0 && f->nic[i].rss_kib > 0);
 	}
 	f->frames_free = nst_fab_frames_free(fab);
@@ -192,8 +199,9 @@ static void show(const char *when, const char *what, unsigned cycles, const stru
 	fflush(stdout);
 }
 
-/* Everything the last cycle started is finished: the QPs of both NICs, the
- * fabric's free frames and the TPT occupancy back where want has them. */
+/* Everything the last cycle started is finished: the QPs, TPT occupancy
+ * and host contexts of both NICs and the fabric's free frames back where
+ * want has them. */
 static bool quiet(void *arg)
 {
 	const struct figures *want = arg;
@@ -201,10 +209,11 @@ static bool quiet(void *arg)
 	if (nst_fab_frames_free(fab) != want->frames_free)
 		return false;
 	for (size_t i = 0; i < NNICS; i++) {
-		struct nst_nic_state st;
+		struct nic_stats st;
 
-		if (nst_nic_state(nics[i].sock, &st) || st.qps != want->nic[i].qps ||
-		    st.tpt_in_use != want->nic[i].tpt)
+		if (mgmt_client_stats(&mgmt[i], &st) || (long long)st.qps != want->nic[i].qps ||
+		    (int)st.tpt_in_use != want->nic[i].tpt ||
+		    (long long)st.contexts != want->nic[i].contexts)
 			return false;
 	}
 	return true;
@@ -575,6 +584,9 @@ static int init(void)
 	if (nst_nics_start(dir, nics, NNICS, WAIT_MS) < 0 || fab_open(dir, &fab) ||
 	    fab_info(fab, &info))
 		return -1;
+	for (size_t i = 0; i < NNICS; i++)
+		if (mgmt_client_open(&mgmt[i], nics[i].sock, WAIT_MS))
+			return -1;
 	frames_at_start = info.frames_free;
 	setenv("NICSIM_DIR", dir, 1);
 	return nst_spi_startup() == 0 ? 0 : -1;
@@ -587,6 +599,8 @@ static int clean(void)
 
 	if (fab)
 		fab_close(fab);
+	for (size_t i = 0; i < NNICS; i++)
+		mgmt_client_close(&mgmt[i]);
 	if (!ok) {
 		fprintf(stderr, "WSPCleanup failed: %s\n", nicsim_wsa_name(err));
 		return -1;
