@@ -303,18 +303,48 @@ static int ov_result(SOCKET s, WSAOVERLAPPED *ov, DWORD *n)
 /* ---- Connect, transfer, close ---------------------------------------------------- */
 
 struct conn_rig {
-	SOCKET l;   /* listening on A */
-	int el, ec; /* event objects: the listener's, and each client's */
+	SOCKET l;       /* listening on A */
+	int el, ec, er; /* event objects: the listener's, each client's, refused ones' */
 	uint16_t port;
 	uint8_t *cbuf, *sbuf; /* client's and server's, 2 pages each */
 };
+
+/* A connect from B to a port of A where nobody listens: refused, reported
+ * by the connect event.  False if it was not (reported). */
+static bool refused(struct conn_rig *r)
+{
+	struct sockaddr_in to = addr_of(ADDR_A, (uint16_t)(r->port + 1)), any = addr_of(ADDR_B, 0);
+	struct pollfd pfd = {.fd = r->er, .events = POLLIN};
+	WSANETWORKEVENTS ne;
+	int err = 0;
+	SOCKET c = WSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &err);
+	bool ok = c != INVALID_SOCKET && !WSPBind(c, (struct sockaddr *)&any, sizeof(any), &err) &&
+		  !WSPEventSelect(c, r->er, FD_CONNECT, &err) &&
+		  WSPConnect(c, (struct sockaddr *)&to, sizeof(to), NULL, NULL, NULL, NULL, &err) &&
+		  err == WSAEWOULDBLOCK && poll(&pfd, 1, WAIT_MS) == 1;
+
+	memset(&ne, 0, sizeof(ne));
+	ok = ok && !WSPEnumNetworkEvents(c, r->er, &ne, &err) && (ne.lNetworkEvents & FD_CONNECT) &&
+	     ne.iErrorCode[FD_CONNECT_BIT] == WSAECONNREFUSED;
+	NST_CHECK_(ok, CU_FALSE, "a connect to a port without a listener: %s, events 0x%lx, %s",
+		   nicsim_wsa_name(err), (long)ne.lNetworkEvents,
+		   nicsim_wsa_name(ne.iErrorCode[FD_CONNECT_BIT]));
+	if (c != INVALID_SOCKET && WSPCloseSocket(c, &err)) {
+		NST_CHECK_(false, CU_FALSE, "WSPCloseSocket: %s", nicsim_wsa_name(err));
+		ok = false;
+	}
+	return ok;
+}
 
 /*
  * One cycle, in this thread: a client socket on B connects without
  * blocking; the listener's accept event comes and A accepts; the server
  * exposes its buffer and posts a receive; the client RDMA-writes XFER
  * bytes into it and sends MSG bytes; the server checks both; both sockets
- * close (which first alternates).  False if something failed (reported).
+ * close (which first alternates).  Every fourth cycle (from the third) the
+ * server closes with a receive still posted, which the close completes
+ * with an error; every fourth (from the second) another connect, to a port
+ * where nobody listens, is refused meanwhile.  False if something failed (reported).
  */
 static bool conn_cycle(struct conn_rig *r, uint32_t i)
 {
@@ -327,9 +357,11 @@ static bool conn_cycle(struct conn_rig *r, uint32_t i)
 	DWORD flags = 0;
 	SOCKET c, s = INVALID_SOCKET;
 	HANDLE hc = NULL, hs = NULL;
-	bool ok = false, exposed = false;
+	WSAOVERLAPPED ovp; /* the receive left posted */
+	bool ok = false, exposed = false, posted = false;
 	int err = 0;
 
+	memset(&ovp, 0, sizeof(ovp));
 	memset(&ovr, 0, sizeof(ovr));
 	memset(&ovs, 0, sizeof(ovs));
 	c = WSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &err);
@@ -351,6 +383,8 @@ static bool conn_cycle(struct conn_rig *r, uint32_t i)
 	s = WSPAccept(r->l, NULL, NULL, NULL, 0, &err);
 	NST_CHECK_(s != INVALID_SOCKET, CU_FALSE, "WSPAccept: %s", nicsim_wsa_name(err));
 	if (s == INVALID_SOCKET || !event_ok(c, r->ec, FD_CONNECT_BIT))
+		goto out;
+	if (i % 4 == 1 && !refused(r))
 		goto out;
 
 	/* The server: its buffer exposed for writing, a receive posted. */
@@ -394,13 +428,22 @@ static bool conn_cycle(struct conn_rig *r, uint32_t i)
 	ok = nst_sum32(r->sbuf, XFER) == nst_sum32(r->cbuf, XFER) &&
 	     nst_sum32(r->sbuf + PAGE, MSG) == nst_sum32(r->cbuf + PAGE, MSG) && r->sbuf[XFER] == 0;
 	NST_CHECK_(ok, CU_FALSE, "cycle %u: the data arrived changed", (unsigned)i);
+	if (ok && i % 4 == 2) {
+		WSABUF more = {.len = MSG, .buf = (char *)r->sbuf + PAGE + MSG};
+
+		posted = WSPRecv(s, &more, 1, &n, &flags, &ovp, NULL, NULL, &err) &&
+			 err == WSA_IO_PENDING;
+		NST_CHECK_(posted, CU_FALSE, "second WSPRecv: %s", nicsim_wsa_name(err));
+		ok = posted;
+	}
 
 out:
 	if (exposed && WSPDeregisterRdmaMemory(s, &d, sizeof(d), &err)) {
 		NST_CHECK_(false, CU_FALSE, "WSPDeregisterRdmaMemory: %s", nicsim_wsa_name(err));
 		ok = false;
 	}
-	if (hs && WSPDeregisterMemory(s, hs, &err)) {
+	/* A registration a receive uses cannot go (R1): the close releases it. */
+	if (hs && !posted && WSPDeregisterMemory(s, hs, &err)) {
 		NST_CHECK_(false, CU_FALSE, "server WSPDeregisterMemory: %s", nicsim_wsa_name(err));
 		ok = false;
 	}
@@ -416,6 +459,17 @@ out:
 			NST_CHECK_(false, CU_FALSE, "WSPCloseSocket: %s", nicsim_wsa_name(err));
 			ok = false;
 		}
+	}
+	if (posted) {
+		/* Completed by the server's close, or by the client's first. */
+		bool ended =
+		    __atomic_load_n(&ovp.Internal, __ATOMIC_ACQUIRE) != WSA_STATUS_PENDING &&
+		    ovp.OffsetHigh != 0;
+
+		NST_CHECK_(ended, CU_FALSE, "cycle %u: the receive left posted: Internal 0x%lx, %s",
+			   (unsigned)i, (unsigned long)ovp.Internal,
+			   nicsim_wsa_name((int)ovp.OffsetHigh));
+		ok = ok && ended;
 	}
 	return ok;
 }
@@ -433,7 +487,8 @@ static void test_connect_transfer_close(void)
 	r.sbuf = map(2 * PAGE);
 	r.el = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	r.ec = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	NST_REQUIRE(r.el >= 0 && r.ec >= 0);
+	r.er = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	NST_REQUIRE(r.el >= 0 && r.ec >= 0 && r.er >= 0);
 	r.l = WSPSocket(AF_INET, SOCK_STREAM, IPPROTO_TCP, NULL, 0, 0, &err);
 	NST_REQUIRE(r.l != INVALID_SOCKET);
 	NST_REQUIRE_EQ(WSPBind(r.l, (struct sockaddr *)&at, sizeof(at), &err), 0);
@@ -462,6 +517,7 @@ static void test_connect_transfer_close(void)
 	NST_EQ(WSPCloseSocket(r.l, &err), 0);
 	close(r.el);
 	close(r.ec);
+	close(r.er);
 	munmap(r.cbuf, 2 * PAGE);
 	munmap(r.sbuf, 2 * PAGE);
 }
