@@ -459,6 +459,29 @@ long nst_proc_status_kib(pid_t pid, const char *field)
 	return kib;
 }
 
+int nst_fd_count(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/fd");
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	/* Listing this process's own holds one for the listing itself. */
+	if (!pid || pid == getpid())
+		n--;
+	closedir(d);
+	return n;
+}
+
 void nst_fill(void *buf, size_t n, uint32_t seed)
 {
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;

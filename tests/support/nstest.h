@@ -147,6 +147,10 @@ const char *nst_bin(const char *name);
  */
 long nst_proc_status_kib(pid_t pid, const char *field);
 
+/* Descriptors process pid (0: this process) holds open (entries of
+ * /proc/<pid>/fd, the one reading them not counted), or -1. */
+int nst_fd_count(pid_t pid);
+
 /* Fill n bytes with a pattern drawn from seed (xorshift), for data checks. */
 void nst_fill(void *buf, size_t n, uint32_t seed);
 
