@@ -75,6 +75,7 @@ struct nic_conn {
 	int fd;
 	uint32_t pid;                 /* SO_PEERCRED */
 	uint32_t uid;                 /* SO_PEERCRED: effective uid at connect() */
+	bool by_group;                /* another user's, let in by --allow-group */
 	uint64_t hello_deadline;      /* CLOCK_MONOTONIC ns; 0 once it said hello */
 	struct nic_mgmt_client *mgmt; /* management clients only */
 	struct nic_conn *next;
