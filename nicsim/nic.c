@@ -328,15 +328,17 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 	{
 		int fd = conn->fd;
 		uint32_t pid = conn->pid;
+		bool by_group = conn->by_group;
+		uint32_t uid = conn->uid;
 
-		if (conn->by_group)
+		if (by_group)
 			nic_info(&nic->log, "pid %u of uid %u attaches as a host through group %u",
 				 pid, conn->uid, nic->opts.allow_gid);
 
 		epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 		conn_unlink(nic, conn);
 		free(conn);
-		if (ctx_attach(nic, fd, pid) < 0) {
+		if (ctx_attach(nic, fd, pid, by_group, uid) < 0) {
 			close(fd);
 			nic_fd_freed(nic);
 		}
@@ -641,6 +643,12 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 		}
 		break;
 	}
+	case NIC_SRC_PIDFD:
+		/* The host of another user exited (its socket may live on in a
+		 * child): its pid names nobody now, or soon someone else. */
+		ctx_detach(nic, src->obj, "host process exited");
+		nic_fd_freed(nic);
+		break;
 	case NIC_SRC_PORT: break; /* the bell is drained by fab_port_sleep_cancel */
 	case NIC_SRC_TIMER: {
 		uint64_t v;
@@ -676,7 +684,8 @@ static int poll_events(struct nic *nic, int timeout_ms)
 	for (int i = 0; i < n; i++) {
 		struct nic_src *src = evs[i].data.ptr;
 
-		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL) {
+		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL ||
+		    src->type == NIC_SRC_PIDFD) {
 			bool live = false;
 
 			for (struct nic_ctx *c = nic->ctxs; c && !live; c = c->next)
