@@ -269,7 +269,7 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 	struct nic_hello h;
 	ssize_t n = recv(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_TRUNC);
 	uint16_t status = NIC_STATUS_OK;
-	char why[160];
+	char why[256];
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
