@@ -26,7 +26,13 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
+#include <sys/syscall.h>
+#include <poll.h>
 #include <unistd.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
 
 #include "nicsim_abi_util.h"
 #include "nicsim_ring.h"
@@ -159,10 +165,64 @@ static void ctx_free(struct nic_ctx *c)
 		close(c->irq);
 	if (c->sock >= 0)
 		close(c->sock);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
 	free(c);
 }
 
-int ctx_attach(struct nic *nic, int fd, uint32_t pid)
+/* The effective uid of pid (/proc/PID/status), or -1. */
+static int64_t proc_euid(uint32_t pid)
+{
+	char path[64], line[256];
+	unsigned r, e;
+	int64_t uid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+			uid = e;
+			break;
+		}
+	}
+	fclose(f);
+	return uid;
+}
+
+/*
+ * A pidfd of the host at the other end of sock, whose SO_PEERCRED said pid
+ * and uid: from SO_PEERPIDFD where the kernel has it (Linux 6.5: exactly
+ * that process), else pidfd_open(pid), kept only if the process it names
+ * still runs as uid (checked while the pidfd shows it alive), so that a pid
+ * reused by another user's process since the connect is never taken for
+ * the host.  0, or -ESRCH, or pidfd_open's error.
+ */
+static int host_pidfd(int sock, uint32_t pid, uint32_t uid, int *out)
+{
+	struct pollfd p;
+	socklen_t len = sizeof(int);
+	int fd = -1;
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) == 0 && fd >= 0) {
+		*out = fd;
+		return 0;
+	}
+	fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	if (fd < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	p = (struct pollfd){.fd = fd, .events = POLLIN};
+	if (proc_euid(pid) != (int64_t)uid || poll(&p, 1, 0) != 0) {
+		close(fd);
+		return -ESRCH;
+	}
+	*out = fd;
+	return 0;
+}
+
+int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid)
 {
 	struct nic_ctx *c;
 	int err;
@@ -181,11 +241,28 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 	if (!c)
 		return -ENOMEM;
 	c->sock = -1; /* the caller closes fd on failure */
-	c->memfd = c->doorbell = c->irq = -1;
+	c->memfd = c->doorbell = c->irq = c->pidfd = -1;
 	c->shm_fd_now = -1;
 	c->id = next_id(nic);
 	c->pid = pid;
 	read_comm(pid, c->comm);
+	/*
+	 * A NIC that may reach another user's memory (--allow-group needs
+	 * CAP_SYS_PTRACE) must not go on naming a pid once its process is
+	 * gone: a child that inherited the attach socket would keep the
+	 * context, and the pid could come back as someone else's process.
+	 */
+	if (by_group) {
+		err = host_pidfd(fd, pid, uid, &c->pidfd);
+		if (err < 0) {
+			nic_warn(&nic->log, "refused attach from pid %u of uid %u: %s", pid, uid,
+				 err == -ESRCH
+				     ? "the process is gone, or its pid is another's now"
+				     : "pidfd_open failed (a NIC shared with a group needs "
+				       "Linux 5.3 or later)");
+			goto fail;
+		}
+	}
 	err = create_segment(c, nic->cpu);
 	if (err < 0)
 		goto fail;
@@ -206,6 +283,9 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid)
 		goto fail_sock;
 	err = nic_epoll_add(nic, c->doorbell, EPOLLIN, &c->bell_src);
 	if (err < 0)
+		goto fail_sock;
+	c->pid_src = (struct nic_src){.type = NIC_SRC_PIDFD, .obj = c};
+	if (c->pidfd >= 0 && (err = nic_epoll_add(nic, c->pidfd, EPOLLIN, &c->pid_src)) < 0)
 		goto fail_sock;
 	c->next = nic->ctxs;
 	nic->ctxs = c;

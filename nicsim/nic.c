@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux 4.13 */
+#endif
+
 #include "fab_addr.h"
 #include "nicsim_abi_util.h"
 #include "nicsim_ring.h"
@@ -265,7 +269,7 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 	struct nic_hello h;
 	ssize_t n = recv(conn->fd, &h, sizeof(h), MSG_DONTWAIT | MSG_TRUNC);
 	uint16_t status = NIC_STATUS_OK;
-	char why[96];
+	char why[256];
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -286,6 +290,17 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		nic->stats.attach_refused++;
 		snprintf(why, sizeof(why), "%s (a hello of %zd bytes)", nic_status_str(status), n);
 		refuse(nic, conn, status, why);
+		return;
+	}
+	if (h.role == NIC_ROLE_MGMT && conn->by_group) {
+		/* Management shows every host's registrations and connections:
+		 * a group member may attach a host, and no more. */
+		nic->stats.attach_refused++;
+		nic->stats.attach_denied++;
+		snprintf(why, sizeof(why),
+			 "%s (management is for uid %u and root; group %u may attach hosts only)",
+			 nic_status_str(NIC_STATUS_DENIED), nic->uid, nic->opts.allow_gid);
+		refuse(nic, conn, NIC_STATUS_DENIED, why);
 		return;
 	}
 	if (h.role == NIC_ROLE_MGMT) {
@@ -313,11 +328,17 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 	{
 		int fd = conn->fd;
 		uint32_t pid = conn->pid;
+		bool by_group = conn->by_group;
+		uint32_t uid = conn->uid;
+
+		if (by_group)
+			nic_info(&nic->log, "pid %u of uid %u attaches as a host through group %u",
+				 pid, conn->uid, nic->opts.allow_gid);
 
 		epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 		conn_unlink(nic, conn);
 		free(conn);
-		if (ctx_attach(nic, fd, pid) < 0) {
+		if (ctx_attach(nic, fd, pid, by_group, uid) < 0) {
 			close(fd);
 			nic_fd_freed(nic);
 		}
@@ -446,6 +467,44 @@ static void close_unread(int fd)
 	close(fd);
 }
 
+/*
+ * Whether the peer of fd, whose credentials are cred, is in group gid: its
+ * primary group (SO_PEERCRED) or one of its supplementary groups
+ * (SO_PEERGROUPS), as they were when it connected.  A kernel without
+ * SO_PEERGROUPS (before Linux 4.13) leaves the primary group only.
+ */
+static bool peer_in_group(int fd, const struct ucred *cred, uint32_t gid)
+{
+	gid_t small[64], *list = small;
+	socklen_t len = sizeof(small);
+	bool found = false;
+	int tries = 0;
+
+	if (cred->gid == (gid_t)gid)
+		return true;
+	/* ERANGE: the list is longer than the buffer, and len says how long
+	 * it is now; groups can change between two calls, so a few tries. */
+	while (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, list, &len) < 0) {
+		gid_t *bigger;
+
+		if (errno != ERANGE || ++tries > 3 || len == 0) {
+			len = 0;
+			break;
+		}
+		bigger = realloc(list == small ? NULL : list, len);
+		if (!bigger) {
+			len = 0;
+			break;
+		}
+		list = bigger;
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+		found = list[i] == (gid_t)gid;
+	if (list != small)
+		free(list);
+	return found;
+}
+
 static void accept_new(struct nic *nic)
 {
 	for (;;) {
@@ -498,25 +557,37 @@ static void accept_new(struct nic *nic)
 		 * The peer must run as this NIC's user or as root: a host context
 		 * lets the NIC read and write the host's memory, and management
 		 * shows every host's registrations, so neither is offered to
-		 * another user's processes.  Who the peer is comes from
-		 * SO_PEERCRED, never from the hello, so it is refused here, at
-		 * once: it never holds a place a hello waits in.
+		 * another user's processes, except hosts of the group that
+		 * --allow-group names (management stays refused to them:
+		 * serve_hello).  Who the peer is comes from SO_PEERCRED and
+		 * SO_PEERGROUPS, never from the hello, so it is refused here,
+		 * at once: it never holds a place a hello waits in.
 		 */
+		conn->by_group = false;
 		if (cred.uid != nic->uid && cred.uid != 0) {
-			char note[80];
+			char note[80], group[48] = "";
 
-			free(conn);
-			nic->stats.attach_refused++;
-			nic->stats.attach_denied++;
-			if (nic_ratelog(&nic->log_denied, note, sizeof(note)))
-				nic_warn(&nic->log,
-					 "refused a connection from pid %u (uid %u): %s (this NIC "
-					 "runs as uid %u)%s",
-					 (unsigned)cred.pid, (unsigned)cred.uid,
-					 nic_status_str(NIC_STATUS_DENIED), nic->uid, note);
-			nic_send_reply(nic, fd, NIC_STATUS_DENIED, 0);
-			close_unread(fd);
-			continue;
+			if (nic->opts.allow_group &&
+			    peer_in_group(fd, &cred, nic->opts.allow_gid)) {
+				conn->by_group = true;
+			} else {
+				free(conn);
+				nic->stats.attach_refused++;
+				nic->stats.attach_denied++;
+				if (nic->opts.allow_group)
+					snprintf(group, sizeof(group), " and lets in group %u",
+						 nic->opts.allow_gid);
+				if (nic_ratelog(&nic->log_denied, note, sizeof(note)))
+					nic_warn(&nic->log,
+						 "refused a connection from pid %u (uid %u): %s "
+						 "(this NIC runs as uid %u%s)%s",
+						 (unsigned)cred.pid, (unsigned)cred.uid,
+						 nic_status_str(NIC_STATUS_DENIED), nic->uid, group,
+						 note);
+				nic_send_reply(nic, fd, NIC_STATUS_DENIED, 0);
+				close_unread(fd);
+				continue;
+			}
 		}
 		conn->fd = fd;
 		conn->pid = (uint32_t)cred.pid;
@@ -572,6 +643,12 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 		}
 		break;
 	}
+	case NIC_SRC_PIDFD:
+		/* The host of another user exited (its socket may live on in a
+		 * child): its pid names nobody now, or soon someone else. */
+		ctx_detach(nic, src->obj, "host process exited");
+		nic_fd_freed(nic);
+		break;
 	case NIC_SRC_PORT: break; /* the bell is drained by fab_port_sleep_cancel */
 	case NIC_SRC_TIMER: {
 		uint64_t v;
@@ -607,7 +684,8 @@ static int poll_events(struct nic *nic, int timeout_ms)
 	for (int i = 0; i < n; i++) {
 		struct nic_src *src = evs[i].data.ptr;
 
-		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL) {
+		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL ||
+		    src->type == NIC_SRC_PIDFD) {
 			bool live = false;
 
 			for (struct nic_ctx *c = nic->ctxs; c && !live; c = c->next)
@@ -1009,6 +1087,17 @@ static int open_listener(struct nic *nic)
 		return err;
 	}
 	nic->own_files = true;
+	/* --allow-group: the group's members must be able to connect (write
+	 * permission on the socket); nobody else.  Before listen(): nobody
+	 * can have connected yet. */
+	if (nic->opts.allow_group &&
+	    (chown(sa.sun_path, (uid_t)-1, (gid_t)nic->opts.allow_gid) < 0 ||
+	     chmod(sa.sun_path, 0660) < 0)) {
+		err = -errno;
+		nic_err(&nic->log, "cannot give socket %s to group %u: %s", sa.sun_path,
+			nic->opts.allow_gid, strerror(errno));
+		return err;
+	}
 	if (listen(nic->listen_fd, 128) < 0)
 		return -errno;
 	nic->listen_src.type = NIC_SRC_LISTEN;

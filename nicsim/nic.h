@@ -70,6 +70,11 @@ struct nic_opts {
 	unsigned fd_share;
 	/* Also send and receive frames as UDP datagrams (fab_port_udp_open). */
 	bool udp;
+	/* --allow-group: processes of another user in group allow_gid (its
+	 * primary or a supplementary group) may attach as hosts, never as
+	 * management clients; the socket is made 0660 and group allow_gid's. */
+	bool allow_group;
+	uint32_t allow_gid;
 };
 
 struct nic;

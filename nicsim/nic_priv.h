@@ -32,6 +32,7 @@ enum nic_src_type {
 	NIC_SRC_MGMT,     /* a management client's socket */
 	NIC_SRC_PORT,     /* the fabric port's bell */
 	NIC_SRC_TIMER,    /* the timerfd for transport and connection timers */
+	NIC_SRC_PIDFD,    /* a host context's pidfd: readable once the host exits */
 };
 
 /* What poll_events found ready (struct nic.woke_by). */
@@ -75,6 +76,7 @@ struct nic_conn {
 	int fd;
 	uint32_t pid;                 /* SO_PEERCRED */
 	uint32_t uid;                 /* SO_PEERCRED: effective uid at connect() */
+	bool by_group;                /* another user's, let in by --allow-group */
 	uint64_t hello_deadline;      /* CLOCK_MONOTONIC ns; 0 once it said hello */
 	struct nic_mgmt_client *mgmt; /* management clients only */
 	struct nic_conn *next;
@@ -98,6 +100,7 @@ struct nic_ratelog {
 struct nic_ctx {
 	struct nic_src sock_src;
 	struct nic_src bell_src;
+	struct nic_src pid_src;
 	uint32_t id;
 	uint32_t pid;
 	char comm[16];
@@ -105,6 +108,10 @@ struct nic_ctx {
 	int memfd;    /* the context segment */
 	int doorbell; /* eventfd, host -> NIC */
 	int irq;      /* eventfd, NIC -> host */
+	/* pidfd of the host of another user (--allow-group), -1 otherwise:
+	 * the context goes when that process exits, before its pid, which
+	 * DMA names, can be another process's. */
+	int pidfd;
 	struct nic_ctx_hdr *hdr;
 	struct nic_cmd *cmdq;
 	struct nic_cpl *cplq;
@@ -217,7 +224,8 @@ struct nic {
 };
 
 /* ctx.c */
-int ctx_attach(struct nic *nic, int fd, uint32_t pid);
+/* by_group: the host is another user's (uid), let in by --allow-group. */
+int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid);
 void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why);
 unsigned ctx_poll(struct nic *nic, struct nic_ctx *c);
 void ctx_set_sleeping(struct nic *nic, uint32_t v);

@@ -1,10 +1,14 @@
 /* nicsimd: one emulated NIC.  Parses options and runs struct nic. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include "fab_addr.h"
 #include "fab_cm.h"
@@ -46,6 +50,16 @@ static void usage(FILE *f)
 		"                     interface here (ip addr add A/15 dev IF); needs\n"
 		"                     CAP_NET_RAW (root). Frames to NICs of this fabric keep\n"
 		"                     shared memory (docs/fabric.md, \"Beyond this machine\")\n"
+		"  --allow-group G    also let processes of other users attach as hosts if\n"
+		"                     group G (a name or a gid) is their primary or a\n"
+		"                     supplementary group; management (nicsim show, stats)\n"
+		"                     stays this user's and root's. The run directory\n"
+		"                     becomes group G's with mode 0750 and the sockets 0660.\n"
+		"                     The NIC reaches another user's memory only with\n"
+		"                     CAP_SYS_PTRACE, so it must run as root (or hold that\n"
+		"                     capability): nicsimd refuses the option otherwise.\n"
+		"                     Without it only this user's and root's processes may\n"
+		"                     attach (docs/security.md)\n"
 		"\n"
 		"Timers of the connections this NIC makes, in InfiniBand's encodings; they go\n"
 		"in the CM request and the accepting NIC uses them too. A timeout code C means\n"
@@ -100,6 +114,68 @@ static bool timer_opt(enum nic_timer_opt which, const char *text, uint8_t *out)
 	return true;
 }
 
+/* Whether this process holds CAP_SYS_PTRACE in its effective set. */
+static bool can_ptrace_others(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return false;
+	return (data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective & CAP_TO_MASK(CAP_SYS_PTRACE)) != 0;
+}
+
+/* Yama's ptrace_scope, or -1 without Yama. */
+static int yama_scope(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	int v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * --allow-group is of use only if this NIC can reach the memory of another
+ * user's process: process_vm_readv/writev need ptrace access to it, which
+ * the kernel grants across users only with CAP_SYS_PTRACE, and Yama's
+ * ptrace_scope 3 to nobody.  Hosts of the group would attach and then see
+ * every registration refused (NO_DMA); refusing to start says why at once.
+ */
+static bool group_reachable(const char *group)
+{
+	int scope = yama_scope();
+
+	if (!can_ptrace_others()) {
+		fprintf(stderr,
+			"nicsimd: --allow-group %s: this nicsimd (uid %u) could let other users' "
+			"hosts attach but never reach their memory: a NIC reads and writes a "
+			"host's memory with process_vm_readv/writev, which the kernel allows into "
+			"another user's process only with CAP_SYS_PTRACE, and this process lacks "
+			"it. Start the NIC as root (or give it CAP_SYS_PTRACE), or let each user "
+			"run a NIC of their own\n",
+			group, (unsigned)geteuid());
+		return false;
+	}
+	if (scope >= 3) {
+		fprintf(
+		    stderr,
+		    "nicsimd: --allow-group %s: Yama's ptrace_scope is %d "
+		    "(/proc/sys/kernel/yama/ptrace_scope): no process may reach another's "
+		    "memory, root's included, so no host of another user could register "
+		    "memory here. Lower it (sysctl kernel.yama.ptrace_scope=2, at the next boot "
+		    "if it is locked at 3), or let each user run a NIC of their own\n",
+		    group, scope);
+		return false;
+	}
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -118,12 +194,13 @@ int main(int argc, char **argv)
 	    {"cm-retries", required_argument, NULL, 'M'},
 	    {"rnr-timer", required_argument, NULL, 'r'},
 	    {"udp", no_argument, NULL, 'U'},
+	    {"allow-group", required_argument, NULL, 'G'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	char why[NIC_RUN_WHY_MAX];
-	const char *dir_opt = NULL;
+	const char *dir_opt = NULL, *group_opt = NULL;
 	struct nic_opts o;
 	struct nic *nics[NIC_GROUP_MAX];
 	uint32_t addrs[NIC_GROUP_MAX];
@@ -224,6 +301,14 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'U': o.udp = true; break;
+		case 'G':
+			if (nic_group_parse(optarg, &o.allow_gid, why, sizeof(why)) < 0) {
+				fprintf(stderr, "nicsimd: --allow-group: %s\n", why);
+				return 2;
+			}
+			o.allow_group = true;
+			group_opt = optarg;
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			printf("nicsimd %s (ABI %u)\n", NICSIM_VERSION, NIC_ABI_VERSION);
@@ -236,6 +321,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (o.allow_group && !group_reachable(group_opt))
+		return 1;
 	err = nic_run_dir(o.dir, sizeof(o.dir), dir_opt);
 	if (err == 0)
 		err = nic_run_dir_make(o.dir);
@@ -252,6 +339,10 @@ int main(int argc, char **argv)
 	 * controls (nicsim_rundir.h). */
 	if (nic_run_dir_check(o.dir, why, sizeof(why)) < 0) {
 		fprintf(stderr, "nicsimd: %s\n", why);
+		return 1;
+	}
+	if (o.allow_group && nic_run_dir_share(o.dir, o.allow_gid, why, sizeof(why)) < 0) {
+		fprintf(stderr, "nicsimd: --allow-group %s: %s\n", group_opt, why);
 		return 1;
 	}
 	if (naddrs == 0)

@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -206,6 +208,108 @@ static int check_parents(const char *dir, uid_t me, char *why, size_t why_size)
 	return 0;
 }
 
+int nic_in_group(uint32_t gid)
+{
+	gid_t *list;
+	int n, found = 0;
+
+	if (getgid() == (gid_t)gid || getegid() == (gid_t)gid)
+		return 1;
+	n = getgroups(0, NULL);
+	if (n <= 0)
+		return 0;
+	list = calloc((size_t)n, sizeof(*list));
+	if (!list)
+		return 0;
+	n = getgroups(n, list);
+	for (int i = 0; i < n && !found; i++)
+		found = list[i] == (gid_t)gid;
+	free(list);
+	return found;
+}
+
+/*
+ * A directory of root's that a NIC started with --allow-group shared with
+ * one of our groups (nic_run_dir_share): no write for the group, nothing at
+ * all for others, search for the group.  Only root can change what is in
+ * it, and root is trusted anyway.
+ */
+static bool shared_with_us(const struct stat *st)
+{
+	return st->st_uid == 0 && S_ISDIR(st->st_mode) && !(st->st_mode & 027) &&
+	       (st->st_mode & S_IXGRP) && nic_in_group((uint32_t)st->st_gid);
+}
+
+int nic_group_parse(const char *text, uint32_t *gid, char *why, size_t why_size)
+{
+	char buf[4096], shown[128];
+	struct group gr, *found = NULL;
+	char *end;
+	unsigned long long v;
+	int err;
+
+	if (why && why_size)
+		why[0] = '\0';
+	if (!text || !*text) {
+		WHY("no group given: give a group's name or a numeric gid");
+		return -EINVAL;
+	}
+	nic_escape(shown, sizeof(shown), text);
+	err = getgrnam_r(text, &gr, buf, sizeof(buf), &found);
+	if (err == 0 && found) {
+		*gid = (uint32_t)found->gr_gid;
+		return 0;
+	}
+	if (text[0] >= '0' && text[0] <= '9') {
+		errno = 0;
+		v = strtoull(text, &end, 10);
+		if (errno || *end || v >= (gid_t)-1) {
+			WHY("group %s: not a group name, nor a gid below %u", shown,
+			    (unsigned)(gid_t)-1);
+			return -EINVAL;
+		}
+		*gid = (uint32_t)v;
+		return 0;
+	}
+	WHY("no group is named %s (getent group %s finds none): give an existing group's name "
+	    "or a numeric gid",
+	    shown, shown);
+	return -ENOENT;
+}
+
+int nic_run_dir_share(const char *dir, uint32_t gid, char *why, size_t why_size)
+{
+	struct stat st;
+	int fd, err = 0;
+
+	if (why && why_size)
+		why[0] = '\0';
+	/* O_NOFOLLOW | O_DIRECTORY: the directory checked, never a link put
+	 * in its place since. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		WHY("cannot open run directory %s to share it with group %u: %s", dir,
+		    (unsigned)gid, strerror(-err));
+		return err;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+	} else if (st.st_gid != (gid_t)gid && fchown(fd, (uid_t)-1, (gid_t)gid) < 0) {
+		err = -errno;
+		WHY("cannot give run directory %s to group %u: %s (only root, or a member of the "
+		    "group, may): choose a group you are in, or start the NIC as root",
+		    dir, (unsigned)gid, strerror(-err));
+	} else if (fchmod(fd, 0750) < 0) {
+		err = -errno;
+	}
+	if (err < 0 && why && why_size && !why[0])
+		WHY("cannot share run directory %s with group %u: %s", dir, (unsigned)gid,
+		    strerror(-err));
+	close(fd);
+	return err;
+}
+
 int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 {
 	uid_t me = geteuid();
@@ -255,7 +359,7 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 		WHY("run directory %s is not a directory: remove it, or " CHOOSE, dir);
 		return -ENOTDIR;
 	}
-	if (st.st_uid != me) {
+	if (st.st_uid != me && !shared_with_us(&st)) {
 		/* root's directory, and we are not root. */
 		WHY("run directory %s is owned by uid %u, not you (%u): " CHOOSE, dir,
 		    (unsigned)st.st_uid, (unsigned)me);

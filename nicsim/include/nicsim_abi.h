@@ -13,7 +13,8 @@
  *     The socket stays open for the life of the context: when it closes (the
  *     host exited or died), the NIC tears the context down.  Each side
  *     checks the other's SO_PEERCRED: the same effective uid, or root (a
- *     NIC refuses others with NIC_STATUS_DENIED).  After the reply the NIC
+ *     NIC refuses others with NIC_STATUS_DENIED, except hosts of the group
+ *     that nicsimd --allow-group names).  After the reply the NIC
  *     sends only one-byte notices, one per NIC_EV_DISCONNECTED or
  *     NIC_EV_QP_ERROR event, which a host may wait for or ignore.
  *   - Context segment: struct nic_ctx_hdr at offset 0, then the command ring

@@ -36,7 +36,9 @@ static inline const char *nic_status_str(unsigned status)
 	case NIC_STATUS_UNREACHABLE: return "no NIC with that address on the fabric";
 	case NIC_STATUS_TIMED_OUT: return "connection request timed out";
 	case NIC_STATUS_BAD_CONN: return "no such pending connection request";
-	case NIC_STATUS_DENIED: return "the NIC serves only processes of its own user (or root)";
+	case NIC_STATUS_DENIED:
+		return "the NIC serves only processes of its own user (or root; hosts of a group "
+		       "it was started with --allow-group for)";
 	case NIC_STATUS_NO_DMA:
 		return "the kernel refuses the NIC access to the host's memory (ptrace rules)";
 	default: return "unknown status";

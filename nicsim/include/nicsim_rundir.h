@@ -25,6 +25,14 @@
  * sticky (as /tmp is), so that nobody can rename it away and plant another.
  * Files in it are opened with O_NOFOLLOW.
  *
+ * Shared with a group: a NIC started with --allow-group G (as root, or
+ * with CAP_SYS_PTRACE: docs/security.md) gives the directory to group G
+ * (mode 0750, group G: nic_run_dir_share) and its sockets too (0660), so
+ * that members of G can reach its attach sockets; nothing in it becomes
+ * writable by them.  Such a directory, root's, passes the check for a
+ * member of G (a host program of another user), as nobody but root can
+ * change it.
+ *
  * A small static library (nicsim_rundir) that links nothing else, so that
  * the provider can use it without the NIC.  Errors: 0 or a negative errno.
  */
@@ -92,6 +100,27 @@ int nic_run_dir_make(const char *dir);
  * remove what the user cannot remove.
  */
 int nic_run_dir_check(const char *dir, char *why, size_t why_size);
+
+/*
+ * A group named by text, a name or a number, into *gid.  0, or -ENOENT when
+ * no group has that name, or -EINVAL for an empty text or a number out of
+ * range; why (if not NULL) then says which and what to give instead, e.g.
+ * "no group is named nicsim-users (getent group nicsim-users finds none):
+ * give an existing group's name or a numeric gid".
+ */
+int nic_group_parse(const char *text, uint32_t *gid, char *why, size_t why_size);
+
+/*
+ * Share run directory dir (already checked: nic_run_dir_check) with group
+ * gid: its group becomes gid and its mode 0750, so members may reach the
+ * sockets in it and list it, never write to it.  0, or a negative errno
+ * with why (if not NULL) saying what failed and what to do.
+ */
+int nic_run_dir_share(const char *dir, uint32_t gid, char *why, size_t why_size);
+
+/* Whether this process's real or effective gid, or one of its supplementary
+ * groups, is gid. */
+int nic_in_group(uint32_t gid);
 
 /*
  * Path of the run-directory file of the NIC with address addr (network byte

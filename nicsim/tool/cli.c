@@ -38,6 +38,7 @@ enum opt_id {
 	OPT_NO_RDMA_READ,
 	OPT_ONE_PROCESS,
 	OPT_UDP,
+	OPT_ALLOW_GROUP,
 	OPT_REMOTE,
 	OPT_ACK_TIMEOUT, /* the timer options, in the order of nic_timer_opts */
 	OPT_RETRY_COUNT,
@@ -78,6 +79,9 @@ static const struct opt_spec opt_specs[] = {
     {"udp", OPT_UDP, NULL,
      "NICs that also reach NICs beyond this fabric: RoCEv2 datagrams on UDP port 4791 of "
      "their addresses, which must be on interfaces here (needs root; docs/fabric.md)"},
+    {"allow-group", OPT_ALLOW_GROUP, "G",
+     "let processes of group G (a name or a gid) attach hosts too, not manage the NICs; "
+     "NICs started as root only (nicsimd --help, docs/security.md)"},
     {"remote", OPT_REMOTE, NULL,
      "DST is a NIC beyond this fabric, reached over UDP (nicsimd --udp): give it a port "
      "slot here for the link's rules"},
@@ -121,10 +125,10 @@ static const struct cmd_spec cmd_specs[] = {
     {"up", NULL, cli_up,
      OPT_BIT(OPT_DIR) | OPT_BIT(OPT_HOSTS) | OPT_BIT(OPT_TPT_CAPACITY) | OPT_BIT(OPT_MAX_REG) |
 	 OPT_BIT(OPT_NO_MW) | OPT_BIT(OPT_NO_RDMA_READ) | OPT_BIT(OPT_ONE_PROCESS) |
-	 OPT_BIT(OPT_UDP) | OPT_BIT(OPT_ACK_TIMEOUT) | OPT_BIT(OPT_RETRY_COUNT) |
-	 OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) | OPT_BIT(OPT_CM_RETRIES) |
-	 OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) | OPT_BIT(OPT_TIMEOUT) |
-	 OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
+	 OPT_BIT(OPT_UDP) | OPT_BIT(OPT_ALLOW_GROUP) | OPT_BIT(OPT_ACK_TIMEOUT) |
+	 OPT_BIT(OPT_RETRY_COUNT) | OPT_BIT(OPT_RNR_RETRY) | OPT_BIT(OPT_CM_TIMEOUT) |
+	 OPT_BIT(OPT_CM_RETRIES) | OPT_BIT(OPT_RNR_TIMER) | OPT_BIT(OPT_LOG_LEVEL) |
+	 OPT_BIT(OPT_TIMEOUT) | OPT_BIT(OPT_SEED) | OPT_BIT(OPT_NIC),
      "start NICs (default: 2 in the default run directory)",
      "Creates the run directory and the fabric that joins its NICs (D/fabric.shm),\n"
      "then starts one nicsimd per NIC, detached, logging to D/nic-ADDR.log. Returns\n"
@@ -136,6 +140,11 @@ static const struct cmd_spec cmd_specs[] = {
      "already use is kept and joined. Prints the fabric's seed: --seed with it replays the run's\n"
      "fault decisions. The timer options go to every nicsimd (nicsimd --help,\n"
      "docs/transport.md \"Timeouts\").\n"
+     "\n"
+     "--allow-group G goes to every nicsimd: besides this user's and root's, processes\n"
+     "whose primary or supplementary group is G may attach as hosts (never manage the\n"
+     "NICs); the run directory becomes group G's (mode 0750), the sockets 0660. The\n"
+     "NICs must run as root to reach other users' memory (docs/security.md).\n"
      "\n"
      "--one-process starts a single nicsimd that serves every NIC from one thread\n"
      "(its log is the first NIC's). A message from one NIC to another then wakes no\n"
@@ -578,6 +587,16 @@ static int apply_opts(const struct cmdline *cl, const struct cmd_spec *c, struct
 	o->no_rdma_read = cl->val[OPT_NO_RDMA_READ] != NULL;
 	o->one_process = cl->val[OPT_ONE_PROCESS] != NULL;
 	o->udp = cl->val[OPT_UDP] != NULL;
+	if (cl->val[OPT_ALLOW_GROUP]) {
+		char why[NIC_RUN_WHY_MAX];
+		uint32_t gid;
+
+		if (nic_group_parse(cl->val[OPT_ALLOW_GROUP], &gid, why, sizeof(why)) < 0) {
+			cli_err("--allow-group: %s", why);
+			return CLI_EXIT_USAGE;
+		}
+		o->allow_group = cl->val[OPT_ALLOW_GROUP];
+	}
 	o->remote = cl->val[OPT_REMOTE] != NULL;
 	if (cl->val[OPT_SEED]) {
 		rc = parse_num("seed", cl->val[OPT_SEED], 0, UINT64_MAX, &o->seed);

@@ -55,6 +55,7 @@ struct cli_opts {
 	bool no_mw;
 	bool no_rdma_read;
 	bool udp;                          /* nicsimd --udp */
+	const char *allow_group;           /* nicsimd --allow-group, as typed */
 	bool remote;                       /* link set: DST is beyond the fabric */
 	bool one_process;                  /* up: one nicsimd serves every NIC */
 	const char *timer[NIC_TIMER_OPTS]; /* as typed, NULL when not given */

@@ -499,7 +499,7 @@ static int open_log(const struct cli_opts *o, uint32_t addr)
  */
 static int spawn(const struct cli_opts *o, const char *daemon, struct started *s, size_t n)
 {
-	char *argv[16 + 2 * NIC_TIMER_OPTS + 2 * NIC_GROUP_MAX];
+	char *argv[18 + 2 * NIC_TIMER_OPTS + 2 * NIC_GROUP_MAX];
 	char timer_opt[NIC_TIMER_OPTS][24];
 	int argc = 0, null_fd, log_fd;
 	pid_t pid;
@@ -525,6 +525,10 @@ static int spawn(const struct cli_opts *o, const char *daemon, struct started *s
 		argv[argc++] = (char *)"--no-rdma-read";
 	if (o->udp)
 		argv[argc++] = (char *)"--udp";
+	if (o->allow_group) {
+		argv[argc++] = (char *)"--allow-group";
+		argv[argc++] = (char *)o->allow_group;
+	}
 	if (o->log_level) {
 		argv[argc++] = (char *)"--log-level";
 		argv[argc++] = (char *)o->log_level;
