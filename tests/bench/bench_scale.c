@@ -537,6 +537,10 @@ static void bench_qps(void)
 		cpu_b[j] = ((double)proc_run_ns(nic_b) - cpu0b) / 1e9 / s;
 		NST_REQUIRE_EQ(nst_nic_stats(sock_a, &sa1), 0);
 		NST_REQUIRE_EQ(nst_nic_stats(sock_b, &sb1), 0);
+		if (all[j] < 0)
+			printf("  %4zu connections: all at once FAILED: %zu of them failed, the "
+			       "first after %.1f s\n",
+			       made, failed_conns, first_failure_s);
 		printf("  %4zu connections: made in %.0f ms (%.2f ms each); RDMA WRITE %u KiB, %u "
 		       "in flight each: all at once %.2f GB/s, one alone %.2f GB/s, ratio %.2fx; "
 		       "NIC CPU A %.0f%% B %.0f%%; A: tx %llu frames, frame_pool_empty %llu, "
