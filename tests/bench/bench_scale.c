@@ -517,7 +517,7 @@ static void bench_qps(void)
 	       sizeof(struct nic_cqe), NIC_RECV_INLINE_MAX, sizeof(struct qp));
 	for (size_t j = 0; j < k; j++) {
 		uint64_t t = nst_now_ns();
-		double cpu0a = (double)proc_run_ns(nic_a), cpu0b = (double)proc_run_ns(nic_b), s;
+		double cpu0a, cpu0b, s;
 
 		for (; made < counts[j]; made++)
 			conn_open(made, addr_b);
