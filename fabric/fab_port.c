@@ -126,16 +126,16 @@ static bool frame_take(struct fab_port *p, uint32_t i)
 int fab_frame_get(struct fab_port *p, uint32_t *idx, void **data)
 {
 	struct fab *fab = p->fab;
-	uint32_t span = fab->nframes < FAB_HOT_FRAMES ? fab->nframes : FAB_HOT_FRAMES;
+	/* The frames data may take: the pool but for the kept ones. */
+	uint32_t n = fab->nframes - fab_ctl_frames(fab->nframes);
+	uint32_t span = n < FAB_HOT_FRAMES ? n : FAB_HOT_FRAMES;
 	uint32_t i, k;
 
 	if (p->spill) {
 		p->spill--;
 	} else {
 		for (k = 0, i = p->hot_cursor; k < span; k++) {
-			uint32_t f = p->hot_base + i < fab->nframes
-					 ? p->hot_base + i
-					 : p->hot_base + i - fab->nframes;
+			uint32_t f = p->hot_base + i < n ? p->hot_base + i : p->hot_base + i - n;
 
 			i = i + 1 == span ? 0 : i + 1;
 			if (frame_take(p, f)) {
@@ -146,19 +146,37 @@ int fab_frame_get(struct fab_port *p, uint32_t *idx, void **data)
 		}
 		p->spill = SPILL_GETS;
 	}
-	for (k = 0, i = p->cursor; k < fab->nframes; k++) {
+	for (k = 0, i = p->cursor; k < n; k++) {
 		if (frame_take(p, i)) {
-			p->cursor = i + 1 == fab->nframes ? 0 : i + 1;
+			p->cursor = i + 1 == n ? 0 : i + 1;
 			*idx = i;
 			goto found;
 		}
-		i = i + 1 == fab->nframes ? 0 : i + 1;
+		i = i + 1 == n ? 0 : i + 1;
 	}
 	return -ENOBUFS;
 found:
 	if (data)
 		*data = fab_frame_at(fab, *idx);
 	return 0;
+}
+
+int fab_frame_get_ctl(struct fab_port *p, uint32_t *idx, void **data)
+{
+	struct fab *fab = p->fab;
+	uint32_t kept = fab_ctl_frames(fab->nframes), first = fab->nframes - kept;
+
+	for (uint32_t k = 0, i = p->ctl_cursor; k < kept; k++) {
+		if (frame_take(p, first + i)) {
+			p->ctl_cursor = i + 1 == kept ? 0 : i + 1;
+			*idx = first + i;
+			if (data)
+				*data = fab_frame_at(fab, *idx);
+			return 0;
+		}
+		i = i + 1 == kept ? 0 : i + 1;
+	}
+	return fab_frame_get(p, idx, data);
 }
 
 int fab_frame_put(struct fab_port *p, uint32_t idx)
@@ -269,7 +287,7 @@ int fab_port_open(struct fab *fab, uint32_t addr, struct fab_port **out)
 {
 	struct fab_seg_port *seg;
 	struct fab_port *p;
-	uint32_t i, gen;
+	uint32_t i, gen, ndata;
 	int slot, rc;
 
 	*out = NULL;
@@ -323,8 +341,10 @@ int fab_port_open(struct fab *fab, uint32_t addr, struct fab_port **out)
 	fab_port_drain_bell(p);
 	p->wakeups = 0;
 	/* Spread the ports' allocation cursors over the pool. */
-	p->cursor = (uint32_t)((uint64_t)fab->nframes * p->slot / fab->max_ports);
-	p->hot_base = (uint32_t)((uint64_t)p->slot * FAB_HOT_FRAMES % fab->nframes);
+	ndata = fab->nframes - fab_ctl_frames(fab->nframes);
+	p->cursor = (uint32_t)((uint64_t)ndata * p->slot / fab->max_ports);
+	p->hot_base = (uint32_t)((uint64_t)p->slot * FAB_HOT_FRAMES % ndata);
+	p->ctl_cursor = 0;
 	p->scan_all = true;
 	__atomic_store_n(&seg->owner_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&seg->opened_ns, realtime_ns(), __ATOMIC_RELAXED);

@@ -93,6 +93,7 @@ struct fab_port {
 	uint32_t hot_base;         /* first frame of the span it prefers (fab_frame_get) */
 	uint32_t hot_cursor;       /* next frame it looks at in that span */
 	uint32_t spill;            /* gets left that skip the span after it was full */
+	uint32_t ctl_cursor;       /* next kept frame fab_frame_get_ctl looks at */
 	uint64_t clock;            /* a recent fab_now_ns() (fab_recv, send_clock) */
 	struct fab_tx *tx;         /* [max_ports] */
 	struct fab_link_view *rx;  /* [max_ports], by source slot */

@@ -291,8 +291,10 @@ int port_open(struct nic *nic);
 void port_close(struct nic *nic);
 /* Receive and handle a bounded batch of due frames; returns how many. */
 unsigned port_poll(struct nic *nic);
-/* A free frame (-ENOBUFS, -EHOSTUNREACH without a fabric), counted. */
-int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data);
+/* A free frame (-ENOBUFS, -EHOSTUNREACH without a fabric), counted; ctl:
+ * for a packet without payload, which may take the frames kept for those
+ * (fab_frame_get_ctl). */
+int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data, bool ctl);
 void port_frame_put(struct nic *nic, uint32_t idx);
 /* Send a frame taken with port_frame_get (it is the fabric's after), counted. */
 int port_send(struct nic *nic, uint32_t idx, uint32_t len, uint32_t dst);

@@ -127,7 +127,7 @@ void port_close(struct nic *nic)
 	nic->timer_fd = -1;
 }
 
-int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data)
+int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data, bool ctl)
 {
 	void *d;
 
@@ -135,7 +135,7 @@ int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data)
 		nic->stats.tx_unreachable++;
 		return -EHOSTUNREACH;
 	}
-	if (fab_frame_get(nic->port, idx, &d)) {
+	if ((ctl ? fab_frame_get_ctl : fab_frame_get)(nic->port, idx, &d)) {
 		nic->stats.frame_pool_empty++;
 		return -ENOBUFS;
 	}
@@ -207,7 +207,7 @@ int port_xmit(struct nic *nic, uint32_t dst, int (*fill)(void *arg, uint8_t *fra
 	uint8_t *data;
 	int len, err;
 
-	err = port_frame_get(nic, &idx, &data);
+	err = port_frame_get(nic, &idx, &data, true);
 	if (err)
 		return err;
 	len = fill(arg, data, FAB_SLOT_BYTES);

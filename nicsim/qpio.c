@@ -147,7 +147,7 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 	}
 	/* Only the packet being sent is delayed when no frame is left (counted
 	 * by port_frame_get): fewer frames read ahead is no delay. */
-	err = port_frame_get(nic, &a->idx[0], &a->data[0]);
+	err = port_frame_get(nic, &a->idx[0], &a->data[0], false);
 	if (err)
 		return err;
 	a->mem = mem;
@@ -342,8 +342,10 @@ static int op_xmit(void *arg, struct fab_pkt *pkt, const struct rc_mem *mem, uin
 		a->next++;
 		pkt->payload = NULL; /* read into the frame already */
 	} else {
-		/* No payload, or an inline one that the encoder copies. */
-		err = port_frame_get(nic, &idx, &frame);
+		/* No payload (an acknowledgement, a read request: it may take
+		 * the frames kept for those), or an inline one that the
+		 * encoder copies. */
+		err = port_frame_get(nic, &idx, &frame, pkt->payload_len == 0);
 		if (err)
 			return err;
 	}

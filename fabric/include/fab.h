@@ -18,7 +18,9 @@
  * always succeeds; an exhausted pool costs one full scan and -ENOBUFS).  It
  * looks first in a span of 512 frames of its own, so that a busy port
  * reuses frames still in the CPU caches, and in the whole pool when the
- * span is all in use.
+ * span is all in use.  The pool's last frames are kept for packets without
+ * payload (fab_frame_get_ctl), so that acknowledgements go out while data
+ * has taken every other frame.
  *
  * Rings.  One single-producer single-consumer ring of frame indices per
  * directed pair of ports (source, destination).  A process that dies can
@@ -218,8 +220,24 @@ uint32_t fab_port_addr(const struct fab_port *port);
 /*
  * Take a free frame: *idx and *data (FAB_SLOT_BYTES writable bytes).
  * -ENOBUFS when the pool is exhausted.
+ *
+ * The last fab_ctl_frames(nframes) frames of the pool are kept for
+ * packets that carry no payload (acknowledgements, NAKs, read requests,
+ * CM messages): fab_frame_get never takes them, fab_frame_get_ctl takes
+ * them first and the others after.  Data in flight can then take every
+ * frame the others may, and still the receivers' acknowledgements go out:
+ * without them the senders would time out and send their windows again,
+ * into the same exhausted pool.
  */
 int fab_frame_get(struct fab_port *port, uint32_t *idx, void **data);
+int fab_frame_get_ctl(struct fab_port *port, uint32_t *idx, void **data);
+
+/* The frames kept for packets without payload in a pool of nframes: a
+ * sixteenth, at most 1024; none in a pool of fewer than 256. */
+static inline uint32_t fab_ctl_frames(uint32_t nframes)
+{
+	return nframes < 256u ? 0u : nframes / 16u < 1024u ? nframes / 16u : 1024u;
+}
 
 /* Give back a frame this port holds (taken or received).  -EINVAL if the
  * port does not hold idx. */

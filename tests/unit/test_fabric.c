@@ -1232,6 +1232,56 @@ static void test_pool_exhaustion(void)
 	NST_EQ(frames_free(), 63); /* pc still holds one */
 }
 
+/*
+ * The frames kept for packets without payload: data takes every other
+ * frame and then none, and acknowledgements still find frames; once the
+ * kept ones are gone they take what data left; the kept ones are never
+ * data's.
+ */
+static void test_pool_kept_for_acks(void)
+{
+	static uint32_t idx[4096];
+	const uint32_t kept = fab_ctl_frames(4096);
+	uint32_t n = 0, ctl = 0, extra;
+	void *data;
+
+	NST_EQ(kept, 256);
+	NST_EQ(fab_ctl_frames(255), 0);
+	NST_EQ(fab_ctl_frames(FAB_MAX_FRAMES), 1024);
+	teardown();
+	open_fabric(4096);
+	while (n < 4096 && fab_frame_get(n % 2 ? pa : pb, &idx[n], &data) == 0)
+		n++;
+	NST_EQ(n, 4096 - kept);
+	for (uint32_t i = 0; i < n; i++)
+		NST_TRUE(idx[i] < 4096 - kept);
+	NST_EQ(fab_frame_get(pc, &extra, &data), -ENOBUFS);
+	/* Acknowledgements: the kept frames. */
+	while (n < 4096 && fab_frame_get_ctl(pc, &idx[n], &data) == 0) {
+		NST_TRUE(idx[n] >= 4096 - kept);
+		n++, ctl++;
+	}
+	NST_EQ(ctl, kept);
+	NST_EQ(frames_free(), 0);
+	/* A data frame back: data and acknowledgements may both take it. */
+	NST_EQ(fab_frame_put(pb, idx[0]), 0);
+	NST_REQUIRE_EQ(fab_frame_get_ctl(pc, &extra, &data), 0);
+	NST_EQ(extra, idx[0]);
+	NST_EQ(fab_frame_put(pc, extra), 0);
+	NST_REQUIRE_EQ(fab_frame_get(pa, &extra, &data), 0);
+	NST_EQ(extra, idx[0]); /* pa holds it now */
+	/* A kept frame back: only an acknowledgement takes it. */
+	NST_EQ(fab_frame_put(pc, idx[4095]), 0);
+	NST_EQ(fab_frame_get(pa, &extra, &data), -ENOBUFS);
+	NST_REQUIRE_EQ(fab_frame_get_ctl(pa, &extra, &data), 0);
+	NST_EQ(extra, idx[4095]);
+	NST_EQ(fab_frame_put(pa, extra), 0);
+	NST_EQ(fab_frame_put(pa, idx[0]), 0);
+	for (uint32_t i = 1; i < 4095; i++)
+		NST_EQ(fab_frame_put(i >= 4096 - kept ? pc : i % 2 ? pa : pb, idx[i]), 0);
+	NST_EQ(frames_free(), 4096);
+}
+
 static void test_ring_full(void)
 {
 	struct fab_port *pd;
@@ -1847,6 +1897,7 @@ static const struct nst_test tests[] = {
     {"unit_whole_and_dropped_in_flight", test_unit_whole_and_dropped_in_flight},
     {"unit_chain_broken", test_unit_chain_broken},
     {"pool_exhaustion", test_pool_exhaustion},
+    {"pool_kept_for_acks", test_pool_kept_for_acks},
     {"ring_full", test_ring_full},
     {"reopen_reclaims", test_reopen_reclaims},
     {"close_frees", test_close_frees},
