@@ -488,6 +488,27 @@ int fab_info(struct fab *fab, struct fab_info *info)
 	return 0;
 }
 
+int fab_port_owner(struct fab *fab, uint32_t addr, uint32_t *pid, uint32_t *gen)
+{
+	const struct fab_seg_port *p;
+	int slot;
+
+	if (!fab_addr_valid(addr))
+		return -EADDRNOTAVAIL;
+	slot = fab_slot_find(fab, addr);
+	if (slot < 0)
+		return -EHOSTUNREACH;
+	p = &fab->ports[slot];
+	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != FAB_PORT_OPEN)
+		return -EHOSTUNREACH;
+	*gen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+	*pid = __atomic_load_n(&p->owner_pid, __ATOMIC_RELAXED);
+	/* The lock last: an owner that died after the loads above is not live. */
+	if (!*pid || !fab_bell_locked(fab->dir, addr))
+		return -EHOSTUNREACH;
+	return 0;
+}
+
 int fab_port_list(struct fab *fab, struct fab_port_info **list, size_t *count)
 {
 	struct fab_port_info *l;

@@ -689,6 +689,20 @@ uint16_t conn_exec(void *nic_arg, void *ctx, const struct nic_cmd *cmd, uint32_t
 	}
 }
 
+void conn_peer_gone(struct nic *nic, const struct port_watch *w)
+{
+	for (struct nic_ctx *c = nic->ctxs; c; c = c->next) {
+		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
+			struct qp *qp = c->qps[i];
+
+			if (qp && qp->peer_watch == w && connected(qp))
+				disconnected(nic, qp, NIC_STATUS_UNREACHABLE);
+			else if (qp && qp->peer_watch == w)
+				port_peer_unwatch(nic, qp);
+		}
+	}
+}
+
 void conn_ctx_gone(struct nic *nic, struct nic_ctx *c)
 {
 	struct conn_state *cs = nic->conn;

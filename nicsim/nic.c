@@ -650,6 +650,7 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 		nic_fd_freed(nic);
 		break;
 	case NIC_SRC_PORT: break; /* the bell is drained by fab_port_sleep_cancel */
+	case NIC_SRC_PEER: port_peer_event(nic, src->obj); break;
 	case NIC_SRC_TIMER: {
 		uint64_t v;
 
@@ -693,6 +694,8 @@ static int poll_events(struct nic *nic, int timeout_ms)
 			if (!live)
 				continue;
 		}
+		if (src->type == NIC_SRC_PEER && !port_watch_listed(nic, src->obj))
+			continue;
 		if (src->type == NIC_SRC_MGMT || src->type == NIC_SRC_NEW) {
 			bool live = false;
 

@@ -33,6 +33,7 @@ enum nic_src_type {
 	NIC_SRC_PORT,     /* the fabric port's bell */
 	NIC_SRC_TIMER,    /* the timerfd for transport and connection timers */
 	NIC_SRC_PIDFD,    /* a host context's pidfd: readable once the host exits */
+	NIC_SRC_PEER,     /* a pidfd: the process of a peer NIC (port.c) */
 };
 
 /* What poll_events found ready (struct nic.woke_by). */
@@ -209,6 +210,9 @@ struct nic {
 	uint64_t timer_armed;    /* deadline the timerfd is set to, 0: none */
 	uint32_t woke_by;        /* NIC_WOKE_* bits of the events served by poll_events */
 	struct conn_state *conn; /* listeners, pending requests (conn.c) */
+	/* The processes of the peer NICs this NIC's connections run to (port.c). */
+	struct port_watch **watch;
+	uint32_t nwatch, capwatch;
 	/* Frames built for one destination and not yet sent: a burst unit
 	 * (port.c, fab.h), sent at port_flush. */
 	struct {
@@ -266,6 +270,9 @@ void conn_rx(struct nic *nic, const struct fab_pkt *pkt);
 unsigned conn_timers(struct nic *nic, uint64_t now, uint64_t *deadline);
 /* A context is going away: its listeners and pending requests go too. */
 void conn_ctx_gone(struct nic *nic, struct nic_ctx *c);
+/* The process of a peer NIC ended: every QP watching it through w is
+ * closed, NIC_EV_DISCONNECTED with status NIC_STATUS_UNREACHABLE. */
+void conn_peer_gone(struct nic *nic, const struct port_watch *w);
 /* Tear a QP down: disconnect it if connected, flush, free. */
 void conn_qp_destroy(struct nic *nic, struct qp *qp);
 /* A packet from qp's peer came on qp: a passive QP stops waiting for the RTU. */
@@ -291,6 +298,22 @@ int port_open(struct nic *nic);
 void port_close(struct nic *nic);
 /* Receive and handle a bounded batch of due frames; returns how many. */
 unsigned port_poll(struct nic *nic);
+/*
+ * A peer NIC's death, seen at once on the shared-memory fabric: qp, just
+ * connected, watches the process that owns its peer's port (a pidfd in the
+ * NIC's epoll set, one per peer process, shared by every QP that runs to
+ * it); port_peer_unwatch when it stops.  When that process ends,
+ * conn_peer_gone closes every QP that watched it.  A peer reached over UDP,
+ * or a fabric where the pidfd cannot be had, is not watched: the retry
+ * budget finds it (docs/transport.md, section 6).
+ */
+struct port_watch;
+void port_peer_watch(struct nic *nic, struct qp *qp);
+void port_peer_unwatch(struct nic *nic, struct qp *qp);
+/* Its pidfd is readable (the peer's process ended); w may be freed. */
+void port_peer_event(struct nic *nic, struct port_watch *w);
+/* Whether w is still one of nic's watches (for events fetched before it went). */
+bool port_watch_listed(const struct nic *nic, const struct port_watch *w);
 /* A free frame (-ENOBUFS, -EHOSTUNREACH without a fabric), counted; ctl:
  * for a packet without payload, which may take the frames kept for those
  * (fab_frame_get_ctl). */

@@ -10,10 +10,13 @@
 #include "nic_priv.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,6 +113,149 @@ int port_open(struct nic *nic)
 	return nic_epoll_add(nic, fab_port_udp_fd(nic->port), EPOLLIN, &nic->udp_src);
 }
 
+/* ---- Peer NICs' processes ---------------------------------------------------- */
+
+struct port_watch {
+	struct nic_src src;
+	uint32_t addr, pid, gen; /* the peer port's owner when the watch began */
+	int fd;                  /* pidfd of pid */
+	uint32_t refs;           /* QPs watching, plus one while it fires */
+	bool gone;               /* fired: no new QP may join it */
+};
+
+static int pidfd_of(uint32_t pid)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+
+	if (fd >= 0)
+		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+#else
+	(void)pid;
+	return -ENOSYS;
+#endif
+}
+
+bool port_watch_listed(const struct nic *nic, const struct port_watch *w)
+{
+	for (uint32_t i = 0; i < nic->nwatch; i++)
+		if (nic->watch[i] == w)
+			return true;
+	return false;
+}
+
+static void watch_put(struct nic *nic, struct port_watch *w)
+{
+	if (--w->refs)
+		return;
+	for (uint32_t i = 0; i < nic->nwatch; i++) {
+		if (nic->watch[i] == w) {
+			nic->watch[i] = nic->watch[--nic->nwatch];
+			break;
+		}
+	}
+	close(w->fd); /* also leaves the epoll set */
+	free(w);
+	nic_fd_freed(nic);
+}
+
+/* A new watch of the process pid that owns the port of addr (generation gen). */
+static struct port_watch *watch_new(struct nic *nic, uint32_t addr, uint32_t pid, uint32_t gen)
+{
+	struct port_watch *w;
+	uint32_t pid2, gen2;
+	int fd = pidfd_of(pid);
+
+	if (fd < 0)
+		return NULL;
+	/* The pid was read before the pidfd was made: it names the port's
+	 * owner only if the port still has that owner now. */
+	if (fab_port_owner(nic->fab, addr, &pid2, &gen2) || pid2 != pid || gen2 != gen)
+		goto fail;
+	if (nic->nwatch == nic->capwatch) {
+		uint32_t cap = nic->capwatch ? 2 * nic->capwatch : 8;
+		struct port_watch **a = realloc(nic->watch, cap * sizeof(*a));
+
+		if (!a)
+			goto fail;
+		nic->watch = a;
+		nic->capwatch = cap;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto fail;
+	*w = (struct port_watch){.src = {.type = NIC_SRC_PEER, .obj = w},
+				 .addr = addr,
+				 .pid = pid,
+				 .gen = gen,
+				 .fd = fd};
+	if (nic_epoll_add(nic, fd, EPOLLIN, &w->src)) {
+		free(w);
+		goto fail;
+	}
+	nic->watch[nic->nwatch++] = w;
+	return w;
+fail:
+	close(fd);
+	return NULL;
+}
+
+void port_peer_watch(struct nic *nic, struct qp *qp)
+{
+	struct port_watch *w = NULL;
+	uint32_t pid, gen;
+
+	port_peer_unwatch(nic, qp);
+	/* Only a peer with a port on this fabric, in another process. */
+	if (!nic->fab || qp->peer_addr == nic->opts.addr ||
+	    fab_port_owner(nic->fab, qp->peer_addr, &pid, &gen) || pid == (uint32_t)getpid())
+		return;
+	for (uint32_t i = 0; i < nic->nwatch && !w; i++) {
+		struct port_watch *x = nic->watch[i];
+
+		if (!x->gone && x->addr == qp->peer_addr && x->pid == pid && x->gen == gen)
+			w = x;
+	}
+	if (!w)
+		w = watch_new(nic, qp->peer_addr, pid, gen);
+	if (!w) {
+		nic_dbg(&nic->log,
+			"QP %u: the peer NIC's process is not watched (no pidfd): its death "
+			"is found by the retry budget",
+			qp->qpn);
+		return;
+	}
+	w->refs++;
+	qp->peer_watch = w;
+}
+
+void port_peer_unwatch(struct nic *nic, struct qp *qp)
+{
+	struct port_watch *w = qp->peer_watch;
+
+	if (!w)
+		return;
+	qp->peer_watch = NULL;
+	watch_put(nic, w);
+}
+
+void port_peer_event(struct nic *nic, struct port_watch *w)
+{
+	char a[FAB_ADDR_STRLEN];
+
+	if (w->gone)
+		return;
+	w->gone = true;
+	w->refs++; /* the QPs closed below let go of it */
+	nic_info(&nic->log,
+		 "the NIC at %s (pid %u) has ended without closing its connections: "
+		 "closing this NIC's connections to it",
+		 fab_addr_format(w->addr, a, sizeof(a)), w->pid);
+	conn_peer_gone(nic, w);
+	watch_put(nic, w);
+}
+
 uint32_t port_path_mtu(struct nic *nic, uint32_t dst)
 {
 	return nic->port ? fab_port_path_mtu(nic->port, dst) : FAB_MTU;
@@ -117,6 +263,16 @@ uint32_t port_path_mtu(struct nic *nic, uint32_t dst)
 
 void port_close(struct nic *nic)
 {
+	/* Watches left by QPs that never stopped (the NIC is ending). */
+	while (nic->nwatch) {
+		struct port_watch *w = nic->watch[--nic->nwatch];
+
+		close(w->fd);
+		free(w);
+	}
+	free(nic->watch);
+	nic->watch = NULL;
+	nic->capwatch = 0;
 	nic->unit.n = 0; /* fab_port_close frees the frames it held */
 	fab_port_close(nic->port);
 	nic->port = NULL;

@@ -77,6 +77,7 @@ struct qp {
 	/* The path MTU (payload bytes per packet): the active side's REQ
 	 * names it, the passive side takes it no larger than its own. */
 	uint32_t mtu;
+	struct port_watch *peer_watch; /* the peer NIC's process, watched (port.c) */
 	/* Transport (qpio.c), valid from RTS on. */
 	struct rc rc;
 	struct qpio_ahead ahead[2]; /* a requester's and a responder's stream */

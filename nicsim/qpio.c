@@ -519,6 +519,7 @@ void qpio_start(struct nic *nic, struct qp *qp, uint32_t peer_addr, uint32_t pee
 	qp->peer_qpn = peer_qpn;
 	rc_init(&qp->rc, &cfg, &ops, qp->qpn, peer_qpn, nic->opts.addr, peer_addr, sq_psn, rq_psn);
 	set_state(qp, NIC_QPS_RTS, 0);
+	port_peer_watch(nic, qp);
 }
 
 /* The completion opcode of a send work request as the host wrote it. */
@@ -565,6 +566,7 @@ void qpio_stop(struct nic *nic, struct qp *qp, enum nic_qp_state state, uint16_t
 {
 	bool running = qp->state == NIC_QPS_RTS;
 
+	port_peer_unwatch(nic, qp);
 	rx_write_qp(qp);
 	qp->dma_fault = false;
 	ahead_drop_all(qp);

@@ -199,6 +199,17 @@ struct fab_port_info {
 /* Every bound port, in slot order; *list is malloc'ed (NULL when *n is 0). */
 int fab_port_list(struct fab *fab, struct fab_port_info **list, size_t *n);
 
+/*
+ * Who owns the port of addr now: the pid of the live process that has it
+ * open and the port's generation (bumped by every open), so that a peer can
+ * learn the moment that process ends (pidfd_open) and tell a port reopened
+ * by a new owner from the one it knew.  The pid is read from the segment,
+ * which anyone who maps it can write: the answer is a hint, checked only
+ * against the bell's lock (the port is open by a live process).  0,
+ * -EHOSTUNREACH when no live process has the port open, -EADDRNOTAVAIL.
+ */
+int fab_port_owner(struct fab *fab, uint32_t addr, uint32_t *pid, uint32_t *gen);
+
 /* ---- Ports -------------------------------------------------------------- */
 
 /*
