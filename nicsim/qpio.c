@@ -171,8 +171,12 @@ static int ahead_read(struct qp *qp, const struct rc_mem *mem, uint64_t off, uin
 	}
 	err = dma_readv((pid_t)qp->ctx->pid, &maps, mem->seg, mem->nseg, off, iov, a->n);
 	if (err) {
-		a->next = a->n; /* nothing of it was sent, nothing is unused */
-		ahead_drop(qp, a);
+		/* Nothing of it was read: every frame goes back, none counted
+		 * as read ahead and unused. */
+		for (uint32_t i = 0; i < a->n; i++)
+			port_frame_put(nic, a->idx[i]);
+		a->mem = NULL;
+		a->n = a->next = 0;
 		return -EFAULT;
 	}
 	nic->stats.dma_frames += a->n;

@@ -598,6 +598,14 @@ static void refused(uint8_t op, int variant, const char *want_reason)
 	munmap(src, 8192);
 }
 
+static bool frames_all_free(void *arg)
+{
+	struct fab_info info;
+
+	NST_REQUIRE_EQ(fab_info(arg, &info), 0);
+	return info.frames_free == info.nframes;
+}
+
 /*
  * Host memory that goes away under a live registration (the host unmapped
  * it; the TPT entry still grants it): the DMA fails in the middle of a
@@ -617,6 +625,7 @@ static void vanished(int which, size_t at)
 	uint32_t lk, dmr, rkey;
 	struct nic_send_wqe w;
 	struct nic_cqe c;
+	struct fab *f;
 	long faults = nic_counter(ADDR_A, "dma_faults");
 
 	pair_open(&p, sock_b, addr_b);
@@ -642,6 +651,10 @@ static void vanished(int which, size_t at)
 		NST_GT(nic_counter(ADDR_A, "dma_faults"), faults);
 	}
 	pair_close(&p);
+	/* The frames the failed read had taken went back to the pool. */
+	NST_REQUIRE_EQ(fab_open(dir, &f), 0);
+	NST_TRUE(nst_wait_until(frames_all_free, f, WAIT_MS, 5));
+	fab_close(f);
 	munmap(src, N);
 	munmap(dst, N);
 }
