@@ -171,7 +171,7 @@ static void check_base(const char *what, int round)
 	s.tpt_b = nst_wait_tpt_in_use(sock_b, base.tpt_b, WAIT_MS);
 	NST_EQ(s.tpt_a, base.tpt_a);
 	NST_EQ(s.tpt_b, base.tpt_b);
-	if (!nst_wait_until(state_is_base, &s, 3000, 5))
+	if (!nst_wait_until(state_is_base, &s, WAIT_MS, 5))
 		fprintf(
 		    stderr,
 		    "%s round %d: not back: tpt %d/%d %d/%d fds %d/%d %d/%d shm %d/%d %d/%d files "
