@@ -720,6 +720,7 @@ static unsigned poll_all(struct nic *nic, uint64_t *deadline)
 	unsigned work = 0;
 
 	nic->stats.loop_polls++;
+	nic->pool_dry = false; /* other NICs gave frames back meanwhile */
 	*deadline = 0;
 	for (struct nic_ctx *c = nic->ctxs; c; c = c->next)
 		work += ctx_poll(nic, c);

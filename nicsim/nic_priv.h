@@ -196,6 +196,11 @@ struct nic {
 	uint64_t fd_short_refused; /* connections refused in this episode */
 	/* Log lines a peer can cause at will, each kind rate-limited. */
 	struct nic_ratelog log_denied, log_refused, log_silent, log_evicted, log_mgmt;
+	/* The fabric had no frame for data in this pass over the NIC's work,
+	 * and this NIC has given none back since: data does not scan the
+	 * pool again (an empty pool costs a scan of every frame, and with
+	 * many QPs each would scan it in every pass). */
+	bool pool_dry;
 	bool fabric_damaged;     /* the fabric's header is damaged: logged once per episode */
 	uint64_t fabric_checked; /* CLOCK_MONOTONIC_COARSE ns of the last look at it */
 	uint32_t cpu;            /* CPU last published in nic_cpu, plus 1 */

@@ -291,7 +291,9 @@ int port_frame_get(struct nic *nic, uint32_t *idx, uint8_t **data, bool ctl)
 		nic->stats.tx_unreachable++;
 		return -EHOSTUNREACH;
 	}
-	if ((ctl ? fab_frame_get_ctl : fab_frame_get)(nic->port, idx, &d)) {
+	if ((!ctl && nic->pool_dry) ||
+	    (ctl ? fab_frame_get_ctl : fab_frame_get)(nic->port, idx, &d)) {
+		nic->pool_dry = true;
 		nic->stats.frame_pool_empty++;
 		return -ENOBUFS;
 	}
@@ -467,8 +469,10 @@ unsigned port_poll(struct nic *nic)
 		nic->rx_kept = false;
 		dispatch(nic, &rx, now);
 		nic->rx_keepable = false;
-		if (!nic->rx_kept)
+		if (!nic->rx_kept) {
 			fab_rx_done(nic->port, rx.idx);
+			nic->pool_dry = false;
+		}
 	}
 	qpio_rx_flush(nic);
 	return n;

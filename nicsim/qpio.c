@@ -238,6 +238,7 @@ static void rx_write(struct nic *nic)
 	}
 	for (uint32_t i = 0; i < b->n; i++)
 		fab_rx_done(nic->port, b->idx[i]);
+	nic->pool_dry = false;
 	b->n = 0;
 	b->qp = NULL;
 	b->mem = NULL;
