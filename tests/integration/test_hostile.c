@@ -6,7 +6,6 @@
  * After each, the NIC must still be alive, serve a well-behaved host, and its
  * TPT occupancy must return to what it was.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -549,27 +548,9 @@ static void test_shm_bad_messages(void)
 	check_serves_good_host();
 }
 
-/* Descriptors open in the NIC (entries of /proc/<nic>/fd), or -1. */
-static int nic_fd_count(void)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)nic);
-	d = opendir(path);
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static bool nic_fds_at_most(void *arg)
 {
-	int n = nic_fd_count();
+	int n = nst_fd_count(nic);
 
 	return n >= 0 && n <= *(const int *)arg;
 }
@@ -584,7 +565,7 @@ static void test_shm_other_descriptors(void)
 	const long page = sysconf(_SC_PAGESIZE);
 	const unsigned sealed = F_SEAL_SHRINK | F_SEAL_SEAL;
 	int good = memfd(4 * (size_t)page, sealed), fds[12], n = 0, sv[2], before;
-	const int base = nic_fd_count();
+	const int base = nst_fd_count(nic);
 	char path[64], shm_path[64];
 	struct nic_host *h;
 
@@ -617,7 +598,7 @@ static void test_shm_other_descriptors(void)
 		else
 			close(fds[n]);
 	}
-	before = nic_fd_count();
+	before = nst_fd_count(nic);
 	NST_REQUIRE(before > 0);
 	for (int i = 0; i < n; i++) {
 		NST_REQUIRE(fds[i] >= 0);
@@ -626,7 +607,7 @@ static void test_shm_other_descriptors(void)
 		close(fds[i]);
 	}
 	close(sv[1]);
-	NST_EQ(nic_fd_count(), before);
+	NST_EQ(nst_fd_count(nic), before);
 	check_nic_holds(0, 0);
 	/* With SCM_CREDENTIALS beside it, which the NIC does not ask for: the
 	 * message is the descriptor still, and the map works. */
@@ -663,7 +644,7 @@ static void test_shm_other_descriptors(void)
 	close(good);
 	NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
 	NST_CHECK_(nst_wait_until(nic_fds_at_most, (void *)&base, WAIT_MS, 5), CU_FALSE,
-		   "the NIC holds %d descriptors, %d before", nic_fd_count(), base);
+		   "the NIC holds %d descriptors, %d before", nst_fd_count(nic), base);
 	check_serves_good_host();
 }
 
@@ -722,7 +703,7 @@ static int shm_killed_child(void *arg, int ready_fd)
 /* Killed with maps and a descriptor waiting: the NIC keeps none of them. */
 static void test_shm_killed_holder(void)
 {
-	int before = nic_fd_count(), fds, maps;
+	int before = nst_fd_count(nic), fds, maps;
 	pid_t child;
 
 	for (unsigned round = 0; round < 3; round++) {
@@ -735,7 +716,7 @@ static void test_shm_killed_holder(void)
 		NST_TRUE(nst_wait_until(nic_holds_no_memfd, NULL, WAIT_MS, 5));
 	}
 	NST_CHECK_(nst_wait_until(nic_fds_at_most, &before, WAIT_MS, 5), CU_FALSE,
-		   "the NIC holds %d descriptors, %d before", nic_fd_count(), before);
+		   "the NIC holds %d descriptors, %d before", nst_fd_count(nic), before);
 	check_serves_good_host();
 }
 

@@ -65,23 +65,6 @@ static uint64_t seed;
 
 /* ---- What a round must leave as it found ------------------------------------ */
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Entries of directory path whose name starts with prefix (NULL: all). */
 static int count_entries(const char *path, const char *prefix)
 {
@@ -123,8 +106,8 @@ static void state_now(struct state *s)
 {
 	struct fab_info info;
 
-	s->fds_a = count_fds(nic_a);
-	s->fds_b = count_fds(nic_b);
+	s->fds_a = nst_fd_count(nic_a);
+	s->fds_b = nst_fd_count(nic_b);
 	s->shm_a = shm_refs(nic_a);
 	s->shm_b = shm_refs(nic_b);
 	s->files = count_entries(dir, NULL);

@@ -203,17 +203,6 @@ static int open_errno(const char *path, int flags)
 	return 0;
 }
 
-static struct nic_send_wqe swqe(uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
-				uint64_t rva, uint32_t rkey)
-{
-	struct nic_send_wqe w = {.wr_id = id, .opcode = op, .num_sge = 1};
-
-	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
-	w.remote_va = rva;
-	w.rkey = rkey;
-	return w;
-}
-
 /* Post w on qp and wait for its completion: 0, or a negative errno / WC status. */
 static int post_wait(struct nst_qp *qp, const struct nic_send_wqe *w)
 {
@@ -284,13 +273,14 @@ static int pair_round(struct pair *p, uint32_t seed, uint64_t id)
 	struct nic_send_wqe w;
 
 	nst_fill(p->src, LEN, seed);
-	w = swqe(id, NIC_WR_RDMA_WRITE, p->src, LEN, p->src_key, (uintptr_t)p->dst, p->rkey);
+	w = nst_swqe(id, NIC_WR_RDMA_WRITE, p->src, LEN, p->src_key, (uintptr_t)p->dst, p->rkey);
 	if (post_wait(&p->q1, &w))
 		return 10;
 	if (memcmp(p->src, p->dst, LEN))
 		return 11;
 	memset(p->back, 0, LEN);
-	w = swqe(id + 1, NIC_WR_RDMA_READ, p->back, LEN, p->back_key, (uintptr_t)p->dst, p->rkey);
+	w = nst_swqe(id + 1, NIC_WR_RDMA_READ, p->back, LEN, p->back_key, (uintptr_t)p->dst,
+		     p->rkey);
 	if (post_wait(&p->q1, &w))
 		return 12;
 	return memcmp(p->back, p->src, LEN) ? 13 : 0;

@@ -139,17 +139,6 @@ static void pair_close(struct pair *p)
 	nic_host_detach(p->hb);
 }
 
-static struct nic_send_wqe swqe(uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
-				uint64_t rva, uint32_t rkey)
-{
-	struct nic_send_wqe w = {.wr_id = id, .opcode = op, .num_sge = 1};
-
-	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
-	w.remote_va = rva;
-	w.rkey = rkey;
-	return w;
-}
-
 static struct nic_recv_wqe rwqe(uint64_t id, void *buf, uint32_t len, uint32_t lkey)
 {
 	struct nic_recv_wqe w = {.wr_id = id, .num_sge = 1};
@@ -188,7 +177,7 @@ static void integrity_in(struct pair *p, uint8_t *src, uint8_t *dst, uint8_t *ba
 		/* SEND into a posted receive. */
 		r = rwqe(100 + i, dst + doff, (uint32_t)n, dmr);
 		NST_REQUIRE_EQ(nst_post_recv(&p->b, &r), 0);
-		w = swqe(i, NIC_WR_SEND, src + so, (uint32_t)n, lk, 0, 0);
+		w = nst_swqe(i, NIC_WR_SEND, src + so, (uint32_t)n, lk, 0, 0);
 		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -198,14 +187,14 @@ static void integrity_in(struct pair *p, uint8_t *src, uint8_t *dst, uint8_t *ba
 		NST_EQ_U(nst_sum32(dst + doff, n), nst_sum32(src + so, n));
 		/* RDMA WRITE to another offset, then READ it back. */
 		nst_fill(src + so, n, (uint32_t)i + 100);
-		w = swqe(i, NIC_WR_RDMA_WRITE, src + so, (uint32_t)n, lk, (uintptr_t)dst + doff + 5,
-			 rkey);
+		w = nst_swqe(i, NIC_WR_RDMA_WRITE, src + so, (uint32_t)n, lk,
+			     (uintptr_t)dst + doff + 5, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
 		NST_EQ_U(nst_sum32(dst + doff + 5, n), nst_sum32(src + so, n));
-		w = swqe(i, NIC_WR_RDMA_READ, back + 9, (uint32_t)n, bk, (uintptr_t)dst + doff + 5,
-			 rkey);
+		w = nst_swqe(i, NIC_WR_RDMA_READ, back + 9, (uint32_t)n, bk,
+			     (uintptr_t)dst + doff + 5, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -343,7 +332,7 @@ static void test_one_process_hostile_neighbour(void)
 		memset(buf + 32768, 0, 8192);
 		r = rwqe(round, buf + 32768, 8192, kd);
 		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
-		w = swqe(round, NIC_WR_SEND, buf, n, ka, 0, 0);
+		w = nst_swqe(round, NIC_WR_SEND, buf, n, ka, 0, 0);
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -354,7 +343,7 @@ static void test_one_process_hostile_neighbour(void)
 			   "round %u: %u bytes differ", round, n);
 		r = rwqe(round, buf + 16384, 8192, ka);
 		NST_REQUIRE_EQ(nst_post_recv(&p.a, &r), 0);
-		w = swqe(round, NIC_WR_SEND, buf + 32768, n, kd, 0, 0);
+		w = nst_swqe(round, NIC_WR_SEND, buf + 32768, n, kd, 0, 0);
 		NST_REQUIRE_EQ(nst_post_send(&p.b, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -485,7 +474,7 @@ static int echo_peer(void *arg, int ready_fd)
 		return 2;
 	if (nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
 		return 3;
-	w = swqe(2, NIC_WR_SEND, buf, cqe.byte_len, key, 0, 0);
+	w = nst_swqe(2, NIC_WR_SEND, buf, cqe.byte_len, key, 0, 0);
 	if (nst_post_send(&qp, &w) || nst_poll_cq(&qp, &cqe, WAIT_MS) || cqe.status)
 		return 4;
 	return 0;
@@ -513,7 +502,7 @@ static void test_two_processes_one_nic(void)
 	r = rwqe(9, dst, 1 << 20, dk);
 	NST_REQUIRE_EQ(nst_post_recv(&qp, &r), 0);
 	NST_REQUIRE_EQ(nst_connect(&qp, addr_a, port), 0);
-	w = swqe(1, NIC_WR_SEND, src, 777777, sk, 0, 0);
+	w = nst_swqe(1, NIC_WR_SEND, src, 777777, sk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&qp, &cqe, WAIT_MS), 0);
 	NST_EQ(cqe.status, NIC_WC_SUCCESS);
@@ -581,7 +570,7 @@ static void refused(uint8_t op, int variant, const char *want_reason)
 				  p.b.qpn);
 		break;
 	}
-	w = swqe(1, op, src, 200, lk, va, rkey);
+	w = nst_swqe(1, op, src, 200, lk, va, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_REM_ACCESS_ERR);
@@ -636,8 +625,8 @@ static void vanished(int which, size_t at)
 	/* For the READ the requester's buffer is src (it receives), dst the
 	 * responder's (it is read). */
 	NST_REQUIRE_EQ(munmap(hole, 8192), 0);
-	w = swqe(1, which == 2 ? NIC_WR_RDMA_READ : NIC_WR_RDMA_WRITE, src, N, lk, (uintptr_t)dst,
-		 rkey);
+	w = nst_swqe(1, which == 2 ? NIC_WR_RDMA_READ : NIC_WR_RDMA_WRITE, src, N, lk,
+		     (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, which == 1 ? NIC_WC_REM_OP_ERR : NIC_WC_LOC_PROT_ERR);
@@ -696,7 +685,7 @@ static void test_r5_foreign_region_key(void)
 	foreign =
 	    nst_reg(p.ha, target, 4096,
 		    NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ);
-	w = swqe(1, NIC_WR_RDMA_WRITE, src, 64, lk, (uintptr_t)target, foreign);
+	w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, 64, lk, (uintptr_t)target, foreign);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_REM_ACCESS_ERR);
@@ -726,7 +715,7 @@ static void test_rc_over_a_lossy_link(void)
 	rkey = expose(&p, dst, n, NIC_ACCESS_REMOTE_WRITE, &dmr);
 	nst_fill(src, n, 31);
 	set_links(50000000, 10000000, 10000000, 1000000, false);
-	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, 120000), 0);
 	set_links(0, 0, 0, 0, false);
@@ -781,7 +770,7 @@ static void test_bulk_in_units_only_on_plain_links(void)
 			set_links(0, 1, 0, 0, false);
 		ab_ring_and_frames(&prod[round], &frames[round]);
 		nst_fill(src, n, 40u + (uint32_t)round);
-		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+		w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -818,7 +807,7 @@ static void test_retry_limit_when_link_down(void)
 	lk = nst_reg(p.ha, src, 4096, 0);
 	set_links(0, 0, 0, 0, true);
 	t0 = nst_now_ns();
-	w = swqe(1, NIC_WR_SEND, src, 100, lk, 0, 0);
+	w = nst_swqe(1, NIC_WR_SEND, src, 100, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	w.wr_id = 2;
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
@@ -868,7 +857,7 @@ static void test_peer_killed_mid_transfer(void)
 	sk = nst_reg(h, src, 4096, 0);
 	NST_REQUIRE_EQ(nst_connect(&qp, addr_b, port), 0);
 	/* The peer posted no receive: our SEND waits on RNR until it dies. */
-	w = swqe(1, NIC_WR_SEND, src, 100, sk, 0, 0);
+	w = nst_swqe(1, NIC_WR_SEND, src, 100, sk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&qp, &w), 0);
 	kill(peer, SIGKILL);
 	nst_wait(peer, WAIT_MS);
@@ -903,7 +892,7 @@ static void test_dereg_waits_for_dma_in_flight(void)
 	lk = nst_reg(p.ha, src, n, 0);
 	rkey = expose(&p, dst, n, NIC_ACCESS_REMOTE_WRITE, &dmr);
 	nst_fill(src, n, 8);
-	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	/* Wait until the transfer is under way (its first bytes have landed),
 	 * so that the NIC holds the source's key. */
@@ -935,11 +924,11 @@ static void test_malformed_request_in_order(void)
 	pair_open(&p, sock_b, addr_b);
 	lk = nst_reg(p.ha, src, 4096, 0);
 	/* No receive at the peer: the first SEND waits on RNR. */
-	w = swqe(1, NIC_WR_SEND, src, 10, lk, 0, 0);
+	w = nst_swqe(1, NIC_WR_SEND, src, 10, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
-	w = swqe(2, 99, src, 10, lk, 0, 0); /* no such opcode */
+	w = nst_swqe(2, 99, src, 10, lk, 0, 0); /* no such opcode */
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
-	w = swqe(3, NIC_WR_RDMA_WRITE, src, 10, lk, 0, 0);
+	w = nst_swqe(3, NIC_WR_RDMA_WRITE, src, 10, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	for (uint64_t id = 1; id <= 3; id++) {
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
@@ -1023,7 +1012,7 @@ static void test_inline_send_and_write(void)
 	nst_fill(data, sizeof(data), 99);
 	r = rwqe(20, dst, 4096, dmr);
 	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
-	w = swqe(20, NIC_WR_SEND, data, sizeof(data), lk, 0, 0);
+	w = nst_swqe(20, NIC_WR_SEND, data, sizeof(data), lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -1066,7 +1055,7 @@ static void test_recv_inline(void)
 		r.sge[0] = (struct nic_sge){.va = (uintptr_t)rx, .len = 5, .lkey = dmr};
 		r.sge[1] = (struct nic_sge){.va = (uintptr_t)rx + 512, .len = 256, .lkey = dmr};
 		NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
-		w = swqe(i, i % 2 ? NIC_WR_SEND_IMM : NIC_WR_SEND, src, n, lk, 0, 0);
+		w = nst_swqe(i, i % 2 ? NIC_WR_SEND_IMM : NIC_WR_SEND, src, n, lk, 0, 0);
 		w.imm = 0x5150 + i;
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
@@ -1089,11 +1078,11 @@ static void test_recv_inline(void)
 	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
 	r = rwqe(41, dst + 9000, 64, dmr);
 	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
-	w = swqe(40, NIC_WR_RDMA_WRITE_IMM, src, 16, lk, (uintptr_t)dst + 16384, rkey);
+	w = nst_swqe(40, NIC_WR_RDMA_WRITE_IMM, src, 16, lk, (uintptr_t)dst + 16384, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	nst_fill(data, 16, 77);
 	memcpy(src + 100, data, 16);
-	w = swqe(41, NIC_WR_SEND, src + 100, 16, lk, 0, 0);
+	w = nst_swqe(41, NIC_WR_SEND, src + 100, 16, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
 	NST_EQ_U(c.wr_id, 40);
@@ -1108,7 +1097,7 @@ static void test_recv_inline(void)
 	/* A receive too short for a small SEND: LOC_LEN_ERR, as by DMA. */
 	r = rwqe(50, dst + 10000, 4, dmr);
 	NST_REQUIRE_EQ(nst_post_recv(&p.b, &r), 0);
-	w = swqe(50, NIC_WR_SEND, src, 8, lk, 0, 0);
+	w = nst_swqe(50, NIC_WR_SEND, src, 8, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.b, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_LOC_LEN_ERR);
@@ -1451,7 +1440,7 @@ static void test_rnr_wait_is_the_responders_timer(void)
 	rk = nst_reg(p.hb, dst, 4096, NIC_ACCESS_LOCAL_WRITE);
 	NST_REQUIRE(lk && rk);
 	v1 = nst_nic_stat(sock_a, NST_STAT(rnr_naks));
-	w = swqe(1, NIC_WR_SEND, src, 64, lk, 0, 0);
+	w = nst_swqe(1, NIC_WR_SEND, src, 64, lk, 0, 0);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	v1 = nst_wait_nic_stat(sock_a, NST_STAT(rnr_naks), v1 + 1, WAIT_MS);
 	t1 = nst_now_ns();
@@ -1824,12 +1813,12 @@ static void write_read(struct pair *p, uint8_t *src, uint32_t lk, uint8_t *back,
 
 	nst_fill(src, n, seed);
 	memset(back, 0, n);
-	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
+	w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ_U(nst_sum32(dst, n), nst_sum32(src, n));
-	w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)dst, rkey);
+	w = nst_swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)dst, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p->a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p->a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -1947,13 +1936,13 @@ static void test_shared_buffer_hostile_responder(void)
 	/* The NIC reaches the memfd at the offsets of the map's va, not what
 	 * B has there. */
 	nst_fill(src, n, 11);
-	w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)plain + 5, rkey);
+	w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)plain + 5, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
 	NST_EQ(memcmp(view + 5, src, n), 0);
 	memset(view + 5, 0x5a, n);
-	w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)plain + 5, rkey);
+	w = nst_swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)plain + 5, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 	NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -1969,12 +1958,12 @@ static void test_shared_buffer_hostile_responder(void)
 		uint8_t *at = plain + 4096 * round + round;
 
 		nst_fill(src, n, round);
-		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)at, rkey);
+		w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)n, lk, (uintptr_t)at, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
 		memset(back, 0x11, n);
-		w = swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)at, rkey);
+		w = nst_swqe(2, NIC_WR_RDMA_READ, back, (uint32_t)n, bk, (uintptr_t)at, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
 		NST_EQ(c.status, NIC_WC_SUCCESS);
@@ -1997,7 +1986,7 @@ static void test_shared_buffer_hostile_responder(void)
 	/* The map dropped while a WRITE is in flight: it completes, and the
 	 * NIC wrote only the memfd and then B's plain memory. */
 	nst_fill(src, 3u << 20, 99);
-	w = swqe(3, NIC_WR_RDMA_WRITE, src, 3u << 20, lk, (uintptr_t)plain, rkey);
+	w = nst_swqe(3, NIC_WR_RDMA_WRITE, src, 3u << 20, lk, (uintptr_t)plain, rkey);
 	NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 	NST_EQ(shm_cmd(p.hb, NIC_CMD_SHM_UNMAP, plain, 0), NIC_STATUS_OK);
 	NST_REQUIRE_EQ(poll_cq(&p.a, &c, WAIT_MS), 0);
@@ -2068,7 +2057,7 @@ static void test_shared_buffer_detach_mid_write(void)
 		lk = nst_reg(p.ha, src, cap, 0);
 		rkey = expose(&p, dst, cap, NIC_ACCESS_REMOTE_WRITE, &dmr);
 		NST_REQUIRE(lk && rkey);
-		w = swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)cap, lk, (uintptr_t)dst, rkey);
+		w = nst_swqe(1, NIC_WR_RDMA_WRITE, src, (uint32_t)cap, lk, (uintptr_t)dst, rkey);
 		NST_REQUIRE_EQ(nst_post_send(&p.a, &w), 0);
 		/* Gone at once, or once the stream has reached a quarter, a
 		 * half, three quarters of the buffer (or has ended: any point

@@ -75,6 +75,17 @@ static void kick(struct nic_host *h)
 		return;
 }
 
+struct nic_send_wqe nst_swqe(uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
+			     uint64_t rva, uint32_t rkey)
+{
+	struct nic_send_wqe w = {.wr_id = id, .opcode = op, .num_sge = 1};
+
+	w.sge[0] = (struct nic_sge){.va = (uintptr_t)buf, .len = len, .lkey = lkey};
+	w.remote_va = rva;
+	w.rkey = rkey;
+	return w;
+}
+
 int nst_post_send(struct nst_qp *qp, const struct nic_send_wqe *wqe)
 {
 	if (ring_count(qp->sq_prod, ring_observe(&qp->hdr->sq.cons)) >= NIC_SQ_DEPTH)

@@ -35,6 +35,10 @@ int nst_qp_create(struct nic_host *h, uint32_t slot, struct nst_qp *qp);
  * library does, and a receive's ring entry is kept until then. */
 int nst_qp_create_flags(struct nic_host *h, uint32_t slot, uint32_t flags, struct nst_qp *qp);
 int nst_post_send(struct nst_qp *qp, const struct nic_send_wqe *wqe);
+/* A send work request of one SGE (len bytes at buf, lkey) with work
+ * request id id and opcode op, for RDMA the remote rva and rkey. */
+struct nic_send_wqe nst_swqe(uint64_t id, uint8_t op, void *buf, uint32_t len, uint32_t lkey,
+			     uint64_t rva, uint32_t rkey);
 int nst_post_recv(struct nst_qp *qp, const struct nic_recv_wqe *wqe);
 /* The next completion if there is one (true), without waiting. */
 bool nst_take_cqe(struct nst_qp *qp, struct nic_cqe *cqe);
