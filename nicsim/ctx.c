@@ -222,7 +222,7 @@ static int host_pidfd(int sock, uint32_t pid, uint32_t uid, int *out)
 	return 0;
 }
 
-int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid)
+int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid, uint32_t gid)
 {
 	struct nic_ctx *c;
 	int err;
@@ -253,6 +253,8 @@ int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t ui
 	 * context, and the pid could come back as someone else's process.
 	 */
 	if (by_group) {
+		c->by_group = true;
+		c->as = (struct dma_as){.uid = uid, .gid = gid};
 		err = host_pidfd(fd, pid, uid, &c->pidfd);
 		if (err < 0) {
 			nic_warn(&nic->log, "refused attach from pid %u of uid %u: %s", pid, uid,
@@ -657,9 +659,25 @@ uint16_t ctx_reg_check(void *nic_arg, void *ctx, uint64_t va)
 	struct iovec local = {.iov_base = &byte, .iov_len = 1};
 	struct iovec remote = {.iov_base = (void *)(uintptr_t)va, .iov_len = 1};
 
-	if (c->dma_ok)
+	ssize_t n;
+	int err;
+
+	/* Checked at each registration for another user's host: its process
+	 * may have executed a program that is no longer its user's to read
+	 * (struct dma_as), and its DMA would be refused anyway. */
+	if (c->dma_ok && !c->by_group)
 		return NIC_STATUS_OK;
-	if (process_vm_readv((pid_t)c->pid, &local, 1, &remote, 1, 0) == 1) {
+	if (c->by_group && (err = dma_as_enter(&c->as)) < 0) {
+		errno = -err;
+		n = -1;
+	} else {
+		n = process_vm_readv((pid_t)c->pid, &local, 1, &remote, 1, 0);
+		err = n < 0 ? errno : 0;
+		if (c->by_group)
+			dma_as_leave();
+		errno = err;
+	}
+	if (n == 1) {
 		c->dma_ok = true;
 		return NIC_STATUS_OK;
 	}

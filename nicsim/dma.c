@@ -6,8 +6,11 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 /* iovecs per system call; IOV_MAX is 1024 on Linux. */
 #define DMA_IOV_BATCH 64u
@@ -118,6 +121,45 @@ const struct dma_map *dma_map_find(const struct dma_maps *maps, uint64_t va, uin
 	return m;
 }
 
+/* This process's own ids, taken before the first change. */
+static uid_t own_ruid, own_euid;
+static gid_t own_rgid, own_egid;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+static void own_ids(void)
+{
+	uid_t s;
+	gid_t g;
+
+	getresuid(&own_ruid, &own_euid, &s);
+	getresgid(&own_rgid, &own_egid, &g);
+}
+
+/* The raw system calls change the calling thread's ids only (glibc's
+ * wrappers would change every thread's); gid first, while still allowed. */
+int dma_as_enter(const struct dma_as *as)
+{
+	int err;
+
+	pthread_once(&own_once, own_ids);
+	if (syscall(SYS_setresgid, (gid_t)as->gid, (gid_t)as->gid, (gid_t)-1) < 0)
+		return -errno;
+	if (syscall(SYS_setresuid, (uid_t)as->uid, (uid_t)as->uid, (uid_t)-1) < 0) {
+		err = -errno;
+		if (syscall(SYS_setresgid, own_rgid, own_egid, (gid_t)-1) < 0)
+			abort();
+		return err;
+	}
+	return 0;
+}
+
+void dma_as_leave(void)
+{
+	if (syscall(SYS_setresuid, own_ruid, own_euid, (uid_t)-1) < 0 ||
+	    syscall(SYS_setresgid, own_rgid, own_egid, (gid_t)-1) < 0)
+		abort();
+}
+
 /*
  * bytes of the transfer from host position r and local position l through
  * process_vm_*, as few system calls as the iovec limit allows (one, unless
@@ -126,7 +168,7 @@ const struct dma_map *dma_map_find(const struct dma_maps *maps, uint64_t va, uin
  */
 static int pvm(pid_t pid, const struct dma_seg *segs, unsigned nsegs, struct pos *r,
 	       const struct iovec *local, unsigned nlocal, struct pos *l, uint64_t bytes, int write,
-	       uint64_t *calls)
+	       uint64_t *calls, const struct dma_as *as)
 {
 	struct iovec rv[DMA_IOV_BATCH], lv[DMA_IOV_BATCH];
 
@@ -134,13 +176,20 @@ static int pvm(pid_t pid, const struct dma_seg *segs, unsigned nsegs, struct pos
 		size_t rbytes, lbytes;
 		unsigned nr = gather(rv, *r, nsegs, (size_t)bytes, &rbytes, seg_get, segs);
 		unsigned nl = gather(lv, *l, nlocal, rbytes, &lbytes, iov_get, local);
-		ssize_t done = write ? process_vm_writev(pid, lv, nl, rv, nr, 0)
-				     : process_vm_readv(pid, lv, nl, rv, nr, 0);
+		ssize_t done;
+		int err;
 
+		if (as && (err = dma_as_enter(as)) < 0)
+			return err;
+		done = write ? process_vm_writev(pid, lv, nl, rv, nr, 0)
+			     : process_vm_readv(pid, lv, nl, rv, nr, 0);
+		err = done < 0 ? -errno : 0;
+		if (as)
+			dma_as_leave();
 		if (calls)
 			(*calls)++;
-		if (done < 0)
-			return -errno;
+		if (err < 0)
+			return err;
 		if ((size_t)done != lbytes || done == 0)
 			return -EFAULT;
 		advance(r, (size_t)done, seg_get, segs);
@@ -273,7 +322,7 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 	advance(&r, (size_t)off, seg_get, segs);
 	if (!maps || !maps->n)
 		return pvm(pid, segs, nsegs, &r, local, nlocal, &l, total, write,
-			   maps ? maps->calls : NULL);
+			   maps ? maps->calls : NULL, maps ? maps->as : NULL);
 	while (total > 0) {
 		struct pos q = r;
 		uint64_t run = 0;
@@ -306,7 +355,8 @@ static int transfer(pid_t pid, const struct dma_maps *maps, const struct dma_seg
 		}
 		if (run == 0)
 			continue;
-		err = pvm(pid, segs, nsegs, &r, local, nlocal, &l, run, write, maps->calls);
+		err =
+		    pvm(pid, segs, nsegs, &r, local, nlocal, &l, run, write, maps->calls, maps->as);
 		if (err)
 			return err;
 		total -= run;

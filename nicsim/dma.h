@@ -58,7 +58,30 @@ struct dma_maps {
 	unsigned n;
 	uint64_t *copied;
 	uint64_t *calls;
+	const struct dma_as *as; /* NULL: with this process's own rights */
 };
+
+/*
+ * Whose rights a process_vm_* call runs with.  A NIC that reaches other
+ * users' memory (--allow-group: root) must not reach it with root's: the
+ * pid it names stays the host's across execve(), and a host that executes
+ * a set-user-ID program would hand that program's memory to its user
+ * (another process of theirs keeps the context).  With an identity, each
+ * call is made with the calling thread's real and effective ids set to
+ * those (the saved ones kept, to come back), which clears its effective
+ * capabilities: the kernel then allows exactly what that user could do
+ * with ptrace, decided under the target's exec lock, so a process that is
+ * now someone else's (or not dumpable) is refused with EPERM.
+ */
+struct dma_as {
+	uint32_t uid, gid;
+};
+
+/* Run with as's ids (0, or -errno with nothing changed), and back to this
+ * process's own (aborts if it cannot: going on with the wrong rights is
+ * worse than stopping).  For callers of process_vm_* outside this file. */
+int dma_as_enter(const struct dma_as *as);
+void dma_as_leave(void);
 
 /* Copy len bytes at offset off of the host's segments into buf. */
 int dma_read(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,

@@ -329,7 +329,7 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		int fd = conn->fd;
 		uint32_t pid = conn->pid;
 		bool by_group = conn->by_group;
-		uint32_t uid = conn->uid;
+		uint32_t uid = conn->uid, gid = conn->gid;
 
 		if (by_group)
 			nic_info(&nic->log, "pid %u of uid %u attaches as a host through group %u",
@@ -338,7 +338,7 @@ static void serve_hello(struct nic *nic, struct nic_conn *conn)
 		epoll_ctl(nic->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 		conn_unlink(nic, conn);
 		free(conn);
-		if (ctx_attach(nic, fd, pid, by_group, uid) < 0) {
+		if (ctx_attach(nic, fd, pid, by_group, uid, gid) < 0) {
 			close(fd);
 			nic_fd_freed(nic);
 		}
@@ -592,6 +592,7 @@ static void accept_new(struct nic *nic)
 		conn->fd = fd;
 		conn->pid = (uint32_t)cred.pid;
 		conn->uid = (uint32_t)cred.uid;
+		conn->gid = (uint32_t)cred.gid;
 		conn->hello_deadline = now_ns() + (uint64_t)nic->opts.hello_timeout_ms * 1000000u;
 		conn->src.type = NIC_SRC_NEW;
 		conn->src.obj = conn;

@@ -77,6 +77,7 @@ struct nic_conn {
 	int fd;
 	uint32_t pid;                 /* SO_PEERCRED */
 	uint32_t uid;                 /* SO_PEERCRED: effective uid at connect() */
+	uint32_t gid;                 /* SO_PEERCRED: effective gid at connect() */
 	bool by_group;                /* another user's, let in by --allow-group */
 	uint64_t hello_deadline;      /* CLOCK_MONOTONIC ns; 0 once it said hello */
 	struct nic_mgmt_client *mgmt; /* management clients only */
@@ -113,6 +114,11 @@ struct nic_ctx {
 	 * the context goes when that process exits, before its pid, which
 	 * DMA names, can be another process's. */
 	int pidfd;
+	/* That host's user and primary group (SO_PEERCRED): the NIC reaches its
+	 * memory with those ids' rights alone (struct dma_as); by_group says
+	 * as is to be used. */
+	bool by_group;
+	struct dma_as as;
 	struct nic_ctx_hdr *hdr;
 	struct nic_cmd *cmdq;
 	struct nic_cpl *cplq;
@@ -233,8 +239,8 @@ struct nic {
 };
 
 /* ctx.c */
-/* by_group: the host is another user's (uid), let in by --allow-group. */
-int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid);
+/* by_group: the host is another user's (uid, gid), let in by --allow-group. */
+int ctx_attach(struct nic *nic, int fd, uint32_t pid, bool by_group, uint32_t uid, uint32_t gid);
 void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why);
 unsigned ctx_poll(struct nic *nic, struct nic_ctx *c);
 void ctx_set_sleeping(struct nic *nic, uint32_t v);

@@ -114,8 +114,8 @@ static bool timer_opt(enum nic_timer_opt which, const char *text, uint8_t *out)
 	return true;
 }
 
-/* Whether this process holds CAP_SYS_PTRACE in its effective set. */
-static bool can_ptrace_others(void)
+/* Whether this process holds capability cap in its effective set. */
+static bool has_cap(unsigned cap)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
@@ -123,7 +123,7 @@ static bool can_ptrace_others(void)
 	memset(data, 0, sizeof(data));
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return false;
-	return (data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective & CAP_TO_MASK(CAP_SYS_PTRACE)) != 0;
+	return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
 }
 
 /* Yama's ptrace_scope, or -1 without Yama. */
@@ -143,15 +143,17 @@ static int yama_scope(void)
 /*
  * --allow-group is of use only if this NIC can reach the memory of another
  * user's process: process_vm_readv/writev need ptrace access to it, which
- * the kernel grants across users only with CAP_SYS_PTRACE, and Yama's
- * ptrace_scope 3 to nobody.  Hosts of the group would attach and then see
- * every registration refused (NO_DMA); refusing to start says why at once.
+ * the kernel grants across users only with CAP_SYS_PTRACE.  Each transfer
+ * then runs with the host's own ids (struct dma_as: CAP_SETUID and
+ * CAP_SETGID), which Yama's ptrace_scope 2 and 3 refuse.  Hosts of the group
+ * would attach and then see every registration refused (NO_DMA); refusing
+ * to start says why at once.
  */
 static bool group_reachable(const char *group)
 {
 	int scope = yama_scope();
 
-	if (!can_ptrace_others()) {
+	if (!has_cap(CAP_SYS_PTRACE)) {
 		fprintf(stderr,
 			"nicsimd: --allow-group %s: this nicsimd (uid %u) could let other users' "
 			"hosts attach but never reach their memory: a NIC reads and writes a "
@@ -162,15 +164,28 @@ static bool group_reachable(const char *group)
 			group, (unsigned)geteuid());
 		return false;
 	}
-	if (scope >= 3) {
-		fprintf(
-		    stderr,
-		    "nicsimd: --allow-group %s: Yama's ptrace_scope is %d "
-		    "(/proc/sys/kernel/yama/ptrace_scope): no process may reach another's "
-		    "memory, root's included, so no host of another user could register "
-		    "memory here. Lower it (sysctl kernel.yama.ptrace_scope=2, at the next boot "
-		    "if it is locked at 3), or let each user run a NIC of their own\n",
-		    group, scope);
+	/* Each transfer runs with the host's own ids (struct dma_as), which
+	 * this process must be able to take and give back. */
+	if (!has_cap(CAP_SETUID) || !has_cap(CAP_SETGID)) {
+		fprintf(stderr,
+			"nicsimd: --allow-group %s: this nicsimd (uid %u) holds CAP_SYS_PTRACE "
+			"but not CAP_SETUID and CAP_SETGID: it reaches another user's memory "
+			"only with that user's rights, so that a host that executes a "
+			"set-user-ID program never hands that program's memory over, and "
+			"needs both to take them. Start the NIC as root, or let each user run "
+			"a NIC of their own\n",
+			group, (unsigned)geteuid());
+		return false;
+	}
+	if (scope >= 2) {
+		fprintf(stderr,
+			"nicsimd: --allow-group %s: Yama's ptrace_scope is %d "
+			"(/proc/sys/kernel/yama/ptrace_scope): only a process with "
+			"CAP_SYS_PTRACE may reach another's memory, and a NIC shared with a "
+			"group reaches each host's with that host's user's rights alone, so no "
+			"host of another user could register memory here. Lower it (sysctl "
+			"kernel.yama.ptrace_scope=1), or let each user run a NIC of their own\n",
+			group, scope);
 		return false;
 	}
 	return true;

@@ -32,7 +32,8 @@ static struct dma_maps maps_of(const struct qp *qp)
 	return (struct dma_maps){.map = qp->ctx->shm,
 				 .n = qp->ctx->nshm,
 				 .copied = &nic_of(qp)->stats.dma_shm,
-				 .calls = &nic_of(qp)->stats.dma_calls};
+				 .calls = &nic_of(qp)->stats.dma_calls,
+				 .as = qp->ctx->by_group ? &qp->ctx->as : NULL};
 }
 
 /* Post a completion, with data beside it (byte_len bytes) when not NULL. */

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -100,6 +101,8 @@ struct seen {
 	int n_connect, n_hello;
 	/* the orphaned socket */
 	pid_t orphan_pid;
+	/* a member's host that executed a set-user-ID program */
+	int x_said, x_reg;
 };
 static struct seen *seen;
 
@@ -589,6 +592,72 @@ static int orphan_main(void *arg)
 	return child > 0 ? 0 : 2;
 }
 
+/*
+ * The set-user-ID program a member's host executes: this binary, made
+ * root's and set-user-ID, run with SETUID_HOLDER: it reads a file only
+ * root may read into memory, prints that memory's address, and waits for
+ * its stdin to close (or to be killed).
+ */
+#define SETUID_HOLDER "--setuid-holder"
+static char holder_path[340], holder_secret[340];
+
+static int setuid_holder(const char *file)
+{
+	static char secret[4096];
+	struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || read(fd, secret, sizeof(secret) - 1) <= 0)
+		return 1;
+	close(fd);
+	printf("%p\n", (void *)secret);
+	fflush(stdout);
+	poll(&p, 1, 6 * WAIT_MS);
+	return 0;
+}
+
+/*
+ * Member M1's host X attaches to S1, forks, and executes the set-user-ID
+ * program; its child, which keeps X's context, asks the NIC to register the
+ * program's memory: the NIC reaches a host's memory with its user's rights
+ * only, so the registration is refused (NO_DMA), as a transfer would be.
+ */
+static int setuid_host_main(void *arg)
+{
+	struct nic_host *h = NULL;
+	int out[2], in[2];
+	pid_t child;
+
+	(void)arg;
+	if (become(uid_m1, uid_m1, &gid_g, 1) < 0)
+		return 120;
+	if (nic_host_attach(sock_s1, &h) || pipe(out) < 0 || pipe(in) < 0)
+		return 1;
+	fflush(NULL); /* nothing of the test's output goes to the pipe */
+	child = fork();
+	if (child == 0) {
+		char line[64] = "";
+		FILE *f;
+		uint32_t key;
+
+		close(out[1]);
+		close(in[0]); /* in[1] held: the program waits for it to close */
+		f = fdopen(out[0], "r");
+		seen->x_said = f && fgets(line, sizeof(line), f) != NULL;
+		if (seen->x_said)
+			seen->x_reg = reg(h, (void *)(uintptr_t)strtoull(line, NULL, 16), 64,
+					  NIC_ACCESS_LOCAL_WRITE, &key);
+		kill(getppid(), SIGKILL);
+		_exit(0);
+	}
+	if (child < 0 || dup2(out[1], STDOUT_FILENO) < 0 || dup2(in[0], STDIN_FILENO) < 0)
+		return 2;
+	close(out[0]);
+	close(in[1]);
+	execl(holder_path, holder_path, SETUID_HOLDER, holder_secret, (char *)NULL);
+	return 127;
+}
+
 /* ---- Tests ------------------------------------------------------------------------- */
 
 static int run_child(int (*fn)(void *), void *arg)
@@ -773,6 +842,34 @@ static void test_exited_host_detached(void)
 		kill(seen->orphan_pid, SIGKILL);
 }
 
+static void test_setuid_host_refused(void)
+{
+	char self[PATH_MAX], out[512];
+	ssize_t n;
+	int fd;
+
+	NST_REQUIRE_GT(nic_s1, 0);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	NST_REQUIRE(n > 0);
+	self[n] = '\0';
+	snprintf(holder_path, sizeof(holder_path), "%s/holder", tmp);
+	snprintf(holder_secret, sizeof(holder_secret), "%s/secret", tmp);
+	fd = open(holder_secret, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	NST_REQUIRE(fd >= 0);
+	NST_REQUIRE_EQ(write(fd, "root's alone", 12), 12);
+	close(fd);
+	NST_REQUIRE_EQ(nst_run((const char *const[]){"/bin/cp", self, holder_path, NULL}, out,
+			       sizeof(out), WAIT_MS),
+		       0);
+	NST_REQUIRE_EQ(chmod(holder_path, 04755), 0);
+	seen->x_said = 0;
+	seen->x_reg = -1;
+	run_child(setuid_host_main, NULL);
+	NST_TRUE(nst_wait_until(no_contexts, sock_s1, WAIT_MS, 5));
+	NST_REQUIRE(seen->x_said);
+	NST_EQ(seen->x_reg, NIC_STATUS_NO_DMA);
+}
+
 static void test_allow_group_refused(void)
 {
 	char out[2048], gid_text[16], d[300];
@@ -880,11 +977,14 @@ int main(int argc, char **argv)
 	    {"group_member_attaches", test_group_member_attaches},
 	    {"outsider_refused", test_outsider_refused},
 	    {"exited_host_detached", test_exited_host_detached},
+	    {"setuid_host_refused", test_setuid_host_refused},
 	    {"allow_group_refused", test_allow_group_refused},
 	    {"owner_intact", test_owner_intact},
 	    {NULL, NULL},
 	};
 
+	if (argc == 3 && !strcmp(argv[1], SETUID_HOLDER))
+		return setuid_holder(argv[2]);
 	if (geteuid() != 0) {
 		printf("SKIP: test_multiuser needs root: it runs children as other users "
 		       "(setuid) to check who may attach\n");
