@@ -757,6 +757,11 @@ static void fab_err(const char *dir, int rc, uint32_t pid)
 
 		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
 		cli_err("%s", cli_link_planted(path));
+	} else if (rc == -EACCES) {
+		cli_err("cannot capture the fabric in %s: %s/" FAB_SEG_FILE
+			" is readable only by the user who started its NICs (and root); a group "
+			"they let attach hosts (--allow-group) may not capture",
+			dir, dir);
 	} else if (rc == -ENOSPC || rc == -EDQUOT) {
 		char why[PATH_MAX + 512];
 
