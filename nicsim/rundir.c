@@ -361,6 +361,24 @@ int nic_run_dir_check(const char *dir, char *why, size_t why_size)
 	}
 	if (st.st_uid != me && !shared_with_us(&st)) {
 		/* root's directory, and we are not root. */
+		if (!(st.st_mode & 027) && (st.st_mode & S_IXGRP) && st.st_gid != 0) {
+			/* Shaped like a share (--allow-group): name the group. */
+			char buf[1024], name[64] = "", group[96];
+			struct group gr, *found = NULL;
+
+			if (getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &found) == 0 && found)
+				nic_escape(name, sizeof(name), found->gr_name);
+			if (name[0])
+				snprintf(group, sizeof(group), "%s, gid %u", name,
+					 (unsigned)st.st_gid);
+			else
+				snprintf(group, sizeof(group), "gid %u", (unsigned)st.st_gid);
+			WHY("run directory %s is root's, shared with group %s (mode %04o: NICs "
+			    "started with --allow-group), and you (uid %u) are not in that group: "
+			    "ask root to add you to it (then log in again), or " CHOOSE,
+			    dir, group, (unsigned)(st.st_mode & 07777), (unsigned)me);
+			return -EPERM;
+		}
 		WHY("run directory %s is owned by uid %u, not you (%u): " CHOOSE, dir,
 		    (unsigned)st.st_uid, (unsigned)me);
 		return -EPERM;

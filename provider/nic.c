@@ -139,8 +139,9 @@ static void dbg_attach(const char *path, int err)
 	case ECONNREFUSED:
 	case ENOENT: why = "nobody listens there: the NIC died and left its socket"; break;
 	case EACCES:
-		why = "denied: the NIC runs as another user, or refused this one (a NIC must run "
-		      "as this user or root)";
+		why = "denied: the NIC runs as another user (a host attaches only to a NIC of "
+		      "its own user or root's), or it refused this user (a NIC serves its own "
+		      "user, root, and the groups it was started with --allow-group for)";
 		break;
 	case EPROTONOSUPPORT:
 		why = "version mismatch: the NIC speaks another ABI version (use a nicsimd of "
@@ -240,8 +241,10 @@ int prov_nic_get(struct prov *p, uint32_t addr, struct prov_nic **out)
 			char shown[512];
 
 			fprintf(stderr,
-				"nicsim: %s is served by a process of another user, or refused "
-				"this one: not attached (a NIC must run as this user or root)\n",
+				"nicsim: %s: not attached: the NIC there runs as another user (a "
+				"host attaches only to its own user's or root's NICs), or it "
+				"refused this user (a NIC serves its own user, root, and the "
+				"groups it was started with --allow-group for)\n",
 				nic_escape(shown, sizeof(shown), path));
 		}
 		return err == -ENOMEM ? -ENOBUFS : -ENETDOWN;

@@ -52,7 +52,8 @@ static inline void nic_refusal_memlock(uint64_t limit, uint64_t in_use, uint64_t
 				       uint32_t err, char *buf, size_t size)
 {
 	static const char raise[] =
-	    "raise it with `ulimit -l unlimited` (or memlock in /etc/security/limits.conf, "
+	    "raise it with `ulimit -l unlimited` (up to the hard limit, `ulimit -Hl`; beyond "
+	    "it, as root: memlock in /etc/security/limits.conf, then log in again, or "
 	    "LimitMEMLOCK= for a systemd service)";
 	char l[32], u[32], n[32];
 

@@ -757,6 +757,19 @@ static void fab_err(const char *dir, int rc, uint32_t pid)
 
 		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, dir);
 		cli_err("%s", cli_link_planted(path));
+	} else if (rc == -EACCES) {
+		cli_err("cannot capture the fabric in %s: %s/" FAB_SEG_FILE
+			" is readable only by the user who started its NICs (and root); a group "
+			"they let attach hosts (--allow-group) may not capture",
+			dir, dir);
+	} else if (rc == -ENOSPC || rc == -EDQUOT) {
+		char why[PATH_MAX + 512];
+
+		/* The rings live in the fabric's file, not in the output:
+		 * say which file system is short. */
+		cli_err("cannot capture the fabric in %s: a capture reserves its rings in "
+			"%s/" FAB_SEG_FILE " when it attaches, and %s",
+			dir, dir, nic_run_dir_full(dir, rc, 0, why, sizeof(why)));
 	} else
 		cli_err("cannot capture the fabric in %s: %s", dir, strerror(-rc));
 }

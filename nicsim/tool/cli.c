@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "capture.h"
 #include "fab.h"
@@ -971,7 +973,19 @@ static void report_failure(const struct cli_opts *o, const struct mgmt_client *c
 	else if (rc == -ETIMEDOUT)
 		snprintf(buf, size, "NIC %s not answering within %d ms: %s", addr, c->timeout_ms,
 			 c->what ? c->what : "timed out");
-	else if (c->status != NIC_STATUS_OK)
+	else if (c->status == NIC_STATUS_DENIED) {
+		struct stat st;
+		char owner[48] = "";
+
+		/* The socket is the NIC's own: its owner is the user it runs as. */
+		if (stat(path, &st) == 0)
+			snprintf(owner, sizeof(owner), " (uid %u)", (unsigned)st.st_uid);
+		snprintf(buf, size,
+			 "NIC %s refused you (uid %u): only the user it runs as%s and root may "
+			 "manage it (show, stats); a group it lets attach hosts "
+			 "(--allow-group) may not: ask that user or root",
+			 addr, (unsigned)getuid(), owner);
+	} else if (c->status != NIC_STATUS_OK)
 		snprintf(buf, size, "NIC %s: %s: %s", addr, c->what ? c->what : "refused",
 			 nic_status_str(c->status));
 	else
@@ -1369,7 +1383,12 @@ static int link_fabric_open(const struct cli_opts *o, struct fab **fab)
 
 		snprintf(path, sizeof(path), "%s/" FAB_SEG_FILE, o->dir);
 		cli_err("%s", cli_link_planted(path));
-	} else if (rc)
+	} else if (rc == -EACCES)
+		cli_err("cannot open the fabric %s/" FAB_SEG_FILE ": %s: it is readable only by "
+			"the user who started its NICs (and root), who may show and set links; a "
+			"group they let attach hosts (--allow-group) may not",
+			o->dir, strerror(-rc));
+	else if (rc)
 		cli_err("cannot open the fabric %s/" FAB_SEG_FILE ": %s", o->dir, strerror(-rc));
 	return rc ? CLI_EXIT_FAIL : 0;
 }

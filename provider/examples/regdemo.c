@@ -80,8 +80,9 @@ static void explain_bind(const struct demo *d, int wsa)
 			d->addr, dir, dir, d->addr);
 	else if (wsa == WSAENETDOWN)
 		fprintf(stderr,
-			"nicsim-regdemo: the NIC %s in %s does not answer (stale socket?);\n"
-			"  restart it with `nicsim down` and `nicsim up`\n",
+			"nicsim-regdemo: the NIC %s in %s refused the attach or does not answer\n"
+			"  (a line above says why when it refused; NICSIM_DEBUG=1 says more);\n"
+			"  if it is not running, restart it with `nicsim down` and `nicsim up`\n",
 			d->addr, dir);
 }
 

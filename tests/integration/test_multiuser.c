@@ -98,7 +98,8 @@ struct seen {
 	/* member M2 */
 	int m2_attach, m2_reg;
 	/* N, outside G */
-	int n_connect, n_hello;
+	int n_connect, n_hello, n_dircheck;
+	char n_dirwhy[512];
 	/* the orphaned socket */
 	pid_t orphan_pid;
 	/* a member's host that executed a set-user-ID program */
@@ -532,6 +533,8 @@ static int outsider_main(void *arg)
 	(void)arg;
 	if (become(uid_n, uid_n, NULL, 0) < 0)
 		return 120;
+	/* What its tools and host programs are told. */
+	seen->n_dircheck = nic_run_dir_check(dir_s, seen->n_dirwhy, sizeof(seen->n_dirwhy));
 	fd = raw_connect(sock_s1);
 	seen->n_connect = fd < 0 ? fd : 0;
 	if (fd >= 0)
@@ -804,6 +807,12 @@ static void test_outsider_refused(void)
 	denied = stat_of(sock_s1, NST_STAT(attach_denied));
 	NST_REQUIRE_EQ(run_child(outsider_main, NULL), 0);
 	NST_EQ(seen->n_connect, -EACCES);
+	/* Told the directory is shared with a group it is not in, and what to do. */
+	NST_EQ(seen->n_dircheck, -EPERM);
+	snprintf(log, sizeof(log), "gid %u", (unsigned)gid_g);
+	NST_CHECK_(strstr(seen->n_dirwhy, log) && strstr(seen->n_dirwhy, "not in that group") &&
+		       strstr(seen->n_dirwhy, "ask root to add you"),
+		   CU_FALSE, "the outsider was told: %.400s", seen->n_dirwhy);
 	NST_REQUIRE_EQ(run_child(outsider_past_dir_main, NULL), 0);
 	NST_EQ(seen->n_hello, NIC_STATUS_DENIED);
 	NST_EQ(stat_of(sock_s1, NST_STAT(attach_denied)), denied + 1);

@@ -520,8 +520,10 @@ static void test_debug_memlock_refusal(void)
 	/* Both refusals on stderr: the limit, its value, what is needed, the fix. */
 	HAS(out, "refused: cannot pin (mlock: Operation not permitted), even after evicting the "
 		 "cache: RLIMIT_MEMLOCK is 0 (ulimit -l) and the process lacks CAP_IPC_LOCK; this "
-		 "registration needs 1 MiB locked: raise it with `ulimit -l unlimited` (or "
-		 "memlock in /etc/security/limits.conf, LimitMEMLOCK= for a systemd service)");
+		 "registration needs 1 MiB locked: raise it with `ulimit -l unlimited` (up to "
+		 "the hard limit, `ulimit -Hl`; beyond it, as root: memlock in "
+		 "/etc/security/limits.conf, then log in again, or LimitMEMLOCK= for a systemd "
+		 "service)");
 	HAS(out, "nicsimsp: registration of 1048576 bytes at 0x");
 	HAS(out, "refused: cannot pin (mlock: Cannot allocate memory), even after evicting the "
 		 "cache: RLIMIT_MEMLOCK is 64 KiB (ulimit -l: 64); the process has 0 bytes locked "
@@ -537,8 +539,9 @@ static void test_debug_memlock_refusal(void)
 	snprintf(want, sizeof(want),
 		 "pid %d last refusal: RLIMIT_MEMLOCK is 64 KiB (ulimit -l: 64); the process has "
 		 "0 bytes locked and this registration needs 1 MiB more: raise it with `ulimit -l "
-		 "unlimited` (or memlock in /etc/security/limits.conf, LimitMEMLOCK= for a "
-		 "systemd service)\n",
+		 "unlimited` (up to the hard limit, `ulimit -Hl`; beyond it, as root: memlock in "
+		 "/etc/security/limits.conf, then log in again, or LimitMEMLOCK= for a systemd "
+		 "service)\n",
 		 (int)child);
 	HAS(shown, want);
 	NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", json, shown, OUT_MAX, WAIT_MS), 0);

@@ -44,8 +44,10 @@ static void test_memlock(void)
 	const char *t = text(NIC_REFUSAL_MEMLOCK, ENOMEM, 8u << 20, 6u << 20, 4u << 20);
 
 	HAS(t, "RLIMIT_MEMLOCK is 8 MiB (ulimit -l: 8192); the process has 6 MiB locked and this "
-	       "registration needs 4 MiB more: raise it with `ulimit -l unlimited` (or memlock "
-	       "in /etc/security/limits.conf, LimitMEMLOCK= for a systemd service)");
+	       "registration needs 4 MiB more: raise it with `ulimit -l unlimited` (up to the "
+	       "hard limit, `ulimit -Hl`; beyond it, as root: memlock in "
+	       "/etc/security/limits.conf, then log in again, or LimitMEMLOCK= for a systemd "
+	       "service)");
 	t = text(NIC_REFUSAL_MEMLOCK, EPERM, 0, 0, 4096);
 	HAS(t, "RLIMIT_MEMLOCK is 0 (ulimit -l) and the process lacks CAP_IPC_LOCK; this "
 	       "registration needs 4 KiB locked: raise it with `ulimit -l unlimited`");
