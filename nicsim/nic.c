@@ -670,6 +670,22 @@ static void serve_event(struct nic *nic, const struct epoll_event *ev)
 	}
 }
 
+/* Whether src is one of the NIC's event sources now.  Only its address is
+ * compared: it may lie in memory freed by an earlier event's service. */
+static bool src_live(const struct nic *nic, const struct nic_src *src)
+{
+	if (src == &nic->listen_src || src == &nic->signal_src || src == &nic->port_src ||
+	    src == &nic->udp_src || src == &nic->timer_src)
+		return true;
+	for (const struct nic_ctx *c = nic->ctxs; c; c = c->next)
+		if (src == &c->sock_src || src == &c->bell_src || src == &c->pid_src)
+			return true;
+	for (const struct nic_conn *c = nic->conns; c; c = c->next)
+		if (src == &c->src)
+			return true;
+	return port_src_is_watch(nic, src);
+}
+
 /* Handle the epoll events that are ready, waiting up to timeout_ms. */
 static int poll_events(struct nic *nic, int timeout_ms)
 {
@@ -678,33 +694,14 @@ static int poll_events(struct nic *nic, int timeout_ms)
 
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
-	/* Serving an event may free another event's context (a hang-up) or
-	 * management session (one closed to make room for a new one), so
-	 * these are looked up through their source; the events already
-	 * fetched for one that is gone are skipped by checking it is still
-	 * listed. */
+	/* Serving an event may free another event's context (a hang-up, its
+	 * host's exit), management session (one closed to make room for a
+	 * new one) or peer watch, whose sources live inside them: an event
+	 * already fetched is served only if its source is still one of the
+	 * NIC's, found by its address alone (src_live). */
 	for (int i = 0; i < n; i++) {
-		struct nic_src *src = evs[i].data.ptr;
-
-		if (src->type == NIC_SRC_CTX || src->type == NIC_SRC_DOORBELL ||
-		    src->type == NIC_SRC_PIDFD) {
-			bool live = false;
-
-			for (struct nic_ctx *c = nic->ctxs; c && !live; c = c->next)
-				live = c == src->obj;
-			if (!live)
-				continue;
-		}
-		if (src->type == NIC_SRC_PEER && !port_watch_listed(nic, src->obj))
+		if (!src_live(nic, evs[i].data.ptr))
 			continue;
-		if (src->type == NIC_SRC_MGMT || src->type == NIC_SRC_NEW) {
-			bool live = false;
-
-			for (struct nic_conn *c = nic->conns; c && !live; c = c->next)
-				live = c == src->obj;
-			if (!live)
-				continue;
-		}
 		serve_event(nic, &evs[i]);
 	}
 	return n;

@@ -323,8 +323,9 @@ void port_peer_watch(struct nic *nic, struct qp *qp);
 void port_peer_unwatch(struct nic *nic, struct qp *qp);
 /* Its pidfd is readable (the peer's process ended); w may be freed. */
 void port_peer_event(struct nic *nic, struct port_watch *w);
-/* Whether w is still one of nic's watches (for events fetched before it went). */
-bool port_watch_listed(const struct nic *nic, const struct port_watch *w);
+/* Whether src is the source of one of nic's watches now (for events fetched
+ * before it went: src's address only is compared). */
+bool port_src_is_watch(const struct nic *nic, const struct nic_src *src);
 /* A free frame (-ENOBUFS, -EHOSTUNREACH without a fabric), counted; ctl:
  * for a packet without payload, which may take the frames kept for those
  * (fab_frame_get_ctl). */

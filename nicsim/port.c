@@ -137,10 +137,10 @@ static int pidfd_of(uint32_t pid)
 #endif
 }
 
-bool port_watch_listed(const struct nic *nic, const struct port_watch *w)
+bool port_src_is_watch(const struct nic *nic, const struct nic_src *src)
 {
 	for (uint32_t i = 0; i < nic->nwatch; i++)
-		if (nic->watch[i] == w)
+		if (src == &nic->watch[i]->src)
 			return true;
 	return false;
 }
