@@ -540,14 +540,18 @@ uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
 	struct fab_udp *u = p->udp;
 	struct mmsghdr msg[UDP_BATCH];
 	struct iovec iov[UDP_BATCH];
-	uint32_t want, got = 0;
+	uint32_t want, waiting, got = 0;
 	int r;
 
 	if (!u)
 		return 0;
 	udp_send_due(p, now);
-	/* Room to hand them out, and frames to put them in. */
-	want = p->fab->nframes - fab_port_waiting(p);
+	/* Room to hand them out, and frames to put them in: datagrams take
+	 * the frames data may take, so with as many waiting as those, none
+	 * is free (and looking for one would scan the whole pool). */
+	want = p->fab->nframes - fab_ctl_frames(p->fab->nframes);
+	waiting = fab_port_waiting(p);
+	want = waiting < want ? want - waiting : 0;
 	if (want > UDP_BATCH)
 		want = UDP_BATCH;
 	while (u->nstash < want && fab_frame_get(p, &u->stash[u->nstash], NULL) == 0)
