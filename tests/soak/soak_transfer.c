@@ -69,6 +69,17 @@ static void take_snap(struct snap *s)
 
 #define D_TX(x, y, f) ((y)->f - (x)->f)
 
+/* What NIC name's transport did between x and y. */
+static void print_nic(const char *name, const struct nic_stats *x, const struct nic_stats *y)
+{
+	printf("      NIC %s: go-back-N restarts %llu, timeouts %llu, NAKs sent %llu, frames "
+	       "refused %llu, QP errors %llu\n",
+	       name, (unsigned long long)D_TX(x, y, retransmits),
+	       (unsigned long long)D_TX(x, y, timeouts), (unsigned long long)D_TX(x, y, naks_sent),
+	       (unsigned long long)D_TX(x, y, rx_bad_frames),
+	       (unsigned long long)D_TX(x, y, qp_errors));
+}
+
 /*
  * What one kind did between s0 and s1: its figures on stdout, and the
  * checks that the faults happened (every rule struck, frames were refused
@@ -97,22 +108,8 @@ static void report(const char *kind, uint64_t bytes, const struct snap *s0, cons
 	       (unsigned long long)D_TX(&s0->ab, &s1->ab, tx.frames),
 	       (unsigned long long)D_TX(&s0->ba, &s1->ba, tx.frames), (unsigned long long)lost,
 	       (unsigned long long)dup, (unsigned long long)reord, (unsigned long long)corr);
-	printf(
-	    "      NIC A: go-back-N restarts %llu, timeouts %llu, NAKs sent %llu, frames refused "
-	    "%llu, QP errors %llu\n",
-	    (unsigned long long)D_TX(&s0->a, &s1->a, retransmits),
-	    (unsigned long long)D_TX(&s0->a, &s1->a, timeouts),
-	    (unsigned long long)D_TX(&s0->a, &s1->a, naks_sent),
-	    (unsigned long long)D_TX(&s0->a, &s1->a, rx_bad_frames),
-	    (unsigned long long)D_TX(&s0->a, &s1->a, qp_errors));
-	printf(
-	    "      NIC B: go-back-N restarts %llu, timeouts %llu, NAKs sent %llu, frames refused "
-	    "%llu, QP errors %llu\n",
-	    (unsigned long long)D_TX(&s0->b, &s1->b, retransmits),
-	    (unsigned long long)D_TX(&s0->b, &s1->b, timeouts),
-	    (unsigned long long)D_TX(&s0->b, &s1->b, naks_sent),
-	    (unsigned long long)D_TX(&s0->b, &s1->b, rx_bad_frames),
-	    (unsigned long long)D_TX(&s0->b, &s1->b, qp_errors));
+	print_nic("A", &s0->a, &s1->a);
+	print_nic("B", &s0->b, &s1->b);
 	fflush(stdout);
 	NST_GE(payload, bytes);
 	NST_GT(lost, 0);
