@@ -1078,6 +1078,45 @@ static int server_fail(struct vp *vp, enum wait_result w, unsigned ping, const c
 }
 
 /*
+ * One RDMA READ or WRITE of the server, with the client's rkey forged when
+ * --forge-rkey names this operation: posts it, waits, and judges it.  *done
+ * says the run ends here (the forged operation's outcome, or a failure),
+ * with the exit status returned.
+ */
+static int server_rdma(struct vp *vp, enum ibv_wr_opcode op, unsigned ping, uint32_t len,
+		       uint64_t addr, uint32_t rkey, bool *done)
+{
+	bool read = op == IBV_WR_RDMA_READ;
+	bool forged = vp->forge == (read ? 'r' : 'w');
+	const char *name = read ? "RDMA READ" : "RDMA WRITE";
+	char what[96];
+	enum wait_result w;
+
+	*done = true;
+	if (forged)
+		rkey ^= 0xff;
+	if (post_rdma(vp, op, len, addr, rkey))
+		return EXIT_FAIL;
+	snprintf(what, sizeof(what), "the %s of ping %u (%u bytes)", name, ping, len);
+	w = forged ? wait_rdma_forged(vp, what) : wait_rdma(vp, what);
+	if (w != WAIT_OK)
+		return server_fail(vp, w, ping, what);
+	if (forged)
+		return forge_outcome(vp, name, rkey);
+	if (vp->rdma_status != IBV_WC_SUCCESS) {
+		say(vp,
+		    "ping %u: %s of %u bytes %s 0x%" PRIx64 " rkey 0x%x completed with status '%s' "
+		    "(%d)",
+		    ping, name, len, read ? "from" : "to", addr, rkey,
+		    ibv_wc_status_str(vp->rdma_status), vp->rdma_status);
+		print_log(vp);
+		return EXIT_FAIL;
+	}
+	*done = false;
+	return EXIT_OK;
+}
+
+/*
  * Between pings a client's disconnect may show first as flushed work
  * requests (the QP went to error) before the CM event: true if nothing
  * but flushes failed and the DISCONNECTED event follows within the
@@ -1104,6 +1143,8 @@ static int serve(struct vp *vp)
 	uint32_t min = UINT32_MAX, max = 0;
 	enum wait_result w;
 	double t0 = now_s();
+	bool done;
+	int rc;
 
 	for (;; ping++) {
 		snprintf(what, sizeof(what), "the RDMA READ advertisement of ping %u", ping);
@@ -1125,25 +1166,10 @@ static int serve(struct vp *vp)
 		min = len < min ? len : min;
 		max = len > max ? len : max;
 
-		uint32_t rkey = vp->forge == 'r' ? m.rkey ^ 0xff : m.rkey;
 		memset(vp->rdma_buf, SENTINEL, len);
-		if (post_rdma(vp, IBV_WR_RDMA_READ, len, m.addr, rkey))
-			return EXIT_FAIL;
-		snprintf(what, sizeof(what), "the RDMA READ of ping %u (%u bytes)", ping, len);
-		w = vp->forge == 'r' ? wait_rdma_forged(vp, what) : wait_rdma(vp, what);
-		if (w != WAIT_OK)
-			return server_fail(vp, w, ping, what);
-		if (vp->forge == 'r')
-			return forge_outcome(vp, "RDMA READ", rkey);
-		if (vp->rdma_status != IBV_WC_SUCCESS) {
-			say(vp,
-			    "ping %u: RDMA READ of %u bytes from 0x%" PRIx64
-			    " rkey 0x%x completed with status '%s' (%d)",
-			    ping, len, m.addr, rkey, ibv_wc_status_str(vp->rdma_status),
-			    vp->rdma_status);
-			print_log(vp);
-			return EXIT_FAIL;
-		}
+		rc = server_rdma(vp, IBV_WR_RDMA_READ, ping, len, m.addr, m.rkey, &done);
+		if (done)
+			return rc;
 		if (vp->validate) {
 			fill_pattern(vp->expect_buf, len, ping);
 			long at = first_difference(vp->rdma_buf, vp->expect_buf, len);
@@ -1174,24 +1200,9 @@ static int serve(struct vp *vp)
 			    ping, m.size, len);
 			return EXIT_FAIL;
 		}
-		rkey = vp->forge == 'w' ? m.rkey ^ 0xff : m.rkey;
-		if (post_rdma(vp, IBV_WR_RDMA_WRITE, len, m.addr, rkey))
-			return EXIT_FAIL;
-		snprintf(what, sizeof(what), "the RDMA WRITE of ping %u (%u bytes)", ping, len);
-		w = vp->forge == 'w' ? wait_rdma_forged(vp, what) : wait_rdma(vp, what);
-		if (w != WAIT_OK)
-			return server_fail(vp, w, ping, what);
-		if (vp->forge == 'w')
-			return forge_outcome(vp, "RDMA WRITE", rkey);
-		if (vp->rdma_status != IBV_WC_SUCCESS) {
-			say(vp,
-			    "ping %u: RDMA WRITE of %u bytes to 0x%" PRIx64
-			    " rkey 0x%x completed with status '%s' (%d)",
-			    ping, len, m.addr, rkey, ibv_wc_status_str(vp->rdma_status),
-			    vp->rdma_status);
-			print_log(vp);
-			return EXIT_FAIL;
-		}
+		rc = server_rdma(vp, IBV_WR_RDMA_WRITE, ping, len, m.addr, m.rkey, &done);
+		if (done)
+			return rc;
 		snprintf(what, sizeof(what), "the go-ahead of ping %u", ping);
 		w = wait_sends(vp, what);
 		if (w != WAIT_OK)
