@@ -25,6 +25,7 @@
 #include "fab_addr.h"
 #include "nicsim_switch.h"
 #include "nstest.h"
+#include "nstsw.h"
 #include "nstnic.h"
 #include "nstspidata.h"
 
@@ -55,20 +56,6 @@ static struct sockaddr_in sin_of(const char *addr, uint16_t port)
 	return addr_of(addr, port);
 }
 
-static void set_int(int s, int level, int opt, int v)
-{
-	NST_EQ(nsw_setsockopt(s, level, opt, &v, sizeof(v)), 0);
-}
-
-static int get_int(int s, int level, int opt)
-{
-	int v = -1;
-	socklen_t l = sizeof(v);
-
-	NST_EQ(nsw_getsockopt(s, level, opt, &v, &l), 0);
-	return v;
-}
-
 /* Wait for POLLIN on fd, up to ms: whether it came. */
 static bool readable_within(int fd, int ms)
 {
@@ -88,13 +75,13 @@ struct opts {
 static void apply(int s, const struct opts *o, int path)
 {
 	if (o->rcvbuf)
-		set_int(s, SOL_SOCKET, SO_RCVBUF, o->rcvbuf);
+		nst_sw_set_int(s, SOL_SOCKET, SO_RCVBUF, o->rcvbuf);
 	if (path)
-		set_int(s, NSW_SOL, NSW_PATH, path);
+		nst_sw_set_int(s, NSW_SOL, NSW_PATH, path);
 	if (o->threshold)
-		set_int(s, NSW_SOL, NSW_RDMA_THRESHOLD, o->threshold);
+		nst_sw_set_int(s, NSW_SOL, NSW_RDMA_THRESHOLD, o->threshold);
 	if (o->max_rdma)
-		set_int(s, NSW_SOL, NSW_MAX_RDMA, o->max_rdma);
+		nst_sw_set_int(s, NSW_SOL, NSW_MAX_RDMA, o->max_rdma);
 }
 
 /*
@@ -121,8 +108,8 @@ static void sw_pair(const char *srv_addr, const char *cli_addr, const struct opt
 	*srv = nsw_accept(l, NULL, NULL);
 	NST_REQUIRE(*srv >= 0);
 	NST_REQUIRE(readable_within(c, WAIT_MS));
-	NST_REQUIRE_EQ(get_int(c, SOL_SOCKET, SO_ERROR), 0);
-	set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
+	NST_REQUIRE_EQ(nst_sw_get_int(c, SOL_SOCKET, SO_ERROR), 0);
+	nst_sw_set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
 	*cli = c;
 	NST_EQ(nsw_close(l), 0);
 }
@@ -241,8 +228,10 @@ static void echo_sizes(const char *srv_addr, const char *cli_addr, const struct 
 			break;
 		/* Both HELLOs are in once a byte went each way. */
 		if (i == 0) {
-			NST_EQ(get_int(cli, NSW_SOL, NSW_PATH), path_to_srv | path_to_cli << 4);
-			NST_EQ(get_int(srv, NSW_SOL, NSW_PATH), path_to_cli | path_to_srv << 4);
+			NST_EQ(nst_sw_get_int(cli, NSW_SOL, NSW_PATH),
+			       path_to_srv | path_to_cli << 4);
+			NST_EQ(nst_sw_get_int(srv, NSW_SOL, NSW_PATH),
+			       path_to_cli | path_to_srv << 4);
 		}
 	}
 	{
@@ -503,7 +492,7 @@ static void test_smallest_pool_no_deadlock(void)
 	int srv, cli;
 
 	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
-	NST_EQ(get_int(srv, SOL_SOCKET, SO_RCVBUF), 2048);
+	NST_EQ(nst_sw_get_int(srv, SOL_SOCKET, SO_RCVBUF), 2048);
 	both_ways(srv, cli, 80u << 20);
 	NST_EQ(nsw_close(cli), 0);
 	NST_EQ(nsw_close(srv), 0);
@@ -790,8 +779,8 @@ static void test_nonblocking_with_poll(void)
 
 	NST_REQUIRE(buf != NULL);
 	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
-	set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
-	NST_EQ(get_int(srv, NSW_SOL, NSW_NONBLOCK), 1);
+	nst_sw_set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
+	NST_EQ(nst_sw_get_int(srv, NSW_SOL, NSW_NONBLOCK), 1);
 	NST_EQ(nsw_recv(srv, &c, 1, 0), -1);
 	NST_EQ(errno, EAGAIN);
 	NST_EQ(nsw_recv(cli, &c, 1, MSG_DONTWAIT), -1);
@@ -806,7 +795,7 @@ static void test_nonblocking_with_poll(void)
 	NST_TRUE(!readable_within(srv, 0));
 	/* A large non-blocking send takes what its staging holds and
 	 * returns; the next waits for the transfer (EAGAIN, then POLLIN). */
-	set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
+	nst_sw_set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
 	n = nsw_send(cli, src + so % PAT, 8u << 20, 0);
 	NST_TRUE(n > 0 && n < (ssize_t)(8u << 20));
 	if (n > 0)
@@ -865,7 +854,7 @@ static void test_eof_told_then_wait_for_room(void)
 	NST_REQUIRE(buf != NULL);
 	sw_pair(ADDR_A, ADDR_B, &o, &srv, &cli);
 	NST_EQ(nsw_shutdown(srv, SHUT_WR), 0);
-	set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
+	nst_sw_set_int(cli, NSW_SOL, NSW_NONBLOCK, 1);
 	/* The end, told (the descriptor is a hint: wait again on EAGAIN). */
 	for (int i = 0; i < 100 && (n = nsw_recv(cli, &c, 1, 0)) < 0 && errno == EAGAIN; i++)
 		readable_within(cli, WAIT_MS);
@@ -890,7 +879,7 @@ static void test_eof_told_then_wait_for_room(void)
 				   (unsigned long long)ro, (unsigned long long)so);
 			break;
 		}
-		set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
+		nst_sw_set_int(srv, NSW_SOL, NSW_NONBLOCK, 1);
 		n = nsw_recv(srv, buf, BIG, 0);
 		if (n < 0 && errno == EAGAIN)
 			continue;
@@ -908,7 +897,7 @@ static void test_eof_told_then_wait_for_room(void)
 	NST_TRUE(readable_within(cli, WAIT_MS));
 	n = nsw_send(cli, src + so % PAT, 100, 0);
 	NST_EQ(n, 100);
-	set_int(srv, NSW_SOL, NSW_NONBLOCK, 0);
+	nst_sw_set_int(srv, NSW_SOL, NSW_NONBLOCK, 0);
 	NST_EQ(nsw_setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
 	NST_TRUE(recv_stream(srv, buf, &ro, 100, 0, 6));
 	NST_EQ(nsw_close(cli), 0);

@@ -23,6 +23,7 @@
 
 #include "nicsim_switch.h"
 #include "nstest.h"
+#include "nstsw.h"
 #include "nstnic.h"
 #include "nstspidata.h"
 
@@ -48,11 +49,6 @@
 		NST_CHECK_(r_ == -1 && errno == (want), CU_FALSE, "%s: %lld, %s; want -1, %s", \
 			   #call, r_, strerror(errno), strerror(want));                        \
 	} while (0)
-
-static void set_int(int s, int level, int opt, int v)
-{
-	NST_EQ(nsw_setsockopt(s, level, opt, &v, sizeof(v)), 0);
-}
 
 static bool readable_within(int fd, int ms)
 {
@@ -94,7 +90,7 @@ static void pair(int *srv, int *cli)
 	NST_REQUIRE(readable_within(c, WAIT_MS));
 	NST_REQUIRE_EQ(nsw_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), 0);
 	NST_REQUIRE_EQ(err, 0);
-	set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
+	nst_sw_set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
 	*cli = c;
 	NST_EQ(nsw_close(l), 0);
 }

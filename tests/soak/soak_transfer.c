@@ -29,6 +29,7 @@
 #include "nicsim_mgmt.h"
 #include "nicsim_switch.h"
 #include "nstest.h"
+#include "nstsw.h"
 #include "nstnic.h"
 #include "nstspi.h"
 #include "nstspidata.h"
@@ -346,20 +347,6 @@ static void *stream_send_main(void *arg)
 	return NULL;
 }
 
-static void set_int(int s, int level, int opt, int v)
-{
-	NST_EQ(nsw_setsockopt(s, level, opt, &v, sizeof(v)), 0);
-}
-
-static int get_int(int s, int level, int opt)
-{
-	int v = -1;
-	socklen_t l = sizeof(v);
-
-	NST_EQ(nsw_getsockopt(s, level, opt, &v, &l), 0);
-	return v;
-}
-
 static void set_timeout(int s, int opt, int ms)
 {
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -382,8 +369,8 @@ static void stream_pair(int path, int *srv, int *cli)
 
 	NST_REQUIRE(l >= 0 && c >= 0);
 	if (path) {
-		set_int(l, NSW_SOL, NSW_PATH, path);
-		set_int(c, NSW_SOL, NSW_PATH, path);
+		nst_sw_set_int(l, NSW_SOL, NSW_PATH, path);
+		nst_sw_set_int(c, NSW_SOL, NSW_PATH, path);
 	}
 	set_timeout(l, SO_RCVTIMEO, WAIT_MS);
 	NST_REQUIRE_EQ(nsw_bind(l, (struct sockaddr *)&to, sizeof(to)), 0);
@@ -394,8 +381,8 @@ static void stream_pair(int path, int *srv, int *cli)
 	*srv = nsw_accept(l, NULL, NULL);
 	NST_CHECK_(*srv >= 0, CU_TRUE, "accept: %s", strerror(errno));
 	NST_REQUIRE(poll(&p, 1, WAIT_MS) == 1 && (p.revents & POLLIN));
-	NST_REQUIRE_EQ(get_int(c, SOL_SOCKET, SO_ERROR), 0);
-	set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
+	NST_REQUIRE_EQ(nst_sw_get_int(c, SOL_SOCKET, SO_ERROR), 0);
+	nst_sw_set_int(c, NSW_SOL, NSW_NONBLOCK, 0);
 	*cli = c;
 	NST_EQ(nsw_close(l), 0);
 }
@@ -460,7 +447,7 @@ static void stream_soak(int path, const char *name, uint32_t seed)
 		NST_EQ_U(st_srv.bytes_received, total);
 		NST_GT(st_cli.large_sends, 0);
 		/* The data went the path asked for (the sending direction's bits). */
-		NST_EQ(get_int(cli, NSW_SOL, NSW_PATH) & 0xf,
+		NST_EQ(nst_sw_get_int(cli, NSW_SOL, NSW_PATH) & 0xf,
 		       path == NSW_PATH_WRITE ? NSW_PATH_WRITE : NSW_PATH_READ);
 		report(name, got, &s0, &s1);
 		printf(
