@@ -656,10 +656,9 @@ uint16_t ctx_reg_check(void *nic_arg, void *ctx, uint64_t va)
 	struct nic *nic = nic_arg;
 	struct nic_ctx *c = ctx;
 	unsigned char byte;
-	struct iovec local = {.iov_base = &byte, .iov_len = 1};
-	struct iovec remote = {.iov_base = (void *)(uintptr_t)va, .iov_len = 1};
-
-	ssize_t n;
+	const struct dma_seg seg = {.va = va, .len = 1};
+	/* A group host's with its own rights (struct dma_as). */
+	const struct dma_maps maps = {.as = c->by_group ? &c->as : NULL};
 	int err;
 
 	/* Checked at each registration for another user's host: its process
@@ -667,21 +666,12 @@ uint16_t ctx_reg_check(void *nic_arg, void *ctx, uint64_t va)
 	 * (struct dma_as), and its DMA would be refused anyway. */
 	if (c->dma_ok && !c->by_group)
 		return NIC_STATUS_OK;
-	if (c->by_group && (err = dma_as_enter(&c->as)) < 0) {
-		errno = -err;
-		n = -1;
-	} else {
-		n = process_vm_readv((pid_t)c->pid, &local, 1, &remote, 1, 0);
-		err = n < 0 ? errno : 0;
-		if (c->by_group)
-			dma_as_leave();
-		errno = err;
-	}
-	if (n == 1) {
+	err = dma_read((pid_t)c->pid, &maps, &seg, 1, 0, &byte, 1);
+	if (!err) {
 		c->dma_ok = true;
 		return NIC_STATUS_OK;
 	}
-	if (errno != EPERM)
+	if (err != -EPERM)
 		return NIC_STATUS_OK;
 	nic->stats.dma_faults++;
 	if (!c->dma_denied_logged)

@@ -135,9 +135,12 @@ static void own_ids(void)
 	getresgid(&own_rgid, &own_egid, &g);
 }
 
-/* The raw system calls change the calling thread's ids only (glibc's
- * wrappers would change every thread's); gid first, while still allowed. */
-int dma_as_enter(const struct dma_as *as)
+/* Run with as's ids (0, or -errno with nothing changed), and back to this
+ * process's own (aborts if it cannot: going on with the wrong rights is
+ * worse than stopping).  The raw system calls change the calling thread's
+ * ids only (glibc's wrappers would change every thread's); gid first,
+ * while still allowed. */
+static int dma_as_enter(const struct dma_as *as)
 {
 	int err;
 
@@ -153,7 +156,7 @@ int dma_as_enter(const struct dma_as *as)
 	return 0;
 }
 
-void dma_as_leave(void)
+static void dma_as_leave(void)
 {
 	if (syscall(SYS_setresuid, own_ruid, own_euid, (uid_t)-1) < 0 ||
 	    syscall(SYS_setresgid, own_rgid, own_egid, (gid_t)-1) < 0)

@@ -77,12 +77,6 @@ struct dma_as {
 	uint32_t uid, gid;
 };
 
-/* Run with as's ids (0, or -errno with nothing changed), and back to this
- * process's own (aborts if it cannot: going on with the wrong rights is
- * worse than stopping).  For callers of process_vm_* outside this file. */
-int dma_as_enter(const struct dma_as *as);
-void dma_as_leave(void);
-
 /* Copy len bytes at offset off of the host's segments into buf. */
 int dma_read(pid_t pid, const struct dma_maps *maps, const struct dma_seg *segs, unsigned nsegs,
 	     uint64_t off, void *buf, size_t len);
