@@ -285,15 +285,19 @@ static void fill_pattern(char *buf, uint32_t size, unsigned ping)
 	buf[size - 1] = 0;
 }
 
-/* Index of the first byte where a and b differ, or -1 if they are equal. */
-static long first_difference(const char *a, const char *b, uint32_t size)
+/* Whether size bytes got differ from want; says where, for ping, if so. */
+static bool data_differs(struct vp *vp, unsigned ping, const char *got, const char *want,
+			 uint32_t size)
 {
-	if (memcmp(a, b, size) == 0)
-		return -1;
-	for (uint32_t i = 0; i < size; i++)
-		if (a[i] != b[i])
-			return (long)i;
-	return -1;
+	uint32_t i = 0;
+
+	if (memcmp(got, want, size) == 0)
+		return false;
+	while (i < size && got[i] == want[i])
+		i++;
+	say(vp, "ping %u (%u bytes): data mismatch at byte %u (0x%02x, expected 0x%02x)", ping,
+	    size, i, (unsigned char)got[i], (unsigned char)want[i]);
+	return true;
 }
 
 /* ---- completions and CM events ------------------------------------------ */
@@ -1020,18 +1024,8 @@ static int run_client(struct vp *vp)
 			print_log(vp);
 			return EXIT_FAIL;
 		}
-		if (vp->validate) {
-			long at = first_difference(vp->rdma_buf, vp->start_buf, size);
-
-			if (at >= 0) {
-				say(vp,
-				    "ping %u (%u bytes): data mismatch at byte %ld (0x%02x, "
-				    "expected 0x%02x)",
-				    ping, size, at, (unsigned char)vp->rdma_buf[at],
-				    (unsigned char)vp->start_buf[at]);
-				return EXIT_FAIL;
-			}
-		}
+		if (vp->validate && data_differs(vp, ping, vp->rdma_buf, vp->start_buf, size))
+			return EXIT_FAIL;
 		if (vp->verbose && size <= PRINT_MAX)
 			printf("ping data: %.*s\n", (int)size, vp->rdma_buf);
 	}
@@ -1075,6 +1069,20 @@ static int server_fail(struct vp *vp, enum wait_result w, unsigned ping, const c
 		    what);
 	print_log(vp);
 	return EXIT_FAIL;
+}
+
+/* Once the last send has gone, tell the client it may go on (an empty
+ * message): EXIT_OK, or the exit code of the failure. */
+static int server_go_ahead(struct vp *vp, unsigned ping)
+{
+	char what[64];
+	enum wait_result w;
+
+	snprintf(what, sizeof(what), "the go-ahead of ping %u", ping);
+	w = wait_sends(vp, what);
+	if (w != WAIT_OK)
+		return server_fail(vp, w, ping, what);
+	return post_send_msg(vp, 0, 0, 0) ? EXIT_FAIL : EXIT_OK;
 }
 
 /*
@@ -1172,25 +1180,15 @@ static int serve(struct vp *vp)
 			return rc;
 		if (vp->validate) {
 			fill_pattern(vp->expect_buf, len, ping);
-			long at = first_difference(vp->rdma_buf, vp->expect_buf, len);
-			if (at >= 0) {
-				say(vp,
-				    "ping %u (%u bytes): data mismatch at byte %ld (0x%02x, "
-				    "expected 0x%02x)",
-				    ping, len, at, (unsigned char)vp->rdma_buf[at],
-				    (unsigned char)vp->expect_buf[at]);
+			if (data_differs(vp, ping, vp->rdma_buf, vp->expect_buf, len))
 				return EXIT_FAIL;
-			}
 		}
 		if (vp->verbose && len <= PRINT_MAX)
 			printf("server ping data: %.*s\n", (int)len, vp->rdma_buf);
 
-		snprintf(what, sizeof(what), "the go-ahead of ping %u", ping);
-		w = wait_sends(vp, what);
-		if (w != WAIT_OK)
-			return server_fail(vp, w, ping, what);
-		if (post_send_msg(vp, 0, 0, 0))
-			return EXIT_FAIL;
+		rc = server_go_ahead(vp, ping);
+		if (rc != EXIT_OK)
+			return rc;
 		snprintf(what, sizeof(what), "the RDMA WRITE advertisement of ping %u", ping);
 		w = wait_msg(vp, &m, what);
 		if (w != WAIT_OK)
@@ -1203,12 +1201,9 @@ static int serve(struct vp *vp)
 		rc = server_rdma(vp, IBV_WR_RDMA_WRITE, ping, len, m.addr, m.rkey, &done);
 		if (done)
 			return rc;
-		snprintf(what, sizeof(what), "the go-ahead of ping %u", ping);
-		w = wait_sends(vp, what);
-		if (w != WAIT_OK)
-			return server_fail(vp, w, ping, what);
-		if (post_send_msg(vp, 0, 0, 0))
-			return EXIT_FAIL;
+		rc = server_go_ahead(vp, ping);
+		if (rc != EXIT_OK)
+			return rc;
 	}
 	double secs = now_s() - t0;
 
