@@ -81,6 +81,29 @@ static int count_entries(const char *path, const char *prefix)
 	return n;
 }
 
+/* What each descriptor of pid is, on stderr: what a NIC kept is then named. */
+static void list_fds(const char *who, pid_t pid)
+{
+	char path[64], link[340], target[512];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = 0;
+		fprintf(stderr, "  %s fd %s: %s\n", who, e->d_name, target);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Shared-memory references a NIC holds: descriptors and mappings of memfds. */
 static int shm_refs(pid_t pid)
 {
@@ -162,6 +185,10 @@ static void check_base(const char *what, int round)
 		    what, round, s.tpt_a, base.tpt_a, s.tpt_b, base.tpt_b, s.fds_a, base.fds_a,
 		    s.fds_b, base.fds_b, s.shm_a, base.shm_a, s.shm_b, base.shm_b, s.files,
 		    base.files, s.devshm, base.devshm, s.frames, base.frames);
+	if (s.fds_a != base.fds_a)
+		list_fds("NIC A", nic_a);
+	if (s.fds_b != base.fds_b)
+		list_fds("NIC B", nic_b);
 	if (s.frames != base.frames) {
 		struct fab_port_info *l = NULL;
 		size_t np = 0;
