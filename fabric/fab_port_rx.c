@@ -341,6 +341,7 @@ int fab_recv(struct fab_port *p, struct fab_rx *rx)
 	while ((first = wait_first(p)) && due_by(first, now)) {
 		wait_pop(p, &e);
 		if (e.marks & FAB_ENT_UDP) {
+			p->udp_waiting--;
 			*rx = (struct fab_rx){
 			    .idx = e.idx,
 			    .len = e.len,
@@ -446,4 +447,5 @@ void fab_port_rx_close(struct fab_port *p)
 		wait_pop(p, &e);
 		fab_port_release(p, e.idx);
 	}
+	p->udp_waiting = 0;
 }

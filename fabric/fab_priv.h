@@ -114,7 +114,8 @@ struct fab_port {
 	uint32_t clock_sends; /* sent on the reading in clock (send_clock) */
 	uint32_t nheld;
 	uint32_t held[FAB_HELD_MAX];
-	struct fab_udp *udp; /* its UDP side (fab_udp.c), or NULL */
+	struct fab_udp *udp;  /* its UDP side (fab_udp.c), or NULL */
+	uint32_t udp_waiting; /* datagrams among the frames waiting for fab_recv */
 };
 
 /* Section accessors; slots and indices already checked by the caller. */

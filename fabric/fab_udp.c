@@ -54,6 +54,8 @@
 
 /* Frames received or sent per system call. */
 #define UDP_BATCH 32u
+/* Datagrams received and not yet taken by fab_recv, at most. */
+#define UDP_WAITING_MAX (2 * UDP_BATCH)
 /* Socket buffers: a few milliseconds of traffic at several Gbit/s. */
 #define UDP_SOCKBUF (8 << 20)
 /* Header of the IPv4 and UDP part of a frame. */
@@ -546,12 +548,19 @@ uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
 	if (!u)
 		return 0;
 	udp_send_due(p, now);
-	/* Room to hand them out, and frames to put them in: datagrams take
-	 * the frames data may take, so with as many waiting as those, none
-	 * is free (and looking for one would scan the whole pool). */
+	/* Room to hand them out, and frames to put them in.  At most
+	 * UDP_WAITING_MAX datagrams wait in the port: more would only move
+	 * the socket's queue into the pool, where a flood would hold every
+	 * frame and each fab_frame_get would scan the pool for a free one.
+	 * Datagrams take the frames data may take, so with as many waiting
+	 * as those, none is free. */
+	if (p->udp_waiting >= UDP_WAITING_MAX)
+		return 0;
 	want = p->fab->nframes - fab_ctl_frames(p->fab->nframes);
 	waiting = fab_port_waiting(p);
 	want = waiting < want ? want - waiting : 0;
+	if (want > UDP_WAITING_MAX - p->udp_waiting)
+		want = UDP_WAITING_MAX - p->udp_waiting;
 	if (want > UDP_BATCH)
 		want = UDP_BATCH;
 	while (u->nstash < want && fab_frame_get(p, &u->stash[u->nstash], NULL) == 0)
@@ -599,8 +608,10 @@ uint32_t fab_udp_pull(struct fab_port *p, uint64_t now)
 					  .src_addr = saddr,
 					  .marks = FAB_ENT_UDP};
 		fab_port_tap(p, idx, e.len, saddr, p->addr, 0, now, now, 0, false);
-		if (fab_port_deliver_later(p, &e))
+		if (fab_port_deliver_later(p, &e)) {
+			p->udp_waiting++;
 			got++;
+		}
 	}
 	/* Close the stash over the frames handed on. */
 	{
