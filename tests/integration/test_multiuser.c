@@ -94,7 +94,8 @@ struct seen {
 	int b_reach_own; /* and to a listener of B's own on it (the path works) */
 	/* member M1 */
 	int m_dircheck, m_attach1, m_attach2, m_reg, m_connect, m_write, m_read, m_mgmt, m_mgmt_st,
-	    m_fab, m_nic_pid;
+	    m_fab, m_nic_pid, m_down_rc;
+	char m_down_out[1024];
 	/* member M2 */
 	int m2_attach, m2_reg;
 	/* N, outside G */
@@ -503,6 +504,10 @@ static int member_main(void *arg)
 	/* The fabric segment: root's alone. */
 	snprintf(path, sizeof(path), "%s/fabric.shm", dir_s);
 	seen->m_fab = open_errno(path, O_RDONLY);
+	/* Stopping root's NICs: refused, with what to do instead. */
+	seen->m_down_rc =
+	    nst_run((const char *const[]){nst_bin("nicsim"), "down", "--dir", dir_s, NULL},
+		    seen->m_down_out, sizeof(seen->m_down_out), WAIT_MS);
 	return 0;
 }
 
@@ -786,6 +791,11 @@ static void test_group_member_attaches(void)
 	NST_EQ(seen->m_mgmt_st, NIC_STATUS_DENIED);
 	NST_EQ(seen->m_fab, -EACCES);
 	NST_EQ(stat_of(sock_s1, NST_STAT(attach_denied)), denied + 1);
+	printf("\n    member's nicsim down: exit %d: %s", seen->m_down_rc, seen->m_down_out);
+	NST_GT(seen->m_down_rc, 0);
+	NST_TRUE(strstr(seen->m_down_out, "belongs to uid 0") != NULL);
+	NST_TRUE(strstr(seen->m_down_out, "--dir D or NICSIM_DIR") != NULL);
+	NST_TRUE(nst_pid_alive(nic_s1) && nst_pid_alive(nic_s2));
 
 	NST_REQUIRE_EQ(run_child(member2_main, NULL), 0);
 	NST_EQ(seen->m2_attach, 0);
