@@ -35,6 +35,7 @@
 #endif
 
 #include "nicsim_abi_util.h"
+#include "nicsim_refusal.h"
 #include "nicsim_ring.h"
 
 /* Commands executed per context per pass, so that one busy host cannot
@@ -313,6 +314,34 @@ fail:
 	return err;
 }
 
+/*
+ * Keep what c's host published of its registration cache when its last
+ * registration was refused for a limit of the system, so that `nicsim
+ * show hosts` can still say why after the program has exited.  The
+ * counters are the host's own words, copied as they are: the tool formats
+ * the numbers itself.
+ */
+static void keep_refusal(struct nic *nic, const struct nic_ctx *c)
+{
+	struct nic_mgmt_host_rec *r;
+	struct nic_host_cache_stats cache;
+
+	if (!c->hdr)
+		return;
+	memcpy(&cache, &c->hdr->host_cache, sizeof(cache));
+	if (cache.magic != NIC_HOST_CACHE_MAGIC || cache.refusal == NIC_REFUSAL_NONE)
+		return;
+	if (nic->ndetached < NIC_MGMT_DETACHED_MAX) {
+		r = &nic->detached[nic->ndetached++];
+	} else {
+		r = &nic->detached[nic->detached_next];
+		nic->detached_next = (nic->detached_next + 1) % NIC_MGMT_DETACHED_MAX;
+	}
+	*r = (struct nic_mgmt_host_rec){
+	    .ctx_id = c->id, .pid = c->pid, .flags = NIC_MGMT_HOST_DETACHED, .cache = cache};
+	memcpy(r->comm, c->comm, sizeof(r->comm));
+}
+
 void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 {
 	uint32_t released;
@@ -325,6 +354,7 @@ void ctx_detach(struct nic *nic, struct nic_ctx *c, const char *why)
 	}
 	nic->nctx--;
 	nic->stats.detaches++;
+	keep_refusal(nic, c);
 	conn_ctx_gone(nic, c);
 	for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
 		if (c->qps[i])

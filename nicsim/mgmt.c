@@ -251,6 +251,14 @@ static uint32_t hosts_next(struct nic *nic, struct nic_mgmt_client *m,
 	return n;
 }
 
+/* The detached hosts kept for their refusal (nic->detached), oldest first. */
+static uint32_t detached_all(const struct nic *nic, struct nic_mgmt_host_rec *recs)
+{
+	for (uint32_t i = 0; i < nic->ndetached; i++)
+		recs[i] = nic->detached[(nic->detached_next + i) % NIC_MGMT_DETACHED_MAX];
+	return nic->ndetached;
+}
+
 /* Build the next message of the reply to the request being answered. */
 static void build_next(struct nic *nic, struct nic_mgmt_client *m)
 {
@@ -284,6 +292,10 @@ static void build_next(struct nic *nic, struct nic_mgmt_client *m)
 			break;
 		case NIC_MGMT_HOSTS:
 			count = hosts_next(nic, m, recs, &last);
+			rec_size = sizeof(struct nic_mgmt_host_rec);
+			break;
+		case NIC_MGMT_DETACHED:
+			count = detached_all(nic, recs);
 			rec_size = sizeof(struct nic_mgmt_host_rec);
 			break;
 		default: status = NIC_STATUS_BAD_OPCODE; break;

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "nic.h"
 #include "nicsim_abi.h"
+#include "nicsim_mgmt.h"
 #include "qp.h"
 #include "tpt.h"
 
@@ -189,6 +190,11 @@ struct nic {
 	struct nic_ctx *ctxs;
 	uint32_t nctx;
 	uint32_t next_ctx_id;
+	/* Hosts that detached after a registration refused for a system
+	 * limit, the last NIC_MGMT_DETACHED_MAX: a ring, oldest at
+	 * detached[detached_next] once it is full (mgmt listing). */
+	struct nic_mgmt_host_rec detached[NIC_MGMT_DETACHED_MAX];
+	uint32_t ndetached, detached_next;
 	struct nic_conn *conns;    /* new and management connections */
 	uint32_t nconns;           /* how many */
 	uint32_t nmgmt;            /* how many of them are management sessions */

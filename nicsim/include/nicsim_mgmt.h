@@ -152,10 +152,12 @@ struct nic_stats {
 };
 
 enum nic_mgmt_op {
-	NIC_MGMT_STATS = 1,  /* -> one struct nic_stats */
-	NIC_MGMT_TPT = 2,    /* -> struct nic_mgmt_tpt_rec listing, live entries */
-	NIC_MGMT_FAULTS = 3, /* -> struct nic_mgmt_fault_rec listing, oldest first */
-	NIC_MGMT_HOSTS = 4,  /* -> struct nic_mgmt_host_rec listing, one per host context */
+	NIC_MGMT_STATS = 1,    /* -> one struct nic_stats */
+	NIC_MGMT_TPT = 2,      /* -> struct nic_mgmt_tpt_rec listing, live entries */
+	NIC_MGMT_FAULTS = 3,   /* -> struct nic_mgmt_fault_rec listing, oldest first */
+	NIC_MGMT_HOSTS = 4,    /* -> struct nic_mgmt_host_rec listing, one per host context */
+	NIC_MGMT_DETACHED = 5, /* -> struct nic_mgmt_host_rec listing, hosts detached after a
+				* refusal, oldest first */
 };
 
 struct nic_mgmt_req {
@@ -259,12 +261,23 @@ struct nic_mgmt_fault_rec {
  * its host publishes in its context header (all zero, magic included, when
  * the host publishes none).  Copied from the host's memory: display only.
  */
+/*
+ * A host context.  NIC_MGMT_HOSTS lists the attached ones in context id
+ * order.  NIC_MGMT_DETACHED lists the last NIC_MGMT_DETACHED_MAX that
+ * detached after a registration refused for a limit of the system
+ * (cache.refusal), oldest first, with NIC_MGMT_HOST_DETACHED in flags and
+ * the counters as they were at the end: a program that failed and exited
+ * still says why.
+ */
+#define NIC_MGMT_HOST_DETACHED 0x1u
+#define NIC_MGMT_DETACHED_MAX 8u
+
 struct nic_mgmt_host_rec {
 	uint32_t ctx_id;
 	uint32_t pid;
 	char comm[16];
-	uint32_t qps; /* QP slots in use */
-	uint32_t reserved0;
+	uint32_t qps;   /* QP slots in use */
+	uint32_t flags; /* NIC_MGMT_HOST_* */
 	struct nic_host_cache_stats cache;
 };
 

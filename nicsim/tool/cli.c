@@ -180,7 +180,11 @@ static const struct cmd_spec cmd_specs[] = {
      "One line per host context of each NIC: context, pid and program, QPs in use,\n"
      "then the registration cache its provider publishes (docs/registration-cache.md):\n"
      "on or off, hits, misses, evictions, invalidations, entries tracked and unused,\n"
-     "bytes they cover and bytes pinned. 'cache unknown' when the host publishes none."},
+     "bytes they cover and bytes pinned. 'cache unknown' when the host publishes none.\n"
+     "A host whose last registration was refused for a limit of the system (memlock,\n"
+     "ptrace) gets a second line saying which limit, its value and how to raise it;\n"
+     "the last 8 such hosts that have detached are still listed, marked 'detached'\n"
+     "(--json: under \"detached\"), so a program that failed and exited still says why."},
     {"stats", NULL, run_stats, QUERY_OPTS, "print every counter of each NIC",
      "Every counter of each NIC with its description; --json prints\n"
      "{\"nics\":[{\"addr\":...,\"stats\":{...}}]}."},
@@ -1301,6 +1305,13 @@ static void print_host(const struct cli_opts *o, const char *addr,
 		nic_refusal_text(h->refusal, h->refusal_errno, h->refusal_limit, h->refusal_in_use,
 				 h->refusal_needed, why, sizeof(why));
 
+	if (!o->json && (r->flags & NIC_MGMT_HOST_DETACHED)) {
+		/* Gone: only why it was refused matters now. */
+		if (refused)
+			printf("nic %s ctx %u pid %u (detached, comm %s) last refusal: %s\n", addr,
+			       r->ctx_id, r->pid, comm_str(r->comm, comm), why);
+		return;
+	}
 	if (o->json) {
 		printf("%s\n {\"ctx\":%u,\"pid\":%u,\"comm\":", first ? "" : ",", r->ctx_id,
 		       r->pid);
@@ -1342,19 +1353,32 @@ static void print_host(const struct cli_opts *o, const char *addr,
 
 static int query_hosts(const struct cli_opts *o, struct mgmt_client *c, const char *addr)
 {
-	void *recs;
-	size_t n;
-	int rc = mgmt_client_list(c, NIC_MGMT_HOSTS, sizeof(struct nic_mgmt_host_rec), &recs, &n);
+	const size_t size = sizeof(struct nic_mgmt_host_rec);
+	void *recs, *gone = NULL;
+	size_t n, ngone = 0, i;
+	int rc = mgmt_client_list(c, NIC_MGMT_HOSTS, size, &recs, &n);
 
+	/* Then the detached ones kept for their refusal (none from a NIC that
+	 * predates them: it does not know the request). */
+	if (!rc) {
+		rc = mgmt_client_list(c, NIC_MGMT_DETACHED, size, &gone, &ngone);
+		if (rc && c->status == NIC_STATUS_BAD_OPCODE)
+			rc = 0;
+	}
 	if (!rc && o->json)
 		printf("{\"addr\":\"%s\",\"pid\":%u,\"hosts\":[", addr, (unsigned)c->hello.nic_pid);
 	else if (!rc && n == 0)
 		printf("nic %s: no hosts attached\n", addr);
-	for (size_t i = 0; i < n; i++)
+	for (i = 0; !rc && i < n; i++)
 		print_host(o, addr, (struct nic_mgmt_host_rec *)recs + i, i == 0);
+	if (!rc && o->json)
+		printf("],\"detached\":[");
+	for (i = 0; !rc && i < ngone; i++)
+		print_host(o, addr, (struct nic_mgmt_host_rec *)gone + i, i == 0);
 	if (!rc && o->json)
 		printf("]}");
 	free(recs);
+	free(gone);
 	return rc;
 }
 

@@ -483,10 +483,22 @@ static void test_debug_refusal_by_peer_nic(void)
 	free(out);
 }
 
+/* `nicsim show hosts` of NIC A lists pid (an int *) as detached. */
+static bool listed_detached(void *arg)
+{
+	const char *argv[] = {nst_bin("nicsim"), "show", "hosts", "--nic", ADDR_A,
+			      "--dir",           dir,    NULL};
+	char out[4096], want[64];
+
+	snprintf(want, sizeof(want), "pid %d (detached", *(int *)arg);
+	return nst_run(argv, out, sizeof(out), WAIT_MS) == 0 && strstr(out, want) != NULL;
+}
+
 /*
  * A registration refused by RLIMIT_MEMLOCK says which limit, its value and
  * how to raise it: on stderr with NICSIM_DEBUG=1, and in `nicsim show hosts`
- * while the process is attached.  The SPI's code stays WSAENOBUFS.
+ * while the process is attached and after it has exited.  The SPI's code
+ * stays WSAENOBUFS.
  */
 static void test_debug_memlock_refusal(void)
 {
@@ -551,6 +563,22 @@ static void test_debug_memlock_refusal(void)
 
 	kill(child, SIGUSR1);
 	NST_EQ(nst_wait(child, 2 * WAIT_MS), 0);
+	/* Gone, and still saying why. */
+	NST_TRUE(nst_wait_until(listed_detached, &(int){child}, WAIT_MS, 5));
+	NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", hosts, shown, OUT_MAX, WAIT_MS), 0);
+	snprintf(want, sizeof(want), "pid %d qps", (int)child);
+	NST_TRUE(strstr(shown, want) == NULL);
+	snprintf(want, sizeof(want),
+		 "pid %d (detached, comm test_spi_errors) last refusal: RLIMIT_MEMLOCK is 64 "
+		 "KiB (ulimit -l: 64); the process has 0 bytes locked",
+		 (int)child);
+	HAS(shown, want);
+	NST_EQ(nst_run_shown(nst_bin("nicsim"), "nicsim", json, shown, OUT_MAX, WAIT_MS), 0);
+	snprintf(want, sizeof(want), "],\"detached\":[\n {\"ctx\":");
+	HAS(shown, want);
+	snprintf(want, sizeof(want), ",\"pid\":%d,\"comm\":\"test_spi_errors\",\"qps\":0,",
+		 (int)child);
+	HAS(shown, want);
 	close(fd);
 	free(out);
 	free(shown);
