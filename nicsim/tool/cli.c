@@ -860,15 +860,65 @@ static const char *const reason_texts[] = {
 #undef REASON_TEXT
 };
 
-/* A program name from a NIC record: at most 16 bytes, maybe unterminated,
- * with control characters shown as '?'. */
+/*
+ * The length of the UTF-8 character at s (at most n bytes), 0 if the bytes
+ * there are not one (a stray, overlong or cut sequence, a surrogate); its
+ * code point in *cp.
+ */
+static size_t utf8_char(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4   ? 4
+		     : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		     : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+						    : 0;
+
+	if (!len || len > n)
+		return 0;
+	*cp = s[0] & (0x7fu >> len);
+	for (size_t k = 1; k < len; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (s[k] & 0x3fu);
+	}
+	if (*cp < min[len] || *cp > 0x10ffff || (*cp >= 0xd800 && *cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * A program name from a NIC record: at most 16 bytes, maybe unterminated.
+ * Any process names itself (PR_SET_NAME), and this goes to a terminal:
+ * each control character is shown as '?', the C1 ones (U+0080 to U+009F,
+ * which a terminal may take as CSI and the like) and those that break or
+ * reorder the line (line and paragraph separators, bidirectional marks,
+ * embeddings, overrides and isolates) included, and so is each byte that
+ * is not part of a UTF-8 character.
+ */
 static const char *comm_str(const char comm[16], char buf[17])
 {
-	size_t i;
+	const unsigned char *s = (const unsigned char *)comm;
+	size_t i = 0, o = 0, len;
+	uint32_t cp;
 
-	for (i = 0; i < 16 && comm[i]; i++)
-		buf[i] = (unsigned char)comm[i] < 0x20 || comm[i] == 0x7f ? '?' : comm[i];
-	buf[i] = '\0';
+	while (i < 16 && s[i]) {
+		if (s[i] < 0x80) {
+			buf[o++] = s[i] < 0x20 || s[i] == 0x7f ? '?' : (char)s[i];
+			i++;
+			continue;
+		}
+		len = utf8_char(s + i, strnlen(comm + i, 16 - i), &cp);
+		if (!len || cp <= 0x9f || cp == 0x200e || cp == 0x200f ||
+		    (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+			buf[o++] = '?';
+			i += len ? len : 1;
+			continue;
+		}
+		memcpy(buf + o, s + i, len);
+		o += len;
+		i += len;
+	}
+	buf[o] = '\0';
 	return buf;
 }
 

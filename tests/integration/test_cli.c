@@ -491,6 +491,56 @@ static void test_up_timeout(void)
 
 /* ---- A fake NIC with hand-made replies --------------------------------------- */
 
+/*
+ * Host records as a hostile host can make them: any process names itself
+ * (PR_SET_NAME), and the cache counters are the host's own words.  An
+ * attached host whose name holds a CSI, encoded in UTF-8 (C1, U+009B) and
+ * as a byte alone, a right-to-left override (U+202E) and an e acute, which
+ * stays; a detached one with all 16 bytes of its name used (no NUL), a
+ * refusal of a kind no version knows and the largest numbers.
+ */
+#define HOSTILE_COMM          \
+	"\xc2\x9b"            \
+	"31m\x9b\xe2\x80\xae" \
+	"caf\xc3\xa9"
+#define DETACHED_COMM "0123456789abcdef"
+
+static void hostile_hosts(struct nic_mgmt_host_rec h[2])
+{
+	memset(h, 0, 2 * sizeof(*h));
+	h[0].ctx_id = 7;
+	h[0].pid = 4343;
+	memcpy(h[0].comm, HOSTILE_COMM, sizeof(HOSTILE_COMM));
+	h[1].ctx_id = 5;
+	h[1].pid = 4444;
+	memcpy(h[1].comm, DETACHED_COMM, sizeof(h[1].comm));
+	h[1].flags = NIC_MGMT_HOST_DETACHED;
+	h[1].cache.magic = NIC_HOST_CACHE_MAGIC;
+	h[1].cache.flags = UINT32_MAX;
+	h[1].cache.refusal = 99;
+	h[1].cache.refusal_errno = UINT32_MAX;
+	h[1].cache.refusals = UINT64_MAX;
+	h[1].cache.refusal_limit = UINT64_MAX;
+	h[1].cache.refusal_in_use = UINT64_MAX;
+	h[1].cache.refusal_needed = UINT64_MAX;
+	h[1].cache.refusal_ns = UINT64_MAX;
+}
+
+/* Whether s holds only printable ASCII, UTF-8 beyond it, and newlines (no
+ * C0 or C1 control character, no byte outside a UTF-8 character). */
+static bool plain_text(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			return false;
+		if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+			return false;
+		if (*p >= 0x80 && *p < 0xc0 && (p == (const unsigned char *)s || p[-1] < 0x80))
+			return false;
+	}
+	return true;
+}
+
 struct fake_nic {
 	char sock[FILE_MAX];
 	uint32_t addr;
@@ -512,9 +562,11 @@ static int send_reply(int fd, uint16_t op, uint32_t count, uint32_t flags, const
 }
 
 /* Serve one management client: TPT and FAULTS well formed (the TPT listing
- * in two messages), STATS malformed (a record count its length contradicts). */
+ * in two messages), HOSTS and DETACHED with the records hostile_hosts makes,
+ * STATS malformed (a record count its length contradicts). */
 static void fake_serve(int fd, const struct fake_nic *f)
 {
+	struct nic_mgmt_host_rec hosts[2];
 	struct nic_hello_reply r = {
 	    .magic = NIC_ABI_MAGIC,
 	    .abi_version = NIC_ABI_VERSION,
@@ -575,6 +627,7 @@ static void fake_serve(int fd, const struct fake_nic *f)
 	mw.mr_key = 0x000102;
 	mw.qpn = 7;
 	mw.len = 4096;
+	hostile_hosts(hosts);
 	if (poll(&p, 1, 5000) <= 0 || recv(fd, &hello, sizeof(hello), 0) != sizeof(hello))
 		return;
 	if (send(fd, &r, sizeof(r), MSG_NOSIGNAL) != sizeof(r))
@@ -587,6 +640,12 @@ static void fake_serve(int fd, const struct fake_nic *f)
 			break;
 		case NIC_MGMT_FAULTS:
 			send_reply(fd, req.op, 2, NIC_MGMT_F_LAST, remote, sizeof(remote));
+			break;
+		case NIC_MGMT_HOSTS:
+			send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &hosts[0], sizeof(hosts[0]));
+			break;
+		case NIC_MGMT_DETACHED:
+			send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &hosts[1], sizeof(hosts[1]));
 			break;
 		default: send_reply(fd, req.op, 1, NIC_MGMT_F_LAST, &stats, 8); break;
 		}
@@ -657,6 +716,23 @@ static void test_fake_nic(void)
 	OUT_HAS("\"requester\":null");
 	OUT_HAS("\"requester\":{\"addr\":\"198.18.0.7\",\"qpn\":33,\"psn\":1234,"
 		"\"opcode\":\"RC_RDMA_WRITE_ONLY\"}");
+
+	/* Host records as a hostile host makes them: what reaches the terminal
+	 * has no control character of any kind, and the JSON is whole. */
+	rc = NICSIM("show", "hosts", "--dir", dir);
+	NST_EQ(rc, 0);
+	OUT_HAS("nic 198.18.0.9 ctx 7 pid 4343 qps 0 cache unknown comm ?31m??caf\xc3\xa9\n");
+	OUT_HAS("nic 198.18.0.9 ctx 5 pid 4444 (detached, comm " DETACHED_COMM
+		") last refusal: refusal of kind 99, unknown to this version\n");
+	NST_TRUE(plain_text(out));
+	rc = NICSIM("show", "hosts", "--json", "--dir", dir);
+	NST_EQ(rc, 0);
+	NST_TRUE(nst_json_balanced(out));
+	NST_TRUE(plain_text(out));
+	OUT_HAS("\"hosts\":[\n {\"ctx\":7,\"pid\":4343,\"comm\":\"\\u00c2\\u009b31m");
+	OUT_HAS("\"detached\":[\n {\"ctx\":5,\"pid\":4444,\"comm\":\"" DETACHED_COMM "\",");
+	OUT_HAS("\"last_refusal\":{\"kind\":99,\"errno\":4294967295,"
+		"\"limit\":18446744073709551615,");
 
 	/* The stats reply claims a record its length does not hold. */
 	rc = NICSIM("stats", "--dir", dir);
