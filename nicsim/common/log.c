@@ -19,6 +19,26 @@ int nic_log_level_parse(const char *text, enum nic_log_level *level)
 	return -EINVAL;
 }
 
+/*
+ * A log line goes to a terminal sooner or later (`nicsim up` prints the
+ * tail of a NIC's log when it fails to start), and parts of it come from
+ * others: a host's program name (PR_SET_NAME), a path.  Each control
+ * character becomes '?': C0 and DEL, and the C1 ones as UTF-8 writes them
+ * (0xc2 0x80..0x9f, which a terminal may take as CSI and the like).
+ */
+static void plain(char *s)
+{
+	for (unsigned char *p = (unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			*p = '?';
+		} else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+			p[0] = '?';
+			p[1] = '?';
+			p++;
+		}
+	}
+}
+
 void nic_log_printf(const struct nic_log *log, enum nic_log_level level, const char *fmt, ...)
 {
 	char line[1024], stamp[32];
@@ -39,6 +59,7 @@ void nic_log_printf(const struct nic_log *log, enum nic_log_level level, const c
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
+	plain(line + n);
 	/* One write per line so that lines from several NICs sharing a log do not mix. */
 	fprintf(stderr, "%s\n", line);
 }

@@ -860,6 +860,48 @@ static void test_silent_connections_log_bounded(void)
 	NST_TRUE(lines <= 8);
 }
 
+/* A host named to write escape sequences to a terminal: attaches, exits. */
+static int named_host_main(void *arg)
+{
+	struct nic_host *h;
+
+	(void)arg;
+	if (prctl(PR_SET_NAME,
+		  "\x1b]0;pwn\x07\xc2\x9b"
+		  "2J",
+		  0, 0, 0) < 0)
+		return 1;
+	if (nic_host_attach(sock, &h))
+		return 2;
+	nic_host_detach(h);
+	return 0;
+}
+
+static bool detached_logged(void *arg)
+{
+	return count_lines(log_path, "?]0;pwn???2J") >= *(unsigned *)arg;
+}
+
+/* The NIC's log never carries a control character someone else chose. */
+static void test_program_name_logged_plainly(void)
+{
+	unsigned want = count_lines(log_path, "?]0;pwn???2J") + 2;
+	char buf[65536];
+	ssize_t n;
+	int fd;
+
+	NST_REQUIRE_EQ(nst_wait(nst_fork(named_host_main, NULL), WAIT_MS), 0);
+	/* "attached: pid P (name)" and "detached: pid P (name)". */
+	NST_TRUE(nst_wait_until(detached_logged, &want, WAIT_MS, 5));
+	fd = open(log_path, O_RDONLY | O_CLOEXEC);
+	NST_REQUIRE(fd >= 0);
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		NST_TRUE(memchr(buf, 0x1b, (size_t)n) == NULL);
+		NST_TRUE(memchr(buf, 0x07, (size_t)n) == NULL);
+	}
+	close(fd);
+}
+
 /* ---- A damaged fabric ------------------------------------------------------------------ */
 
 struct damaged_wait {
@@ -1011,6 +1053,7 @@ int main(int argc, char **argv)
 	    {"unread_management_does_not_block", test_unread_management_does_not_block},
 	    {"idle_management_leaves_room", test_idle_management_leaves_room},
 	    {"other_user_refused_at_accept", test_other_user_refused_at_accept},
+	    {"program_name_logged_plainly", test_program_name_logged_plainly},
 	    {"silent_connections_log_bounded", test_silent_connections_log_bounded},
 	    {"damaged_fabric_reported", test_damaged_fabric_reported},
 	    {"nicsimd_addr_and_help_words", test_nicsimd_addr_and_help_words},
