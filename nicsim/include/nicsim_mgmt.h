@@ -257,17 +257,14 @@ struct nic_mgmt_fault_rec {
 };
 
 /*
- * One attached host context: who it is and the registration-cache counters
- * its host publishes in its context header (all zero, magic included, when
- * the host publishes none).  Copied from the host's memory: display only.
- */
-/*
- * A host context.  NIC_MGMT_HOSTS lists the attached ones in context id
- * order.  NIC_MGMT_DETACHED lists the last NIC_MGMT_DETACHED_MAX that
- * detached after a registration refused for a limit of the system
- * (cache.refusal), oldest first, with NIC_MGMT_HOST_DETACHED in flags and
- * the counters as they were at the end: a program that failed and exited
- * still says why.
+ * One host context: who it is and the registration-cache counters its host
+ * publishes in its context header (all zero, magic included, when the host
+ * publishes none).  Copied from the host's memory: display only.
+ * NIC_MGMT_HOSTS lists the attached ones in context id order.
+ * NIC_MGMT_DETACHED lists the last NIC_MGMT_DETACHED_MAX that detached
+ * after a registration refused for a limit of the system (cache.refusal),
+ * oldest first, with NIC_MGMT_HOST_DETACHED in flags and the counters as
+ * they were at the end: a program that failed and exited still says why.
  */
 #define NIC_MGMT_HOST_DETACHED 0x1u
 #define NIC_MGMT_DETACHED_MAX 8u
