@@ -695,9 +695,11 @@ void conn_peer_gone(struct nic *nic, const struct port_watch *w)
 		for (uint32_t i = 0; i < NIC_QP_SLOTS; i++) {
 			struct qp *qp = c->qps[i];
 
-			if (qp && qp->peer_watch == w && connected(qp))
+			if (!qp || qp->peer_watch != w)
+				continue;
+			if (connected(qp))
 				disconnected(nic, qp, NIC_STATUS_UNREACHABLE);
-			else if (qp && qp->peer_watch == w)
+			else
 				port_peer_unwatch(nic, qp);
 		}
 	}

@@ -365,6 +365,7 @@ static int lock_dir(const struct cli_opts *o, const char *cmd, int timeout_ms)
 		return -1;
 	}
 	if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+		int err = errno;
 		struct stat st;
 
 		if (stat(o->dir, &st) == 0 && st.st_uid != geteuid()) {
@@ -372,9 +373,10 @@ static int lock_dir(const struct cli_opts *o, const char *cmd, int timeout_ms)
 				"uid %u: only its owner starts and stops its NICs (a group the "
 				"NICs allow may attach hosts, nothing more). Use a run directory "
 				"of your own: --dir D or NICSIM_DIR",
-				path, strerror(errno), o->dir, (unsigned)st.st_uid);
+				path, strerror(err), o->dir, (unsigned)st.st_uid);
 			return -1;
 		}
+		errno = err;
 	}
 	if (fd < 0) {
 		cli_err("cannot open the lock %s: %s", path, strerror(errno));
